@@ -1,0 +1,227 @@
+"""Stack profiles (one per OS / kernel generation) and initial socket options.
+
+Owns: every number the model uses, each with its source. No literals for stack
+behaviour may live anywhere else in the model. Standard library only.
+Figures marked UNVERIFIED are inferred or from secondary sources; the real kernel wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class NagleStyle(Enum):
+    MINSHALL = "minshall"   # Linux tcp_nagle_check + tcp_minshall_check
+    RFC896 = "rfc896"       # hold while *any* data is unACKed
+
+
+class AckStyle(Enum):
+    LINUX = "linux"         # ato adaptation, quick-ACK budget, ping-pong, jiffies
+    CLASSIC = "classic"     # RFC 1122: every Nth segment or a fixed timer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StackProfile:
+    """Parameters of one TCP stack. Times in µs unless the name says jiffies."""
+
+    name: str
+    description: str
+    sources: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+
+    nagle_style: NagleStyle = NagleStyle.MINSHALL
+    ack_style: AckStyle = AckStyle.LINUX
+    supports_cork: bool = True
+    """TCP_CORK and MSG_MORE exist (Linux only)."""
+    supports_quickack: bool = True
+    """TCP_QUICKACK exists (Linux only)."""
+
+    hz: int = 250
+    """Kernel tick rate; ato, delayed-ACK and probe timers run in jiffies (CONFIG_HZ)."""
+    timer_wheel_round_up: bool = True
+    """A timer due at jiffy J fires at the start of J+1 (kernel/time/timer.c calc_index)."""
+    jiffy_phase_us: int = 0
+    """Where the tick boundaries fall relative to t=0 (the SYN)."""
+
+    max_quickacks: int = 16
+    """TCP_MAX_QUICKACKS (include/net/tcp.h)."""
+    pingpong_thresh: int = 1
+    """TCP_PINGPONG_THRESH / net.ipv4.tcp_pingpong_thresh."""
+    pingpong_needs_new_data: bool = False
+    """5.x threshold-3 era: count a reply only if it is the first send since data arrived."""
+    quickack_dec_only_if_scheduled: bool = True
+    """059217c18be6 (2023): quick budget drops only for ACKs of new data."""
+    pushed_on_full_psh: bool = True
+    """4720852ed9af (2023): an exact-MSS segment with PSH counts as PUSHED."""
+
+    rto_min_us: int = 200_000
+    """TCP_RTO_MIN = HZ/5."""
+    rto_initial_us: int = 1_000_000
+    """TCP_TIMEOUT_INIT (RFC 6298)."""
+    rto_max_us: int = 120_000_000
+    init_cwnd: int = 10
+    """TCP_INIT_CWND, RFC 6928."""
+    slow_start_after_idle: bool = True
+    """net.ipv4.tcp_slow_start_after_idle default 1."""
+    autocorking: bool = True
+    """net.ipv4.tcp_autocorking default 1."""
+    rcv_wnd: int = 65535
+    """Initial advertised receive window (tcp_select_initial_window, unscaled 64 KB)."""
+    rcv_buf: int = 131072
+    """Receive buffer (net.ipv4.tcp_rmem[1])."""
+    initial_rcv_mss: int = 536
+    """TCP_MSS_DEFAULT: rcv_mss guess before a full segment is seen (tcp_initialize_rcv_mss)."""
+
+    classic_delack_us: int = 200_000
+    """CLASSIC receivers: the delayed-ACK timer."""
+    classic_ack_every: int = 2
+    """CLASSIC receivers: ACK at once when this many segments are unACKed."""
+    classic_ack_psh_at_once: bool = False
+    """CLASSIC receivers: a segment with PSH is ACKed at once (XNU tcp_cc_delay_ack)."""
+
+    syscall_us: int = 2
+    """Cost of one socket call to the application (measured order, loopback)."""
+    tx_segment_us: int = 2
+    """Extra cost of a send call per segment it transmits (loopback runs the receiver inline)."""
+    host_latency_us: int = 1
+    """This host's own stack latency per segment, added to the link delay."""
+    wakeup_us: int = 5
+    """Scheduler latency from data arriving to a blocked reader running."""
+
+    # --- derived, in jiffies --------------------------------------------------------
+    @property
+    def tick_us(self) -> int:
+        return 1_000_000 // self.hz
+
+    @property
+    def delack_min_j(self) -> int:
+        """TCP_DELACK_MIN = TCP_ATO_MIN = HZ/25 for HZ >= 100, else 4 jiffies."""
+        return self.hz // 25 if self.hz >= 100 else 4
+
+    @property
+    def delack_max_j(self) -> int:
+        """TCP_DELACK_MAX = HZ/5."""
+        return self.hz // 5
+
+    def us_to_jiffies(self, us: int) -> int:
+        """usecs_to_jiffies rounds up."""
+        return -(-us // self.tick_us)
+
+    def with_overrides(self, **changes: Any) -> StackProfile:
+        """A copy with some fields changed (scenario `tune` tables)."""
+        return dataclasses.replace(self, **changes)
+
+
+LINUX = StackProfile(
+    name="linux",
+    description="Linux 6.x (6.6-6.18), HZ=250: Minshall Nagle, 40 ms delayed ACK in jiffies, "
+    "16 quick ACKs at start, ping-pong threshold 1",
+    sources=(
+        "net/ipv4/tcp_output.c: tcp_nagle_check, tcp_minshall_check, tcp_write_xmit, "
+        "tcp_send_delayed_ack, tcp_check_probe_timer",
+        "net/ipv4/tcp_input.c: tcp_event_data_recv, __tcp_ack_snd_check, tcp_measure_rcv_mss",
+        "net/ipv4/tcp.c: tcp_push, __tcp_cleanup_rbuf, __tcp_sock_set_quickack",
+        "include/net/tcp.h: TCP_DELACK_MIN, TCP_MAX_QUICKACKS, TCP_INIT_CWND",
+        "commit 4d8f24eeedc5 (2022): TCP_PINGPONG_THRESH back to 1",
+        "measured on this project's 6.18 kernel: shared/reference/seed-scenarios.md",
+    ),
+    unverified=("syscall_us, tx_segment_us, host_latency_us, wakeup_us are loopback orders "
+                "of magnitude, not kernel constants",),
+)
+
+LINUX_5_4 = LINUX.with_overrides(
+    name="linux-5.4",
+    description="Linux 5.1-5.19 era: ping-pong needs 3 quick replies; quick-ACK budget "
+    "spent per data segment; exact-MSS PSH segments could wait 40 ms",
+    sources=(
+        "commit 4a41f453bedf (2019): TCP_PINGPONG_THRESH 3, inet_csk_inc_pingpong_cnt",
+        "raspberrypi/linux 0373f2fb (5.x) include/net/inet_connection_sock.h",
+        "reverted by 4d8f24eeedc5 (2022); fixes 059217c18be6, 4720852ed9af (2023) absent",
+    ),
+    unverified=("the exact first/last kernel versions with threshold 3",),
+    pingpong_thresh=3,
+    pingpong_needs_new_data=True,
+    quickack_dec_only_if_scheduled=False,
+    pushed_on_full_psh=False,
+)
+
+WINDOWS = LINUX.with_overrides(
+    name="windows",
+    description="Windows 10/Server: ACK every 2nd segment or after 200 ms; classic Nagle",
+    sources=(
+        "Microsoft KB 328890: TcpAckFrequency default 2; delayed-ACK timer 200 ms",
+        "Windows 2000 TCP/IP docs (cc938206): TcpDelAckTicks default 2 (x100 ms)",
+        "seed scenario S1: about 200 ms stall on Windows; S5: Windows NODELAY 100 % unbuffered",
+    ),
+    unverified=("Nagle variant (RFC 896 assumed, not Minshall)",
+                "no quick-ACK or ping-pong logic", "timer granularity (exact 200 ms assumed)",
+                "initial cwnd 10"),
+    nagle_style=NagleStyle.RFC896,
+    ack_style=AckStyle.CLASSIC,
+    supports_cork=False,
+    supports_quickack=False,
+    classic_delack_us=200_000,
+    classic_ack_every=2,
+    autocorking=False,
+)
+
+FREEBSD = LINUX.with_overrides(
+    name="freebsd",
+    description="FreeBSD 13/14: ACK every 2nd segment or after net.inet.tcp.delacktime",
+    sources=(
+        "sys/netinet/tcp_timer.h TCPTV_DELACK; sysctl net.inet.tcp.delacktime",
+        "seed scenario S4: FreeBSD 13.2 delayed ACK measured about 40 ms",
+    ),
+    unverified=("delacktime 40 ms taken from the S4 measurement; older headers say 100 ms",
+                "Nagle variant (RFC 896 assumed)", "no quick-ACK budget modelled"),
+    nagle_style=NagleStyle.RFC896,
+    ack_style=AckStyle.CLASSIC,
+    supports_cork=False,
+    supports_quickack=False,
+    classic_delack_us=40_000,
+    autocorking=False,
+)
+
+MACOS = LINUX.with_overrides(
+    name="macos",
+    description="macOS (XNU), net.inet.tcp.delayed_ack=3: ACK every other segment, PSH ACKed "
+    "at once",
+    sources=(
+        "XNU bsd/netinet/tcp_input.c: tcp_delack_enabled default 3",
+        "XNU bsd/netinet/tcp_cc.c: tcp_cc_delay_ack delays only without PSH and with one "
+        "unACKed segment",
+    ),
+    unverified=("delayed-ACK timer 100 ms (old tcp_timer.h says 125 ms)",
+                "stretch-ACK detection of mode 3 not modelled", "Nagle variant (RFC 896)"),
+    nagle_style=NagleStyle.RFC896,
+    ack_style=AckStyle.CLASSIC,
+    supports_cork=False,
+    supports_quickack=False,
+    classic_delack_us=100_000,
+    classic_ack_psh_at_once=True,
+    autocorking=False,
+)
+
+PROFILES: dict[str, StackProfile] = {
+    p.name: p for p in (LINUX, LINUX_5_4, WINDOWS, FREEBSD, MACOS)
+}
+
+TUNABLE = frozenset(
+    f.name for f in dataclasses.fields(StackProfile)
+    if f.name not in {"name", "description", "sources", "unverified", "nagle_style",
+                      "ack_style", "supports_cork", "supports_quickack"}
+)
+"""Profile fields a scenario may override in its `tune` table."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SocketOptions:
+    """Options set before connect/accept."""
+
+    nodelay: bool = False
+    cork: bool = False
+    quickack: bool | None = None
+    """None: leave the default; False: TCP_QUICKACK=0 (ping-pong) before connecting."""

@@ -1,0 +1,988 @@
+"""A sans-I/O TCP endpoint that decides, as Linux does, when small segments and ACKs leave.
+
+Owns: one side's TCP state (send queue, Nagle/CORK/NODELAY, congestion window, receive
+queue, delayed-ACK engine, timers as deadlines) and the trace of its decisions.
+Must not import I/O, clocks or UI libraries: standard library only.
+
+Theory of operation
+-------------------
+Every input takes ``now`` (integer µs): ``connect``, ``app_write``, ``app_read``,
+``set_option``, ``app_close``, ``receive_segment``, ``on_deadline``. Outputs are pulled:
+``segments_to_send()`` drains what the endpoint transmitted, ``drain_events()`` its
+decisions, ``next_deadline()`` the earliest armed timer. ``on_deadline(now)`` fires every
+timer due at or before ``now`` and does nothing otherwise, so a stale wake-up is harmless.
+
+The send side follows tcp_sendmsg_locked → tcp_push → __tcp_push_pending_frames →
+tcp_write_xmit: data fills the tail skb up to one MSS; a full skb is pushed at once; at
+the end of the call the tail is pushed with ``nonagle`` (TCP_NAGLE_CORK for MSG_MORE).
+Only the tail skb is subject to Nagle/CORK. When a push finds nothing in flight and sends
+nothing, the zero-window probe timer is armed at max(RTO, 200 ms): that is the "200 ms
+CORK ceiling" of tcp(7), and what releases MSG_MORE data.
+
+The receive side follows tcp_event_data_recv (ato adaptation, quick-ACK budget),
+__tcp_ack_snd_check (ACK now or delay), tcp_send_delayed_ack (deadline in jiffies),
+tcp_delack_timer_handler (ping-pong exit) and __tcp_cleanup_rbuf (ACK on read). All of
+ato, lrcvtime and the timers are in jiffies, and a timer due at jiffy J fires at the start
+of J+1, which is why a 40 ms delayed ACK takes 40–44 ms at HZ=250.
+
+Non-Linux profiles (``AckStyle.CLASSIC``) use the RFC 1122 rule instead: ACK every Nth
+segment or when a fixed timer expires.
+
+SIMPLIFICATION: skbs never exceed one MSS (no TSO/GSO super-packets; compare bytes).
+SIMPLIFICATION: the link never loses or reorders; out-of-order queues and SACK are absent.
+SIMPLIFICATION: tcp_grow_window's ``quick |= 1`` and TCP Small Queues are not modelled.
+SIMPLIFICATION: the send buffer is unbounded (writes never block).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum, IntFlag
+
+from .config import AckStyle, NagleStyle, SocketOptions, StackProfile
+from .events import Kind, Micros, Reason, Segment, Side, TcpFlag, Timer, TraceEvent
+
+
+class Nonagle(IntFlag):
+    """tp->nonagle bits (include/net/tcp.h)."""
+
+    OFF = 1     # TCP_NODELAY
+    CORK = 2    # TCP_CORK (or MSG_MORE for one push)
+    PUSH = 4    # "cork is overridden for already queued data"
+
+
+class AckPending(IntFlag):
+    """icsk_ack.pending bits (include/net/inet_connection_sock.h)."""
+
+    SCHED = 1
+    TIMER = 2
+    PUSHED = 4
+    PUSHED2 = 8
+    NOW = 16
+
+
+class State(Enum):
+    CLOSED = "CLOSED"
+    LISTEN = "LISTEN"
+    SYN_SENT = "SYN_SENT"
+    SYN_RCVD = "SYN_RCVD"
+    ESTABLISHED = "ESTABLISHED"
+    FIN_WAIT1 = "FIN_WAIT1"
+    FIN_WAIT2 = "FIN_WAIT2"
+    CLOSE_WAIT = "CLOSE_WAIT"
+    CLOSING = "CLOSING"
+    LAST_ACK = "LAST_ACK"
+    TIME_WAIT = "TIME_WAIT"
+
+
+class SockOpt(Enum):
+    NODELAY = "nodelay"
+    CORK = "cork"
+    QUICKACK = "quickack"
+
+
+class ModelError(Exception):
+    """The application asked for something the socket cannot do in its state."""
+
+
+@dataclass(slots=True)
+class _Skb:
+    seq: int
+    length: int
+    psh: bool = False
+    fin: bool = False
+    sent_at: int = -1
+    retransmitted: bool = False
+
+    @property
+    def end(self) -> int:
+        return self.seq + self.length + (1 if self.fin else 0)
+
+
+_SYN_ACK = TcpFlag.SYN | TcpFlag.ACK
+_TCP_HDR = 32  # 20-byte header + 12-byte timestamp option, as Linux sends by default
+_TCP_MIN_MSS = 88
+
+
+class Endpoint:
+    """One side of a TCP connection (see the module docstring)."""
+
+    def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
+                 mss: int) -> None:
+        self.side = side
+        self.profile = profile
+        self.mss = mss
+        self.state = State.CLOSED if side is Side.CLIENT else State.LISTEN
+        self._events: list[TraceEvent] = []
+        self._out: list[Segment] = []
+        self.timers: dict[Timer, Micros] = {}
+
+        # send side (tcp_sock)
+        self.nonagle = Nonagle(0)
+        if options.nodelay:
+            self.nonagle |= Nonagle.OFF
+        if options.cork:
+            self.nonagle |= Nonagle.CORK
+        self.snd_una = 0
+        self.snd_nxt = 0
+        self.write_seq = 0
+        self.pushed_seq = 0
+        self.snd_sml = 0
+        self.snd_wnd = 65535
+        self.max_window = 0
+        self.queue: deque[_Skb] = deque()   # unsent skbs, send head first
+        self.rtx: deque[_Skb] = deque()     # sent, unACKed
+        self.cwnd = profile.init_cwnd
+        self.ssthresh = 1 << 30
+        self.lsndtime_j = 0
+        self.srtt_us = 0
+        self.mdev_us = 0
+        self.rto_us = profile.rto_initial_us
+        self.backoff = 0
+        self.fin_queued = False
+        self._tx_busy_until = -1
+        self._probe_pending = False
+
+        # receive side
+        self.rcv_nxt = 0
+        self.rcv_wup = 0
+        self.copied = 0          # bytes the application has read
+        self.unread = 0          # bytes queued for the application
+        self.peer_fin = False
+        self.rcv_wnd = profile.rcv_wnd
+        self.window_clamp = profile.rcv_buf
+        self.ack_pending = AckPending(0)
+        self.ato_j = 0
+        self.lrcvtime_j = 0
+        self.quick = 0
+        self.pingpong = 0
+        self.rcv_mss = min(profile.initial_rcv_mss, mss)
+        self.last_seg_size = 0
+        self.delack_timeout_j = 0
+        self.unacked_segs = 0    # CLASSIC receivers
+        if options.quickack is False:
+            self.pingpong = profile.pingpong_thresh
+
+    # ------------------------------------------------------------------ pulls
+    def segments_to_send(self) -> list[Segment]:
+        """Segments transmitted since the last call, in order."""
+        out, self._out = self._out, []
+        return out
+
+    def drain_events(self) -> list[TraceEvent]:
+        events, self._events = self._events, []
+        return events
+
+    def next_deadline(self) -> Micros | None:
+        return min(self.timers.values()) if self.timers else None
+
+    @property
+    def in_pingpong(self) -> bool:
+        """inet_csk_in_pingpong_mode: pingpong count reached the threshold."""
+        return self.pingpong >= self.profile.pingpong_thresh
+
+    @property
+    def in_quickack_mode(self) -> bool:
+        """tcp_in_quickack_mode: budget left and not in ping-pong."""
+        return self.quick > 0 and not self.in_pingpong
+
+    @property
+    def packets_out(self) -> int:
+        return len(self.rtx)
+
+    @property
+    def established(self) -> bool:
+        return self.state in (State.ESTABLISHED, State.CLOSE_WAIT)
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will happen on this socket."""
+        return self.state in (State.CLOSED, State.TIME_WAIT) or (
+            self.state is State.FIN_WAIT2 and self.peer_fin)
+
+    @property
+    def eof(self) -> bool:
+        return self.peer_fin and self.unread == 0
+
+    # ------------------------------------------------------------------ helpers
+    def _event(self, now: int, kind: Kind, reason: Reason, detail: str = "",
+               timer: Timer | None = None, deadline: int | None = None,
+               **data: int) -> None:
+        self._events.append(TraceEvent(
+            at=Micros(now), side=self.side, kind=kind, reason=reason, detail=detail,
+            timer=timer, deadline=None if deadline is None else Micros(deadline), data=data))
+
+    def _jiffies(self, now: int) -> int:
+        return (now + self.profile.jiffy_phase_us) // self.profile.tick_us
+
+    def _jiffy_timer_at(self, now: int, expires_j: int) -> int:
+        """When a timer_list due at jiffy ``expires_j`` runs (timer wheel rounds up)."""
+        fire_j = expires_j + (1 if self.profile.timer_wheel_round_up else 0)
+        fire_j = max(fire_j, self._jiffies(now) + 1)
+        return fire_j * self.profile.tick_us - self.profile.jiffy_phase_us
+
+    def _arm(self, now: int, timer: Timer, at: int, reason: Reason, detail: str = "") -> None:
+        self.timers[timer] = Micros(at)
+        self._event(now, Kind.TIMER_ARMED, reason, detail, timer=timer, deadline=at)
+
+    def _cancel(self, now: int, timer: Timer, reason: Reason = Reason.TIMER_CLEARED) -> None:
+        if self.timers.pop(timer, None) is not None:
+            self._event(now, Kind.TIMER_CANCELLED, reason, timer=timer)
+
+    def _set_state(self, now: int, state: State) -> None:
+        if state is not self.state:
+            self._event(now, Kind.STATE, Reason.STATE_CHANGE,
+                        f"{self.state.value} → {state.value}")
+            self.state = state
+
+    @property
+    def _rto_j(self) -> int:
+        return self.profile.us_to_jiffies(self.rto_us)
+
+    # ------------------------------------------------------------------ transmit
+    def _transmit(self, now: int, flags: TcpFlag, seq: int, length: int,
+                  why: Reason) -> Segment:
+        """__tcp_transmit_skb: every segment carrying ACK is also an ACK (piggyback)."""
+        if self.established or self.state not in (State.SYN_SENT, State.LISTEN):
+            flags |= TcpFlag.ACK
+        window = self._advertised_window()
+        seg = Segment(src=self.side, seq=seq, ack=self.rcv_nxt if flags & TcpFlag.ACK else 0,
+                      length=length, flags=flags, window=window, sent_at=Micros(now), why=why)
+        self._out.append(seg)
+        self._event(now, Kind.SEND, why, seg.summary(), seq=seq, length=length)
+        if flags & TcpFlag.ACK:
+            self._event_ack_sent(now, data_segments=1 if length else 0)
+        if length:
+            self._event_data_sent(now)
+        return seg
+
+    def _advertised_window(self) -> int:
+        free = max(0, self.profile.rcv_buf - self.unread)
+        self.rcv_wnd = min(self.profile.rcv_wnd, free)
+        self.rcv_wup = self.rcv_nxt
+        return self.rcv_wnd
+
+    def _event_ack_sent(self, now: int, data_segments: int) -> None:
+        """tcp_event_ack_sent → tcp_dec_quickack_mode + clear the DACK timer."""
+        if self.profile.ack_style is AckStyle.CLASSIC:
+            self.unacked_segs = 0
+        if self.quick:
+            if self.profile.quickack_dec_only_if_scheduled:
+                pkts = 1 if self.ack_pending & AckPending.SCHED else 0
+            else:
+                pkts = max(1, data_segments)
+            if pkts >= self.quick:
+                self.quick = 0
+                self.ato_j = self.profile.delack_min_j
+                self._event(now, Kind.MODE, Reason.QUICK_SPENT, "quick = 0, ato = ATO_MIN",
+                            quick=0)
+            else:
+                self.quick -= pkts
+        self.ack_pending = AckPending(0)
+        self._cancel(now, Timer.DELACK, Reason.PIGGYBACK)
+
+    def _event_data_sent(self, now: int) -> None:
+        """tcp_event_data_sent: a reply within ato of the last data raises ping-pong."""
+        now_j = self._jiffies(now)
+        if self.profile.ack_style is AckStyle.LINUX and self.ato_j and (
+                now_j - self.lrcvtime_j) < self.ato_j:
+            fresh = not self.profile.pingpong_needs_new_data or self.lsndtime_j <= self.lrcvtime_j
+            if fresh and self.pingpong < 255:
+                was = self.in_pingpong
+                self.pingpong += 1
+                if self.in_pingpong and not was:
+                    self._event(now, Kind.MODE, Reason.PINGPONG_ENTER,
+                                f"{(now_j - self.lrcvtime_j) * self.profile.tick_us // 1000} ms"
+                                f" after data, ato {self._ato_ms()} ms", pingpong=1)
+                elif not was:
+                    self._event(now, Kind.MODE, Reason.PINGPONG_COUNT,
+                                f"count {self.pingpong} of {self.profile.pingpong_thresh}",
+                                pingpong=0)
+        self.lsndtime_j = now_j
+
+    def _ato_ms(self) -> str:
+        return f"{self.ato_j * self.profile.tick_us / 1000:g}"
+
+    # ------------------------------------------------------------------ handshake
+    def connect(self, now: int) -> None:
+        """Active open: send SYN (isn 0)."""
+        if self.state is not State.CLOSED:
+            raise ModelError("connect on a socket that is not closed")
+        self._set_state(now, State.SYN_SENT)
+        self.snd_nxt = self.write_seq = self.pushed_seq = 1
+        self._syn_sent_at = now
+        self._transmit(now, TcpFlag.SYN, 0, 0, Reason.HANDSHAKE)
+        self._arm(now, Timer.RTO, now + self.rto_us, Reason.RTO_ARMED, "SYN")
+
+    # ------------------------------------------------------------------ application
+    def app_write(self, now: int, nbytes: int, more: bool = False) -> None:
+        """tcp_sendmsg_locked: queue ``nbytes`` as one send() call."""
+        if nbytes <= 0:
+            raise ModelError("write size must be positive")
+        if not self.established:
+            raise ModelError(f"write on a socket in state {self.state.value}")
+        if more and not self.profile.supports_cork:
+            raise ModelError(f"profile {self.profile.name} has no MSG_MORE")
+        self._event(now, Kind.APP, Reason.APP_CALL,
+                    f"send({nbytes}{', MSG_MORE' if more else ''})", length=nbytes)
+        left = nbytes
+        while left:
+            tail = self.queue[-1] if self.queue else None
+            if tail is None or tail.length >= self.mss or tail.fin:
+                self._skb_entail(now)
+                tail = self.queue[-1]
+            take = min(left, self.mss - tail.length)
+            tail.length += take
+            self.write_seq += take
+            left -= take
+            if tail.length < self.mss:
+                continue
+            # A full skb: tcp_push_one, or a forced push of everything
+            if self._forced_push():
+                self._mark_push(tail)
+                self._push_pending(now, Nonagle.PUSH, Reason.FULL_SEGMENT)
+            elif tail is self.queue[0]:
+                self._write_xmit(now, Nonagle.PUSH, Reason.FULL_SEGMENT, push_one=True)
+        self._tcp_push(now, more)
+
+    def _skb_entail(self, now: int) -> None:
+        """tcp_skb_entail: a new skb clears the one-shot TCP_NAGLE_PUSH override."""
+        self.nonagle &= ~Nonagle.PUSH
+        if (self.profile.slow_start_after_idle and not self.rtx and self.srtt_us
+                and self._jiffies(now) - self.lsndtime_j > self._rto_j
+                and self.cwnd > self.profile.init_cwnd):
+            idle_rtos = (self._jiffies(now) - self.lsndtime_j) // max(1, self._rto_j)
+            new = max(self.profile.init_cwnd, self.cwnd >> idle_rtos)
+            self._event(now, Kind.MODE, Reason.CWND_IDLE, f"cwnd {self.cwnd} → {new}",
+                        cwnd=new)
+            self.cwnd = new
+        self.queue.append(_Skb(seq=self.write_seq, length=0))
+
+    def _forced_push(self) -> bool:
+        """forced_push: more than half the peer's largest window written since the last PSH."""
+        return self.write_seq > self.pushed_seq + (self.max_window >> 1)
+
+    def _mark_push(self, skb: _Skb) -> None:
+        skb.psh = True
+        self.pushed_seq = self.write_seq
+
+    def _tcp_push(self, now: int, more: bool) -> None:
+        """tcp_push at the end of sendmsg."""
+        if not self.queue:
+            return
+        tail = self.queue[-1]
+        if not more or self._forced_push():
+            self._mark_push(tail)
+        if self._should_autocork(now, tail):
+            self._event(now, Kind.HOLD, Reason.AUTOCORK_HOLD,
+                        f"{self._queued_bytes()} B queued", length=self._queued_bytes())
+            if Timer.TSQ not in self.timers:
+                self._arm(now, Timer.TSQ, self._tx_busy_until, Reason.AUTOCORK_HOLD,
+                          "TX completion of the previous packet")
+            return
+        nonagle = Nonagle.CORK if more else self.nonagle
+        self._push_pending(now, nonagle, Reason.APP_WRITE, more=more)
+
+    def _should_autocork(self, now: int, tail: _Skb) -> bool:
+        """tcp_should_autocork: an earlier data packet is still in the device queue."""
+        return (self.profile.autocorking and tail.length < self.mss and bool(self.rtx)
+                and self._tx_busy_until > now)
+
+    def _queued_bytes(self) -> int:
+        return sum(s.length for s in self.queue)
+
+    def _push_pending(self, now: int, nonagle: Nonagle, why: Reason,
+                      more: bool = False) -> None:
+        """__tcp_push_pending_frames: write, and arm the probe timer if stuck with nothing
+        in flight (tcp_check_probe_timer)."""
+        if not self.queue:
+            return
+        if self._write_xmit(now, nonagle, why, more=more):
+            self._check_probe_timer(now)
+
+    def _write_xmit(self, now: int, nonagle: Nonagle, why: Reason, push_one: bool = False,
+                    more: bool = False) -> bool:
+        """tcp_write_xmit. Returns True if nothing is in flight and data stays queued."""
+        while self.queue:
+            skb = self.queue[0]
+            fin_only = skb.fin and skb.length == 0
+            if self.packets_out >= self.cwnd and not fin_only:
+                self._hold(now, Reason.CWND_HOLD, f"cwnd {self.cwnd}, in flight "
+                           f"{self.packets_out}")
+                break
+            if skb.seq + skb.length > self.snd_una + self.snd_wnd:
+                self._hold(now, Reason.RWND_HOLD, f"window {self.snd_wnd}")
+                break
+            effective = nonagle if len(self.queue) == 1 else Nonagle.PUSH
+            hold = self._nagle_hold_reason(skb, effective, more)
+            if hold is not None:
+                self._hold(now, hold, self._hold_detail(hold))
+                break
+            self._send_skb(now, skb, why)
+            if push_one:
+                break
+        return not self.rtx and bool(self.queue)
+
+    def _nagle_hold_reason(self, skb: _Skb, nonagle: Nonagle, more: bool) -> Reason | None:
+        """tcp_nagle_test / tcp_nagle_check; None means the skb may go."""
+        if nonagle & Nonagle.PUSH or skb.fin:
+            return None
+        if skb.length >= self.mss:
+            return None
+        if nonagle & Nonagle.CORK:
+            return Reason.MORE_HOLD if more else Reason.CORK_HOLD
+        if nonagle or not self.rtx:
+            return None
+        if self.profile.nagle_style is NagleStyle.RFC896:
+            return Reason.NAGLE_HOLD_CLASSIC
+        # tcp_minshall_check: the last sub-MSS segment sent is still unACKed
+        if self.snd_sml > self.snd_una and self.snd_sml <= self.snd_nxt:
+            return Reason.NAGLE_HOLD
+        return None
+
+    def _hold_detail(self, reason: Reason) -> str:
+        queued = self._queued_bytes()
+        if reason is Reason.NAGLE_HOLD:
+            return f"{queued} B queued; small segment ending at {self.snd_sml} unACKed"
+        return f"{queued} B queued"
+
+    def _hold(self, now: int, reason: Reason, detail: str) -> None:
+        self._event(now, Kind.HOLD, reason, detail, length=self._queued_bytes())
+
+    def _send_skb(self, now: int, skb: _Skb, why: Reason) -> None:
+        self.queue.popleft()
+        flags = TcpFlag.PSH if skb.psh else TcpFlag(0)
+        if skb.fin:
+            flags |= TcpFlag.FIN
+        prior = self.packets_out
+        skb.sent_at = now
+        self.rtx.append(skb)
+        self.snd_nxt = max(self.snd_nxt, skb.end)
+        if skb.length < self.mss:
+            self.snd_sml = skb.end   # tcp_minshall_update
+        self._tx_busy_until = now + self._tx_complete_us
+        self._transmit(now, flags, skb.seq, skb.length, why)
+        if prior == 0:
+            self._rearm_rto(now)
+        self._probe_pending = False
+
+    _tx_complete_us = 0
+    """Device-queue residence of a sent packet (link property; 0 on loopback)."""
+
+    def set_tx_complete(self, us: int) -> None:
+        self._tx_complete_us = us
+
+    def _rearm_rto(self, now: int) -> None:
+        """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot)."""
+        self._cancel(now, Timer.PROBE0)
+        if self.rtx:
+            self._arm(now, Timer.RTO, now + (self.rto_us << self.backoff), Reason.RTO_ARMED,
+                      f"RTO {self.rto_us / 1000:g} ms")
+        else:
+            self._cancel(now, Timer.RTO)
+
+    def _check_probe_timer(self, now: int) -> None:
+        """tcp_check_probe_timer: arm at tcp_probe0_base = max(RTO, TCP_RTO_MIN)."""
+        if self.rtx or Timer.PROBE0 in self.timers or Timer.RTO in self.timers:
+            return
+        base_j = max(self._rto_j, self.profile.us_to_jiffies(self.profile.rto_min_us))
+        at = self._jiffy_timer_at(now, self._jiffies(now) + (base_j << self.backoff))
+        self._arm(now, Timer.PROBE0, at, Reason.PROBE0_ARMED,
+                  f"RTO {self.rto_us / 1000:g} ms")
+
+    def app_read(self, now: int, max_bytes: int) -> int:
+        """tcp_recvmsg: copy what is queued (up to ``max_bytes``), then tcp_cleanup_rbuf."""
+        copied = min(self.unread, max_bytes)
+        self.unread -= copied
+        self.copied += copied
+        if copied:
+            self._event(now, Kind.APP, Reason.APP_CALL, f"recv() → {copied} B", length=copied)
+        self._cleanup_rbuf(now, copied)
+        return copied
+
+    def _cleanup_rbuf(self, now: int, copied: int) -> None:
+        """__tcp_cleanup_rbuf: the ACK a read can trigger."""
+        if self.profile.ack_style is not AckStyle.LINUX or not self.established and \
+                self.state not in (State.FIN_WAIT1, State.FIN_WAIT2):
+            return
+        if self.ack_pending & AckPending.SCHED:
+            if self.rcv_nxt - self.rcv_wup > self.rcv_mss:
+                self._send_ack(now, Reason.FULL_FRAME)
+                return
+            pushed = bool(self.ack_pending & AckPending.PUSHED2) or (
+                bool(self.ack_pending & AckPending.PUSHED) and not self.in_pingpong)
+            if copied > 0 and pushed and self.unread == 0:
+                self._send_ack(now, Reason.READ_ACK)
+                return
+        if copied > 0 and not self.peer_fin:
+            window_now = max(0, self.rcv_wup + self.rcv_wnd - self.rcv_nxt)
+            if 2 * window_now <= self.window_clamp:
+                new_window = min(self.profile.rcv_wnd, self.profile.rcv_buf - self.unread)
+                if new_window and new_window >= 2 * window_now:
+                    self._send_ack(now, Reason.WINDOW_UPDATE)
+
+    def set_option(self, now: int, opt: SockOpt, on: bool) -> None:
+        """setsockopt(IPPROTO_TCP, ...) as in do_tcp_setsockopt."""
+        self._event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET,
+                    f"TCP_{opt.name} = {int(on)}")
+        if opt is SockOpt.CORK and not self.profile.supports_cork:
+            raise ModelError(f"profile {self.profile.name} has no TCP_CORK")
+        if opt is SockOpt.QUICKACK and not self.profile.supports_quickack:
+            raise ModelError(f"profile {self.profile.name} has no TCP_QUICKACK")
+        if opt is SockOpt.NODELAY:
+            if on:  # __tcp_sock_set_nodelay
+                self.nonagle |= Nonagle.OFF | Nonagle.PUSH
+                self._push_pending(now, self.nonagle, Reason.NODELAY_PUSH)
+            else:
+                self.nonagle &= ~Nonagle.OFF
+        elif opt is SockOpt.CORK:
+            if on:  # __tcp_sock_set_cork
+                self.nonagle |= Nonagle.CORK
+            else:
+                self.nonagle &= ~Nonagle.CORK
+                if self.nonagle & Nonagle.OFF:
+                    self.nonagle |= Nonagle.PUSH
+                self._push_pending(now, self.nonagle, Reason.UNCORK_PUSH)
+        else:
+            self._set_quickack(now, on)
+
+    def _set_quickack(self, now: int, on: bool) -> None:
+        """__tcp_sock_set_quickack: 0 enters ping-pong; 1 leaves it and may ACK now. The
+        quick-ACK budget is not refilled and nothing is sticky (tcp(7))."""
+        if not on:
+            if not self.in_pingpong:
+                self._event(now, Kind.MODE, Reason.QUICKACK_OFF, "ping-pong on", pingpong=1)
+            self.pingpong = max(self.pingpong, self.profile.pingpong_thresh)
+            return
+        if self.in_pingpong:
+            self._event(now, Kind.MODE, Reason.QUICKACK_ON, "ping-pong off", pingpong=0)
+        self.pingpong = 0
+        if self.established and self.ack_pending & AckPending.SCHED:
+            self.ack_pending |= AckPending.PUSHED
+            before = len(self._out)
+            self._cleanup_rbuf(now, 1)
+            if len(self._out) > before:
+                self._event(now, Kind.ACK_NOW, Reason.QUICKACK_OPT)
+
+    def get_option(self, opt: SockOpt) -> int:
+        """getsockopt: TCP_QUICKACK reads !pingpong, whatever the quick-ACK budget is."""
+        if opt is SockOpt.NODELAY:
+            return int(bool(self.nonagle & Nonagle.OFF))
+        if opt is SockOpt.CORK:
+            return int(bool(self.nonagle & Nonagle.CORK))
+        return int(not self.in_pingpong)
+
+    def app_close(self, now: int) -> None:
+        """tcp_close: unread data means RST; otherwise queue a FIN and push it (tcp_send_fin)."""
+        self._event(now, Kind.APP, Reason.APP_CALL, "close()")
+        if self.state in (State.CLOSED, State.LISTEN, State.SYN_SENT):
+            self._set_state(now, State.CLOSED)
+            return
+        if self.unread > 0:
+            self._transmit(now, TcpFlag.RST, self.snd_nxt, 0, Reason.RESET)
+            self.timers.clear()
+            self._set_state(now, State.CLOSED)
+            return
+        if self.state is State.ESTABLISHED:
+            self._set_state(now, State.FIN_WAIT1)
+        elif self.state is State.CLOSE_WAIT:
+            self._set_state(now, State.LAST_ACK)
+        else:
+            return
+        tail = self.queue[-1] if self.queue else None
+        if tail is not None and not tail.fin:
+            tail.fin = True
+        else:
+            self.queue.append(_Skb(seq=self.write_seq, length=0, fin=True))
+        self.write_seq += 1
+        self.fin_queued = True
+        self._push_pending(now, Nonagle.OFF, Reason.CLOSE_PUSH)
+
+    # ------------------------------------------------------------------ input
+    def receive_segment(self, now: int, seg: Segment) -> None:
+        """tcp_v4_rcv → tcp_rcv_state_process / tcp_rcv_established."""
+        self._event(now, Kind.RECV, seg.why, seg.summary(),
+                    seq=seg.seq, length=seg.length)
+        if seg.flags & TcpFlag.RST:
+            self.timers.clear()
+            self.peer_fin = True
+            self._set_state(now, State.CLOSED)
+            return
+        if self.state is State.LISTEN:
+            if seg.flags & TcpFlag.SYN:
+                self.rcv_nxt = seg.seq + 1
+                self.snd_wnd = seg.window
+                self.snd_nxt = self.write_seq = self.pushed_seq = 1
+                self._set_state(now, State.SYN_RCVD)
+                self._synack_at = now
+                self._transmit(now, _SYN_ACK, 0, 0, Reason.HANDSHAKE)
+                self._arm(now, Timer.RTO, now + self.rto_us, Reason.RTO_ARMED, "SYN-ACK")
+            return
+        if self.state is State.SYN_SENT:
+            if seg.flags & _SYN_ACK == _SYN_ACK and seg.ack == 1:
+                self._synsent_established(now, seg)
+            return
+        if self.state is State.SYN_RCVD:
+            if seg.flags & TcpFlag.ACK and seg.ack >= 1:
+                self.snd_una = 1
+                self._rtt_sample(now, now - self._synack_at)
+                self.lrcvtime_j = self._jiffies(now)
+                self._cancel(now, Timer.RTO)
+                self._set_state(now, State.ESTABLISHED)
+                self.snd_wnd = seg.window
+                self.max_window = max(self.max_window, seg.window)
+            else:
+                return
+        if self.state is State.CLOSED:
+            return
+        self._rcv_established(now, seg)
+
+    def _synsent_established(self, now: int, seg: Segment) -> None:
+        """tcp_rcv_synsent_state_process: ACK the SYN-ACK now, or delay it in ping-pong."""
+        self.snd_una = 1
+        self.rcv_nxt = seg.seq + 1
+        self.snd_wnd = seg.window
+        self.max_window = max(self.max_window, seg.window)
+        self._rtt_sample(now, now - self._syn_sent_at)
+        self._cancel(now, Timer.RTO)
+        self.lrcvtime_j = self._jiffies(now)
+        self._set_state(now, State.ESTABLISHED)
+        if self.in_pingpong and self.profile.ack_style is AckStyle.LINUX:
+            self.ack_pending |= AckPending.SCHED
+            self._enter_quickack_mode(now, self.profile.max_quickacks, exit_pingpong=False)
+            at = self._jiffy_timer_at(now, self._jiffies(now) + self.profile.delack_max_j)
+            self.ack_pending |= AckPending.TIMER
+            self.delack_timeout_j = self._jiffies(now) + self.profile.delack_max_j
+            self._event(now, Kind.ACK_DELAYED, Reason.SYNACK_DELAYED)
+            self._arm(now, Timer.DELACK, at, Reason.SYNACK_DELAYED, "TCP_DELACK_MAX")
+        else:
+            self._transmit(now, TcpFlag.ACK, self.snd_nxt, 0, Reason.HANDSHAKE)
+
+    def _rcv_established(self, now: int, seg: Segment) -> None:
+        """tcp_rcv_established: tcp_ack, tcp_data_queue, tcp_data_snd_check, ack check."""
+        prior_packets = self.packets_out
+        if seg.flags & TcpFlag.ACK:
+            self._process_ack(now, seg, prior_packets)
+        has_data = seg.length > 0 or bool(seg.flags & TcpFlag.FIN)
+        if has_data:
+            self._data_queue(now, seg)
+        if seg.flags & TcpFlag.ACK and self.queue:
+            # tcp_data_snd_check pushes with tp->nonagle, never with MSG_MORE's cork
+            self._push_pending(now, self.nonagle, Reason.ACK_RELEASE)
+        if self.ack_pending & AckPending.SCHED and self.state is not State.CLOSED:
+            if self.profile.ack_style is AckStyle.LINUX:
+                self._ack_snd_check(now)
+            else:
+                self._classic_ack_check(now, seg)
+
+    def _process_ack(self, now: int, seg: Segment, prior_packets: int) -> None:
+        """tcp_ack: advance snd_una, sample RTT, grow cwnd, rearm RTO, update window."""
+        self.snd_wnd = seg.window
+        self.max_window = max(self.max_window, seg.window)
+        if seg.ack > self.snd_una and seg.ack <= self.snd_nxt:
+            acked = 0
+            sample = None
+            while self.rtx and self.rtx[0].end <= seg.ack:
+                skb = self.rtx.popleft()
+                acked += 1
+                if sample is None and not skb.retransmitted:
+                    sample = now - skb.sent_at
+            self.snd_una = seg.ack
+            if sample is not None:
+                self._rtt_sample(now, sample)
+            self.backoff = 0
+            self._grow_cwnd(now, acked, prior_packets)
+            self._rearm_rto(now)
+            if self.fin_queued and self.snd_una == self.write_seq:
+                if self.state is State.FIN_WAIT1:
+                    self._set_state(now, State.FIN_WAIT2)
+                elif self.state is State.CLOSING:
+                    self._set_state(now, State.TIME_WAIT)
+                elif self.state is State.LAST_ACK:
+                    self._set_state(now, State.CLOSED)
+                    self.timers.clear()
+        elif prior_packets == 0 and self.queue:
+            # tcp_ack_probe: a usable window clears the probe timer; the following
+            # tcp_data_snd_check re-arms it from now if the data is still held.
+            head = self.queue[0]
+            if head.seq + head.length <= self.snd_una + self.snd_wnd:
+                self.backoff = 0
+                self._cancel(now, Timer.PROBE0, Reason.ACK_RELEASE)
+
+    def _grow_cwnd(self, now: int, acked: int, prior_packets: int) -> None:
+        """tcp_slow_start, only while cwnd-limited (tcp_is_cwnd_limited)."""
+        if self.cwnd < self.ssthresh and 2 * prior_packets > self.cwnd:
+            new = self.cwnd + acked
+            self._event(now, Kind.MODE, Reason.CWND_GROW, f"cwnd {self.cwnd} → {new}",
+                        cwnd=new)
+            self.cwnd = new
+
+    def _rtt_sample(self, now: int, m: int) -> None:
+        """tcp_rtt_estimator + __tcp_set_rto: rto = srtt + max(4·mdev, rto_min)."""
+        m = max(m, 1)
+        if self.srtt_us == 0:
+            self.srtt_us = m
+            self.mdev_us = m // 2
+        else:
+            err = m - self.srtt_us
+            self.srtt_us += err // 8
+            self.mdev_us += (abs(err) - self.mdev_us) // 4
+        rttvar = max(4 * self.mdev_us, self.profile.rto_min_us)
+        self.rto_us = min(self.srtt_us + rttvar, self.profile.rto_max_us)
+
+    def _data_queue(self, now: int, seg: Segment) -> None:
+        """tcp_data_queue for in-order data; duplicates get an immediate ACK."""
+        if seg.seq != self.rcv_nxt:
+            if seg.seq + seg.length <= self.rcv_nxt:
+                if self.profile.ack_style is AckStyle.LINUX:
+                    self._enter_quickack_mode(now, self.profile.max_quickacks)
+                self.ack_pending |= AckPending.SCHED | AckPending.NOW
+                self._send_ack(now, Reason.DUPLICATE)
+            return
+        if seg.length:
+            self.rcv_nxt += seg.length
+            self.unread += seg.length
+            if self.profile.ack_style is AckStyle.LINUX:
+                self._event_data_recv(now, seg)
+            else:
+                self.ack_pending |= AckPending.SCHED
+                self.unacked_segs += 1
+        if seg.flags & TcpFlag.FIN:
+            self._tcp_fin(now)
+
+    def _tcp_fin(self, now: int) -> None:
+        """tcp_fin: schedule an ACK; ESTABLISHED → CLOSE_WAIT enters ping-pong."""
+        self.rcv_nxt += 1
+        self.peer_fin = True
+        self.ack_pending |= AckPending.SCHED
+        self._event(now, Kind.MODE, Reason.FIN_ACK, "peer closed its side")
+        if self.state is State.ESTABLISHED:
+            self._set_state(now, State.CLOSE_WAIT)
+            self.pingpong = max(self.pingpong, self.profile.pingpong_thresh)
+        elif self.state is State.FIN_WAIT1:
+            self._send_ack(now, Reason.FIN_ACK)
+            self._set_state(now, State.CLOSING if self.snd_una < self.write_seq
+                            else State.TIME_WAIT)
+        elif self.state is State.FIN_WAIT2:
+            self._send_ack(now, Reason.FIN_ACK)
+            self._set_state(now, State.TIME_WAIT)
+            self.timers.clear()
+
+    def _event_data_recv(self, now: int, seg: Segment) -> None:
+        """tcp_event_data_recv: schedule an ACK, measure rcv_mss, adapt ato (jiffies)."""
+        self.ack_pending |= AckPending.SCHED
+        self._measure_rcv_mss(seg)
+        now_j = self._jiffies(now)
+        ato_min = self.profile.delack_min_j
+        if not self.ato_j:
+            self._incr_quickack(now, self.profile.max_quickacks, Reason.QUICK_START)
+            self.ato_j = ato_min
+        else:
+            m = now_j - self.lrcvtime_j
+            old = self.ato_j
+            if m <= ato_min // 2:
+                self.ato_j = (self.ato_j >> 1) + ato_min // 2
+            elif m < self.ato_j:
+                self.ato_j = min((self.ato_j >> 1) + m, self._rto_j)
+            elif m > self._rto_j:
+                self._incr_quickack(now, self.profile.max_quickacks, Reason.QUICK_REFILL)
+            if self.ato_j != old:
+                self._event(now, Kind.MODE, Reason.ATO_UPDATE,
+                            f"gap {m} jiffies: ato {old} → {self.ato_j} jiffies",
+                            ato=self.ato_j)
+        self.lrcvtime_j = now_j
+
+    def _measure_rcv_mss(self, seg: Segment) -> None:
+        """tcp_measure_rcv_mss: learn the peer's MSS; small segments set PUSHED/PUSHED2."""
+        lss = self.last_seg_size
+        self.last_seg_size = 0
+        length = seg.length
+        if length >= self.rcv_mss:
+            self.rcv_mss = min(length, self.mss)
+            if self.profile.pushed_on_full_psh and seg.flags & TcpFlag.PSH:
+                self.ack_pending |= AckPending.PUSHED
+            return
+        with_hdr = length + _TCP_HDR
+        remnant = seg.flags & (TcpFlag.FIN | TcpFlag.SYN | TcpFlag.PSH)
+        if with_hdr >= self.profile.initial_rcv_mss + 20 or (
+                with_hdr >= _TCP_MIN_MSS + 20 and not remnant):
+            self.last_seg_size = length
+            if length == lss:
+                self.rcv_mss = length
+                return
+        if self.ack_pending & AckPending.PUSHED:
+            self.ack_pending |= AckPending.PUSHED2
+        self.ack_pending |= AckPending.PUSHED
+
+    def _incr_quickack(self, now: int, max_quickacks: int, reason: Reason) -> None:
+        """tcp_incr_quickack: budget = min(max, rcv_wnd / (2·rcv_mss)), never lowered."""
+        quickacks = self.rcv_wnd // (2 * self.rcv_mss) or 2
+        quickacks = min(quickacks, max_quickacks)
+        if quickacks > self.quick:
+            self.quick = quickacks
+            self._event(now, Kind.MODE, reason, f"quick = {quickacks}", quick=quickacks)
+
+    def _enter_quickack_mode(self, now: int, max_quickacks: int,
+                             exit_pingpong: bool = True) -> None:
+        """tcp_enter_quickack_mode: refill, leave ping-pong, ato = ATO_MIN."""
+        self._incr_quickack(now, max_quickacks, Reason.QUICK_REFILL)
+        if exit_pingpong:
+            self.pingpong = 0
+        self.ato_j = self.profile.delack_min_j
+
+    def _ack_snd_check(self, now: int) -> None:
+        """__tcp_ack_snd_check: ACK at once, or hand over to the delayed-ACK timer."""
+        if self.rcv_nxt - self.rcv_wup > self.rcv_mss and self._window_would_grow():
+            self._send_ack(now, Reason.FULL_FRAME,
+                           f"{self.rcv_nxt - self.rcv_wup} B unACKed > rcv_mss {self.rcv_mss}")
+        elif self.in_quickack_mode:
+            self._send_ack(now, Reason.QUICKACK_MODE, f"{self.quick} quick ACKs left")
+        elif self.ack_pending & AckPending.NOW:
+            self._send_ack(now, Reason.DUPLICATE)
+        else:
+            self._send_delayed_ack(now)
+
+    def _window_would_grow(self) -> bool:
+        """__tcp_select_window() >= rcv_wnd: true while the buffer has room."""
+        return self.profile.rcv_buf - self.unread >= self.profile.rcv_wnd
+
+    def _send_delayed_ack(self, now: int) -> None:
+        """tcp_send_delayed_ack: deadline jiffies + ato (capped), keeping an earlier one."""
+        p = self.profile
+        ato = self.ato_j
+        if ato > p.delack_min_j:
+            max_ato = p.hz // 2
+            if self.in_pingpong or self.ack_pending & AckPending.PUSHED:
+                max_ato = p.delack_max_j
+            if self.srtt_us:
+                rtt = max(p.us_to_jiffies(self.srtt_us), p.delack_min_j)
+                max_ato = min(max_ato, rtt)
+            ato = min(ato, max_ato)
+        ato = min(ato, p.delack_max_j)
+        now_j = self._jiffies(now)
+        timeout_j = now_j + ato
+        if self.ack_pending & AckPending.TIMER:
+            if self.delack_timeout_j <= now_j + (ato >> 2):
+                self._send_ack(now, Reason.DELACK_DUE)
+                return
+            timeout_j = min(timeout_j, self.delack_timeout_j)
+        self.ack_pending |= AckPending.SCHED | AckPending.TIMER
+        self.delack_timeout_j = timeout_j
+        at = self._jiffy_timer_at(now, timeout_j)
+        mode = "ping-pong" if self.in_pingpong else "no quick ACKs left"
+        detail = f"ato {ato * p.tick_us // 1000} ms, {mode}; fires in {(at - now) / 1000:.1f} ms"
+        self._event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail, ato=ato)
+        if self.timers.get(Timer.DELACK) != at:
+            self._arm(now, Timer.DELACK, at, Reason.DELACK_WAIT, detail)
+
+    def _classic_ack_check(self, now: int, seg: Segment) -> None:
+        """RFC 1122 §4.2.3.2: ACK every Nth segment, PSH at once on XNU, else a timer."""
+        p = self.profile
+        if self.ack_pending & AckPending.NOW:
+            return
+        if self.unacked_segs >= p.classic_ack_every:
+            self._send_ack(now, Reason.EVERY_2ND, f"{self.unacked_segs} segments unACKed")
+        elif p.classic_ack_psh_at_once and seg.flags & TcpFlag.PSH:
+            self._send_ack(now, Reason.PSH_ACK)
+        elif seg.flags & TcpFlag.FIN and not seg.length:
+            self._send_ack(now, Reason.FIN_ACK)
+        elif Timer.DELACK not in self.timers:
+            at = now + p.classic_delack_us
+            detail = f"timer {p.classic_delack_us // 1000} ms"
+            self._event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail)
+            self._arm(now, Timer.DELACK, at, Reason.DELACK_WAIT, detail)
+
+    def _send_ack(self, now: int, reason: Reason, detail: str = "") -> None:
+        """tcp_send_ack: a pure ACK; tcp_event_ack_sent clears the scheduled state."""
+        self._event(now, Kind.ACK_NOW, reason, detail)
+        self._transmit(now, TcpFlag.ACK, self.snd_nxt, 0, reason)
+
+    # ------------------------------------------------------------------ timers
+    _FIRED = {Timer.DELACK: Reason.DELACK_FIRED, Timer.PROBE0: Reason.PROBE0_RELEASE,
+              Timer.RTO: Reason.RETRANSMIT, Timer.TSQ: Reason.TSQ_RELEASE}
+
+    def on_deadline(self, now: int) -> None:
+        """Fire every timer due at or before ``now``; nothing if none is due."""
+        for timer in sorted((t for t, at in self.timers.items() if at <= now),
+                            key=lambda t: self.timers[t]):
+            if self.timers.pop(timer, None) is None:
+                continue  # an earlier handler in this loop cancelled it
+            self._event(now, Kind.TIMER_FIRED, self._FIRED[timer], timer=timer)
+            if timer is Timer.DELACK:
+                self._delack_timer(now)
+            elif timer is Timer.PROBE0:
+                self._probe_timer(now)
+            elif timer is Timer.RTO:
+                self._rto_timer(now)
+            else:
+                self._push_pending(now, self.nonagle, Reason.TSQ_RELEASE)
+
+    def _delack_timer(self, now: int) -> None:
+        """tcp_delack_timer_handler: outside ping-pong inflate ato; in it, leave ping-pong."""
+        if self.profile.ack_style is AckStyle.CLASSIC:
+            if self.ack_pending & AckPending.SCHED:
+                self._send_ack(now, Reason.DELACK_FIRED)
+            return
+        if not self.ack_pending & AckPending.TIMER:
+            return
+        self.ack_pending &= ~AckPending.TIMER
+        if not self.ack_pending & AckPending.SCHED:
+            return
+        if not self.in_pingpong:
+            old = self.ato_j
+            self.ato_j = min(self.ato_j << 1, self._rto_j, self.profile.delack_max_j)
+            if self.ato_j != old:
+                self._event(now, Kind.MODE, Reason.ATO_INFLATE,
+                            f"ato {old} → {self.ato_j} jiffies", ato=self.ato_j)
+        else:
+            self.pingpong = 0
+            self.ato_j = self.profile.delack_min_j
+            self._event(now, Kind.MODE, Reason.PINGPONG_EXIT, "ato = ATO_MIN", pingpong=0)
+        self._send_ack(now, Reason.DELACK_FIRED)
+
+    def _probe_timer(self, now: int) -> None:
+        """tcp_probe_timer → tcp_send_probe0 → tcp_write_wakeup: send the head, PSH set,
+        regardless of Nagle and CORK; no Minshall update."""
+        if self.rtx or not self.queue:
+            return
+        head = self.queue[0]
+        if head.seq + min(head.length, 1) > self.snd_una + self.snd_wnd:
+            self._transmit(now, TcpFlag.ACK, self.snd_una - 1, 0, Reason.WINDOW_PROBE)
+            self.backoff = min(self.backoff + 1, 6)
+            self._check_probe_timer(now)
+            return
+        head.psh = True
+        self.queue.popleft()
+        head.sent_at = now
+        self.rtx.append(head)
+        self.snd_nxt = max(self.snd_nxt, head.end)
+        flags = TcpFlag.PSH | (TcpFlag.FIN if head.fin else TcpFlag(0))
+        self._tx_busy_until = now + self._tx_complete_us
+        self._transmit(now, flags, head.seq, head.length, Reason.PROBE0_RELEASE)
+        self._rearm_rto(now)
+
+    def _rto_timer(self, now: int) -> None:
+        """tcp_retransmit_timer: resend the oldest unACKed segment, back off, cwnd 1."""
+        if self.state is State.SYN_SENT:
+            self.backoff += 1
+            self._transmit(now, TcpFlag.SYN, 0, 0, Reason.RETRANSMIT)
+            self._arm(now, Timer.RTO, now + (self.rto_us << self.backoff), Reason.RTO_ARMED)
+            return
+        if self.state is State.SYN_RCVD:
+            self.backoff += 1
+            self._transmit(now, _SYN_ACK, 0, 0, Reason.RETRANSMIT)
+            self._arm(now, Timer.RTO, now + (self.rto_us << self.backoff), Reason.RTO_ARMED)
+            return
+        if not self.rtx:
+            return
+        skb = self.rtx[0]
+        skb.retransmitted = True
+        self.ssthresh = max(self.packets_out // 2, 2)
+        self.cwnd = 1
+        flags = (TcpFlag.PSH if skb.psh else TcpFlag(0)) | (
+            TcpFlag.FIN if skb.fin else TcpFlag(0))
+        self._transmit(now, flags, skb.seq, skb.length, Reason.RETRANSMIT)
+        self.backoff = min(self.backoff + 1, 15)
+        self._arm(now, Timer.RTO, now + min(self.rto_us << self.backoff,
+                                            self.profile.rto_max_us), Reason.RTO_ARMED)

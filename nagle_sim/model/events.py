@@ -1,0 +1,187 @@
+"""Typed vocabulary shared by the model, the simulator, realnet and every view.
+
+Owns: time units, sides, TCP flags, wire segments, trace event kinds and the
+`Reason` catalogue that lessons, the ladder and tests quote.
+Must not import anything outside the standard library (no simpy, asyncio, textual, rich).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, IntFlag
+from typing import NewType
+
+Micros = NewType("Micros", int)
+"""All model time: integer microseconds since the client's SYN left."""
+
+
+def ms(value: float) -> Micros:
+    """Milliseconds to `Micros` (rounded to the nearest microsecond)."""
+    return Micros(round(value * 1000))
+
+
+class Side(Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+    @property
+    def peer(self) -> Side:
+        return Side.SERVER if self is Side.CLIENT else Side.CLIENT
+
+
+class TcpFlag(IntFlag):
+    """Header flags; letters follow tcpdump (S F R P A)."""
+
+    FIN = 0x01
+    SYN = 0x02
+    RST = 0x04
+    PSH = 0x08
+    ACK = 0x10
+
+    def letters(self) -> str:
+        order = ((TcpFlag.SYN, "S"), (TcpFlag.FIN, "F"), (TcpFlag.RST, "R"),
+                 (TcpFlag.PSH, "P"), (TcpFlag.ACK, "A"))
+        return "".join(letter for flag, letter in order if self & flag)
+
+    @classmethod
+    def parse(cls, letters: str) -> TcpFlag:
+        table = {"S": cls.SYN, "F": cls.FIN, "R": cls.RST, "P": cls.PSH, "A": cls.ACK}
+        value = cls(0)
+        for letter in letters:
+            if letter not in table:
+                raise ValueError(f"unknown TCP flag letter {letter!r}")
+            value |= table[letter]
+        return value
+
+
+class Kind(Enum):
+    """What a trace event records."""
+
+    SEND = "send"                    # a segment left this side
+    RECV = "recv"                    # a segment arrived at this side
+    HOLD = "hold"                    # queued data was not sent, and why
+    ACK_NOW = "ack_now"              # receiver decided to ACK at once
+    ACK_DELAYED = "ack_delayed"      # receiver decided to wait
+    TIMER_ARMED = "timer_armed"
+    TIMER_FIRED = "timer_fired"
+    TIMER_CANCELLED = "timer_cancelled"
+    MODE = "mode"                    # quick-ACK / ping-pong / ato / cwnd change
+    SOCKOPT = "sockopt"              # setsockopt / getsockopt
+    APP = "app"                      # the application called into the socket
+    STATE = "state"                  # TCP state machine transition
+
+
+class Timer(Enum):
+    DELACK = "delack"     # icsk_delack_timer (tcp_delack_timer_handler)
+    PROBE0 = "probe0"     # ICSK_TIME_PROBE0: also what releases CORK / MSG_MORE data
+    RTO = "rto"           # ICSK_TIME_RETRANS
+    TSQ = "tsq"           # TX completion of an autocorked packet (tcp_tsq_handler)
+
+
+class Reason(Enum):
+    """Why an endpoint acted or held back. The text is what the UI quotes."""
+
+    # sending
+    APP_WRITE = "the application wrote data and nothing stops it from leaving"
+    FULL_SEGMENT = "a full-sized segment always leaves at once (tcp_push_one)"
+    NAGLE_HOLD = ("Nagle: the last small segment sent is still unACKed, so this "
+                  "small one waits (Minshall's rule, tcp_nagle_check)")
+    NAGLE_HOLD_CLASSIC = "Nagle (RFC 896): data is unACKed, so this small segment waits"
+    CORK_HOLD = "TCP_CORK is set: a partial segment waits for more data"
+    MORE_HOLD = "MSG_MORE: the application promised more, so this partial segment waits"
+    CWND_HOLD = "congestion window full: as many segments in flight as cwnd allows"
+    RWND_HOLD = "the peer's receive window is full"
+    AUTOCORK_HOLD = ("autocork: an earlier packet is still in the device queue, so this "
+                     "write is merged until it leaves (tcp_should_autocork)")
+    ACK_RELEASE = "an ACK arrived, so queued data may now leave"
+    NODELAY_PUSH = "TCP_NODELAY switched on: queued data is pushed out, even if corked"
+    UNCORK_PUSH = "TCP_CORK switched off: queued data is pushed"
+    PROBE0_RELEASE = ("probe timer fired with nothing in flight: the held segment is sent "
+                      "regardless of Nagle/CORK (tcp_write_wakeup)")
+    TSQ_RELEASE = "the earlier packet left the device: the autocorked data follows"
+    CLOSE_PUSH = "close(): the FIN pushes everything queued, Nagle or not"
+    RETRANSMIT = "retransmission timer fired: resend the oldest unACKed segment"
+    HANDSHAKE = "three-way handshake"
+    RESET = "close() with unread data: the kernel resets the connection"
+    WINDOW_PROBE = "zero window: probe the peer"
+    # receiving
+    QUICKACK_MODE = "quick-ACK mode: the receiver ACKs every segment at once"
+    FULL_FRAME = "more than one full frame (rcv_mss) is unACKed: ACK at once"
+    DELACK_WAIT = "delayed ACK: hold the ACK hoping to piggyback it on a reply"
+    DELACK_FIRED = "delayed-ACK timer fired: the ACK goes out alone"
+    DELACK_DUE = "the pending delayed-ACK timer was about to fire anyway (within ato/4)"
+    READ_ACK = ("the application read and emptied the queue after a small segment "
+                "outside ping-pong mode: ACK now (tcp_cleanup_rbuf)")
+    WINDOW_UPDATE = "the read freed much buffer space: advertise the bigger window"
+    QUICKACK_OPT = "TCP_QUICKACK=1 with an ACK pending: sent now"
+    PIGGYBACK = "the ACK rides on an outgoing data segment"
+    DUPLICATE = "duplicate or old data arrived: ACK at once"
+    FIN_ACK = "FIN arrived"
+    EVERY_2ND = "second unACKed segment: ACK at once (RFC 1122 / TcpAckFrequency)"
+    PSH_ACK = "segment carries PSH: this stack ACKs it at once"
+    SYNACK_DELAYED = "SYN-ACK arrived while in ping-pong mode: the ACK is delayed"
+    # modes and timers
+    QUICK_START = "first data: 16 quick ACKs granted (tcp_incr_quickack)"
+    QUICK_REFILL = "idle longer than RTO: quick-ACK budget refilled"
+    QUICK_SPENT = "quick-ACK budget spent: back to delayed ACKs"
+    PINGPONG_ENTER = "the application replied within ato of the last data: ping-pong mode"
+    PINGPONG_COUNT = "replied within ato: ping-pong count raised"
+    PINGPONG_EXIT = "delayed-ACK timer fired in ping-pong mode: leave ping-pong"
+    ATO_UPDATE = "ato adapted to the data inter-arrival gap (tcp_event_data_recv)"
+    ATO_INFLATE = "delayed ACK missed outside ping-pong: ato doubled"
+    PROBE0_ARMED = "nothing in flight but data queued: probe timer armed at max(RTO, 200 ms)"
+    RTO_ARMED = "data in flight: retransmission timer armed"
+    TIMER_CLEARED = "no longer needed"
+    SOCKOPT_SET = "setsockopt"
+    SOCKOPT_GET = "getsockopt"
+    QUICKACK_OFF = "TCP_QUICKACK=0 puts the socket into ping-pong mode (delayed ACKs)"
+    QUICKACK_ON = "TCP_QUICKACK=1 leaves ping-pong mode (not sticky, budget not refilled)"
+    CWND_GROW = "slow start: cwnd grows with each ACKed segment"
+    CWND_IDLE = "idle longer than RTO: cwnd restarts (tcp_slow_start_after_idle)"
+    STATE_CHANGE = "TCP state change"
+    APP_CALL = "application call"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Segment:
+    """One TCP segment on the wire. seq/ack are relative to each side's ISN (0)."""
+
+    src: Side
+    seq: int
+    ack: int
+    length: int
+    flags: TcpFlag
+    window: int = 65535
+    sent_at: Micros = Micros(0)
+    why: Reason = Reason.APP_WRITE
+
+    @property
+    def end_seq(self) -> int:
+        """Sequence space consumed: data plus one for SYN and for FIN."""
+        return (self.seq + self.length + (1 if self.flags & TcpFlag.SYN else 0)
+                + (1 if self.flags & TcpFlag.FIN else 0))
+
+    def summary(self) -> str:
+        """One-line label in tcpdump style, used by the ladder and assertion messages."""
+        flags = self.flags.letters().replace("A", ".") or "."
+        if self.length:
+            return f"{flags} {self.seq}:{self.seq + self.length}({self.length}) ack {self.ack}"
+        return f"{flags} seq {self.seq} ack {self.ack}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceEvent:
+    """One decision of an endpoint, with the reason the UI quotes."""
+
+    at: Micros
+    side: Side
+    kind: Kind
+    reason: Reason
+    detail: str = ""
+    timer: Timer | None = None
+    deadline: Micros | None = None
+    data: dict[str, int] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """Human sentence: reason, then specifics."""
+        return f"{self.reason.value} ({self.detail})" if self.detail else self.reason.value

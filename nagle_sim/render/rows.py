@@ -1,0 +1,153 @@
+"""Ladder rows: a trace flattened into the time-ordered lines every ladder view draws.
+
+Owns: which trace items appear on a ladder, in what order, with what label; and the
+hold/timer *bars* (periods a side held data or an ACK). Used by the terminal ladder, the
+TUI and the SVG export. Must not import simpy, asyncio, textual or rich.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from enum import Enum
+
+from ..model.events import Micros, Side
+from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
+
+
+class RowKind(Enum):
+    SEGMENT = "segment"
+    OP = "op"
+    HOLD = "hold"
+    TIMER = "timer"
+    ACK = "ack"
+    MODE = "mode"
+    OPTION = "option"
+    STATE = "state"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    t: Micros
+    side: Side                       # the side that acts (segment: its sender)
+    kind: RowKind
+    label: str                       # short, for the ladder
+    explain: str                     # a full sentence, for an explanation panel
+    code: str = ""                   # Reason name, when the model gave one
+    segment: SegmentRecord | None = None
+    op: OpRecord | None = None
+    event: EventRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """A period during which one side held something back."""
+
+    side: Side
+    start: Micros
+    end: Micros
+    what: str                        # "hold" (data) | "delack" | "probe0" | "rto"
+    label: str
+
+
+_EVENT_KINDS = {
+    "hold": RowKind.HOLD, "timer_armed": RowKind.TIMER, "timer_fired": RowKind.TIMER,
+    "timer_cancelled": RowKind.TIMER, "ack_now": RowKind.ACK, "ack_delayed": RowKind.ACK,
+    "mode": RowKind.MODE, "sockopt": RowKind.OPTION, "state": RowKind.STATE,
+}
+
+DETAIL_LEVELS = ("wire", "normal", "all")
+
+
+def _event_label(e: EventRecord) -> str:
+    short = {
+        "NAGLE_HOLD": "Nagle holds", "NAGLE_HOLD_CLASSIC": "Nagle holds",
+        "CORK_HOLD": "corked", "MORE_HOLD": "MSG_MORE holds", "CWND_HOLD": "cwnd full",
+        "RWND_HOLD": "window full", "AUTOCORK_HOLD": "autocorked",
+        "DELACK_WAIT": "delayed ACK", "PINGPONG_ENTER": "→ ping-pong",
+        "PINGPONG_EXIT": "ping-pong ends", "QUICK_START": "16 quick ACKs",
+        "QUICK_SPENT": "quick ACKs spent", "QUICK_REFILL": "quick ACKs refilled",
+        "QUICKACK_OFF": "QUICKACK=0: ping-pong", "QUICKACK_ON": "QUICKACK=1",
+        "PROBE0_ARMED": "probe timer armed",
+    }.get(e.code)
+    if e.kind.startswith("timer_"):
+        verb = e.kind.split("_", 1)[1]
+        return f"{e.timer} timer {verb}"
+    if short is None:
+        short = e.reason.split(":")[0]
+    if e.kind == "hold" and e.data.get("length"):
+        short += f" {e.data['length']} B"
+    return short
+
+
+def _wanted(e: EventRecord, detail: str) -> bool:
+    if detail == "all":
+        return True
+    if detail == "wire":
+        return False
+    # "normal": the decisions a lesson talks about
+    if e.kind in ("hold", "mode", "sockopt"):
+        return e.code not in ("CWND_GROW", "ATO_UPDATE", "FIN_ACK")
+    if e.kind in ("timer_armed", "timer_fired"):
+        return e.timer in ("delack", "probe0", "tsq") or e.code == "RETRANSMIT"
+    return e.kind == "ack_delayed"
+
+
+def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
+    """All ladder rows of ``trace`` in time order (segments, ops and chosen events)."""
+    rows: list[tuple[int, int, Row]] = []
+    for i, seg in enumerate(trace.segments):
+        explain = f"{seg.src.value} sends {seg.label()} ack {seg.ack}"
+        if seg.why:
+            explain += f": {seg.why}"
+        rows.append((seg.t, 1, Row(t=seg.t, side=seg.src, kind=RowKind.SEGMENT,
+                                   label=seg.label(), explain=explain, code=seg.code,
+                                   segment=seg)))
+    for op in trace.ops:
+        label = f"{op.op} {op.arg}".strip()
+        if op.result is not None:
+            label += f" → {op.result}"
+        took = "" if op.end is None else f", returned after {(op.end - op.start) / 1000:.3f} ms"
+        rows.append((op.start, 0, Row(t=op.start, side=op.side, kind=RowKind.OP, label=label,
+                                      explain=f"{op.side.value} application calls {label}"
+                                              f"{took}", op=op)))
+    if detail != "wire":
+        for e in trace.events:
+            if e.kind not in _EVENT_KINDS or not _wanted(e, detail):
+                continue
+            rows.append((e.t, 2, Row(t=e.t, side=e.side, kind=_EVENT_KINDS[e.kind],
+                                     label=_event_label(e),
+                                     explain=f"{e.side.value}: {e.text()}", code=e.code,
+                                     event=e)))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [r[2] for r in rows]
+
+
+def build_bars(trace: Trace) -> list[Bar]:
+    """Hold periods (data held by Nagle/cork/…) and delayed-ACK/probe timer periods."""
+    bars: list[Bar] = []
+    armed: dict[tuple[Side, str], EventRecord] = {}
+    for e in trace.events:
+        if e.kind == "timer_armed" and e.timer in ("delack", "probe0"):
+            armed.setdefault((e.side, e.timer), e)
+        elif e.kind in ("timer_fired", "timer_cancelled") and e.timer in ("delack", "probe0"):
+            start = armed.pop((e.side, e.timer), None)
+            if start is not None and e.t > start.t:
+                name = "delayed ACK" if e.timer == "delack" else "probe timer"
+                bars.append(Bar(side=e.side, start=start.t, end=e.t, what=e.timer,
+                                label=f"{name} {(e.t - start.t) / 1000:.1f} ms"))
+    # A hold lasts until that side next sends data; later holds inside it are the same bar.
+    sends = {side: [s.t for s in trace.segments if s.src is side and s.length] for side in Side}
+    bar_end: dict[Side, int] = {}
+    for e in trace.events:
+        if e.kind != "hold" or e.t < bar_end.get(e.side, -1):
+            continue
+        times = sends[e.side]
+        i = bisect.bisect_right(times, e.t)
+        end = times[i] if i < len(times) else trace.end
+        bar_end[e.side] = end
+        if end > e.t:
+            bars.append(Bar(side=e.side, start=e.t, end=Micros(end), what="hold",
+                            label=f"{_event_label(e)} for {(end - e.t) / 1000:.1f} ms"))
+    bars.sort(key=lambda b: (b.start, b.end))
+    return bars

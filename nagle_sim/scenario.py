@@ -1,0 +1,509 @@
+"""Scenario files: TOML in, validated frozen dataclasses out.
+
+Owns: the scenario format (docs/scenarios.md), the script language, `--set` overrides and
+the one-line error messages for bad input. Both executors (the simulator and realnet)
+consume `Scenario`. Must not import simpy, asyncio, textual or rich.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .model.config import PROFILES, TUNABLE, SocketOptions, StackProfile
+from .model.events import Micros, Side
+
+
+class ScenarioError(ValueError):
+    """Bad scenario input. ``str(err)`` is the one-line message shown to the user."""
+
+
+# ---------------------------------------------------------------- script statements
+@dataclass(frozen=True, slots=True)
+class Write:
+    line: int
+    size: int
+    more: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Writev:
+    line: int
+    parts: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    line: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    line: int
+    duration: Micros
+
+
+@dataclass(frozen=True, slots=True)
+class SetOpt:
+    line: int
+    option: str   # "nodelay" | "cork" | "quickack"
+    on: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GetOpt:
+    line: int
+    option: str
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    line: int
+    count: int
+    body: tuple[Statement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    line: int
+
+
+Statement = Write | Writev | Read | Sleep | SetOpt | GetOpt | Repeat | Close
+
+OPTIONS = ("nodelay", "cork", "quickack")
+
+
+def describe(stmt: Statement) -> tuple[str, str]:
+    """(op name, argument text) as they appear in a trace's ``ops``."""
+    if isinstance(stmt, Write):
+        return "write", f"{stmt.size}{' more' if stmt.more else ''}"
+    if isinstance(stmt, Writev):
+        return "writev", " ".join(map(str, stmt.parts))
+    if isinstance(stmt, Read):
+        return "read", str(stmt.size)
+    if isinstance(stmt, Sleep):
+        return "sleep", f"{stmt.duration / 1000:g}ms"
+    if isinstance(stmt, SetOpt):
+        return "set", f"{stmt.option} {'on' if stmt.on else 'off'}"
+    if isinstance(stmt, GetOpt):
+        return "get", stmt.option
+    if isinstance(stmt, Close):
+        return "close", ""
+    return "repeat", str(stmt.count)
+
+
+# ---------------------------------------------------------------- scenario objects
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    to_server_delay: Micros = Micros(0)
+    to_client_delay: Micros = Micros(0)
+    mss: int = 1448
+    tx_complete: Micros = Micros(0)
+    """How long a sent packet occupies the device queue (autocork window); 0 on loopback."""
+
+    def delay(self, towards: Side) -> Micros:
+        return self.to_server_delay if towards is Side.SERVER else self.to_client_delay
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SideSpec:
+    profile: StackProfile
+    options: SocketOptions
+    script: tuple[Statement, ...]
+    script_line: int = 0
+    tune: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    title: str
+    description: str
+    link: Link
+    client: SideSpec
+    server: SideSpec
+    source: str = "<string>"
+    expect: tuple[Any, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def side(self, side: Side) -> SideSpec:
+        return self.client if side is Side.CLIENT else self.server
+
+
+# ---------------------------------------------------------------- script parsing
+_TOKEN = re.compile(r"\s*(?:(?P<brace>[{};])|(?P<word>[^\s{};]+))")
+_DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>us|ms|s)$")
+_UNIT_US = {"us": 1, "ms": 1000, "s": 1_000_000}
+_MAX_REPEAT_OPS = 10_000_000
+
+
+def _tokenize(text: str, where: str, first_line: int) -> list[tuple[str, int]]:
+    tokens: list[tuple[str, int]] = []
+    for offset, raw_line in enumerate(text.splitlines()):
+        line_no = first_line + offset
+        line = raw_line.split("#", 1)[0]
+        pos = 0
+        while pos < len(line):
+            m = _TOKEN.match(line, pos)
+            if m is None or m.end() == pos:
+                break
+            pos = m.end()
+            tok = m.group("brace") or m.group("word")
+            if tok:
+                tokens.append((tok, line_no))
+        tokens.append(("\n", line_no))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, tokens: list[tuple[str, int]], where: str) -> None:
+        self.tokens = tokens
+        self.pos = 0
+        self.where = where
+
+    def error(self, line: int, message: str) -> ScenarioError:
+        return ScenarioError(f"{self.where}:{line}: {message}")
+
+    def parse_block(self, closing: bool) -> tuple[Statement, ...]:
+        body: list[Statement] = []
+        while self.pos < len(self.tokens):
+            tok, line = self.tokens[self.pos]
+            if tok in ("\n", ";"):
+                self.pos += 1
+                continue
+            if tok == "}":
+                if not closing:
+                    raise self.error(line, "unexpected '}' with no open 'repeat {'")
+                self.pos += 1
+                return tuple(body)
+            body.append(self.parse_statement())
+        if closing:
+            last = self.tokens[-1][1] if self.tokens else 0
+            raise self.error(last, "'repeat {' is never closed with '}'")
+        return tuple(body)
+
+    def _words(self) -> tuple[list[str], int]:
+        words: list[str] = []
+        line = self.tokens[self.pos][1]
+        while self.pos < len(self.tokens):
+            tok, _ = self.tokens[self.pos]
+            if tok in ("\n", ";", "}", "{"):
+                break
+            words.append(tok)
+            self.pos += 1
+        return words, line
+
+    def parse_statement(self) -> Statement:
+        words, line = self._words()
+        if not words:
+            tok = self.tokens[self.pos][0]
+            raise self.error(line, f"unexpected {tok!r}")
+        verb, args = words[0].lower(), words[1:]
+        if verb == "repeat":
+            if len(args) != 1:
+                raise self.error(line, "use 'repeat N { ... }'")
+            count = self.positive_int(args[0], line, "repeat count", allow_zero=True)
+            if self.pos >= len(self.tokens) or self.tokens[self.pos][0] != "{":
+                raise self.error(line, "'repeat N' must be followed by '{'")
+            self.pos += 1
+            return Repeat(line, count, self.parse_block(closing=True))
+        if self.pos < len(self.tokens) and self.tokens[self.pos][0] == "{":
+            raise self.error(line, f"'{{' is only allowed after 'repeat N', not after {verb!r}")
+        if verb == "write":
+            if len(args) == 2 and args[1].lower() == "more":
+                return Write(line, self.positive_int(args[0], line, "write size"), more=True)
+            if len(args) != 1:
+                raise self.error(line, "use 'write N' or 'write N more'")
+            return Write(line, self.positive_int(args[0], line, "write size"))
+        if verb == "writev":
+            if not args:
+                raise self.error(line, "use 'writev A B ...' with at least one size")
+            return Writev(line, tuple(self.positive_int(a, line, "writev part") for a in args))
+        if verb == "read":
+            if len(args) != 1:
+                raise self.error(line, "use 'read N'")
+            return Read(line, self.positive_int(args[0], line, "read size"))
+        if verb == "sleep":
+            if len(args) != 1:
+                raise self.error(line, "use 'sleep 15ms' (units us, ms, s)")
+            m = _DURATION.match(args[0].lower())
+            if m is None:
+                raise self.error(line, f"bad duration {args[0]!r}: use e.g. 15ms, 250us, 1.5s")
+            us = round(float(m.group("num")) * _UNIT_US[m.group("unit")])
+            return Sleep(line, Micros(us))
+        if verb == "set":
+            if len(args) != 2 or args[0].lower() not in OPTIONS:
+                raise self.error(line, "use 'set nodelay|cork|quickack on|off'")
+            value = args[1].lower()
+            if value not in ("on", "off", "1", "0", "true", "false"):
+                raise self.error(line, f"bad value {args[1]!r} for set: use on or off")
+            return SetOpt(line, args[0].lower(), value in ("on", "1", "true"))
+        if verb == "get":
+            if len(args) != 1 or args[0].lower() not in OPTIONS:
+                raise self.error(line, "use 'get nodelay|cork|quickack'")
+            return GetOpt(line, args[0].lower())
+        if verb == "close":
+            if args:
+                raise self.error(line, "'close' takes no arguments")
+            return Close(line)
+        raise self.error(line, f"unknown statement {words[0]!r} (expected write, writev, "
+                               "read, sleep, set, get, repeat or close)")
+
+    def positive_int(self, text: str, line: int, what: str, allow_zero: bool = False) -> int:
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise self.error(line, f"{what} must be a whole number, got {text!r}")
+        value = int(text)
+        if value < 0 or (value == 0 and not allow_zero):
+            raise self.error(line, f"{what} must be {'≥ 0' if allow_zero else '> 0'}, "
+                                   f"got {value}")
+        if value > 1_000_000_000:
+            raise self.error(line, f"{what} {value} is too large")
+        return value
+
+
+def parse_script(text: str, where: str = "<script>", first_line: int = 1
+                 ) -> tuple[Statement, ...]:
+    """Parse a script; errors name ``where:line``."""
+    parser = _Parser(_tokenize(text, where, first_line), where)
+    body = parser.parse_block(closing=False)
+    ops = count_ops(body)
+    if ops > _MAX_REPEAT_OPS:
+        raise ScenarioError(f"{where}:{first_line}: script expands to {ops:,} operations "
+                            f"(limit {_MAX_REPEAT_OPS:,})")
+    return body
+
+
+def count_ops(body: tuple[Statement, ...]) -> int:
+    total = 0
+    for stmt in body:
+        if isinstance(stmt, Repeat):
+            total += stmt.count * count_ops(stmt.body)
+            if total > _MAX_REPEAT_OPS:
+                return total
+        else:
+            total += 1
+    return total
+
+
+# ---------------------------------------------------------------- TOML loading
+_TOP_KEYS = {"title", "description", "link", "client", "server", "expect", "lesson"}
+_LINK_KEYS = {"delay_ms", "to_server_delay_ms", "to_client_delay_ms", "mss", "tx_complete_us"}
+_SIDE_KEYS = {"profile", "nodelay", "cork", "quickack", "script", "tune"}
+
+
+def _line_of_key(text: str, table: str, key: str) -> int:
+    """Best-effort line number of ``key`` inside ``[table]`` (tomllib gives none)."""
+    lines = text.splitlines()
+    in_table = table == ""
+    for i, raw in enumerate(lines, start=1):
+        stripped = raw.strip()
+        if stripped.startswith("["):
+            in_table = stripped.strip("[] ").split("]")[0].strip() == table
+            continue
+        if in_table and re.match(rf"{re.escape(key)}\s*=", stripped):
+            return i
+        if table and re.match(rf"{re.escape(table)}\.{re.escape(key)}\s*=", stripped):
+            return i
+    return 0
+
+
+class _Loader:
+    def __init__(self, text: str, where: str) -> None:
+        self.text = text
+        self.where = where
+
+    def fail(self, table: str, key: str, message: str) -> ScenarioError:
+        line = _line_of_key(self.text, table, key) if key else 0
+        dotted = f"{table}.{key}" if table and key else (key or table)
+        loc = f"{self.where}:{line}" if line else self.where
+        return ScenarioError(f"{loc}: {dotted}: {message}")
+
+    def number(self, table: str, data: dict[str, Any], key: str, default: float,
+               minimum: float = 0.0) -> float:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(table, key, f"expected a number, got {value!r}")
+        if value < minimum:
+            raise self.fail(table, key, f"must be ≥ {minimum:g}, got {value}")
+        return float(value)
+
+    def boolean(self, table: str, data: dict[str, Any], key: str, default: bool) -> bool:
+        value = data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(table, key, f"expected true or false, got {value!r}")
+        return value
+
+    def unknown(self, table: str, data: dict[str, Any], allowed: set[str]) -> None:
+        for key in data:
+            if key not in allowed:
+                raise self.fail(table, key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def link(self, data: Any) -> Link:
+        if not isinstance(data, dict):
+            raise self.fail("", "link", "must be a table")
+        self.unknown("link", data, _LINK_KEYS)
+        both = self.number("link", data, "delay_ms", 0.0)
+        to_server = self.number("link", data, "to_server_delay_ms", both)
+        to_client = self.number("link", data, "to_client_delay_ms", both)
+        for key, value in (("delay_ms", both), ("to_server_delay_ms", to_server),
+                           ("to_client_delay_ms", to_client)):
+            if value > 600_000:
+                raise self.fail("link", key, f"{value} ms is more than 10 minutes")
+        mss = self.number("link", data, "mss", 1448, minimum=88)
+        if mss != int(mss) or mss > 65495:
+            raise self.fail("link", "mss", f"must be a whole number from 88 to 65495, got {mss}")
+        tx = self.number("link", data, "tx_complete_us", 0)
+        return Link(to_server_delay=Micros(round(to_server * 1000)),
+                    to_client_delay=Micros(round(to_client * 1000)), mss=int(mss),
+                    tx_complete=Micros(round(tx)))
+
+    def side(self, name: str, data: Any) -> SideSpec:
+        if not isinstance(data, dict):
+            raise self.fail("", name, "must be a table")
+        self.unknown(name, data, _SIDE_KEYS)
+        profile_name = data.get("profile", "linux")
+        if not isinstance(profile_name, str) or profile_name not in PROFILES:
+            raise self.fail(name, "profile", f"unknown profile {profile_name!r} "
+                                             f"(known: {', '.join(PROFILES)})")
+        profile = PROFILES[profile_name]
+        tune = data.get("tune", {})
+        if not isinstance(tune, dict):
+            raise self.fail(name, "tune", "must be a table of profile fields")
+        changes: dict[str, Any] = {}
+        for key, value in tune.items():
+            if key not in TUNABLE:
+                raise self.fail(f"{name}.tune", key,
+                                f"not a tunable profile field (see docs/scenarios.md)")
+            current = getattr(profile, key)
+            if isinstance(current, bool):
+                if not isinstance(value, bool):
+                    raise self.fail(f"{name}.tune", key, f"expected true or false, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise self.fail(f"{name}.tune", key, f"expected a whole number ≥ 0, got {value!r}")
+            if key == "hz" and not 1 <= value <= 1_000_000:
+                raise self.fail(f"{name}.tune", key, "HZ must be between 1 and 1000000")
+            if key in ("max_quickacks", "pingpong_thresh") and not 1 <= value <= 255:
+                raise self.fail(f"{name}.tune", key, "must be between 1 and 255")
+            changes[key] = value
+        if changes:
+            profile = profile.with_overrides(**changes)
+        nodelay = self.boolean(name, data, "nodelay", False)
+        cork = self.boolean(name, data, "cork", False)
+        quickack = data.get("quickack")
+        if quickack is not None and not isinstance(quickack, bool):
+            raise self.fail(name, "quickack", f"expected true or false, got {quickack!r}")
+        if cork and not profile.supports_cork:
+            raise self.fail(name, "cork", f"profile {profile.name!r} has no TCP_CORK")
+        if quickack is not None and not profile.supports_quickack:
+            raise self.fail(name, "quickack", f"profile {profile.name!r} has no TCP_QUICKACK")
+        script_text = data.get("script", "")
+        if not isinstance(script_text, str):
+            raise self.fail(name, "script", "must be a string")
+        first = _line_of_key(self.text, name, "script")
+        if first and re.search(r"script\s*=\s*(\"\"\"|''')\s*$",
+                               self.text.splitlines()[first - 1]):
+            first += 1
+        script = parse_script(script_text, self.where, first or 1)
+        self._check_profile_support(name, profile, script)
+        return SideSpec(profile=profile, options=SocketOptions(
+            nodelay=nodelay, cork=cork, quickack=quickack), script=script,
+            script_line=first, tune=changes)
+
+    def _check_profile_support(self, name: str, profile: StackProfile,
+                               script: tuple[Statement, ...]) -> None:
+        for stmt in script:
+            if isinstance(stmt, Repeat):
+                self._check_profile_support(name, profile, stmt.body)
+            elif isinstance(stmt, SetOpt | GetOpt):
+                if stmt.option == "cork" and not profile.supports_cork:
+                    raise ScenarioError(f"{self.where}:{stmt.line}: {name} profile "
+                                        f"{profile.name!r} has no TCP_CORK")
+                if stmt.option == "quickack" and not profile.supports_quickack:
+                    raise ScenarioError(f"{self.where}:{stmt.line}: {name} profile "
+                                        f"{profile.name!r} has no TCP_QUICKACK")
+            elif isinstance(stmt, Write) and stmt.more and not profile.supports_cork:
+                raise ScenarioError(f"{self.where}:{stmt.line}: {name} profile "
+                                    f"{profile.name!r} has no MSG_MORE")
+
+
+def _apply_overrides(doc: dict[str, Any], overrides: list[str], where: str) -> None:
+    for item in overrides:
+        if "=" not in item:
+            raise ScenarioError(f"--set {item!r}: use KEY=VALUE, e.g. client.nodelay=true")
+        key, _, value_text = item.partition("=")
+        path = key.strip().split(".")
+        if not all(path):
+            raise ScenarioError(f"--set {item!r}: bad key {key!r}")
+        try:
+            value = tomllib.loads(f"v = {value_text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = value_text.strip()
+        node = doc
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ScenarioError(f"--set {item!r}: {part!r} is not a table")
+            node = child
+        node[path[-1]] = value
+
+
+def loads(text: str, where: str = "<string>", overrides: list[str] | None = None) -> Scenario:
+    """Parse scenario TOML text; raise `ScenarioError` with a one-line message."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        if m:
+            msg = msg[: m.start()].strip()
+            raise ScenarioError(f"{where}:{m.group(1)}: invalid TOML: {msg} "
+                                f"(column {m.group(2)})") from None
+        raise ScenarioError(f"{where}: invalid TOML: {msg}") from None
+    if overrides:
+        _apply_overrides(doc, overrides, where)
+    loader = _Loader(text, where)
+    loader.unknown("", doc, _TOP_KEYS)
+    title = doc.get("title", Path(where).stem if where != "<string>" else "untitled")
+    if not isinstance(title, str):
+        raise loader.fail("", "title", "must be a string")
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise loader.fail("", "description", "must be a string")
+    expect = doc.get("expect", [])
+    if isinstance(expect, dict):
+        expect = [expect]
+    if not isinstance(expect, list):
+        raise loader.fail("", "expect", "must be a list of claims")
+    return Scenario(
+        title=title, description=description, link=loader.link(doc.get("link", {})),
+        client=loader.side("client", doc.get("client", {})),
+        server=loader.side("server", doc.get("server", {})),
+        source=where, expect=tuple(expect), raw=doc)
+
+
+def load(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    """Load a scenario file; every failure is a `ScenarioError` naming the file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ScenarioError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{p}: is a directory, not a scenario file") from None
+    except OSError as exc:
+        raise ScenarioError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    return loads(text, str(p), overrides)
+
+
+def with_side_options(scenario: Scenario, side: Side, **options: Any) -> Scenario:
+    """A copy with some initial socket options of one side changed (TUI toggles)."""
+    spec = scenario.side(side)
+    new = replace(spec, options=replace(spec.options, **options))
+    return replace(scenario, **{side.value: new})

@@ -1,0 +1,174 @@
+"""Naming conventions and stale-resource cleanup for realnet.
+
+Owns: how realnet names its kernel resources (network namespaces
+``<prefix><owner-pid>-<seq>-c|s`` and relay processes tagged in their argv), and
+finding/removing those whose owner process is dead (e.g. a test run that was
+SIGKILLed and never reached ``__exit__``).
+
+Must not import: textual, rich, simpy, nagle_sim, or `realnet.netns` (netns imports
+us; keep this module dependency-free apart from pyroute2.netns).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+
+from pyroute2 import netns as pr_netns
+
+NS_PREFIX = "nsim-"
+RELAY_MODULE = "realnet.relay"
+# The relay carries ``--tag <link tag>`` in its argv; the tag embeds the owner PID,
+# so a plain /proc scan can tell whose relay it is even after it was reparented.
+RELAY_TAG_FLAG = "--tag"
+NETNS_DIR = pr_netns.NETNS_RUN_DIR
+
+
+def link_tag(owner_pid: int, seq: int, prefix: str = NS_PREFIX) -> str:
+    """Tag shared by a link's namespaces and its relay: ``nsim-<pid>-<seq>``."""
+    return f"{prefix}{owner_pid}-{seq}"
+
+
+def owner_of(name: str, prefix: str = NS_PREFIX) -> int | None:
+    """Owner PID encoded in a namespace name or relay tag, or None if not ours."""
+    m = re.fullmatch(re.escape(prefix) + r"(\d+)-\d+(?:-[cs])?", name)
+    return int(m.group(1)) if m else None
+
+
+def pid_alive(pid: int) -> bool:
+    """True if `pid` is a live (non-zombie) process.
+
+    Zombies count as dead: a SIGKILLed owner that its parent has not reaped yet
+    will never clean up after itself.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # Field 3 follows the parenthesised comm (which may itself contain spaces/parens).
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
+
+
+@dataclass(frozen=True, slots=True)
+class RelayProc:
+    pid: int
+    tag: str
+    owner_pid: int
+
+
+@dataclass(slots=True)
+class Ours:
+    """Everything realnet-named that currently exists on the machine."""
+
+    namespaces: list[str] = field(default_factory=list)
+    relays: list[RelayProc] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.namespaces or self.relays)
+
+
+def list_namespaces(prefix: str = NS_PREFIX) -> list[str]:
+    """Names of our namespaces (by prefix + owner-pid pattern) under /run/netns."""
+    return sorted(n for n in pr_netns.listnetns() if owner_of(n, prefix) is not None)
+
+
+def list_relays(prefix: str = NS_PREFIX) -> list[RelayProc]:
+    """Live relay processes, found by ``-m realnet.relay ... --tag <tag>`` in argv."""
+    found: list[RelayProc] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue  # raced with exit, or a kernel thread
+        if RELAY_MODULE not in argv or RELAY_TAG_FLAG not in argv:
+            continue
+        i = argv.index(RELAY_TAG_FLAG)
+        tag = argv[i + 1] if i + 1 < len(argv) else ""
+        owner = owner_of(tag, prefix)
+        if owner is not None:
+            found.append(RelayProc(pid=int(entry), tag=tag, owner_pid=owner))
+    return found
+
+
+def list_ours(prefix: str = NS_PREFIX, owner_pid: int | None = None) -> Ours:
+    """Our namespaces and relays, optionally only those owned by `owner_pid`."""
+    namespaces = list_namespaces(prefix)
+    relays = list_relays(prefix)
+    if owner_pid is not None:
+        namespaces = [n for n in namespaces if owner_of(n, prefix) == owner_pid]
+        relays = [r for r in relays if r.owner_pid == owner_pid]
+    return Ours(namespaces=namespaces, relays=relays)
+
+
+def list_stale(prefix: str = NS_PREFIX) -> Ours:
+    """Resources whose owner process is dead."""
+    ours = list_ours(prefix)
+    return Ours(
+        namespaces=[n for n in ours.namespaces if not pid_alive(owner_of(n, prefix) or 0)],
+        relays=[r for r in ours.relays if not pid_alive(r.owner_pid)],
+    )
+
+
+def remove_namespace(name: str) -> bool:
+    """Unmount and unlink /run/netns/<name>; False if it was already gone.
+
+    The kernel frees the namespace (and its TUN device) once the last reference
+    (bind mount, socket, or process inside) is gone.
+    """
+    if name not in pr_netns.listnetns():
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        pr_netns.remove(name)
+    return True
+
+
+def kill_process(pid: int, timeout: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds. Never raises if `pid` is gone.
+
+    We cannot waitpid() a process that is not our child, so we poll for its exit.
+    """
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, timeout)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.01)
+
+
+def remove_stale(prefix: str = NS_PREFIX) -> list[str]:
+    """Remove namespaces and relays left behind by dead owners.
+
+    Returns what was removed: namespace names and ``relay:<pid>`` entries.
+    Resources of live owners (another test session running right now) are left
+    alone. A PID reused by an unrelated process makes its stale resources look
+    alive; they are then removed the next time that PID is dead.
+    """
+    stale = list_stale(prefix)
+    removed: list[str] = []
+    # Relays first: they hold the TUN fds; with them gone the namespaces are empty.
+    for relay in stale.relays:
+        kill_process(relay.pid)
+        removed.append(f"relay:{relay.pid}")
+    for name in stale.namespaces:
+        if remove_namespace(name):
+            removed.append(name)
+    return removed

@@ -1,0 +1,392 @@
+"""Link emulation: two network namespaces joined by a delaying relay process.
+
+Owns: creating/removing the client and server namespaces, their TUN devices and
+addresses, starting/stopping the `realnet.relay` process, and switching the
+calling thread into a namespace so one process (one asyncio loop) can own
+sockets on both ends.
+
+Topology::
+
+    client ns (nsim-<pid>-<n>-c)                    server ns (nsim-<pid>-<n>-s)
+    10.99.0.1/24 on nsimtun0 ==fd==> relay ==fd==> 10.99.0.2/24 on nsimtun0
+                             <=====  (own process, one-way delays) <=====
+
+The TUN devices are non-persistent and only the relay holds their fds, so the
+devices vanish with the relay. The namespaces are bind mounts under /run/netns
+and must be removed explicitly -- `close()` does, and `realnet.cleanup` removes
+ones whose owner PID is dead.
+
+TUN devices have no offloads unless TUNSETOFFLOAD is used (we never do), so the
+kernel software-segments any GSO skb *before* the capture tap and the relay: every
+packet on the wire is at most MTU, and the MSS is what the caller sets with
+TCP_MAXSEG (bounded by ``mtu - 40``, minus 12 with TCP timestamps).
+
+Must not import: textual, rich, simpy or nagle_sim.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import fcntl
+import itertools
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Literal, Self
+
+from pyroute2 import IPRoute
+from pyroute2 import netns as pr_netns
+
+from realnet import cleanup
+
+Side = Literal["client", "server"]
+
+CLONE_NEWNET = 0x40000000
+TUNSETIFF = 0x400454CA
+IFF_TUN = 0x0001
+IFF_NO_PI = 0x1000
+TUN_NAME = "nsimtun0"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_seq = itertools.count()
+_live: set[EmulatedLink] = set()
+_live_lock = threading.Lock()
+_handlers_installed = False
+
+
+# --------------------------------------------------------------------------- netns
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+def netns_path(name: str) -> str:
+    return os.path.join(pr_netns.NETNS_RUN_DIR, name)
+
+
+@contextlib.contextmanager
+def in_namespace(name: str) -> Iterator[None]:
+    """Run the body with the *calling thread* inside network namespace `name`.
+
+    setns(2) is per-thread, so other threads (and the rest of the process) are
+    unaffected. Sockets, TUN fds and /proc/sys/net files opened inside keep that
+    namespace for their whole life after we switch back -- which is how one
+    asyncio loop owns both the client and the server sockets. Do not ``await``
+    inside the block: another coroutine could then run in the wrong namespace.
+    """
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        target = os.open(netns_path(name), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _setns(target)
+        finally:
+            os.close(target)
+        try:
+            yield
+        finally:
+            _setns(home)
+    finally:
+        os.close(home)
+
+
+def socket_in_namespace(
+    name: str,
+    family: int = socket.AF_INET,
+    type: int = socket.SOCK_STREAM,
+    proto: int = 0,
+) -> socket.socket:
+    """A new socket living in namespace `name` (usable from any thread afterwards)."""
+    with in_namespace(name):
+        return socket.socket(family, type, proto)
+
+
+def write_sysctl(name: str, key: str, value: str) -> None:
+    """Set sysctl `key` (dotted, e.g. ``net.ipv4.tcp_autocorking``) inside namespace `name`.
+
+    /proc/sys/net resolves against the opening thread's namespace, so opening it
+    inside `in_namespace` targets the namespace and never the host.
+    """
+    path = Path("/proc/sys", *key.split("."))
+    with in_namespace(name), open(path, "w") as f:
+        f.write(value)
+
+
+def _open_tun(ns: str, ifname: str) -> int:
+    """Create a non-persistent L3 TUN (raw IP, no packet-info header) inside `ns`."""
+    with in_namespace(ns):
+        # The device is created in the netns of the thread doing the open/ioctl.
+        fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            ifr = struct.pack("16sH", ifname.encode(), IFF_TUN | IFF_NO_PI)
+            fcntl.ioctl(fd, TUNSETIFF, ifr)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def _configure(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, txqlen: int) -> None:
+    with IPRoute(netns=ns) as ipr:
+        (lo,) = ipr.link_lookup(ifname="lo")
+        ipr.link("set", index=lo, state="up")
+        (idx,) = ipr.link_lookup(ifname=ifname)
+        # tun drops (rather than back-pressures) when its ring is full; a long
+        # ring keeps cwnd-sized bursts intact until the relay drains them.
+        ipr.link("set", index=idx, mtu=mtu, txqlen=txqlen)
+        ipr.addr("add", index=idx, address=addr, prefixlen=prefixlen)
+        ipr.link("set", index=idx, state="up")
+
+
+# --------------------------------------------------------------------------- link
+
+
+class EmulatedLink:
+    """Two namespaces joined by a relay with fixed one-way delays.
+
+    ``with EmulatedLink(to_server_delay_us=20_000, to_client_delay_us=5_000) as link:``
+    then ``link.socket_in("server")`` / ``link.socket_in("client")`` and connect
+    ``link.client_addr`` -> ``link.server_addr``.
+
+    `sysctls` are applied in both namespaces (a new netns starts from kernel
+    defaults for most net.ipv4.tcp_* knobs, not from the host's values). IPv6 is
+    disabled in both namespaces so the link carries only the caller's traffic.
+    """
+
+    def __init__(
+        self,
+        to_server_delay_us: int = 0,
+        to_client_delay_us: int = 0,
+        mtu: int = 1500,
+        *,
+        client_addr: str = "10.99.0.1",
+        server_addr: str = "10.99.0.2",
+        prefixlen: int = 24,
+        sysctls: Mapping[str, str] | None = None,
+        txqueuelen: int = 10_000,
+        ready_timeout_s: float = 10.0,
+    ) -> None:
+        if to_server_delay_us < 0 or to_client_delay_us < 0:
+            raise ValueError("delays must be >= 0")
+        self.to_server_delay_us = to_server_delay_us
+        self.to_client_delay_us = to_client_delay_us
+        self.mtu = mtu
+        self.client_addr = client_addr
+        self.server_addr = server_addr
+        self.prefixlen = prefixlen
+        self.sysctls = dict(sysctls or {})
+        self.txqueuelen = txqueuelen
+        self.ready_timeout_s = ready_timeout_s
+        self.ifname = TUN_NAME
+        self.tag = ""
+        self.client_ns = ""
+        self.server_ns = ""
+        self.relay: subprocess.Popen[bytes] | None = None
+        self.relay_stats: dict[str, object] | None = None
+        self._created_ns: list[str] = []
+        self._closed = False
+
+    # -- public helpers -------------------------------------------------------
+
+    def ns(self, side: Side) -> str:
+        return {"client": self.client_ns, "server": self.server_ns}[side]
+
+    def addr(self, side: Side) -> str:
+        return {"client": self.client_addr, "server": self.server_addr}[side]
+
+    def in_namespace(self, side: Side) -> contextlib.AbstractContextManager[None]:
+        return in_namespace(self.ns(side))
+
+    def socket_in(
+        self,
+        side: Side,
+        family: int = socket.AF_INET,
+        type: int = socket.SOCK_STREAM,
+        proto: int = 0,
+    ) -> socket.socket:
+        return socket_in_namespace(self.ns(side), family, type, proto)
+
+    @property
+    def relay_pid(self) -> int | None:
+        return self.relay.pid if self.relay else None
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        if self.tag:
+            raise RuntimeError("EmulatedLink is not re-entrant; create a new one")
+        cleanup.remove_stale()
+        _install_safety_nets()
+        self.tag = cleanup.link_tag(os.getpid(), next(_seq))
+        self.client_ns, self.server_ns = f"{self.tag}-c", f"{self.tag}-s"
+        with _live_lock:
+            _live.add(self)
+        try:
+            self._setup()
+        except BaseException:  # incl. KeyboardInterrupt half-way through setup
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _setup(self) -> None:
+        fds: list[int] = []
+        try:
+            for ns, addr in ((self.client_ns, self.client_addr), (self.server_ns, self.server_addr)):
+                self._create_ns(ns)
+                fds.append(_open_tun(ns, self.ifname))
+                _configure(ns, self.ifname, addr, self.prefixlen, self.mtu, self.txqueuelen)
+            self._start_relay(client_fd=fds[0], server_fd=fds[1])
+        finally:
+            # The relay owns the TUN fds now; keeping ours would keep the devices
+            # alive after the relay dies.
+            for fd in fds:
+                os.close(fd)
+
+    def _create_ns(self, ns: str) -> None:
+        pr_netns.create(ns)
+        self._created_ns.append(ns)
+        settings = {
+            "net.ipv6.conf.all.disable_ipv6": "1",
+            "net.ipv6.conf.default.disable_ipv6": "1",
+        }
+        if not os.path.exists("/proc/sys/net/ipv6"):
+            settings.clear()
+        settings.update(self.sysctls)
+        for key, value in settings.items():
+            write_sysctl(ns, key, value)
+
+    def _start_relay(self, client_fd: int, server_fd: int) -> None:
+        env = dict(os.environ)
+        # Make `-m realnet.relay` importable even when the project is not installed.
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        argv = [
+            sys.executable, "-m", cleanup.RELAY_MODULE,
+            cleanup.RELAY_TAG_FLAG, self.tag,
+            "--owner-pid", str(os.getpid()),
+            "--client-fd", str(client_fd),
+            "--server-fd", str(server_fd),
+            "--to-server-delay-us", str(self.to_server_delay_us),
+            "--to-client-delay-us", str(self.to_client_delay_us),
+        ]  # fmt: skip
+        self.relay = subprocess.Popen(
+            argv,
+            pass_fds=(client_fd, server_fd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        """Block until the relay prints READY: packets sent earlier would sit in the
+        TUN ring and be timestamped late, i.e. get extra delay."""
+        assert self.relay is not None and self.relay.stdout is not None
+        fd = self.relay.stdout.fileno()
+        deadline = time.monotonic() + self.ready_timeout_s
+        buf = b""
+        while b"\n" not in buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"relay {self.tag} not ready after {self.ready_timeout_s}s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    _, err = self.relay.communicate(timeout=5)
+                    raise RuntimeError(f"relay {self.tag} exited early:\n{err.decode()}")
+                buf += chunk
+        if buf.strip() != b"READY":
+            raise RuntimeError(f"relay {self.tag}: unexpected start-up output {buf!r}")
+
+    def close(self) -> None:
+        """Stop the relay and remove both namespaces. Idempotent, never raises
+        for already-gone resources."""
+        if self._closed:
+            return
+        self._stop_relay()
+        for ns in list(self._created_ns):
+            cleanup.remove_namespace(ns)
+            self._created_ns.remove(ns)
+        self._closed = True
+        with _live_lock:
+            _live.discard(self)
+
+    def _stop_relay(self) -> None:
+        proc = self.relay
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        lines = out.decode(errors="replace").strip().splitlines()
+        if lines:
+            with contextlib.suppress(ValueError):
+                self.relay_stats = json.loads(lines[-1])
+
+    def __repr__(self) -> str:
+        return (
+            f"EmulatedLink(tag={self.tag!r}, to_server={self.to_server_delay_us}us, "
+            f"to_client={self.to_client_delay_us}us, mtu={self.mtu})"
+        )
+
+
+# --------------------------------------------------------------------------- safety nets
+
+
+def close_all() -> None:
+    """Close every link this process still has open (atexit / SIGTERM path)."""
+    with _live_lock:
+        links = list(_live)
+    for link in links:
+        with contextlib.suppress(Exception):
+            link.close()
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    close_all()
+    # Die the way SIGTERM would have killed us, so the exit status is unchanged.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_safety_nets() -> None:
+    """atexit always; a SIGTERM handler only if nobody else installed one (an
+    asyncio app's own handler wins) and only from the main thread (Python rule)."""
+    global _handlers_installed
+    if _handlers_installed:
+        return
+    _handlers_installed = True
+    atexit.register(close_all)
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        signal.signal(signal.SIGTERM, _on_sigterm)

@@ -1,0 +1,212 @@
+"""Delay relay between two TUN devices; runs as its own process.
+
+Usage (started by `realnet.netns.EmulatedLink`, not by hand)::
+
+    python -m realnet.relay --tag nsim-<pid>-<n> --owner-pid <pid> \
+        --client-fd 5 --server-fd 6 --to-server-delay-us 20000 --to-client-delay-us 5000
+
+Owns: moving raw IP packets between the client-namespace TUN fd and the
+server-namespace TUN fd, delaying each direction by a fixed one-way delay with
+per-direction FIFO order. It prints ``READY`` on stdout once it is polling, and a
+one-line JSON stats record on stdout when it exits.
+
+Why a separate process: the caller runs asyncio plus Python-level TCP endpoints;
+sharing its GIL would add millisecond-scale jitter to the emulated delay.
+
+Must not import: anything beyond the standard library (fast start-up, no
+pyroute2), and never textual, rich, simpy or nagle_sim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import select
+import signal
+import sys
+import time
+from array import array
+from collections import deque
+from dataclasses import dataclass, field
+from types import FrameType
+
+PR_SET_PDEATHSIG = 1
+PR_SET_TIMERSLACK = 29
+# Sleep until this long before a deadline, then spin: a select() wake-up on an idle
+# box is typically 50-100 us late, so 200 us of spinning absorbs it.
+SPIN_NS = 200_000
+# Bound on packets read per fd per loop turn, so a burst on one side cannot
+# delay due writes (or the other side's arrival timestamps) for long.
+READ_BATCH = 64
+MAX_PACKET = 65_536
+MAX_LATENESS_SAMPLES = 2_000_000
+
+clock_ns = time.monotonic_ns
+
+
+class _Stop(Exception):
+    """Raised from signal handlers to break out of select()."""
+
+
+@dataclass(slots=True)
+class Direction:
+    name: str
+    in_fd: int
+    out_fd: int
+    delay_ns: int
+    queue: deque[tuple[int, bytes]] = field(default_factory=deque)
+    packets: int = 0
+    bytes: int = 0
+    write_errors: int = 0
+    max_queue: int = 0
+
+
+def _prctl(option: int, arg: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _install_signals(owner_pid: int) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    def parent_death(signum: int, frame: FrameType | None) -> None:
+        # PDEATHSIG fires when the *thread* that forked us exits, not the process.
+        # If the owner process is still our parent it was just a thread: keep going.
+        if os.getppid() != owner_pid:
+            raise _Stop("parent died")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGUSR1, parent_death)
+    # Ctrl-C reaches the whole foreground process group; the owner's __exit__ will
+    # stop us in order, so dying first would only cut the link under live sockets.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)
+    # The owner may have died before prctl() took effect.
+    if os.getppid() != owner_pid:
+        raise _Stop("parent died before start")
+
+
+def _drain(d: Direction) -> None:
+    """Read what is queued on d.in_fd, stamping each packet with its due time."""
+    for _ in range(READ_BATCH):
+        try:
+            pkt = os.read(d.in_fd, MAX_PACKET)
+        except BlockingIOError:
+            return
+        d.queue.append((clock_ns() + d.delay_ns, pkt))
+        d.packets += 1
+        d.bytes += len(pkt)
+        d.max_queue = max(d.max_queue, len(d.queue))
+
+
+def _flush_due(dirs: tuple[Direction, ...], lateness: array[int]) -> None:
+    now = clock_ns()
+    for d in dirs:
+        q = d.queue
+        while q and q[0][0] <= now:
+            due, pkt = q.popleft()
+            # Scheduling error only: the write itself runs the receiver's IP/TCP
+            # input path inline, which is part of the emulated wire, not lateness.
+            if len(lateness) < MAX_LATENESS_SAMPLES:
+                lateness.append(clock_ns() - due)
+            try:
+                os.write(d.out_fd, pkt)
+            except OSError:
+                # EIO when the peer TUN is going away, EINVAL for a malformed
+                # packet: count it, a relay must not die on one bad packet.
+                d.write_errors += 1
+
+
+def _next_timeout(dirs: tuple[Direction, ...]) -> float | None:
+    heads = [d.queue[0][0] for d in dirs if d.queue]
+    if not heads:
+        return None
+    wait = min(heads) - clock_ns() - SPIN_NS
+    return wait / 1e9 if wait > 0 else 0.0
+
+
+def run(dirs: tuple[Direction, ...], lateness: array[int]) -> None:
+    """Forward until a _Stop signal. Deadline-driven: sleep, then spin the last bit."""
+    for d in dirs:
+        os.set_blocking(d.in_fd, False)
+    by_fd = {d.in_fd: d for d in dirs}
+    fds = list(by_fd)
+    while True:
+        _flush_due(dirs, lateness)
+        ready, _, _ = select.select(fds, [], [], _next_timeout(dirs))
+        for fd in ready:
+            _drain(by_fd[fd])
+
+
+def _percentile(sorted_vals: list[int], q: float) -> int:
+    if not sorted_vals:
+        return 0
+    return sorted_vals[min(len(sorted_vals) - 1, int(q * len(sorted_vals)))]
+
+
+def stats(dirs: tuple[Direction, ...], lateness: array[int], reason: str) -> dict[str, object]:
+    late = sorted(lateness)
+    return {
+        "reason": reason,
+        "directions": {
+            d.name: {
+                "packets": d.packets,
+                "bytes": d.bytes,
+                "write_errors": d.write_errors,
+                "max_queue": d.max_queue,
+                "unsent": len(d.queue),
+            }
+            for d in dirs
+        },
+        "lateness_ns": {
+            "n": len(late),
+            "p50": _percentile(late, 0.50),
+            "p99": _percentile(late, 0.99),
+            "max": late[-1] if late else 0,
+        },
+    }
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m realnet.relay", description=__doc__)
+    p.add_argument("--tag", required=True, help="link tag (marker for stale cleanup)")
+    p.add_argument("--owner-pid", type=int, required=True)
+    p.add_argument("--client-fd", type=int, required=True)
+    p.add_argument("--server-fd", type=int, required=True)
+    p.add_argument("--to-server-delay-us", type=int, default=0)
+    p.add_argument("--to-client-delay-us", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    dirs = (
+        Direction("to_server", args.client_fd, args.server_fd, args.to_server_delay_us * 1000),
+        Direction("to_client", args.server_fd, args.client_fd, args.to_client_delay_us * 1000),
+    )
+    lateness: array[int] = array("q")
+    reason = "eof"
+    try:
+        _install_signals(args.owner_pid)
+        # Default timer slack is 50 us; we want select() to wake as asked.
+        _prctl(PR_SET_TIMERSLACK, 1)
+        print("READY", flush=True)
+        run(dirs, lateness)
+    except _Stop as e:
+        reason = str(e)
+    # Block further signals so a second SIGTERM cannot truncate the stats line.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
+    try:
+        print(json.dumps(stats(dirs, lateness, reason)), flush=True)
+    except (BrokenPipeError, OSError):
+        pass  # owner is gone; nobody to tell
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
