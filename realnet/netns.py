@@ -26,6 +26,7 @@ Must not import: textual, rich, simpy or nagle_sim.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import ctypes
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Literal, Self
@@ -140,7 +141,33 @@ def _open_tun(ns: str, ifname: str) -> int:
     return fd
 
 
+def _in_fresh_thread(fn: Callable[[], None]) -> None:
+    """Run `fn` in a new thread and re-raise its exception here.
+
+    pyroute2 >= 0.9's synchronous IPRoute drives an asyncio loop internally and
+    fails with "This event loop is already running" when called from a
+    coroutine; a fresh thread has no running loop.
+    """
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=target, name="realnet-rtnl")
+    t.start()
+    t.join()
+    if errors:
+        raise errors[0]
+
+
 def _configure(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, txqlen: int) -> None:
+    _in_fresh_thread(lambda: _configure_now(ns, ifname, addr, prefixlen, mtu, txqlen))
+
+
+def _configure_now(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, txqlen: int) -> None:
     with IPRoute(netns=ns) as ipr:
         (lo,) = ipr.link_lookup(ifname="lo")
         ipr.link("set", index=lo, state="up")
@@ -249,6 +276,18 @@ class EmulatedLink:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    async def __aenter__(self) -> Self:
+        """Same as __enter__, but off the event loop (setup takes ~100 ms)."""
+        return await asyncio.to_thread(self.__enter__)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
 
     def _setup(self) -> None:
         fds: list[int] = []

@@ -1,0 +1,224 @@
+"""Tests for realnet.netns (EmulatedLink), realnet.relay and realnet.cleanup.
+
+Real kernel, real sockets: needs root; skipped otherwise (see conftest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from realnet import cleanup
+from realnet.capture import Capture
+from realnet.netns import EmulatedLink, in_namespace
+
+pytestmark = [pytest.mark.realnet, pytest.mark.usefixtures("requires_root_netns")]
+
+PORT = 5001
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _netns_inode() -> int:
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+def _wait_until(pred: object, timeout: float = 5.0) -> bool:
+    assert callable(pred)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return bool(pred())
+
+
+def _nodelay_quickack(s: socket.socket) -> None:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+
+
+async def _ping_pong_rtts_ms(link: EmulatedLink, rounds: int) -> list[float]:
+    """1-byte ping-pong between both namespaces, driven by ONE asyncio loop."""
+    loop = asyncio.get_running_loop()
+    listener = link.socket_in("server")
+    client = link.socket_in("client")
+    try:
+        listener.bind((link.server_addr, PORT))
+        listener.listen()
+        for s in (listener, client):
+            s.setblocking(False)
+        _nodelay_quickack(client)
+        accept = asyncio.ensure_future(loop.sock_accept(listener))
+        await loop.sock_connect(client, (link.server_addr, PORT))
+        conn, _ = await accept
+        rtts: list[float] = []
+        with conn:
+            _nodelay_quickack(conn)
+            for _ in range(rounds):
+                t0 = time.perf_counter_ns()
+                await loop.sock_sendall(client, b"p")
+                assert await loop.sock_recv(conn, 1) == b"p"
+                _nodelay_quickack(conn)  # quickack is not sticky: re-arm each time
+                await loop.sock_sendall(conn, b"q")
+                assert await loop.sock_recv(client, 1) == b"q"
+                _nodelay_quickack(client)
+                rtts.append((time.perf_counter_ns() - t0) / 1e6)
+        return rtts
+    finally:
+        client.close()
+        listener.close()
+
+
+async def test_rtt_matches_configured_one_way_delays() -> None:
+    with EmulatedLink(to_server_delay_us=20_000, to_client_delay_us=5_000) as link:
+        rtts = await _ping_pong_rtts_ms(link, rounds=20)
+    median = statistics.median(rtts)
+    assert 24.0 <= median <= 26.0, rtts
+    # The relay must never deliver early: every RTT includes the full 25 ms.
+    assert min(rtts) >= 24.95, rtts
+
+
+async def test_zero_delay_forwards_immediately() -> None:
+    with EmulatedLink(0, 0) as link:
+        rtts = await _ping_pong_rtts_ms(link, rounds=20)
+    assert statistics.median(rtts) < 2.0, rtts
+
+
+def test_link_respects_tcp_maxseg_and_mtu() -> None:
+    """No offloads on TUN: every wire segment is <= the MSS set with TCP_MAXSEG."""
+    with EmulatedLink(1_000, 1_000, mtu=1500) as link:
+        cap = Capture(link.ifname, netns=link.client_ns, filter_ports={PORT}).start()
+        with link.socket_in("server") as listener, link.socket_in("client") as client:
+            listener.bind((link.server_addr, PORT))
+            listener.listen()
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+            client.connect((link.server_addr, PORT))
+            conn, _ = listener.accept()
+            with conn:
+                client.sendall(b"x" * 50_000)
+                client.shutdown(socket.SHUT_WR)
+                received = 0
+                while chunk := conn.recv(65536):
+                    received += len(chunk)
+        time.sleep(0.05)
+        packets = cap.stop()
+    assert received == 50_000
+    sizes = [p.payload_len for p in packets if p.payload_len]
+    assert sum(sizes) == 50_000
+    # 536 minus 12 bytes of timestamp option; allow either accounting.
+    assert 500 <= max(sizes) <= 536, sorted(set(sizes))
+
+
+def test_close_removes_namespaces_and_relay() -> None:
+    link = EmulatedLink(1_000, 1_000)
+    with link:
+        names = [link.client_ns, link.server_ns]
+        relay_pid = link.relay_pid
+        assert relay_pid is not None
+        assert set(names) <= set(cleanup.list_namespaces())
+        assert relay_pid in {r.pid for r in cleanup.list_relays()}
+    assert not set(names) & set(cleanup.list_namespaces())
+    assert not cleanup.pid_alive(relay_pid)
+    assert link.relay_stats is not None and link.relay_stats["reason"] == "SIGTERM"
+    link.close()  # idempotent
+    assert not cleanup.list_ours(owner_pid=os.getpid())
+
+
+@pytest.mark.parametrize("exc_type", [RuntimeError, KeyboardInterrupt])
+def test_cleanup_on_exception(exc_type: type[BaseException]) -> None:
+    with pytest.raises(exc_type), EmulatedLink(0, 0) as link:
+        names, relay_pid = [link.client_ns, link.server_ns], link.relay_pid
+        raise exc_type("boom")
+    assert not set(names) & set(cleanup.list_namespaces())
+    assert relay_pid is not None and not cleanup.pid_alive(relay_pid)
+
+
+def test_in_namespace_switches_only_temporarily() -> None:
+    home = _netns_inode()
+    with EmulatedLink(0, 0) as link:
+        with link.in_namespace("client"):
+            inside = _netns_inode()
+            names = socket.if_nameindex()
+        assert _netns_inode() == home != inside
+        assert {n for _, n in names} == {"lo", link.ifname}
+
+
+def test_relay_survives_exit_of_the_creating_thread() -> None:
+    """PDEATHSIG fires on the death of the forking *thread*; the relay must
+    tell that apart from the death of the owner process."""
+    links: list[EmulatedLink] = []
+    t = threading.Thread(target=lambda: links.append(EmulatedLink(0, 0).__enter__()))
+    t.start()
+    t.join()
+    (link,) = links
+    try:
+        time.sleep(0.2)  # give a (wrongly) dying relay time to die
+        assert link.relay is not None and link.relay.poll() is None
+    finally:
+        link.close()
+
+
+def _spawn_and_sigkill_owner() -> tuple[list[str], int]:
+    """Run a link owner in a child process and SIGKILL it: no __exit__, no atexit."""
+    code = (
+        "import time\n"
+        "from realnet.netns import EmulatedLink\n"
+        "link = EmulatedLink(1000, 1000).__enter__()\n"
+        "print(link.client_ns, link.server_ns, link.relay_pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    assert child.stdout is not None
+    client_ns, server_ns, relay_pid = child.stdout.readline().decode().split()
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    return [client_ns, server_ns], int(relay_pid)
+
+
+def test_sigkilled_owner_leaves_stale_namespaces_that_remove_stale_removes() -> None:
+    names, relay_pid = _spawn_and_sigkill_owner()
+    # The relay follows its owner (PDEATHSIG); the namespaces are bind mounts
+    # and stay until someone removes them.
+    assert _wait_until(lambda: not cleanup.pid_alive(relay_pid)), "relay outlived its owner"
+    assert set(names) <= set(cleanup.list_stale().namespaces)
+    removed = cleanup.remove_stale()
+    assert set(names) <= set(removed)
+    assert not set(names) & set(cleanup.list_namespaces())
+    assert not cleanup.list_stale()
+
+
+def test_next_link_removes_stale_namespaces() -> None:
+    names, _ = _spawn_and_sigkill_owner()
+    assert set(names) <= set(cleanup.list_namespaces())
+    with EmulatedLink(0, 0):
+        assert not set(names) & set(cleanup.list_namespaces())
+
+
+def test_remove_stale_leaves_live_owners_alone() -> None:
+    with EmulatedLink(0, 0) as link:
+        removed = cleanup.remove_stale()
+        assert not {link.client_ns, link.server_ns} & set(removed)
+        assert {link.client_ns, link.server_ns} <= set(cleanup.list_namespaces())
+        assert link.relay is not None and link.relay.poll() is None
+
+
+def test_namespace_outside_is_untouched_by_link() -> None:
+    """The link must not add devices or addresses to the caller's namespace."""
+    before = socket.if_nameindex()
+    with EmulatedLink(0, 0) as link:
+        with in_namespace(link.server_ns):
+            assert {n for _, n in socket.if_nameindex()} == {"lo", link.ifname}
+        assert socket.if_nameindex() == before
+    assert socket.if_nameindex() == before
