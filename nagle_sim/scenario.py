@@ -376,7 +376,7 @@ class _Loader:
         for key, value in tune.items():
             if key not in TUNABLE:
                 raise self.fail(f"{name}.tune", key,
-                                f"not a tunable profile field (see docs/scenarios.md)")
+                                "not a tunable profile field (see docs/scenarios.md)")
             current = getattr(profile, key)
             if isinstance(current, bool):
                 if not isinstance(value, bool):

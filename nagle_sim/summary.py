@@ -6,9 +6,10 @@ any `Trace` (simulated or real). Must not import simpy, asyncio, textual or rich
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
-from .model.events import Micros, Side
+from .model.events import Micros, Side, short
 from .trace import EventRecord, OpRecord, SegmentRecord, Trace
 
 STALL_MIN = Micros(10_000)
@@ -39,8 +40,8 @@ class Stall:
         return Micros(self.end - self.start)
 
     def text(self) -> str:
-        return (f"{self.duration / 1000:.1f} ms at {self.start / 1000:.3f} ms: "
-                f"{self.held_by}; ended when {self.ended_by}")
+        return (f"{self.duration / 1000:.1f} ms from {self.start / 1000:.3f} ms — "
+                f"{self.held_by} — until {self.ended_by}")
 
 
 @dataclass(slots=True)
@@ -72,48 +73,57 @@ def iterations(trace: Trace, side: Side = Side.CLIENT) -> list[Iteration]:
 
 def _sleeping(ops: list[OpRecord], at: int, until: int) -> bool:
     """True when every side that is active in [at, until) is sleeping (not a stall)."""
-    for op in ops:
-        if op.op == "sleep" and op.start <= at and (op.end or until) >= until - 1:
-            return True
-    return False
+    return any(op.op == "sleep" and op.start <= at and (op.end or until) >= until - 1 for op in ops)
 
 
-def _last_hold(events: list[EventRecord], before: int, after: int) -> EventRecord | None:
-    found = None
-    for e in events:
-        if e.t > before:
-            break
-        if e.kind == "hold" and e.t >= after:
-            found = e
-    return found
+class _Index:
+    """Time indexes over a trace, built once per analysis."""
 
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.event_t = [e.t for e in trace.events]
+        self.seg_t = [s.t for s in trace.segments]
 
-def _cause_of(seg: SegmentRecord) -> str:
-    if seg.code:
-        return f"{seg.src.value} sent {seg.label()}: {seg.why}"
-    kind = "pure ACK" if not seg.length and "A" in seg.flags else seg.label()
-    return f"{seg.src.value} sent {kind}"
+    def hold_during(self, prev: SegmentRecord, nxt: SegmentRecord) -> EventRecord | None:
+        """The hold that kept data back across a gap: the last hold before the gap ends
+        whose side sent no data between that hold and the gap's start."""
+        events, segments = self.trace.events, self.trace.segments
+        i = bisect.bisect_left(self.event_t, nxt.t) - 1
+        while i >= 0 and prev.t - events[i].t <= 10_000_000:
+            e = events[i]
+            if e.kind == "hold":
+                lo = bisect.bisect_right(self.seg_t, e.t)
+                hi = bisect.bisect_right(self.seg_t, prev.t)
+                released = any(s.src is e.side and s.length for s in segments[lo:hi])
+                return None if released else e
+            i -= 1
+        return None
 
 
 def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
     """Gaps ≥ ``minimum`` between segments not explained by an application sleep."""
     out: list[Stall] = []
     segs = trace.segments
+    index = _Index(trace)
     for prev, nxt in zip(segs, segs[1:], strict=False):
         gap = nxt.t - prev.t
         if gap < minimum or _sleeping(trace.ops, prev.t, nxt.t):
             continue
-        hold = _last_hold(trace.events, prev.t, prev.t - 1_000_000)
+        hold = index.hold_during(prev, nxt)
         if hold is not None:
-            held = f"{hold.side.value} held data: {hold.text()}"
+            held = f"{hold.side.value}: {short(hold.code) or hold.reason}"
+            if hold.detail:
+                held += f" ({hold.detail})"
         elif trace.events:
-            held = "nothing was sent"
+            held = "no data waiting to be sent"
         else:
-            held = "no segment on the wire (real trace: reasons not recorded)"
-        if not trace.events and not nxt.length and "A" in nxt.flags and nxt.src is not prev.src:
-            ended = f"{nxt.src.value} sent a pure ACK (a delayed ACK, inferred)"
+            held = "no segment on the wire"
+        if nxt.code:
+            ended = f"{nxt.src.value}: {short(nxt.code) or nxt.why} ({nxt.label()})"
+        elif not nxt.length and "A" in nxt.flags:
+            ended = f"{nxt.src.value}: pure ACK ({nxt.label()}), a delayed ACK by its timing"
         else:
-            ended = _cause_of(nxt)
+            ended = f"{nxt.src.value}: {nxt.label()}"
         out.append(Stall(start=prev.t, end=nxt.t, held_by=held, ended_by=ended,
                          ended_code=nxt.code))
     return out

@@ -185,3 +185,39 @@ class TraceEvent:
     def text(self) -> str:
         """Human sentence: reason, then specifics."""
         return f"{self.reason.value} ({self.detail})" if self.detail else self.reason.value
+
+
+SHORT: dict[Reason, str] = {
+    Reason.APP_WRITE: "sent on write", Reason.FULL_SEGMENT: "full segment",
+    Reason.NAGLE_HOLD: "Nagle holds", Reason.NAGLE_HOLD_CLASSIC: "Nagle holds",
+    Reason.CORK_HOLD: "corked", Reason.MORE_HOLD: "MSG_MORE holds",
+    Reason.CWND_HOLD: "cwnd full", Reason.RWND_HOLD: "peer window full",
+    Reason.AUTOCORK_HOLD: "autocorked", Reason.ACK_RELEASE: "released by ACK",
+    Reason.NODELAY_PUSH: "NODELAY push", Reason.UNCORK_PUSH: "uncork push",
+    Reason.PROBE0_RELEASE: "probe timer release", Reason.TSQ_RELEASE: "after TX completion",
+    Reason.CLOSE_PUSH: "close", Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
+    Reason.RESET: "reset", Reason.WINDOW_PROBE: "window probe",
+    Reason.QUICKACK_MODE: "quick ACK", Reason.FULL_FRAME: "> 1 MSS unACKed",
+    Reason.DELACK_WAIT: "delayed ACK", Reason.DELACK_FIRED: "delayed ACK fired",
+    Reason.DELACK_DUE: "ACK due", Reason.READ_ACK: "ACK on read",
+    Reason.WINDOW_UPDATE: "window update", Reason.QUICKACK_OPT: "QUICKACK=1 ACK",
+    Reason.PIGGYBACK: "piggybacked", Reason.DUPLICATE: "duplicate", Reason.FIN_ACK: "FIN",
+    Reason.EVERY_2ND: "every 2nd segment", Reason.PSH_ACK: "PSH ACKed",
+    Reason.SYNACK_DELAYED: "SYN-ACK ACK delayed", Reason.QUICK_START: "16 quick ACKs",
+    Reason.QUICK_REFILL: "quick ACKs refilled", Reason.QUICK_SPENT: "quick ACKs spent",
+    Reason.PINGPONG_ENTER: "→ ping-pong", Reason.PINGPONG_COUNT: "ping-pong count",
+    Reason.PINGPONG_EXIT: "ping-pong ends", Reason.ATO_UPDATE: "ato adapts",
+    Reason.ATO_INFLATE: "ato doubled", Reason.PROBE0_ARMED: "probe timer armed",
+    Reason.RTO_ARMED: "RTO armed", Reason.TIMER_CLEARED: "timer cleared",
+    Reason.SOCKOPT_SET: "setsockopt", Reason.SOCKOPT_GET: "getsockopt",
+    Reason.QUICKACK_OFF: "QUICKACK=0: ping-pong", Reason.QUICKACK_ON: "QUICKACK=1",
+    Reason.CWND_GROW: "cwnd grows", Reason.CWND_IDLE: "cwnd restart",
+    Reason.STATE_CHANGE: "state", Reason.APP_CALL: "app call",
+}
+"""A few words per reason, for ladder labels; `Reason.value` is the full sentence."""
+
+
+def short(code: str) -> str:
+    """Short label of a Reason given by name ("" if unknown, e.g. a real trace)."""
+    member = Reason.__members__.get(code)
+    return SHORT[member] if member is not None else ""

@@ -11,7 +11,7 @@ import bisect
 from dataclasses import dataclass
 from enum import Enum
 
-from ..model.events import Micros, Side
+from ..model.events import Micros, Side, short
 from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
 
 
@@ -60,24 +60,12 @@ DETAIL_LEVELS = ("wire", "normal", "all")
 
 
 def _event_label(e: EventRecord) -> str:
-    short = {
-        "NAGLE_HOLD": "Nagle holds", "NAGLE_HOLD_CLASSIC": "Nagle holds",
-        "CORK_HOLD": "corked", "MORE_HOLD": "MSG_MORE holds", "CWND_HOLD": "cwnd full",
-        "RWND_HOLD": "window full", "AUTOCORK_HOLD": "autocorked",
-        "DELACK_WAIT": "delayed ACK", "PINGPONG_ENTER": "→ ping-pong",
-        "PINGPONG_EXIT": "ping-pong ends", "QUICK_START": "16 quick ACKs",
-        "QUICK_SPENT": "quick ACKs spent", "QUICK_REFILL": "quick ACKs refilled",
-        "QUICKACK_OFF": "QUICKACK=0: ping-pong", "QUICKACK_ON": "QUICKACK=1",
-        "PROBE0_ARMED": "probe timer armed",
-    }.get(e.code)
     if e.kind.startswith("timer_"):
-        verb = e.kind.split("_", 1)[1]
-        return f"{e.timer} timer {verb}"
-    if short is None:
-        short = e.reason.split(":")[0]
+        return f"{e.timer} timer {e.kind.split('_', 1)[1]}"
+    label = short(e.code) or e.reason.split(":")[0]
     if e.kind == "hold" and e.data.get("length"):
-        short += f" {e.data['length']} B"
-    return short
+        label += f" {e.data['length']} B"
+    return label
 
 
 def _wanted(e: EventRecord, detail: str) -> bool:
@@ -96,7 +84,7 @@ def _wanted(e: EventRecord, detail: str) -> bool:
 def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
     """All ladder rows of ``trace`` in time order (segments, ops and chosen events)."""
     rows: list[tuple[int, int, Row]] = []
-    for i, seg in enumerate(trace.segments):
+    for _i, seg in enumerate(trace.segments):
         explain = f"{seg.src.value} sends {seg.label()} ack {seg.ack}"
         if seg.why:
             explain += f": {seg.why}"

@@ -1,0 +1,227 @@
+"""The `nagle-sim` command line.
+
+Owns: argument parsing, exit codes (0 ok, 1 the run failed: deadlock / limit / mismatch,
+2 bad input) and wiring executors into views. Heavy modules (textual, realnet, exports)
+are imported only by the subcommands that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from . import __version__
+from .scenario import Scenario, ScenarioError, load
+from .trace import Trace, TraceError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class CliError(Exception):
+    """A one-line message for the user; the exit code travels with it."""
+
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _err(message: str) -> None:
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}",
+                                                markup=True, soft_wrap=True)
+
+
+def _load(args: argparse.Namespace) -> Scenario:
+    return load(args.file, getattr(args, "set", None) or [])
+
+
+def _run_trace(scenario: Scenario) -> Trace:
+    from .sim.driver import run_sim
+    return run_sim(scenario)
+
+
+def _emit(trace: Trace, args: argparse.Namespace) -> int:
+    if getattr(args, "json", False):
+        sys.stdout.write(trace.dumps(indent=None) + "\n")
+    else:
+        from .render.terminal import print_run
+        console = Console(width=args.width) if getattr(args, "width", None) else Console()
+        print_run(trace, console, limit=None if args.all else args.limit, detail=args.detail)
+    if trace.outcome != "ok":
+        if getattr(args, "json", False):
+            _err(trace.message)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _emit(_run_trace(_load(args)), args)
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    try:
+        from .tui.app import run_app
+    except ImportError as exc:  # pragma: no cover - only when textual is missing
+        raise CliError(f"the TUI is unavailable: {exc}") from None
+    return int(run_app(getattr(args, "file", None)) or 0)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .tui.serve import serve
+    serve(args.host, args.port)
+    return EXIT_OK
+
+
+def cmd_lessons(args: argparse.Namespace) -> int:
+    from .lessons import load_lessons
+    console = Console()
+    for lesson in load_lessons():
+        console.print(f"[bold]{lesson.slug}[/]  {lesson.title}\n    {lesson.summary}")
+    return EXIT_OK
+
+
+def _real_trace(scenario: Scenario, remote: str | None = None) -> Trace:
+    try:
+        from realnet.runner import run_real
+    except ImportError as exc:
+        raise CliError(f"realnet is unavailable: {exc}") from None
+    return run_real(scenario, remote=remote)
+
+
+def cmd_realnet_run(args: argparse.Namespace) -> int:
+    return _emit(_real_trace(_load(args), args.remote), args)
+
+
+def cmd_realnet_serve(args: argparse.Namespace) -> int:
+    from realnet.remote import serve_forever
+    return int(serve_forever(args.listen) or 0)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare_cli
+    return compare_cli(_load(args), args)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .compare import validate_cli
+    return validate_cli(args)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import ExportError, export_cli
+    scenario = _load(args)
+    trace = _real_trace(scenario) if args.real else _run_trace(scenario)
+    overlay = _real_trace(scenario) if args.overlay_real and not args.real else None
+    try:
+        paths = export_cli(trace, pcap=args.pcap, svg=args.svg, png=args.png, tseq=args.tseq,
+                           markdown=args.markdown, csv=args.csv, json=args.json_out,
+                           overlay=overlay)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+    if not paths:
+        raise CliError("nothing to export: give at least one of --pcap --svg --png --tseq "
+                       "--markdown --csv --json")
+    for path in paths:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _add_view_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p.add_argument("--all", action="store_true", help="print every ladder row")
+    p.add_argument("--limit", type=int, default=200, help="ladder rows to print (default 200)")
+    p.add_argument("--detail", choices=("wire", "normal", "all"), default="normal",
+                   help="which decisions to show beside the segments")
+    p.add_argument("--width", type=int, help="terminal width to render for")
+
+
+def _add_scenario(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="scenario file (TOML)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a scenario key, e.g. client.nodelay=true (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
+        "CORK, QUICKACK — simulated, and measured on real sockets.")
+    parser.add_argument("--version", action="version", version=f"nagle-sim {__version__}")
+    sub = parser.add_subparsers(dest="command")
+
+    p = sub.add_parser("run", help="simulate a scenario and print its ladder and summary")
+    _add_scenario(p)
+    _add_view_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("tui", help="open the teaching app (on a scenario file if given)")
+    p.add_argument("file", nargs="?")
+    p.set_defaults(func=cmd_tui)
+
+    p = sub.add_parser("serve", help="serve the teaching app to a browser (classroom mode)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("lessons", help="list the lessons")
+    p.set_defaults(func=cmd_lessons)
+
+    p = sub.add_parser("export", help="export a run as pcap / SVG / PNG / tables")
+    _add_scenario(p)
+    p.add_argument("--real", action="store_true", help="export a real-socket run instead")
+    p.add_argument("--overlay-real", action="store_true",
+                   help="draw a real-socket run over the simulated ladder (SVG/PNG)")
+    for name in ("pcap", "svg", "png", "tseq", "markdown", "csv"):
+        p.add_argument(f"--{name}", metavar="PATH")
+    p.add_argument("--json", dest="json_out", metavar="PATH")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("compare", help="run on the model and on real sockets; match segments")
+    _add_scenario(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--markdown", metavar="PATH")
+    p.add_argument("--csv", metavar="PATH")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("validate", help="compare every lesson with the real kernel")
+    p.add_argument("--markdown", metavar="PATH")
+    p.set_defaults(func=cmd_validate)
+
+    real = sub.add_parser("realnet", help="run scenarios over real kernel sockets")
+    rsub = real.add_subparsers(dest="realnet_command", required=True)
+    p = rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder")
+    _add_scenario(p)
+    _add_view_options(p)
+    p.add_argument("--remote", metavar="HOST:PORT",
+                   help="run the server side on a remote `nagle-sim realnet serve`")
+    p.set_defaults(func=cmd_realnet_run)
+    p = rsub.add_parser("serve", help="serve the server side of scenarios to remote clients")
+    p.add_argument("--listen", default="127.0.0.1:7070", metavar="HOST:PORT")
+    p.set_defaults(func=cmd_realnet_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args.file = None
+        args.func = cmd_tui
+    try:
+        return int(args.func(args))
+    except (ScenarioError, TraceError, CliError) as exc:
+        _err(str(exc))
+        return exc.code if isinstance(exc, CliError) else EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+

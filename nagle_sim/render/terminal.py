@@ -1,0 +1,122 @@
+"""The terminal ladder and run summary, drawn with rich.
+
+Owns: how `nagle-sim run` prints a trace (client | wire | server columns, one row per
+segment / app call / decision) and its summary. Must not import simpy, asyncio or textual.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ..model.events import Side, short
+from ..summary import Summary, summarize
+from ..trace import Trace
+from .rows import Row, RowKind, build_rows
+
+_STYLE = {
+    RowKind.OP: "bold cyan", RowKind.HOLD: "bold yellow", RowKind.TIMER: "magenta",
+    RowKind.ACK: "green", RowKind.MODE: "blue", RowKind.OPTION: "bold cyan",
+    RowKind.STATE: "dim",
+}
+
+
+def _wire(row: Row, width: int) -> Text:
+    seg = row.segment
+    assert seg is not None
+    label = f" {seg.label()} "
+    if seg.ack and seg.length:
+        label = f" {seg.label()} ack {seg.ack} "
+    dashes = max(2, width - len(label) - 1)
+    left, right = dashes // 2, dashes - dashes // 2
+    if seg.src is Side.CLIENT:
+        body = "─" * left + label + "─" * right + "▶"
+    else:
+        body = "◀" + "─" * left + label + "─" * right
+    style = "bold" if seg.length else ""
+    if "S" in seg.flags or "F" in seg.flags or "R" in seg.flags:
+        style = "dim"
+    return Text(body, style=style)
+
+
+def ladder_table(trace: Trace, rows: list[Row], *, wire_width: int = 34,
+                 note_width: int = 30) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, expand=False,
+                  header_style="bold")
+    table.add_column("t (ms)", justify="right", no_wrap=True)
+    table.add_column("client", width=note_width, overflow="fold")
+    table.add_column("wire", width=wire_width + 2, no_wrap=True)
+    table.add_column("server", width=note_width, overflow="fold")
+    previous = None
+    for row in rows:
+        t = f"{row.t / 1000:.3f}" if row.t != previous else ""
+        previous = row.t
+        if row.kind is RowKind.SEGMENT:
+            seg = row.segment
+            assert seg is not None
+            why = Text(_short_why(row), style="dim")
+            client = why if seg.src is Side.CLIENT else Text("")
+            server = why if seg.src is Side.SERVER else Text("")
+            table.add_row(t, client, _wire(row, wire_width), server)
+            continue
+        note = Text(row.label, style=_STYLE.get(row.kind, ""))
+        if row.kind is RowKind.OP and row.op and row.op.end is not None and row.op.op == "read":
+            note.append(f" ({(row.op.end - row.op.start) / 1000:.3f} ms)", style="dim")
+        cells = (note, Text("")) if row.side is Side.CLIENT else (Text(""), note)
+        table.add_row(t, cells[0], Text("│".center(wire_width), style="dim"), cells[1])
+    return table
+
+
+def _short_why(row: Row) -> str:
+    return "" if row.code in ("APP_WRITE", "HANDSHAKE") else short(row.code)
+
+
+def summary_renderable(trace: Trace, summary: Summary | None = None) -> RenderableType:
+    s = summary or summarize(trace)
+    parts: list[RenderableType] = []
+    lat = [it.latency / 1000 for it in s.iterations]
+    if lat:
+        text = Text("Per-iteration latency (client): ", style="bold")
+        if len(lat) <= 12:
+            text.append(", ".join(f"{v:.3f}" for v in lat) + " ms")
+        else:
+            text.append(", ".join(f"{v:.3f}" for v in lat[:6]) + f" … {lat[-1]:.3f} ms")
+            text.append(f"\n  {len(lat)} iterations: min {min(lat):.3f}, median "
+                        f"{statistics.median(lat):.3f}, max {max(lat):.3f}, total "
+                        f"{sum(lat):.1f} ms")
+        parts.append(text)
+    seg = Text("Segments: ", style="bold")
+    seg.append(", ".join(
+        f"{side.value} {s.segments[side]} ({s.data_segments[side]} with data, "
+        f"{s.bytes_sent[side]} B)" for side in Side))
+    parts.append(seg)
+    parts.append(Text(f"Duration: {s.duration / 1000:.3f} ms", style="bold"))
+    if s.stalls:
+        head = Text(f"Stalls ≥ 10 ms: {len(s.stalls)}", style="bold yellow")
+        parts.append(head)
+        for stall in s.stalls[:8]:
+            parts.append(Text(f"  • {stall.text()}"))
+        if len(s.stalls) > 8:
+            parts.append(Text(f"  … and {len(s.stalls) - 8} more"))
+    else:
+        parts.append(Text("No stalls ≥ 10 ms.", style="bold green"))
+    if trace.outcome != "ok":
+        parts.append(Text(trace.message, style="bold red"))
+    return Group(*parts)
+
+
+def print_run(trace: Trace, console: Console, *, limit: int | None = 200,
+              detail: str = "normal") -> None:
+    rows = build_rows(trace, detail)
+    title = Text(f"{trace.title}  [{trace.source}]", style="bold underline")
+    console.print(title)
+    shown = rows if limit is None else rows[:limit]
+    console.print(ladder_table(trace, shown))
+    if limit is not None and len(rows) > limit:
+        console.print(Text(f"… {len(rows) - limit} more rows (use --all to print them)",
+                           style="dim"))
+    console.print()
+    console.print(summary_renderable(trace))

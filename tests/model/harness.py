@@ -1,0 +1,103 @@
+"""Drive one model Endpoint by hand, as packetdrill drives a kernel socket.
+
+The harness owns time: each call first fires every timer due before it, collecting what
+the endpoint sends with the time it sent it. Tests then compare against .pkt expectations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nagle_sim.model import PROFILES, Endpoint, Segment, Side, SocketOptions, SockOpt, TcpFlag
+from nagle_sim.model.config import StackProfile
+
+
+def ms(x: float) -> int:
+    return round(x * 1000)
+
+
+@dataclass
+class Sent:
+    t: int
+    seg: Segment
+
+    @property
+    def flags(self) -> str:
+        return self.seg.flags.letters()
+
+    def __repr__(self) -> str:
+        return f"{self.t / 1000:.3f}ms {self.seg.summary()}"
+
+
+@dataclass
+class Harness:
+    side: Side = Side.SERVER
+    profile: StackProfile = PROFILES["linux"]
+    options: SocketOptions = field(default_factory=SocketOptions)
+    mss: int = 1000
+    now: int = 0
+    out: list[Sent] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ep = Endpoint(self.side, self.profile, self.options, self.mss)
+
+    def _collect(self) -> None:
+        for seg in self.ep.segments_to_send():
+            self.out.append(Sent(self.now, seg))
+
+    def advance(self, t: int) -> None:
+        """Move time to ``t``, firing due timers on the way."""
+        assert t >= self.now, "time runs forward"
+        while (d := self.ep.next_deadline()) is not None and d <= t:
+            self.now = max(self.now, d)
+            self.ep.on_deadline(self.now)
+            self._collect()
+        self.now = t
+
+    def peer(self, t: int, *, seq: int, ack: int, length: int = 0, flags: str = "A",
+             window: int = 65535) -> None:
+        self.advance(t)
+        self.ep.receive_segment(self.now, Segment(
+            src=self.side.peer, seq=seq, ack=ack, length=length, flags=TcpFlag.parse(flags),
+            window=window, sent_at=self.now))
+        self._collect()
+
+    def write(self, t: int, n: int, more: bool = False) -> None:
+        self.advance(t)
+        self.ep.app_write(self.now, n, more=more)
+        self._collect()
+
+    def read(self, t: int, n: int = 1 << 30) -> int:
+        self.advance(t)
+        got = self.ep.app_read(self.now, n)
+        self._collect()
+        return got
+
+    def setopt(self, t: int, opt: str, on: bool) -> None:
+        self.advance(t)
+        self.ep.set_option(self.now, SockOpt(opt), on)
+        self._collect()
+
+    def accept(self, t_syn: int, t_ack: int, window: int = 65535) -> None:
+        """Passive open: SYN at t_syn, the handshake ACK at t_ack."""
+        self.peer(t_syn, seq=0, ack=0, flags="S", window=window)
+        self.peer(t_ack, seq=1, ack=1, window=window)
+
+    def data_sent(self) -> list[Sent]:
+        return [s for s in self.out if s.seg.length]
+
+    def take(self) -> list[Sent]:
+        out, self.out = self.out, []
+        return out
+
+
+def within_packetdrill_tolerance(actual_us: int, expected_us: int, since_us: int) -> bool:
+    """packetdrill run.c: max(4 ms, 12.5 % of the interval since the previous event)."""
+    tolerance = max(4000, (expected_us - since_us) // 8)
+    return expected_us <= actual_us <= expected_us + tolerance
+
+
+def connect(h: Harness, t: int) -> None:
+    h.advance(t)
+    h.ep.connect(h.now)
+    h._collect()
