@@ -1,0 +1,72 @@
+"""The `nagle-sim` command: output, JSON trace contract, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nagle_sim.__main__ import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_run_prints_ladder_and_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--width", "140"]) == 0
+    out = capsys.readouterr().out
+    assert "P. 1:7(6)" in out and "Nagle holds" in out and "delayed ACK fired" in out
+    assert "Per-iteration latency (client): 0.016, 43.994, 44.000" in out
+    assert "Stalls ≥ 10 ms: 11" in out
+
+
+def test_json_trace_follows_the_documented_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "nagle-sim-trace/1" and doc["source"] == "sim"
+    syn = doc["segments"][0]
+    assert syn == {**syn, "t_ms": 0.0, "from": "client", "seq": 0, "ack": 0, "len": 0,
+                   "flags": "S"}
+    ops = [o for o in doc["ops"] if o["op"] not in ("connect", "accept")]
+    assert len([o for o in ops if o["side"] == "client"]) == 36
+    assert len([o for o in ops if o["side"] == "server"]) == 24
+    assert all(o["start_ms"] <= o["end_ms"] for o in ops)
+    assert {"t_ms", "side", "kind", "reason"} <= set(doc["events"][0])
+    assert any(e["kind"] == "timer_armed" and e["timer"] == "delack" for e in doc["events"])
+
+
+def test_set_override_changes_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--set",
+                 "client.nodelay=true", "--limit", "0"]) == 0
+    assert "No stalls" in capsys.readouterr().out
+
+
+def test_deadlock_is_reported_with_exit_1(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "dead.toml"
+    path.write_text('[client]\nscript = "read 5"\n[server]\nscript = "read 3"\n')
+    assert main(["run", str(path), "--limit", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "deadlock: client waits for 5 more of 5 bytes (line 2), server waits for 3 more " \
+           "of 3 bytes (line 4)" in out.replace("\n", "")
+
+
+def test_bad_file_exit_2_one_line_no_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[client]\nscript = \"write zero\"\n")
+    proc = subprocess.run([sys.executable, "-m", "nagle_sim", "run", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"{path}:2: write size must be a whole number" in lines[0]
+
+
+def test_run_limit_ends_an_endless_scenario(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "long.toml"
+    path.write_text('[client]\nscript = "repeat 100000 { sleep 1s }"\n')
+    assert main(["run", str(path), "--limit", "0"]) == 1
+    assert "still running after 3600 simulated s" in capsys.readouterr().out

@@ -1,0 +1,96 @@
+"""Scenario files: the format, and one-line errors naming file, line/key and problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nagle_sim import scenario
+from nagle_sim.scenario import Read, Repeat, ScenarioError, Sleep, Write, Writev
+
+
+def load_text(tmp_path: Path, text: str, *overrides: str) -> scenario.Scenario:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return scenario.load(path, list(overrides))
+
+
+def error_of(tmp_path: Path, text: str, *overrides: str) -> str:
+    with pytest.raises(ScenarioError) as info:
+        load_text(tmp_path, text, *overrides)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(tmp_path / "s.toml") in message or message.startswith("--set")
+    return message
+
+
+def test_defaults_and_full_format(tmp_path: Path) -> None:
+    s = load_text(tmp_path, '''
+title = "t"
+[link]
+delay_ms = 2.5
+to_client_delay_ms = 0
+mss = 1000
+[client]
+profile = "linux-5.4"
+nodelay = true
+script = """
+repeat 2 {
+  write 6 # a comment
+  write 7 more; writev 1 2 3
+}
+read 13
+sleep 1.5ms
+"""
+[server]
+script = "repeat 2 { read 13; write 13 }"
+''')
+    assert s.link.to_server_delay == 2500 and s.link.to_client_delay == 0 and s.link.mss == 1000
+    assert s.client.profile.name == "linux-5.4" and s.client.options.nodelay
+    assert s.server.profile.name == "linux" and not s.server.options.cork
+    rep, read, sleep = s.client.script
+    assert isinstance(rep, Repeat) and rep.count == 2
+    assert rep.body == (Write(12, 6), Write(13, 7, more=True), Writev(13, (1, 2, 3)))
+    assert read == Read(15, 13) and sleep == Sleep(16, 1500)
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("[link]\ndelay_ms = -1\n", ":2: link.delay_ms: must be ≥ 0"),
+    ("[client]\nnodelay = 1\n", ":2: client.nodelay: expected true or false"),
+    ("[client]\nprofile = \"beos\"\n", "client.profile: unknown profile 'beos'"),
+    ("[server]\nspeed = 3\n", "server.speed: unknown key"),
+    ("[client]\nscript = \"write -3\"\n", ":2: write size must be > 0, got -3"),
+    ("[client]\nscript = \"\"\"\nwrite 1\nfly 2\n\"\"\"\n", ":4: unknown statement 'fly'"),
+    ("[client]\nscript = \"repeat 3 { write 1\"\n", "never closed"),
+    ("[client]\nscript = \"sleep 10\"\n", "bad duration '10'"),
+    ("[client]\nscript = \"set nagle on\"\n", "use 'set nodelay|cork|quickack on|off'"),
+    ("title = \n", ":1: invalid TOML"),
+    ("[client]\nprofile = \"windows\"\nscript = \"set cork on\"\n", ":3: client profile "
+     "'windows' has no TCP_CORK"),
+    ("[client]\ntune = { hz = 0 }\n", "client.tune.hz: HZ must be between"),
+    ("[client]\ntune = { colour = 1 }\n", "not a tunable profile field"),
+    ("[link]\nmss = 20\n", "link.mss: must be ≥ 88"),
+    ("[client]\nscript = \"repeat 100000 { repeat 100000 { write 1 } }\"\n", "operations"),
+])
+def test_bad_input_gives_one_line_naming_the_place(tmp_path: Path, text: str,
+                                                   fragment: str) -> None:
+    assert fragment in error_of(tmp_path, text)
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="no such file"):
+        scenario.load(tmp_path / "nope.toml")
+    with pytest.raises(ScenarioError, match="is a directory"):
+        scenario.load(tmp_path)
+
+
+def test_overrides_set_nested_keys(tmp_path: Path) -> None:
+    s = load_text(tmp_path, "", "client.nodelay=true", "link.delay_ms=5",
+                  'server.script="read 1"', "server.tune.hz=1000")
+    assert s.client.options.nodelay and s.link.to_server_delay == 5000
+    assert s.server.script == (Read(1, 1),) and s.server.profile.hz == 1000
+
+
+def test_bad_override_is_reported(tmp_path: Path) -> None:
+    assert "use KEY=VALUE" in error_of(tmp_path, "", "client.nodelay")
