@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model.events import Micros, Side, TraceEvent
+from .model.events import (
+    KIND_NAME,
+    REASON_CODE,
+    REASON_TEXT,
+    TIMER_NAME,
+    Micros,
+    Side,
+    TraceEvent,
+)
 
 FORMAT = "nagle-sim-trace/1"
 
@@ -103,9 +111,10 @@ class EventRecord:
 
     @classmethod
     def from_model(cls, e: TraceEvent) -> EventRecord:
-        return cls(t=e.at, side=e.side, kind=e.kind.value, code=e.reason.name,
-                   reason=e.reason.value, detail=e.detail,
-                   timer=e.timer.value if e.timer else None, deadline=e.deadline, data=e.data)
+        return cls(t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=REASON_CODE[e.reason],
+                   reason=REASON_TEXT[e.reason], detail=e.detail,
+                   timer=TIMER_NAME[e.timer] if e.timer else None, deadline=e.deadline,
+                   data=e.data)
 
     def text(self) -> str:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason

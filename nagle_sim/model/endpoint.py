@@ -38,21 +38,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum, IntFlag
+from enum import Enum
 
 from .config import AckStyle, NagleStyle, SocketOptions, StackProfile
-from .events import Kind, Micros, Reason, Segment, Side, TcpFlag, Timer, TraceEvent
+from .events import ACK, FIN, PSH, RST, SYN, Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
 
 
-class Nonagle(IntFlag):
-    """tp->nonagle bits (include/net/tcp.h)."""
+class Nonagle:
+    """tp->nonagle bits (include/net/tcp.h). Plain ints: IntFlag is too slow here."""
 
     OFF = 1     # TCP_NODELAY
     CORK = 2    # TCP_CORK (or MSG_MORE for one push)
     PUSH = 4    # "cork is overridden for already queued data"
 
 
-class AckPending(IntFlag):
+class AckPending:
     """icsk_ack.pending bits (include/net/inet_connection_sock.h)."""
 
     SCHED = 1
@@ -100,7 +100,7 @@ class _Skb:
         return self.seq + self.length + (1 if self.fin else 0)
 
 
-_SYN_ACK = TcpFlag.SYN | TcpFlag.ACK
+_SYN_ACK = SYN | ACK
 _TCP_HDR = 32  # 20-byte header + 12-byte timestamp option, as Linux sends by default
 _TCP_MIN_MSS = 88
 
@@ -119,7 +119,7 @@ class Endpoint:
         self.timers: dict[Timer, Micros] = {}
 
         # send side (tcp_sock)
-        self.nonagle = Nonagle(0)
+        self.nonagle = 0
         if options.nodelay:
             self.nonagle |= Nonagle.OFF
         if options.cork:
@@ -142,7 +142,7 @@ class Endpoint:
         self.backoff = 0
         self.fin_queued = False
         self._tx_busy_until = -1
-        self._probe_pending = False
+        self._last_hold: Reason | None = None
 
         # receive side
         self.rcv_nxt = 0
@@ -152,7 +152,7 @@ class Endpoint:
         self.peer_fin = False
         self.rcv_wnd = profile.rcv_wnd
         self.window_clamp = profile.rcv_buf
-        self.ack_pending = AckPending(0)
+        self.ack_pending = 0
         self.ato_j = 0
         self.lrcvtime_j = 0
         self.quick = 0
@@ -241,17 +241,16 @@ class Endpoint:
         return self.profile.us_to_jiffies(self.rto_us)
 
     # ------------------------------------------------------------------ transmit
-    def _transmit(self, now: int, flags: TcpFlag, seq: int, length: int,
+    def _transmit(self, now: int, flags: int, seq: int, length: int,
                   why: Reason) -> Segment:
         """__tcp_transmit_skb: every segment carrying ACK is also an ACK (piggyback)."""
         if self.established or self.state not in (State.SYN_SENT, State.LISTEN):
-            flags |= TcpFlag.ACK
+            flags |= ACK
         window = self._advertised_window()
-        seg = Segment(src=self.side, seq=seq, ack=self.rcv_nxt if flags & TcpFlag.ACK else 0,
+        seg = Segment(src=self.side, seq=seq, ack=self.rcv_nxt if flags & ACK else 0,
                       length=length, flags=flags, window=window, sent_at=Micros(now), why=why)
         self._out.append(seg)
-        self._event(now, Kind.SEND, why, seg.summary(), seq=seq, length=length)
-        if flags & TcpFlag.ACK:
+        if flags & ACK:
             self._event_ack_sent(now, data_segments=1 if length else 0)
         if length:
             self._event_data_sent(now)
@@ -279,7 +278,7 @@ class Endpoint:
                             quick=0)
             else:
                 self.quick -= pkts
-        self.ack_pending = AckPending(0)
+        self.ack_pending = 0
         self._cancel(now, Timer.DELACK, Reason.PIGGYBACK)
 
     def _event_data_sent(self, now: int) -> None:
@@ -312,7 +311,7 @@ class Endpoint:
         self._set_state(now, State.SYN_SENT)
         self.snd_nxt = self.write_seq = self.pushed_seq = 1
         self._syn_sent_at = now
-        self._transmit(now, TcpFlag.SYN, 0, 0, Reason.HANDSHAKE)
+        self._transmit(now, SYN, 0, 0, Reason.HANDSHAKE)
         self._arm(now, Timer.RTO, now + self.rto_us, Reason.RTO_ARMED, "SYN")
 
     # ------------------------------------------------------------------ application
@@ -324,8 +323,6 @@ class Endpoint:
             raise ModelError(f"write on a socket in state {self.state.value}")
         if more and not self.profile.supports_cork:
             raise ModelError(f"profile {self.profile.name} has no MSG_MORE")
-        self._event(now, Kind.APP, Reason.APP_CALL,
-                    f"send({nbytes}{', MSG_MORE' if more else ''})", length=nbytes)
         left = nbytes
         while left:
             tail = self.queue[-1] if self.queue else None
@@ -392,7 +389,7 @@ class Endpoint:
     def _queued_bytes(self) -> int:
         return sum(s.length for s in self.queue)
 
-    def _push_pending(self, now: int, nonagle: Nonagle, why: Reason,
+    def _push_pending(self, now: int, nonagle: int, why: Reason,
                       more: bool = False) -> None:
         """__tcp_push_pending_frames: write, and arm the probe timer if stuck with nothing
         in flight (tcp_check_probe_timer)."""
@@ -401,15 +398,16 @@ class Endpoint:
         if self._write_xmit(now, nonagle, why, more=more):
             self._check_probe_timer(now)
 
-    def _write_xmit(self, now: int, nonagle: Nonagle, why: Reason, push_one: bool = False,
+    def _write_xmit(self, now: int, nonagle: int, why: Reason, push_one: bool = False,
                     more: bool = False) -> bool:
         """tcp_write_xmit. Returns True if nothing is in flight and data stays queued."""
         while self.queue:
             skb = self.queue[0]
             fin_only = skb.fin and skb.length == 0
             if self.packets_out >= self.cwnd and not fin_only:
-                self._hold(now, Reason.CWND_HOLD, f"cwnd {self.cwnd}, in flight "
-                           f"{self.packets_out}")
+                if self._last_hold is not Reason.CWND_HOLD:
+                    self._hold(now, Reason.CWND_HOLD, f"cwnd {self.cwnd}, in flight "
+                               f"{self.packets_out}")
                 break
             if skb.seq + skb.length > self.snd_una + self.snd_wnd:
                 self._hold(now, Reason.RWND_HOLD, f"window {self.snd_wnd}")
@@ -417,14 +415,15 @@ class Endpoint:
             effective = nonagle if len(self.queue) == 1 else Nonagle.PUSH
             hold = self._nagle_hold_reason(skb, effective, more)
             if hold is not None:
-                self._hold(now, hold, self._hold_detail(hold))
+                if hold is not self._last_hold:
+                    self._hold(now, hold, self._hold_detail(hold))
                 break
             self._send_skb(now, skb, why)
             if push_one:
                 break
         return not self.rtx and bool(self.queue)
 
-    def _nagle_hold_reason(self, skb: _Skb, nonagle: Nonagle, more: bool) -> Reason | None:
+    def _nagle_hold_reason(self, skb: _Skb, nonagle: int, more: bool) -> Reason | None:
         """tcp_nagle_test / tcp_nagle_check; None means the skb may go."""
         if nonagle & Nonagle.PUSH or skb.fin:
             return None
@@ -448,14 +447,19 @@ class Endpoint:
         return f"{queued} B queued"
 
     def _hold(self, now: int, reason: Reason, detail: str) -> None:
+        """Trace a hold once per reason: later writes joining the same hold say nothing new."""
+        if reason is self._last_hold:
+            return
+        self._last_hold = reason
         self._event(now, Kind.HOLD, reason, detail, length=self._queued_bytes())
 
     def _send_skb(self, now: int, skb: _Skb, why: Reason) -> None:
         self.queue.popleft()
-        flags = TcpFlag.PSH if skb.psh else TcpFlag(0)
+        flags = PSH if skb.psh else 0
         if skb.fin:
-            flags |= TcpFlag.FIN
+            flags |= FIN
         prior = self.packets_out
+        self._last_hold = None
         skb.sent_at = now
         self.rtx.append(skb)
         self.snd_nxt = max(self.snd_nxt, skb.end)
@@ -465,7 +469,6 @@ class Endpoint:
         self._transmit(now, flags, skb.seq, skb.length, why)
         if prior == 0:
             self._rearm_rto(now)
-        self._probe_pending = False
 
     _tx_complete_us = 0
     """Device-queue residence of a sent packet (link property; 0 on loopback)."""
@@ -474,13 +477,13 @@ class Endpoint:
         self._tx_complete_us = us
 
     def _rearm_rto(self, now: int) -> None:
-        """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot)."""
+        """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot). Re-arming
+        on every ACK is routine, so only the probe-timer cancellation is traced."""
         self._cancel(now, Timer.PROBE0)
         if self.rtx:
-            self._arm(now, Timer.RTO, now + (self.rto_us << self.backoff), Reason.RTO_ARMED,
-                      f"RTO {self.rto_us / 1000:g} ms")
+            self.timers[Timer.RTO] = Micros(now + (self.rto_us << self.backoff))
         else:
-            self._cancel(now, Timer.RTO)
+            self.timers.pop(Timer.RTO, None)
 
     def _check_probe_timer(self, now: int) -> None:
         """tcp_check_probe_timer: arm at tcp_probe0_base = max(RTO, TCP_RTO_MIN)."""
@@ -496,8 +499,6 @@ class Endpoint:
         copied = min(self.unread, max_bytes)
         self.unread -= copied
         self.copied += copied
-        if copied:
-            self._event(now, Kind.APP, Reason.APP_CALL, f"recv() → {copied} B", length=copied)
         self._cleanup_rbuf(now, copied)
         return copied
 
@@ -575,12 +576,11 @@ class Endpoint:
 
     def app_close(self, now: int) -> None:
         """tcp_close: unread data means RST; otherwise queue a FIN and push it (tcp_send_fin)."""
-        self._event(now, Kind.APP, Reason.APP_CALL, "close()")
         if self.state in (State.CLOSED, State.LISTEN, State.SYN_SENT):
             self._set_state(now, State.CLOSED)
             return
         if self.unread > 0:
-            self._transmit(now, TcpFlag.RST, self.snd_nxt, 0, Reason.RESET)
+            self._transmit(now, RST, self.snd_nxt, 0, Reason.RESET)
             self.timers.clear()
             self._set_state(now, State.CLOSED)
             return
@@ -602,15 +602,13 @@ class Endpoint:
     # ------------------------------------------------------------------ input
     def receive_segment(self, now: int, seg: Segment) -> None:
         """tcp_v4_rcv → tcp_rcv_state_process / tcp_rcv_established."""
-        self._event(now, Kind.RECV, seg.why, seg.summary(),
-                    seq=seg.seq, length=seg.length)
-        if seg.flags & TcpFlag.RST:
+        if seg.flags & RST:
             self.timers.clear()
             self.peer_fin = True
             self._set_state(now, State.CLOSED)
             return
         if self.state is State.LISTEN:
-            if seg.flags & TcpFlag.SYN:
+            if seg.flags & SYN:
                 self.rcv_nxt = seg.seq + 1
                 self.snd_wnd = seg.window
                 self.snd_nxt = self.write_seq = self.pushed_seq = 1
@@ -624,7 +622,7 @@ class Endpoint:
                 self._synsent_established(now, seg)
             return
         if self.state is State.SYN_RCVD:
-            if seg.flags & TcpFlag.ACK and seg.ack >= 1:
+            if seg.flags & ACK and seg.ack >= 1:
                 self.snd_una = 1
                 self._rtt_sample(now, now - self._synack_at)
                 self.lrcvtime_j = self._jiffies(now)
@@ -657,17 +655,17 @@ class Endpoint:
             self._event(now, Kind.ACK_DELAYED, Reason.SYNACK_DELAYED)
             self._arm(now, Timer.DELACK, at, Reason.SYNACK_DELAYED, "TCP_DELACK_MAX")
         else:
-            self._transmit(now, TcpFlag.ACK, self.snd_nxt, 0, Reason.HANDSHAKE)
+            self._transmit(now, ACK, self.snd_nxt, 0, Reason.HANDSHAKE)
 
     def _rcv_established(self, now: int, seg: Segment) -> None:
         """tcp_rcv_established: tcp_ack, tcp_data_queue, tcp_data_snd_check, ack check."""
         prior_packets = self.packets_out
-        if seg.flags & TcpFlag.ACK:
+        if seg.flags & ACK:
             self._process_ack(now, seg, prior_packets)
-        has_data = seg.length > 0 or bool(seg.flags & TcpFlag.FIN)
+        has_data = seg.length > 0 or bool(seg.flags & FIN)
         if has_data:
             self._data_queue(now, seg)
-        if seg.flags & TcpFlag.ACK and self.queue:
+        if seg.flags & ACK and self.queue:
             # tcp_data_snd_check pushes with tp->nonagle, never with MSG_MORE's cork
             self._push_pending(now, self.nonagle, Reason.ACK_RELEASE)
         if self.ack_pending & AckPending.SCHED and self.state is not State.CLOSED:
@@ -748,7 +746,7 @@ class Endpoint:
             else:
                 self.ack_pending |= AckPending.SCHED
                 self.unacked_segs += 1
-        if seg.flags & TcpFlag.FIN:
+        if seg.flags & FIN:
             self._tcp_fin(now)
 
     def _tcp_fin(self, now: int) -> None:
@@ -800,11 +798,11 @@ class Endpoint:
         length = seg.length
         if length >= self.rcv_mss:
             self.rcv_mss = min(length, self.mss)
-            if self.profile.pushed_on_full_psh and seg.flags & TcpFlag.PSH:
+            if self.profile.pushed_on_full_psh and seg.flags & PSH:
                 self.ack_pending |= AckPending.PUSHED
             return
         with_hdr = length + _TCP_HDR
-        remnant = seg.flags & (TcpFlag.FIN | TcpFlag.SYN | TcpFlag.PSH)
+        remnant = seg.flags & (FIN | SYN | PSH)
         if with_hdr >= self.profile.initial_rcv_mss + 20 or (
                 with_hdr >= _TCP_MIN_MSS + 20 and not remnant):
             self.last_seg_size = length
@@ -870,11 +868,12 @@ class Endpoint:
         self.ack_pending |= AckPending.SCHED | AckPending.TIMER
         self.delack_timeout_j = timeout_j
         at = self._jiffy_timer_at(now, timeout_j)
+        if self.timers.get(Timer.DELACK) == at:
+            return  # already waiting for this deadline: nothing new to say
         mode = "ping-pong" if self.in_pingpong else "no quick ACKs left"
         detail = f"ato {ato * p.tick_us // 1000} ms, {mode}; fires in {(at - now) / 1000:.1f} ms"
         self._event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail, ato=ato)
-        if self.timers.get(Timer.DELACK) != at:
-            self._arm(now, Timer.DELACK, at, Reason.DELACK_WAIT, detail)
+        self._arm(now, Timer.DELACK, at, Reason.DELACK_WAIT, detail)
 
     def _classic_ack_check(self, now: int, seg: Segment) -> None:
         """RFC 1122 §4.2.3.2: ACK every Nth segment, PSH at once on XNU, else a timer."""
@@ -883,9 +882,9 @@ class Endpoint:
             return
         if self.unacked_segs >= p.classic_ack_every:
             self._send_ack(now, Reason.EVERY_2ND, f"{self.unacked_segs} segments unACKed")
-        elif p.classic_ack_psh_at_once and seg.flags & TcpFlag.PSH:
+        elif p.classic_ack_psh_at_once and seg.flags & PSH:
             self._send_ack(now, Reason.PSH_ACK)
-        elif seg.flags & TcpFlag.FIN and not seg.length:
+        elif seg.flags & FIN and not seg.length:
             self._send_ack(now, Reason.FIN_ACK)
         elif Timer.DELACK not in self.timers:
             at = now + p.classic_delack_us
@@ -896,7 +895,7 @@ class Endpoint:
     def _send_ack(self, now: int, reason: Reason, detail: str = "") -> None:
         """tcp_send_ack: a pure ACK; tcp_event_ack_sent clears the scheduled state."""
         self._event(now, Kind.ACK_NOW, reason, detail)
-        self._transmit(now, TcpFlag.ACK, self.snd_nxt, 0, reason)
+        self._transmit(now, ACK, self.snd_nxt, 0, reason)
 
     # ------------------------------------------------------------------ timers
     _FIRED = {Timer.DELACK: Reason.DELACK_FIRED, Timer.PROBE0: Reason.PROBE0_RELEASE,
@@ -948,16 +947,17 @@ class Endpoint:
             return
         head = self.queue[0]
         if head.seq + min(head.length, 1) > self.snd_una + self.snd_wnd:
-            self._transmit(now, TcpFlag.ACK, self.snd_una - 1, 0, Reason.WINDOW_PROBE)
+            self._transmit(now, ACK, self.snd_una - 1, 0, Reason.WINDOW_PROBE)
             self.backoff = min(self.backoff + 1, 6)
             self._check_probe_timer(now)
             return
         head.psh = True
+        self._last_hold = None
         self.queue.popleft()
         head.sent_at = now
         self.rtx.append(head)
         self.snd_nxt = max(self.snd_nxt, head.end)
-        flags = TcpFlag.PSH | (TcpFlag.FIN if head.fin else TcpFlag(0))
+        flags = PSH | (FIN if head.fin else 0)
         self._tx_busy_until = now + self._tx_complete_us
         self._transmit(now, flags, head.seq, head.length, Reason.PROBE0_RELEASE)
         self._rearm_rto(now)
@@ -966,7 +966,7 @@ class Endpoint:
         """tcp_retransmit_timer: resend the oldest unACKed segment, back off, cwnd 1."""
         if self.state is State.SYN_SENT:
             self.backoff += 1
-            self._transmit(now, TcpFlag.SYN, 0, 0, Reason.RETRANSMIT)
+            self._transmit(now, SYN, 0, 0, Reason.RETRANSMIT)
             self._arm(now, Timer.RTO, now + (self.rto_us << self.backoff), Reason.RTO_ARMED)
             return
         if self.state is State.SYN_RCVD:
@@ -980,8 +980,8 @@ class Endpoint:
         skb.retransmitted = True
         self.ssthresh = max(self.packets_out // 2, 2)
         self.cwnd = 1
-        flags = (TcpFlag.PSH if skb.psh else TcpFlag(0)) | (
-            TcpFlag.FIN if skb.fin else TcpFlag(0))
+        flags = (PSH if skb.psh else 0) | (
+            FIN if skb.fin else 0)
         self._transmit(now, flags, skb.seq, skb.length, Reason.RETRANSMIT)
         self.backoff = min(self.backoff + 1, 15)
         self._arm(now, Timer.RTO, now + min(self.rto_us << self.backoff,

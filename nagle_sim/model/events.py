@@ -30,7 +30,10 @@ class Side(Enum):
 
 
 class TcpFlag(IntFlag):
-    """Header flags; letters follow tcpdump (S F R P A)."""
+    """Header flags; letters follow tcpdump (S F R P A).
+
+    Hot paths use the plain-int twins FIN, SYN, RST, PSH, ACK below (IntFlag arithmetic is
+    slow); a `Segment.flags` is a plain int of these bits."""
 
     FIN = 0x01
     SYN = 0x02
@@ -39,26 +42,36 @@ class TcpFlag(IntFlag):
     ACK = 0x10
 
     def letters(self) -> str:
-        order = ((TcpFlag.SYN, "S"), (TcpFlag.FIN, "F"), (TcpFlag.RST, "R"),
-                 (TcpFlag.PSH, "P"), (TcpFlag.ACK, "A"))
-        return "".join(letter for flag, letter in order if self & flag)
+        return flag_letters(int(self))
 
     @classmethod
     def parse(cls, letters: str) -> TcpFlag:
-        table = {"S": cls.SYN, "F": cls.FIN, "R": cls.RST, "P": cls.PSH, "A": cls.ACK}
-        value = cls(0)
-        for letter in letters:
-            if letter not in table:
-                raise ValueError(f"unknown TCP flag letter {letter!r}")
-            value |= table[letter]
-        return value
+        return cls(parse_flags(letters))
+
+
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+_LETTER_ORDER = ((SYN, "S"), (FIN, "F"), (RST, "R"), (PSH, "P"), (ACK, "A"))
+_LETTERS = tuple("".join(c for bit, c in _LETTER_ORDER if v & bit) for v in range(32))
+_BITS = {c: bit for bit, c in _LETTER_ORDER}
+
+
+def flag_letters(flags: int) -> str:
+    """Flag bits as tcpdump letters in the order S F R P A."""
+    return _LETTERS[flags & 31]
+
+
+def parse_flags(letters: str) -> int:
+    value = 0
+    for letter in letters:
+        if letter not in _BITS:
+            raise ValueError(f"unknown TCP flag letter {letter!r}")
+        value |= _BITS[letter]
+    return value
 
 
 class Kind(Enum):
     """What a trace event records."""
 
-    SEND = "send"                    # a segment left this side
-    RECV = "recv"                    # a segment arrived at this side
     HOLD = "hold"                    # queued data was not sent, and why
     ACK_NOW = "ack_now"              # receiver decided to ACK at once
     ACK_DELAYED = "ack_delayed"      # receiver decided to wait
@@ -67,7 +80,6 @@ class Kind(Enum):
     TIMER_CANCELLED = "timer_cancelled"
     MODE = "mode"                    # quick-ACK / ping-pong / ato / cwnd change
     SOCKOPT = "sockopt"              # setsockopt / getsockopt
-    APP = "app"                      # the application called into the socket
     STATE = "state"                  # TCP state machine transition
 
 
@@ -150,7 +162,8 @@ class Segment:
     seq: int
     ack: int
     length: int
-    flags: TcpFlag
+    flags: int
+    """Bits of FIN, SYN, RST, PSH, ACK (see `TcpFlag`)."""
     window: int = 65535
     sent_at: Micros = Micros(0)
     why: Reason = Reason.APP_WRITE
@@ -158,12 +171,12 @@ class Segment:
     @property
     def end_seq(self) -> int:
         """Sequence space consumed: data plus one for SYN and for FIN."""
-        return (self.seq + self.length + (1 if self.flags & TcpFlag.SYN else 0)
-                + (1 if self.flags & TcpFlag.FIN else 0))
+        return self.seq + self.length + (1 if self.flags & SYN else 0) + (
+            1 if self.flags & FIN else 0)
 
     def summary(self) -> str:
         """One-line label in tcpdump style, used by the ladder and assertion messages."""
-        flags = self.flags.letters().replace("A", ".") or "."
+        flags = flag_letters(self.flags).replace("A", ".") or "."
         if self.length:
             return f"{flags} {self.seq}:{self.seq + self.length}({self.length}) ack {self.ack}"
         return f"{flags} seq {self.seq} ack {self.ack}"
@@ -186,6 +199,16 @@ class TraceEvent:
         """Human sentence: reason, then specifics."""
         return f"{self.reason.value} ({self.detail})" if self.detail else self.reason.value
 
+
+# Enum.__hash__ is written in Python (hash of the name); these enums key hot dicts, so use
+# identity hashing, which is C-level and equally valid within one process.
+for _enum in (Side, Kind, Timer, Reason):
+    _enum.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]
+
+REASON_TEXT: dict[Reason, str] = {r: r.value for r in Reason}
+REASON_CODE: dict[Reason, str] = {r: r.name for r in Reason}
+KIND_NAME: dict[Kind, str] = {k: k.value for k in Kind}
+TIMER_NAME: dict[Timer, str] = {t: t.value for t in Timer}
 
 SHORT: dict[Reason, str] = {
     Reason.APP_WRITE: "sent on write", Reason.FULL_SEGMENT: "full segment",

@@ -7,14 +7,16 @@ textual or rich. simpy timeouts cannot be cancelled, so timer wake-ups check sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+import gc
+
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import simpy
 
 from ..model.endpoint import Endpoint, ModelError, SockOpt
-from ..model.events import Micros, Segment, Side
+from ..model.events import REASON_CODE, REASON_TEXT, Micros, Segment, Side, flag_letters
 from ..scenario import (
     Close,
     GetOpt,
@@ -56,8 +58,31 @@ def _flatten(body: tuple[Statement, ...], path: tuple[int, ...] = ()
             yield stmt, path
 
 
+@dataclass(slots=True)
+class _App:
+    """One side's application: its place in the script and its virtual clock."""
+
+    side: Side
+    ops: Iterator[tuple[Statement, tuple[int, ...]]]
+    vnow: int = 0
+    started: bool = False
+    closed: bool = False
+    done: bool = False
+    reading: Read | None = None
+    record: OpRecord | None = None
+    got: int = 0
+    blocked: _Blocked | None = None
+
+
 class SimDriver:
-    """Runs one scenario on a simpy clock and returns its `Trace`."""
+    """Runs one scenario on a simpy clock and returns its `Trace`.
+
+    The applications are interpreters driven by callbacks, not simpy processes: a run of
+    socket calls that nothing else can interleave with (no event is due before the call
+    returns) executes at once on the app's own virtual clock, and a simpy timeout is
+    scheduled only when something else could happen first. The simulated times are exactly
+    those of a one-event-per-call execution; this just skips empty scheduler rounds.
+    """
 
     def __init__(self, scenario: Scenario, *, time_limit: Micros = DEFAULT_TIME_LIMIT,
                  segment_limit: int = DEFAULT_SEGMENT_LIMIT) -> None:
@@ -70,12 +95,12 @@ class SimDriver:
                    for side in Side}
         for ep in self.ep.values():
             ep.set_tx_complete(scenario.link.tx_complete)
+        self.profile = {side: scenario.side(side).profile for side in Side}
+        self.delay = {side: scenario.link.delay(side.peer) + self.profile[side].host_latency_us
+                      for side in Side}
         self.trace = Trace(source="sim", title=scenario.title, meta=self._meta())
         self._armed: dict[Side, int | None] = dict.fromkeys(Side)
-        self._readable: dict[Side, simpy.Event | None] = dict.fromkeys(Side)
-        self._established: dict[Side, simpy.Event] = {s: self.env.event() for s in Side}
-        self._blocked: dict[Side, _Blocked | None] = dict.fromkeys(Side)
-        self._done: dict[Side, bool] = dict.fromkeys(Side, False)
+        self.apps = {side: _App(side, _flatten(scenario.side(side).script)) for side in Side}
         self._error: str | None = None
         self._segments = 0
 
@@ -90,99 +115,127 @@ class SimDriver:
                    for side in Side}}
 
     # ---------------------------------------------------------------- plumbing
-    def _pump(self, side: Side) -> int:
+    def _at(self, when: int, callback: Callable[[], None]) -> None:
+        """Run ``callback`` at absolute simulated time ``when``."""
+        event = self.env.timeout(max(0, when - self.env.now))
+        event.callbacks.append(lambda _ev: callback())
+
+    def _pump(self, side: Side, now: int) -> int:
         """Flush one endpoint after any input: ship segments, log events, re-arm wake-up."""
         ep = self.ep[side]
-        now = self.env.now
         segments = ep.segments_to_send()
         for seg in segments:
             self._ship(side, seg, now)
-        for event in ep.drain_events():
-            self.trace.events.append(EventRecord.from_model(event))
+        events = ep.drain_events()
+        if events:
+            self.trace.events.extend(map(EventRecord.from_model, events))
         deadline = ep.next_deadline()
         if deadline is not None and deadline != self._armed[side]:
             self._armed[side] = deadline
-            wake = self.env.timeout(max(0, deadline - now))
-            wake.callbacks.append(lambda _ev, s=side, d=deadline: self._on_wake(s, d))
+            self._at(deadline, lambda: self._on_wake(side, deadline))
         return len(segments)
 
     def _ship(self, side: Side, seg: Segment, now: int) -> None:
         self._segments += 1
         if self._segments > self.segment_limit:
             raise RunLimit(f"more than {self.segment_limit:,} segments")
-        delay = (self.scenario.link.delay(side.peer)
-                 + self.scenario.side(side).profile.host_latency_us)
+        arrive = now + self.delay[side]
         self.trace.segments.append(SegmentRecord(
             t=Micros(now), src=side, seq=seg.seq, ack=seg.ack, length=seg.length,
-            flags=seg.flags.letters(), window=seg.window, arrive=Micros(now + delay),
-            why=seg.why.value, code=seg.why.name))
-        arrival = self.env.timeout(delay)
-        arrival.callbacks.append(lambda _ev, s=side.peer, g=seg: self._deliver(s, g))
+            flags=flag_letters(seg.flags), window=seg.window, arrive=Micros(arrive),
+            why=REASON_TEXT[seg.why], code=REASON_CODE[seg.why]))
+        self._at(arrive, lambda: self._deliver(side.peer, seg))
 
     def _deliver(self, to: Side, seg: Segment) -> None:
         ep = self.ep[to]
+        now = self.env.now
         was_established = ep.established
-        ep.receive_segment(self.env.now, seg)
-        self._pump(to)
-        if ep.established and not was_established and not self._established[to].triggered:
-            self._established[to].succeed()
-        waiting = self._readable[to]
-        if waiting is not None and (ep.unread or ep.peer_fin) and not waiting.triggered:
-            waiting.succeed()
+        ep.receive_segment(now, seg)
+        self._pump(to, now)
+        app = self.apps[to]
+        wake = self.profile[to].wakeup_us
+        if ep.established and not was_established and not app.started:
+            app.started = True
+            self._at(now + wake, lambda: self._start(to))
+        elif app.blocked is not None and app.reading is not None and (ep.unread or ep.peer_fin):
+            app.blocked = None
+            self._at(now + wake, lambda: self._resume(to))
 
     def _on_wake(self, side: Side, deadline: int) -> None:
         if self._armed[side] != deadline:
             return  # superseded: simpy timeouts cannot be cancelled
         self._armed[side] = None
         self.ep[side].on_deadline(self.env.now)
-        self._pump(side)
+        self._pump(side, self.env.now)
 
     # ---------------------------------------------------------------- applications
-    def _app(self, side: Side) -> Generator[simpy.Event, Any, None]:
-        env, ep = self.env, self.ep[side]
-        profile = self.scenario.side(side).profile
-        start = env.now
-        if side is Side.CLIENT:
-            ep.connect(env.now)
-            self._pump(side)
-        self._blocked[side] = _Blocked("the handshake", 0)
-        yield self._established[side]
-        yield env.timeout(profile.wakeup_us)
-        self._blocked[side] = None
+    def _start(self, side: Side) -> None:
+        app = self.apps[side]
+        app.vnow = self.env.now
         self.trace.ops.append(OpRecord(
             side=side, op="connect" if side is Side.CLIENT else "accept", arg="",
-            start=Micros(start), end=Micros(env.now)))
-        closed = False
-        for stmt, path in _flatten(self.scenario.side(side).script):
-            op, arg = describe(stmt)
-            record = OpRecord(side=side, op=op, arg=arg, start=Micros(env.now), end=None,
-                              line=stmt.line, iteration=path)
-            self.trace.ops.append(record)
-            try:
-                if closed and not isinstance(stmt, Sleep):
+            start=Micros(0), end=Micros(app.vnow)))
+        self._run(app)
+
+    def _resume(self, side: Side) -> None:
+        app = self.apps[side]
+        app.vnow = self.env.now
+        self._run(app)
+
+    def _run(self, app: _App) -> None:
+        """Execute statements until one must wait for another event; see the class doc."""
+        if self._error:
+            return
+        try:
+            self._run_ops(app)
+        except ModelError as exc:
+            line = app.record.line if app.record else 0
+            self._fail(f"{self.scenario.source}:{line}: {app.side.value} {exc}")
+
+    def _run_ops(self, app: _App) -> None:
+        side, ep, profile = app.side, self.ep[app.side], self.profile[app.side]
+        while True:
+            if app.reading is not None:
+                if not self._read_step(app):
+                    return
+                end = app.vnow + profile.syscall_us
+            else:
+                item = next(app.ops, None)
+                if item is None:
+                    if not app.closed:
+                        app.closed = True
+                        ep.app_close(app.vnow)
+                        self._pump(side, app.vnow)
+                    app.done = True
+                    return
+                stmt, path = item
+                op, arg = describe(stmt)
+                record = app.record = OpRecord(side=side, op=op, arg=arg,
+                                               start=Micros(app.vnow), end=None,
+                                               line=stmt.line, iteration=path)
+                self.trace.ops.append(record)
+                if app.closed and not isinstance(stmt, Sleep):
                     raise ModelError(f"{op} after close")
                 if isinstance(stmt, Read):
-                    yield from self._read(side, stmt, record)
-                elif isinstance(stmt, Sleep):
-                    yield env.timeout(stmt.duration)
+                    app.reading, app.got = stmt, 0
+                    continue
+                if isinstance(stmt, Sleep):
+                    end = app.vnow + stmt.duration
                 else:
-                    sent = self._call(side, stmt, record)
-                    closed = closed or isinstance(stmt, Close)
-                    yield env.timeout(profile.syscall_us + profile.tx_segment_us * sent)
-            except ModelError as exc:
-                self._fail(f"{self.scenario.source}:{stmt.line}: {side.value} {exc}")
+                    sent = self._call(app, stmt, record)
+                    end = app.vnow + profile.syscall_us + profile.tx_segment_us * sent
+            assert app.record is not None
+            app.record.end = Micros(end)
+            app.vnow = end
+            if end > self.time_limit:
+                raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
+            if self.env.peek() <= end:
+                self._at(end, lambda: self._resume(app.side))
                 return
-            record.end = Micros(env.now)
-            if self._error:
-                return
-        if not closed:
-            ep.app_close(env.now)
-            self._pump(side)
-        self._done[side] = True
 
-    def _call(self, side: Side, stmt: Statement, record: OpRecord) -> int:
+    def _call(self, app: _App, stmt: Statement, record: OpRecord) -> int:
         """A non-blocking socket call; returns how many segments it transmitted."""
-        ep, now = self.ep[side], self.env.now
+        ep, now = self.ep[app.side], app.vnow
         if isinstance(stmt, Write):
             ep.app_write(now, stmt.size, more=stmt.more)
         elif isinstance(stmt, Writev):
@@ -192,31 +245,25 @@ class SimDriver:
         elif isinstance(stmt, GetOpt):
             record.result = str(ep.get_option(SockOpt(stmt.option)))
         elif isinstance(stmt, Close):
+            app.closed = True
             ep.app_close(now)
-        return self._pump(side)
+        return self._pump(app.side, now)
 
-    def _read(self, side: Side, stmt: Read, record: OpRecord
-              ) -> Generator[simpy.Event, Any, None]:
-        env, ep = self.env, self.ep[side]
-        profile = self.scenario.side(side).profile
-        got = 0
-        while True:
-            got += ep.app_read(env.now, stmt.size - got)
-            self._pump(side)
-            if got >= stmt.size:
-                yield env.timeout(profile.syscall_us)
-                return
-            if ep.eof or not (ep.established or ep.state.value.startswith("FIN_WAIT")):
-                record.result = f"eof after {got} B"
-                raise ModelError(f"read {stmt.size} hit end of stream after {got} B: "
-                                 f"the {side.peer.value} closed the connection")
-            self._blocked[side] = _Blocked(f"{stmt.size - got} more of {stmt.size} bytes",
-                                           stmt.line)
-            event = self._readable[side] = env.event()
-            yield event
-            self._readable[side] = None
-            self._blocked[side] = None
-            yield env.timeout(profile.wakeup_us)
+    def _read_step(self, app: _App) -> bool:
+        """Copy what is queued; True when the read is complete, False when it must block."""
+        stmt, ep = app.reading, self.ep[app.side]
+        assert stmt is not None and app.record is not None
+        app.got += ep.app_read(app.vnow, stmt.size - app.got)
+        self._pump(app.side, app.vnow)
+        if app.got >= stmt.size:
+            app.reading = None
+            return True
+        if ep.eof or not (ep.established or ep.state.value.startswith("FIN_WAIT")):
+            app.record.result = f"eof after {app.got} B"
+            raise ModelError(f"read {stmt.size} hit end of stream after {app.got} B: "
+                             f"the {app.side.peer.value} closed the connection")
+        app.blocked = _Blocked(f"{stmt.size - app.got} more of {stmt.size} bytes", stmt.line)
+        return False
 
     def _fail(self, message: str) -> None:
         if self._error is None:
@@ -224,15 +271,27 @@ class SimDriver:
 
     # ---------------------------------------------------------------- run
     def run(self) -> Trace:
-        for side in Side:
-            self.env.process(self._app(side))
+        # A run allocates hundreds of thousands of long-lived records; the cyclic GC would
+        # rescan them all again and again (quadratic-looking slowdowns), and they are freed
+        # by reference counting anyway.
+        enabled = gc.isenabled()
+        gc.disable()
         try:
-            while self.env.peek() != float("inf"):
+            return self._execute()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _execute(self) -> Trace:
+        for app in self.apps.values():
+            app.blocked = _Blocked("the handshake", 0)
+        self.ep[Side.CLIENT].connect(0)
+        self._pump(Side.CLIENT, 0)
+        try:
+            while self.env.peek() != float("inf") and not self._error:
                 if self.env.peek() > self.time_limit:
                     raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
                 self.env.step()
-                if self._error:
-                    break
         except RunLimit as exc:
             self.trace.outcome = "limit"
             self.trace.message = f"{self.scenario.source}: stopped: {exc}"
@@ -240,13 +299,13 @@ class SimDriver:
         if self._error:
             self.trace.outcome = "error"
             self.trace.message = self._error
-        elif not all(self._done.values()):
+        elif not all(app.done for app in self.apps.values()):
             parts = []
-            for side in Side:
-                if self._done[side]:
+            for side, app in self.apps.items():
+                if app.done:
                     parts.append(f"{side.value} finished")
                     continue
-                blocked = self._blocked[side]
+                blocked = app.blocked
                 what = blocked.what if blocked else "nothing"
                 where = f" (line {blocked.line})" if blocked and blocked.line else ""
                 parts.append(f"{side.value} waits for {what}{where}")

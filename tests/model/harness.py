@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nagle_sim.model import PROFILES, Endpoint, Segment, Side, SocketOptions, SockOpt, TcpFlag
+from nagle_sim.model import PROFILES, Endpoint, Segment, Side, SocketOptions, SockOpt
+from nagle_sim.model.events import flag_letters, parse_flags
 from nagle_sim.model.config import StackProfile
 
 
@@ -23,7 +24,7 @@ class Sent:
 
     @property
     def flags(self) -> str:
-        return self.seg.flags.letters()
+        return flag_letters(self.seg.flags)
 
     def __repr__(self) -> str:
         return f"{self.t / 1000:.3f}ms {self.seg.summary()}"
@@ -58,7 +59,7 @@ class Harness:
              window: int = 65535) -> None:
         self.advance(t)
         self.ep.receive_segment(self.now, Segment(
-            src=self.side.peer, seq=seq, ack=ack, length=length, flags=TcpFlag.parse(flags),
+            src=self.side.peer, seq=seq, ack=ack, length=length, flags=parse_flags(flags),
             window=window, sent_at=self.now))
         self._collect()
 
