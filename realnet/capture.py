@@ -19,11 +19,13 @@ Semantics worth knowing:
 * Loopback shows every frame twice (PACKET_OUTGOING on transmit, PACKET_HOST on
   receive). On ARPHRD_LOOPBACK we keep only the OUTGOING copy, so each segment
   appears exactly once whatever `outgoing_only` says.
-* Loopback does TSO/GSO: one captured "segment" may carry many MSS of payload
-  (``payload_len`` > MSS). Compare byte counts / sequence coverage, not packet
-  counts, on lo. (BIG TCP -- ip total length 0 -- is not enabled on lo by
-  default and is not handled.) TUN devices created by `realnet.netns` have no
-  offloads, so there every captured packet is a real wire segment <= MTU.
+* Loopback has a 64 KiB MTU (MSS 65483) and does TSO/GSO: with TCP_MAXSEG set,
+  one captured "segment" may carry many MSS of payload (``payload_len`` > MSS),
+  because lo passes GSO super-segments through unsplit. Compare byte counts /
+  sequence coverage, not packet counts, on lo. (BIG TCP -- IP total length 0 --
+  is not enabled on lo by default and is not handled.) TUN devices created by
+  `realnet.netns` have no offloads: there every captured packet is a real wire
+  segment <= MTU.
 * TUN devices carry raw IP (ARPHRD_NONE, no link header); Ethernet-like links
   (ARPHRD_ETHER, ARPHRD_LOOPBACK) carry a 14-byte header. Both are handled.
 * Only ``snaplen`` bytes are copied per frame (headers only); ``payload_len`` is
@@ -313,9 +315,8 @@ class Capture:
     # -- internals ------------------------------------------------------------
 
     def _wanted(self, p: CapturedPacket) -> bool:
-        if self.hatype == ARPHRD_LOOPBACK or self.outgoing_only:
-            if not p.outgoing:
-                return False  # the BPF filter already did this; belt and braces
+        if (self.hatype == ARPHRD_LOOPBACK or self.outgoing_only) and not p.outgoing:
+            return False  # the BPF filter already did this; belt and braces
         ports = self.filter_ports
         return ports is None or p.sport in ports or p.dport in ports
 
@@ -340,7 +341,7 @@ class Capture:
         append = self._raw.append
         try:
             while True:
-                ready, _, _ = select.select([sock, wake], [], [])
+                ready, _, _ = select.select([sock.fileno(), wake], [], [])
                 stopping = wake in ready
                 while True:  # drain everything queued
                     try:
@@ -358,6 +359,6 @@ def _timestamp(ancdata: list[tuple[int, int, bytes]]) -> int:
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = _TIMESPEC.unpack(data[: _TIMESPEC.size])
-            return sec * 1_000_000_000 + nsec
+            return int(sec) * 1_000_000_000 + int(nsec)
     # Should not happen with SO_TIMESTAMPNS set; fall back to "now" rather than lose it.
     return time.clock_gettime_ns(time.CLOCK_REALTIME)

@@ -12,9 +12,11 @@ Topology::
                              <=====  (own process, one-way delays) <=====
 
 The TUN devices are non-persistent and only the relay holds their fds, so the
-devices vanish with the relay. The namespaces are bind mounts under /run/netns
-and must be removed explicitly -- `close()` does, and `realnet.cleanup` removes
-ones whose owner PID is dead.
+devices vanish with the relay. Each TUN also gets an AF_PACKET "tap" (opened
+here, handed to the relay) whose kernel timestamps give every packet's send
+time, so the delay is exact even when the relay wakes up late. The namespaces
+are bind mounts under /run/netns and must be removed explicitly: `close()` does,
+and `realnet.cleanup` removes those whose owner PID is dead.
 
 TUN devices have no offloads unless TUNSETOFFLOAD is used (we never do), so the
 kernel software-segments any GSO skb *before* the capture tap and the relay: every
@@ -51,6 +53,7 @@ from pyroute2 import IPRoute
 from pyroute2 import netns as pr_netns
 
 from realnet import cleanup
+from realnet import relay as relay_mod
 
 Side = Literal["client", "server"]
 
@@ -189,6 +192,9 @@ class EmulatedLink:
     then ``link.socket_in("server")`` / ``link.socket_in("client")`` and connect
     ``link.client_addr`` -> ``link.server_addr``.
 
+    The relay runs SCHED_FIFO at `relay_rt_priority` (0 disables) so a busy
+    caller cannot delay its wake-ups; it sleeps in select() between packets.
+
     `sysctls` are applied in both namespaces (a new netns starts from kernel
     defaults for most net.ipv4.tcp_* knobs, not from the host's values). IPv6 is
     disabled in both namespaces so the link carries only the caller's traffic.
@@ -205,6 +211,7 @@ class EmulatedLink:
         prefixlen: int = 24,
         sysctls: Mapping[str, str] | None = None,
         txqueuelen: int = 10_000,
+        relay_rt_priority: int = 10,
         ready_timeout_s: float = 10.0,
     ) -> None:
         if to_server_delay_us < 0 or to_client_delay_us < 0:
@@ -217,6 +224,7 @@ class EmulatedLink:
         self.prefixlen = prefixlen
         self.sysctls = dict(sysctls or {})
         self.txqueuelen = txqueuelen
+        self.relay_rt_priority = relay_rt_priority
         self.ready_timeout_s = ready_timeout_s
         self.ifname = TUN_NAME
         self.tag = ""
@@ -224,8 +232,10 @@ class EmulatedLink:
         self.server_ns = ""
         self.relay: subprocess.Popen[bytes] | None = None
         self.relay_stats: dict[str, object] | None = None
+        self.relay_stderr = ""
         self._created_ns: list[str] = []
         self._closed = False
+        self._owner_pid = os.getpid()
 
     # -- public helpers -------------------------------------------------------
 
@@ -258,7 +268,8 @@ class EmulatedLink:
             raise RuntimeError("EmulatedLink is not re-entrant; create a new one")
         cleanup.remove_stale()
         _install_safety_nets()
-        self.tag = cleanup.link_tag(os.getpid(), next(_seq))
+        self._owner_pid = os.getpid()
+        self.tag = cleanup.link_tag(self._owner_pid, next(_seq))
         self.client_ns, self.server_ns = f"{self.tag}-c", f"{self.tag}-s"
         with _live_lock:
             _live.add(self)
@@ -290,18 +301,24 @@ class EmulatedLink:
         await asyncio.to_thread(self.close)
 
     def _setup(self) -> None:
-        fds: list[int] = []
+        tuns: list[int] = []
+        taps: list[socket.socket] = []
         try:
-            for ns, addr in ((self.client_ns, self.client_addr), (self.server_ns, self.server_addr)):
+            sides = ((self.client_ns, self.client_addr), (self.server_ns, self.server_addr))
+            for ns, addr in sides:
                 self._create_ns(ns)
-                fds.append(_open_tun(ns, self.ifname))
+                tuns.append(_open_tun(ns, self.ifname))
                 _configure(ns, self.ifname, addr, self.prefixlen, self.mtu, self.txqueuelen)
-            self._start_relay(client_fd=fds[0], server_fd=fds[1])
+                with in_namespace(ns):
+                    taps.append(relay_mod.open_tap(self.ifname))
+            self._start_relay(tuns, [t.fileno() for t in taps])
         finally:
-            # The relay owns the TUN fds now; keeping ours would keep the devices
-            # alive after the relay dies.
-            for fd in fds:
+            # The relay owns these fds now; keeping our copies would keep the
+            # devices alive after the relay dies.
+            for fd in tuns:
                 os.close(fd)
+            for tap in taps:
+                tap.close()
 
     def _create_ns(self, ns: str) -> None:
         pr_netns.create(ns)
@@ -316,7 +333,7 @@ class EmulatedLink:
         for key, value in settings.items():
             write_sysctl(ns, key, value)
 
-    def _start_relay(self, client_fd: int, server_fd: int) -> None:
+    def _start_relay(self, tun_fds: list[int], tap_fds: list[int]) -> None:
         env = dict(os.environ)
         # Make `-m realnet.relay` importable even when the project is not installed.
         root = str(Path(__file__).resolve().parent.parent)
@@ -325,14 +342,17 @@ class EmulatedLink:
             sys.executable, "-m", cleanup.RELAY_MODULE,
             cleanup.RELAY_TAG_FLAG, self.tag,
             "--owner-pid", str(os.getpid()),
-            "--client-fd", str(client_fd),
-            "--server-fd", str(server_fd),
+            "--client-fd", str(tun_fds[0]),
+            "--server-fd", str(tun_fds[1]),
+            "--client-tap-fd", str(tap_fds[0]),
+            "--server-tap-fd", str(tap_fds[1]),
             "--to-server-delay-us", str(self.to_server_delay_us),
             "--to-client-delay-us", str(self.to_client_delay_us),
+            "--rt-priority", str(self.relay_rt_priority),
         ]  # fmt: skip
         self.relay = subprocess.Popen(
             argv,
-            pass_fds=(client_fd, server_fd),
+            pass_fds=(*tun_fds, *tap_fds),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -364,7 +384,9 @@ class EmulatedLink:
     def close(self) -> None:
         """Stop the relay and remove both namespaces. Idempotent, never raises
         for already-gone resources."""
-        if self._closed:
+        if self._closed or os.getpid() != self._owner_pid:
+            # A fork()ed child (pyroute2 forks helpers for netns work, and they
+            # inherit our atexit/SIGTERM hooks) must never tear down our link.
             return
         self._stop_relay()
         for ns in list(self._created_ns):
@@ -381,10 +403,11 @@ class EmulatedLink:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
         try:
-            out, _ = proc.communicate(timeout=5)
+            out, err = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, _ = proc.communicate()
+            out, err = proc.communicate()
+        self.relay_stderr = err.decode(errors="replace")
         lines = out.decode(errors="replace").strip().splitlines()
         if lines:
             with contextlib.suppress(ValueError):
@@ -407,6 +430,15 @@ def close_all() -> None:
     for link in links:
         with contextlib.suppress(Exception):
             link.close()
+
+
+def _forget_links_in_child() -> None:
+    global _live_lock
+    _live.clear()
+    _live_lock = threading.Lock()  # may have been held by another thread at fork
+
+
+os.register_at_fork(after_in_child=_forget_links_in_child)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

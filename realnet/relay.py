@@ -7,7 +7,10 @@ Usage (started by `realnet.netns.EmulatedLink`, not by hand)::
 
 Owns: moving raw IP packets between the client-namespace TUN fd and the
 server-namespace TUN fd, delaying each direction by a fixed one-way delay with
-per-direction FIFO order. It prints ``READY`` on stdout once it is polling, and a
+per-direction FIFO order. The delay is counted from each packet's kernel send
+timestamp, taken from an AF_PACKET tap on the sending TUN (`open_tap`, opened by
+the owner and passed in as an fd), not from when the relay got around to reading
+it; without a tap, read time is used. It prints ``READY`` on stdout once it is polling, and a
 one-line JSON stats record on stdout when it exits.
 
 Why a separate process: the caller runs asyncio plus Python-level TCP endpoints;
@@ -20,11 +23,14 @@ pyroute2), and never textual, rich, simpy or nagle_sim.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 from array import array
@@ -42,8 +48,21 @@ SPIN_NS = 200_000
 READ_BATCH = 64
 MAX_PACKET = 65_536
 MAX_LATENESS_SAMPLES = 2_000_000
+# Bytes of each packet the send-time tap keeps: enough to tell packets apart
+# (IP id, TCP seq/ack, options) when matching tap entries to TUN reads.
+TAP_SNAP = 96
 
-clock_ns = time.monotonic_ns
+# Deadlines live in CLOCK_REALTIME because the send-time tap's kernel timestamps
+# do (SO_TIMESTAMPNS). A clock *step* during a run would shift queued packets;
+# slewing (NTP's normal mode) is harmless at these time scales.
+clock_ns = time.time_ns
+
+ETH_P_ALL = 0x0003
+SO_TIMESTAMPNS = 35
+SO_RCVBUFFORCE = 33
+SO_ATTACH_FILTER = 26
+PACKET_OUTGOING = 4
+_TIMESPEC = struct.Struct("@qq")
 
 
 class _Stop(Exception):
@@ -56,8 +75,12 @@ class Direction:
     in_fd: int
     out_fd: int
     delay_ns: int
+    tap: socket.socket | None = None
     queue: deque[tuple[int, bytes]] = field(default_factory=deque)
+    taps: deque[tuple[int, bytes]] = field(default_factory=deque)
     packets: int = 0
+    stamped: int = 0  # send time from the kernel tap
+    unstamped: int = 0  # tap entry not found: fell back to our read time
     bytes: int = 0
     write_errors: int = 0
     max_queue: int = 0
@@ -91,6 +114,76 @@ def _install_signals(owner_pid: int) -> None:
         raise _Stop("parent died before start")
 
 
+def open_tap(ifname: str, rcvbuf_bytes: int = 32 << 20) -> socket.socket:
+    """AF_PACKET socket seeing frames *sent* on `ifname`, with kernel timestamps.
+
+    Call it inside the namespace that owns `ifname` (the socket stays there).
+    Why: our select() wake-up after a packet reaches the TUN ring takes 20-100 us
+    and sometimes much more; the tap timestamp is taken when the stack hands the
+    packet to the device, so delaying from it makes the emulated delay exact
+    regardless of how late the relay reads.
+    """
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf_bytes)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        # Classic BPF: accept TAP_SNAP bytes of PACKET_OUTGOING frames, drop the rest
+        # (the relay's own injected packets show up as incoming).
+        prog = [
+            (0x20, 0, 0, (-0x1000 + 4) & 0xFFFFFFFF),  # ld [SKF_AD_PKTTYPE]
+            (0x15, 0, 1, PACKET_OUTGOING),  # jeq #OUTGOING
+            (0x06, 0, 0, TAP_SNAP),  # ret #TAP_SNAP
+            (0x06, 0, 0, 0),  # ret #0
+        ]
+        buf = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in prog))
+        fprog = struct.pack("HL", len(prog), ctypes.addressof(buf))
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+        sock.bind((ifname, ETH_P_ALL))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _read_taps(d: Direction) -> bool:
+    """Move everything queued on the tap socket into d.taps; False if none."""
+    assert d.tap is not None
+    got = False
+    space = socket.CMSG_SPACE(_TIMESPEC.size)
+    while True:
+        try:
+            head, anc, _flags, _addr = d.tap.recvmsg(TAP_SNAP, space)
+        except BlockingIOError:
+            return got
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = _TIMESPEC.unpack(data[: _TIMESPEC.size])
+                d.taps.append((sec * 1_000_000_000 + nsec, head))
+                got = True
+
+
+def _sent_at(d: Direction, pkt: bytes, read_ns: int) -> int:
+    """Kernel send timestamp of `pkt`, matched FIFO against the tap by content.
+
+    The tap sees a packet before it enters the TUN ring, so its entry is always
+    queued by the time we read the packet. Tap entries skipped over belong to
+    packets the TUN ring dropped (or were sent before we started).
+    """
+    if d.tap is None:
+        return read_ns
+    head = pkt[:TAP_SNAP]
+    while True:
+        for i, (ts, h) in enumerate(d.taps):
+            if h == head:
+                for _ in range(i + 1):
+                    d.taps.popleft()
+                d.stamped += 1
+                return ts
+        if not _read_taps(d):
+            d.unstamped += 1
+            return read_ns
+
+
 def _drain(d: Direction) -> None:
     """Read what is queued on d.in_fd, stamping each packet with its due time."""
     for _ in range(READ_BATCH):
@@ -98,7 +191,8 @@ def _drain(d: Direction) -> None:
             pkt = os.read(d.in_fd, MAX_PACKET)
         except BlockingIOError:
             return
-        d.queue.append((clock_ns() + d.delay_ns, pkt))
+        sent = _sent_at(d, pkt, clock_ns())
+        d.queue.append((sent + d.delay_ns, pkt))
         d.packets += 1
         d.bytes += len(pkt)
         d.max_queue = max(d.max_queue, len(d.queue))
@@ -160,6 +254,8 @@ def stats(dirs: tuple[Direction, ...], lateness: array[int], reason: str) -> dic
                 "write_errors": d.write_errors,
                 "max_queue": d.max_queue,
                 "unsent": len(d.queue),
+                "stamped": d.stamped,
+                "unstamped": d.unstamped,
             }
             for d in dirs
         },
@@ -178,16 +274,45 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--owner-pid", type=int, required=True)
     p.add_argument("--client-fd", type=int, required=True)
     p.add_argument("--server-fd", type=int, required=True)
+    p.add_argument("--client-tap-fd", type=int, default=-1, help="open_tap() socket, client")
+    p.add_argument("--server-tap-fd", type=int, default=-1, help="open_tap() socket, server")
     p.add_argument("--to-server-delay-us", type=int, default=0)
     p.add_argument("--to-client-delay-us", type=int, default=0)
+    p.add_argument(
+        "--rt-priority", type=int, default=0, help="SCHED_FIFO priority (0: normal scheduling)"
+    )
     return p.parse_args(argv)
+
+
+def _go_realtime(priority: int) -> None:
+    """SCHED_FIFO so the relay preempts the (busy) endpoints when a packet arrives
+    or a deadline is due; on a 2-CPU box this is what keeps p99 wake-up latency
+    down. Safe: the relay sleeps in select() except for <= SPIN_NS per packet,
+    and RT throttling (sched_rt_runtime_us) still bounds it."""
+    if priority <= 0:
+        return
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except OSError as e:
+        print(f"realnet.relay: no SCHED_FIFO ({e}); delays will be less precise", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    client_tap, server_tap = (
+        socket.socket(fileno=fd) if fd >= 0 else None
+        for fd in (args.client_tap_fd, args.server_tap_fd)
+    )
+    for tap in (client_tap, server_tap):
+        if tap is not None:
+            tap.setblocking(False)
     dirs = (
-        Direction("to_server", args.client_fd, args.server_fd, args.to_server_delay_us * 1000),
-        Direction("to_client", args.server_fd, args.client_fd, args.to_client_delay_us * 1000),
+        Direction(
+            "to_server", args.client_fd, args.server_fd, args.to_server_delay_us * 1000, client_tap
+        ),
+        Direction(
+            "to_client", args.server_fd, args.client_fd, args.to_client_delay_us * 1000, server_tap
+        ),
     )
     lateness: array[int] = array("q")
     reason = "eof"
@@ -195,16 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         _install_signals(args.owner_pid)
         # Default timer slack is 50 us; we want select() to wake as asked.
         _prctl(PR_SET_TIMERSLACK, 1)
+        _go_realtime(args.rt_priority)
         print("READY", flush=True)
         run(dirs, lateness)
     except _Stop as e:
         reason = str(e)
     # Block further signals so a second SIGTERM cannot truncate the stats line.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
-    try:
+    with contextlib.suppress(OSError):  # incl. BrokenPipe: owner gone, nobody to tell
         print(json.dumps(stats(dirs, lateness, reason)), flush=True)
-    except (BrokenPipeError, OSError):
-        pass  # owner is gone; nobody to tell
     return 0
 
 

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+if not sys.platform.startswith("linux"):
+    pytest.skip("realnet needs Linux (netns, TUN, AF_PACKET)", allow_module_level=True)
+
 from realnet import cleanup
 from realnet.capture import Capture
 from realnet.netns import EmulatedLink, in_namespace
@@ -86,6 +89,12 @@ async def test_rtt_matches_configured_one_way_delays() -> None:
     assert 24.0 <= median <= 26.0, rtts
     # The relay must never deliver early: every RTT includes the full 25 ms.
     assert min(rtts) >= 24.95, rtts
+    # Every packet's delay was counted from its kernel send timestamp (the tap).
+    assert link.relay_stats is not None
+    directions = link.relay_stats["directions"]
+    assert isinstance(directions, dict)
+    for d in directions.values():
+        assert d["packets"] > 20 and d["stamped"] == d["packets"] and d["unstamped"] == 0
 
 
 async def test_zero_delay_forwards_immediately() -> None:
@@ -168,8 +177,9 @@ def test_relay_survives_exit_of_the_creating_thread() -> None:
         link.close()
 
 
-def _spawn_and_sigkill_owner() -> tuple[list[str], int]:
-    """Run a link owner in a child process and SIGKILL it: no __exit__, no atexit."""
+def _spawn_owner_and_signal(sig: int) -> tuple[list[str], int, int]:
+    """Run a link owner in a child process that never exits the `with` by itself,
+    send it `sig`; returns (namespaces, relay pid, child's exit status)."""
     code = (
         "import time\n"
         "from realnet.netns import EmulatedLink\n"
@@ -181,10 +191,23 @@ def _spawn_and_sigkill_owner() -> tuple[list[str], int]:
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
     assert child.stdout is not None
     client_ns, server_ns, relay_pid = child.stdout.readline().decode().split()
-    child.send_signal(signal.SIGKILL)
-    child.wait()
+    child.send_signal(sig)
+    status = child.wait(timeout=10)
     child.stdout.close()
-    return [client_ns, server_ns], int(relay_pid)
+    return [client_ns, server_ns], int(relay_pid), status
+
+
+def _spawn_and_sigkill_owner() -> tuple[list[str], int]:
+    """SIGKILL: no __exit__, no atexit, no signal handler -- stale leftovers."""
+    names, relay_pid, _ = _spawn_owner_and_signal(signal.SIGKILL)
+    return names, relay_pid
+
+
+def test_sigterm_to_owner_cleans_up() -> None:
+    names, relay_pid, status = _spawn_owner_and_signal(signal.SIGTERM)
+    assert status == -signal.SIGTERM  # the handler re-raises: exit status unchanged
+    assert not set(names) & set(cleanup.list_namespaces())
+    assert _wait_until(lambda: not cleanup.pid_alive(relay_pid))
 
 
 def test_sigkilled_owner_leaves_stale_namespaces_that_remove_stale_removes() -> None:
@@ -222,3 +245,14 @@ def test_namespace_outside_is_untouched_by_link() -> None:
             assert {n for _, n in socket.if_nameindex()} == {"lo", link.ifname}
         assert socket.if_nameindex() == before
     assert socket.if_nameindex() == before
+
+
+def test_sysctls_apply_inside_the_namespaces_only() -> None:
+    key = Path("/proc/sys/net/ipv4/tcp_autocorking")
+    host_value = key.read_text()
+    with EmulatedLink(0, 0, sysctls={"net.ipv4.tcp_autocorking": "0"}) as link:
+        for ns in (link.client_ns, link.server_ns):
+            with in_namespace(ns):
+                inside = key.read_text()
+            assert inside.strip() == "0"
+        assert key.read_text() == host_value
