@@ -502,8 +502,8 @@ class Endpoint:
         self._cleanup_rbuf(now, copied)
         return copied
 
-    def _cleanup_rbuf(self, now: int, copied: int) -> None:
-        """__tcp_cleanup_rbuf: the ACK a read can trigger."""
+    def _cleanup_rbuf(self, now: int, copied: int, why: Reason = Reason.READ_ACK) -> None:
+        """__tcp_cleanup_rbuf: the ACK a read (or TCP_QUICKACK=1) can trigger."""
         if self.profile.ack_style is not AckStyle.LINUX or not self.established and \
                 self.state not in (State.FIN_WAIT1, State.FIN_WAIT2):
             return
@@ -514,7 +514,7 @@ class Endpoint:
             pushed = bool(self.ack_pending & AckPending.PUSHED2) or (
                 bool(self.ack_pending & AckPending.PUSHED) and not self.in_pingpong)
             if copied > 0 and pushed and self.unread == 0:
-                self._send_ack(now, Reason.READ_ACK)
+                self._send_ack(now, why)
                 return
         if copied > 0 and not self.peer_fin:
             window_now = max(0, self.rcv_wup + self.rcv_wnd - self.rcv_nxt)
@@ -561,10 +561,7 @@ class Endpoint:
         self.pingpong = 0
         if self.established and self.ack_pending & AckPending.SCHED:
             self.ack_pending |= AckPending.PUSHED
-            before = len(self._out)
-            self._cleanup_rbuf(now, 1)
-            if len(self._out) > before:
-                self._event(now, Kind.ACK_NOW, Reason.QUICKACK_OPT)
+            self._cleanup_rbuf(now, 1, Reason.QUICKACK_OPT)
 
     def get_option(self, opt: SockOpt) -> int:
         """getsockopt: TCP_QUICKACK reads !pingpong, whatever the quick-ACK budget is."""

@@ -203,7 +203,7 @@ class TraceEvent:
 # Enum.__hash__ is written in Python (hash of the name); these enums key hot dicts, so use
 # identity hashing, which is C-level and equally valid within one process.
 for _enum in (Side, Kind, Timer, Reason):
-    _enum.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]
+    _enum.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 REASON_TEXT: dict[Reason, str] = {r: r.value for r in Reason}
 REASON_CODE: dict[Reason, str] = {r: r.name for r in Reason}
