@@ -34,6 +34,7 @@ class Stall:
     held_by: str          # who held what, e.g. "client: Nagle ..."
     ended_by: str         # what ended it, e.g. "server: delayed-ACK timer fired"
     ended_code: str       # Reason name of the releasing segment (or "" for real traces)
+    held_code: str = ""   # Reason name of the hold that kept data back ("" if none)
 
     @property
     def duration(self) -> Micros:
@@ -84,6 +85,16 @@ class _Index:
         self.event_t = [e.t for e in trace.events]
         self.seg_t = [s.t for s in trace.segments]
 
+    def in_flight(self, prev: SegmentRecord, nxt: SegmentRecord) -> SegmentRecord | None:
+        """The last segment that arrived inside the gap, had it spent most of it in flight."""
+        hi = bisect.bisect_right(self.seg_t, prev.t)
+        best = None
+        for seg in self.trace.segments[max(0, hi - 50):hi]:
+            if seg.arrive is not None and prev.t < seg.arrive <= nxt.t and (
+                    seg.arrive - seg.t) * 2 >= nxt.t - prev.t:
+                best = seg
+        return best
+
     def hold_during(self, prev: SegmentRecord, nxt: SegmentRecord) -> EventRecord | None:
         """The hold that kept data back across a gap: the last hold before the gap ends
         whose side sent no data between that hold and the gap's start."""
@@ -114,6 +125,10 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
             held = f"{hold.side.value}: {short(hold.code) or hold.reason}"
             if hold.detail:
                 held += f" ({hold.detail})"
+        elif (flight := index.in_flight(prev, nxt)) is not None:
+            assert flight.arrive is not None
+            held = (f"waiting on the link: {flight.src.value}'s {flight.label()} took "
+                    f"{(flight.arrive - flight.t) / 1000:.1f} ms to arrive")
         elif trace.events:
             held = "no data waiting to be sent"
         else:
@@ -125,7 +140,7 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
         else:
             ended = f"{nxt.src.value}: {nxt.label()}"
         out.append(Stall(start=prev.t, end=nxt.t, held_by=held, ended_by=ended,
-                         ended_code=nxt.code))
+                         ended_code=nxt.code, held_code=hold.code if hold else ""))
     return out
 
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.events import Side, short
-from ..summary import Summary, summarize
+from ..summary import Stall, Summary, summarize
 from ..trace import Trace
 from .rows import Row, RowKind, build_rows
 
@@ -95,12 +95,21 @@ def summary_renderable(trace: Trace, summary: Summary | None = None) -> Renderab
     parts.append(seg)
     parts.append(Text(f"Duration: {s.duration / 1000:.3f} ms", style="bold"))
     if s.stalls:
-        head = Text(f"Stalls ≥ 10 ms: {len(s.stalls)}", style="bold yellow")
-        parts.append(head)
-        for stall in s.stalls[:8]:
-            parts.append(Text(f"  • {stall.text()}"))
-        if len(s.stalls) > 8:
-            parts.append(Text(f"  … and {len(s.stalls) - 8} more"))
+        parts.append(Text(f"Stalls ≥ 10 ms: {len(s.stalls)}, "
+                          f"{sum(st.duration for st in s.stalls) / 1000:.1f} ms in all",
+                          style="bold yellow"))
+        groups: dict[tuple[str, str], list[Stall]] = {}
+        for stall in s.stalls:
+            groups.setdefault((stall.held_code, stall.ended_code), []).append(stall)
+        for members in groups.values():
+            durations = [m.duration / 1000 for m in members]
+            span = (f"{durations[0]:.1f} ms" if max(durations) - min(durations) < 0.05
+                    else f"{min(durations):.1f}–{max(durations):.1f} ms")
+            first = members[0]
+            parts.append(Text(f"  • {len(members)} × {span}: {first.held_by} — until "
+                              f"{first.ended_by}" + (f" (first at {first.start / 1000:.3f} ms)"
+                                                     if len(members) > 1 else
+                                                     f" (at {first.start / 1000:.3f} ms)")))
     else:
         parts.append(Text("No stalls ≥ 10 ms.", style="bold green"))
     if trace.outcome != "ok":
