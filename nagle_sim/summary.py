@@ -57,24 +57,29 @@ class Summary:
 
 
 def iterations(trace: Trace, side: Side = Side.CLIENT) -> list[Iteration]:
-    """Latency of each pass through ``side``'s outermost ``repeat`` (or the whole script)."""
-    groups: dict[int, list[OpRecord]] = {}
-    for op in trace.ops:
-        if op.side is side and op.op not in ("connect", "accept"):
-            groups.setdefault(op.iteration[0] if op.iteration else -1, []).append(op)
+    """Latency of each pass through ``side``'s first top-level ``repeat`` loop; without
+    any loop, the whole script is one iteration. Statements before or after the loop (and
+    later loops) do not count."""
+    ops = [o for o in trace.ops if o.side is side and o.op not in ("connect", "accept")]
+    first = next((i for i, o in enumerate(ops) if o.iteration), None)
+    groups: list[list[OpRecord]] = []
+    if first is None:
+        groups = [ops] if ops else []
+    else:
+        current = -1
+        for op in ops[first:]:
+            if not op.iteration or op.iteration[0] < current:
+                break                      # left the loop, or a second loop restarted at 0
+            if op.iteration[0] != current:
+                current = op.iteration[0]
+                groups.append([])
+            groups[-1].append(op)
     out = []
-    for index in sorted(groups):
-        ops = groups[index]
-        ends = [o.end for o in ops if o.end is not None]
-        if not ends:
-            continue
-        out.append(Iteration(index=max(index, 0), start=ops[0].start, end=Micros(max(ends))))
+    for index, group in enumerate(groups):
+        ends = [o.end for o in group if o.end is not None]
+        if ends:
+            out.append(Iteration(index=index, start=group[0].start, end=Micros(max(ends))))
     return out
-
-
-def _sleeping(ops: list[OpRecord], at: int, until: int) -> bool:
-    """True when every side that is active in [at, until) is sleeping (not a stall)."""
-    return any(op.op == "sleep" and op.start <= at and (op.end or until) >= until - 1 for op in ops)
 
 
 class _Index:
@@ -84,6 +89,21 @@ class _Index:
         self.trace = trace
         self.event_t = [e.t for e in trace.events]
         self.seg_t = [s.t for s in trace.segments]
+        self.sleeps = sorted((o for o in trace.ops if o.op == "sleep"), key=lambda o: o.start)
+        self.sleep_t = [o.start for o in self.sleeps]
+
+    def sleeping(self, at: int, until: int) -> bool:
+        """True when an application sleep covers most of the gap [at, until): the wire was
+        quiet because the program chose to wait, not because TCP held anything."""
+        gap = until - at
+        # sleeps are sequential on each side, so only the last few starting before
+        # `until` can overlap the gap
+        i = bisect.bisect_left(self.sleep_t, until)
+        for op in self.sleeps[max(0, i - 4):i]:
+            end = op.end if op.end is not None else until
+            if min(end, until) - max(op.start, at) >= gap / 2:
+                return True
+        return False
 
     def in_flight(self, prev: SegmentRecord, nxt: SegmentRecord) -> SegmentRecord | None:
         """The last segment that arrived inside the gap, had it spent most of it in flight."""
@@ -118,7 +138,7 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
     index = _Index(trace)
     for prev, nxt in zip(segs, segs[1:], strict=False):
         gap = nxt.t - prev.t
-        if gap < minimum or _sleeping(trace.ops, prev.t, nxt.t):
+        if gap < minimum or index.sleeping(prev.t, nxt.t):
             continue
         hold = index.hold_during(prev, nxt)
         if hold is not None:

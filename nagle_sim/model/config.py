@@ -43,8 +43,10 @@ class StackProfile:
     """Kernel tick rate; ato, delayed-ACK and probe timers run in jiffies (CONFIG_HZ)."""
     timer_wheel_round_up: bool = True
     """A timer due at jiffy J fires at the start of J+1 (kernel/time/timer.c calc_index)."""
-    jiffy_phase_us: int = 0
-    """Where the tick boundaries fall relative to t=0 (the SYN)."""
+    jiffy_phase_us: int = -1
+    """How far into a tick the SYN leaves (µs). On a real host it is arbitrary, so a lone
+    delayed ACK lands anywhere in 40-44 ms; -1 (default) means half a tick, the expected
+    value."""
 
     max_quickacks: int = 16
     """TCP_MAX_QUICKACKS (include/net/tcp.h)."""
@@ -158,7 +160,7 @@ WINDOWS = LINUX.with_overrides(
     ),
     unverified=("Nagle variant (RFC 896 assumed, not Minshall)",
                 "no quick-ACK or ping-pong logic", "timer granularity (exact 200 ms assumed)",
-                "initial cwnd 10"),
+                "initial cwnd 10", "minimum RTO 300 ms (MinRto; Windows docs of the Vista era)"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -166,6 +168,7 @@ WINDOWS = LINUX.with_overrides(
     classic_delack_us=200_000,
     classic_ack_every=2,
     autocorking=False,
+    rto_min_us=300_000,
 )
 
 FREEBSD = LINUX.with_overrides(

@@ -117,6 +117,8 @@ class Endpoint:
         self._events: list[TraceEvent] = []
         self._out: list[Segment] = []
         self.timers: dict[Timer, Micros] = {}
+        self._phase = profile.jiffy_phase_us % profile.tick_us if profile.jiffy_phase_us >= 0 \
+            else profile.tick_us // 2
 
         # send side (tcp_sock)
         self.nonagle = 0
@@ -214,13 +216,20 @@ class Endpoint:
             timer=timer, deadline=None if deadline is None else Micros(deadline), data=data))
 
     def _jiffies(self, now: int) -> int:
-        return (now + self.profile.jiffy_phase_us) // self.profile.tick_us
+        return (now + self._phase) // self.profile.tick_us
 
     def _jiffy_timer_at(self, now: int, expires_j: int) -> int:
         """When a timer_list due at jiffy ``expires_j`` runs (timer wheel rounds up)."""
         fire_j = expires_j + (1 if self.profile.timer_wheel_round_up else 0)
         fire_j = max(fire_j, self._jiffies(now) + 1)
-        return fire_j * self.profile.tick_us - self.profile.jiffy_phase_us
+        return fire_j * self.profile.tick_us - self._phase
+
+    def _rto_at(self, now: int) -> int:
+        """inet_csk_reset_xmit_timer(ICSK_TIME_RETRANS): RTO (rounded up to jiffies, backed
+        off, capped at TCP_RTO_MAX) is a timer_list, so it fires on a tick like the rest."""
+        rto_j = min(self._rto_j << self.backoff,
+                    self.profile.us_to_jiffies(self.profile.rto_max_us))
+        return self._jiffy_timer_at(now, self._jiffies(now) + rto_j)
 
     def _arm(self, now: int, timer: Timer, at: int, reason: Reason, detail: str = "") -> None:
         self.timers[timer] = Micros(at)
@@ -312,7 +321,7 @@ class Endpoint:
         self.snd_nxt = self.write_seq = self.pushed_seq = 1
         self._syn_sent_at = now
         self._transmit(now, SYN, 0, 0, Reason.HANDSHAKE)
-        self._arm(now, Timer.RTO, now + self.rto_us, Reason.RTO_ARMED, "SYN")
+        self._arm(now, Timer.RTO, self._rto_at(now), Reason.RTO_ARMED, "SYN")
 
     # ------------------------------------------------------------------ application
     def app_write(self, now: int, nbytes: int, more: bool = False) -> None:
@@ -481,7 +490,7 @@ class Endpoint:
         on every ACK is routine, so only the probe-timer cancellation is traced."""
         self._cancel(now, Timer.PROBE0)
         if self.rtx:
-            self.timers[Timer.RTO] = Micros(now + (self.rto_us << self.backoff))
+            self.timers[Timer.RTO] = Micros(self._rto_at(now))
         else:
             self.timers.pop(Timer.RTO, None)
 
@@ -612,7 +621,7 @@ class Endpoint:
                 self._set_state(now, State.SYN_RCVD)
                 self._synack_at = now
                 self._transmit(now, _SYN_ACK, 0, 0, Reason.HANDSHAKE)
-                self._arm(now, Timer.RTO, now + self.rto_us, Reason.RTO_ARMED, "SYN-ACK")
+                self._arm(now, Timer.RTO, self._rto_at(now), Reason.RTO_ARMED, "SYN-ACK")
             return
         if self.state is State.SYN_SENT:
             if seg.flags & _SYN_ACK == _SYN_ACK and seg.ack == 1:
@@ -964,12 +973,12 @@ class Endpoint:
         if self.state is State.SYN_SENT:
             self.backoff += 1
             self._transmit(now, SYN, 0, 0, Reason.RETRANSMIT)
-            self._arm(now, Timer.RTO, now + (self.rto_us << self.backoff), Reason.RTO_ARMED)
+            self._arm(now, Timer.RTO, self._rto_at(now), Reason.RTO_ARMED)
             return
         if self.state is State.SYN_RCVD:
             self.backoff += 1
             self._transmit(now, _SYN_ACK, 0, 0, Reason.RETRANSMIT)
-            self._arm(now, Timer.RTO, now + (self.rto_us << self.backoff), Reason.RTO_ARMED)
+            self._arm(now, Timer.RTO, self._rto_at(now), Reason.RTO_ARMED)
             return
         if not self.rtx:
             return
@@ -981,5 +990,4 @@ class Endpoint:
             FIN if skb.fin else 0)
         self._transmit(now, flags, skb.seq, skb.length, Reason.RETRANSMIT)
         self.backoff = min(self.backoff + 1, 15)
-        self._arm(now, Timer.RTO, now + min(self.rto_us << self.backoff,
-                                            self.profile.rto_max_us), Reason.RTO_ARMED)
+        self._arm(now, Timer.RTO, self._rto_at(now), Reason.RTO_ARMED)

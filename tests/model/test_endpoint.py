@@ -80,11 +80,11 @@ def test_cork_ceiling_is_the_probe_timer_at_max_rto_200ms() -> None:
     h = established(mss=1000)                      # handshake RTT 1 ms → RTO 201 ms
     h.setopt(ms(2), "cork", True)
     h.write(ms(2), 40)
-    assert h.ep.timers[Timer.PROBE0] == ms(208)   # 51 jiffies from jiffy 0, rounded up
+    assert h.ep.timers[Timer.PROBE0] == ms(210)   # 51 jiffies from jiffy 1, +1 tick
     h.advance(ms(300))
     sent = h.take()
     assert [(s.t, s.seg.summary(), s.seg.why) for s in sent] == [
-        (ms(208), "P. 1:41(40) ack 1", Reason.PROBE0_RELEASE)]
+        (ms(210), "P. 1:41(40) ack 1", Reason.PROBE0_RELEASE)]
 
 
 def test_corked_data_is_not_released_while_data_is_in_flight() -> None:

@@ -58,11 +58,12 @@ def test_b_sendmsg_msg_more() -> None:
     h.setopt(ms(10), "nodelay", True)
     h.take()
     h.write(ms(10), 40, more=True)
-    h.advance(ms(10 + 215))                      # the .pkt's latest allowed time
+    h.advance(ms(10 + 216))                      # at HZ=250: (212, 216] ms after the write
     (probe,) = h.take()
     assert probe.seg.summary() == "P. 1:41(40) ack 1"
-    # RTO 210 ms = 53 jiffies at HZ=250, armed in jiffy 2, fires at the start of jiffy 56
-    assert probe.t == ms(224)
+    # RTO 210 ms = 53 jiffies at HZ=250; armed in jiffy 3 (mid-tick phase), due at 56,
+    # runs at the start of jiffy 57 = 226 ms
+    assert probe.t == ms(226)
     assert within_packetdrill_tolerance(probe.t, ms(10 + 210), ms(10))
 
     t = probe.t + ms(10)
@@ -170,11 +171,11 @@ def test_d_pingpong_delays_the_ack_then_leaves_pingpong() -> None:
     assert [(s.t, s.seg.summary()) for s in first] == [(ms(300), ". seq 501 ack 501")]
     (delayed,) = second
     assert delayed.seg.summary() == ". seq 1001 ack 1001"
-    assert delayed.t == ms(444)                  # jiffy 100 + ato 10 → fires at jiffy 111
+    assert delayed.t == ms(442)                  # jiffy 100 + ato 10 → runs at jiffy 111
     assert within_packetdrill_tolerance(delayed.t, ms(440), ms(400))
     assert not h.ep.in_pingpong
-    h.read(delayed.t)
-    h.write(delayed.t, 500)                      # 44 ms after the data: not a quick reply
+    h.read(h.now)
+    h.write(h.now, 500)                          # 44 ms after the data: not a quick reply
     assert not h.ep.in_pingpong
     h.take()
     h.peer(ms(540), seq=1001, ack=1501, length=500, flags="PA")
@@ -208,7 +209,7 @@ def test_f_slow_start_each_ack_of_two_releases_four() -> None:
 
 def test_hz_changes_the_delayed_ack_granularity() -> None:
     """At HZ=1000 the delayed ACK is 40-41 ms; at HZ=250 40-44 ms (one jiffy of slack)."""
-    for hz, expected in ((1000, ms(441)), (250, ms(444))):
+    for hz, expected in ((1000, ms(440.5)), (250, ms(442))):   # mid-tick phase
         profile = dataclasses.replace(PROFILES["linux"], hz=hz)
         h = Harness(mss=1000, profile=profile)
         h.accept(ms(100), ms(200))
