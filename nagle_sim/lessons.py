@@ -88,6 +88,26 @@ def load_lesson(folder: str | Path) -> Lesson:
                   tags=tuple(str(t) for t in meta.get("tags", ())))
 
 
+TOGGLE_OPTIONS = ("nodelay", "cork", "quickack")
+"""Socket options a lesson toggle may flip: ``"<client|server>.<option>"``."""
+
+
+def toggle_errors(lesson: Lesson) -> list[str]:
+    """Problems with a lesson's ``toggles`` (read-only check; empty when all are valid)."""
+    problems = []
+    for toggle in lesson.toggles:
+        side, _, option = toggle.partition(".")
+        if side not in ("client", "server") or option not in TOGGLE_OPTIONS:
+            problems.append(f"{toggle!r}: use client|server.{'|'.join(TOGGLE_OPTIONS)}")
+            continue
+        spec = lesson.scenario.client if side == "client" else lesson.scenario.server
+        if option == "cork" and not spec.profile.supports_cork:
+            problems.append(f"{toggle!r}: profile {spec.profile.name!r} has no TCP_CORK")
+        if option == "quickack" and not spec.profile.supports_quickack:
+            problems.append(f"{toggle!r}: profile {spec.profile.name!r} has no TCP_QUICKACK")
+    return problems
+
+
 def lesson_dirs(root: Path = LESSONS_DIR) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and (p / "scenario.toml").exists())
 
