@@ -393,8 +393,11 @@ class _Loader:
         nodelay = self.boolean(name, data, "nodelay", False)
         cork = self.boolean(name, data, "cork", False)
         quickack = data.get("quickack")
+        if quickack == "default":        # lets `--set side.quickack=default` unset it
+            quickack = None
         if quickack is not None and not isinstance(quickack, bool):
-            raise self.fail(name, "quickack", f"expected true or false, got {quickack!r}")
+            raise self.fail(name, "quickack", f"expected true, false or \"default\", "
+                                              f"got {quickack!r}")
         if cork and not profile.supports_cork:
             raise self.fail(name, "cork", f"profile {profile.name!r} has no TCP_CORK")
         if quickack is not None and not profile.supports_quickack:
@@ -486,6 +489,11 @@ def loads(text: str, where: str = "<string>", overrides: list[str] | None = None
 
 def load(path: str | Path, overrides: list[str] | None = None) -> Scenario:
     """Load a scenario file; every failure is a `ScenarioError` naming the file."""
+    return loads(read_text(path), str(path), overrides)
+
+
+def read_text(path: str | Path) -> str:
+    """A scenario file's text; unreadable files raise a one-line `ScenarioError`."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -499,7 +507,7 @@ def load(path: str | Path, overrides: list[str] | None = None) -> Scenario:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    return loads(text, str(p), overrides)
+    return text
 
 
 def with_side_options(scenario: Scenario, side: Side, **options: Any) -> Scenario:

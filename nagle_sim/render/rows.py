@@ -85,7 +85,8 @@ def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
     """All ladder rows of ``trace`` in time order (segments, ops and chosen events)."""
     rows: list[tuple[int, int, Row]] = []
     for _i, seg in enumerate(trace.segments):
-        explain = f"{seg.src.value} sends {seg.label()} ack {seg.ack}"
+        explain = f"{seg.src.value} sends {seg.label()}" + (f" ack {seg.ack}" if seg.length
+                                                            else "")
         if seg.why:
             explain += f": {seg.why}"
         rows.append((seg.t, 1, Row(t=seg.t, side=seg.src, kind=RowKind.SEGMENT,

@@ -1,0 +1,160 @@
+"""`NagleApp`: global bindings, themes, the command palette and screen routing only.
+
+Behaviour lives in the screens. Executors are injected (``run_sim``, ``run_real``) so tests
+pass fakes. Must not import simpy or realnet at module level; `run_app` imports the
+simulator driver when it is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import partial
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.theme import Theme
+
+from ..lessons import Lesson, load_lessons
+from ..scenario import ScenarioError
+from .runners import Runner
+from .screens.help import HelpScreen
+from .screens.lesson_list import LessonListScreen
+from .screens.run import RunScreen
+from .screens.sandbox import SandboxScreen
+
+HIGH_CONTRAST = Theme(
+    name="nagle-high-contrast",
+    primary="#FFFFFF",
+    secondary="#00FFFF",
+    accent="#0050FF",
+    foreground="#FFFFFF",
+    background="#000000",
+    surface="#000000",
+    panel="#202020",
+    boost="#101010",
+    success="#00FF00",
+    warning="#FFFF00",
+    error="#FF4040",
+    dark=True,
+)
+"""Pure black and white with saturated signal colours (projectors, low vision)."""
+
+
+class NagleApp(App[int]):
+    """The nagle-sim TUI."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "nagle-sim"
+
+    BINDINGS: list[BindingType] = [
+        Binding("question_mark,f1", "help", "Help", show=True, id="app.help",
+                key_display="?", tooltip="Show every key binding"),
+        Binding("f2", "high_contrast", "Contrast", id="app.high_contrast",
+                tooltip="Switch the high-contrast theme on or off"),
+        Binding("f3", "projector", "Projector", id="app.projector",
+                tooltip="Projector mode: double row spacing and bolder text"),
+        Binding("ctrl+q", "quit", "Quit", show=True, id="app.quit", tooltip="Quit nagle-sim",
+                priority=True),
+    ]
+
+    def __init__(self, *, run_sim: Runner, run_real: Runner | None = None,
+                 lessons: Sequence[Lesson] | None = None, lessons_root: Path | None = None,
+                 path: str | None = None, ask_questions: bool = True) -> None:
+        super().__init__()
+        self.run_sim = run_sim
+        self.run_real = run_real
+        self.ask_questions = ask_questions
+        self.projector = False
+        self.start_path = path
+        self._lessons = list(lessons) if lessons is not None else None
+        self._lessons_root = lessons_root
+        self._plain_theme = "textual-dark"
+
+    def lesson_list(self) -> tuple[list[Lesson], str]:
+        if self._lessons is None:
+            try:
+                self._lessons = (load_lessons(self._lessons_root) if self._lessons_root
+                                 else load_lessons())
+            except (ScenarioError, OSError) as exc:
+                return [], str(exc)
+        return self._lessons, ""
+
+    def on_mount(self) -> None:
+        self.register_theme(HIGH_CONTRAST)
+        self.push_screen(LessonListScreen())
+        if self.start_path is not None:
+            self.push_screen(SandboxScreen(self.start_path))
+
+    # ------------------------------------------------------------------ actions
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.screen))
+
+    def action_high_contrast(self) -> None:
+        if self.theme == HIGH_CONTRAST.name:
+            self.theme = self._plain_theme
+        else:
+            self._plain_theme = self.theme
+            self.theme = HIGH_CONTRAST.name
+
+    def action_projector(self) -> None:
+        self.projector = not self.projector
+        self.set_class(self.projector, "-projector")
+        for screen in self.screen_stack:
+            if isinstance(screen, RunScreen):
+                screen.set_projector(self.projector)
+
+    def action_sandbox(self, path: str | None = None) -> None:
+        self.push_screen(SandboxScreen(path))
+
+    # ------------------------------------------------------------------ palette
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Help: key bindings", "Every key and what it does", self.action_help)
+        yield SystemCommand("High-contrast theme", "Toggle black/white with strong colours",
+                            self.action_high_contrast)
+        yield SystemCommand("Projector mode", "Double row spacing, bolder text",
+                            self.action_projector)
+        yield SystemCommand("Sandbox", "Edit and run any scenario", self.action_sandbox)
+        if not isinstance(screen, RunScreen):
+            return
+        run = screen.run_action
+        entries = [
+            ("Step forward", "Select the next event", "step(1)"),
+            ("Step back", "Select the previous event", "step(-1)"),
+            ("Next stall", "Jump to the next silent gap ≥ 10 ms", "stall(1)"),
+            ("Previous stall", "Jump to the previous stall", "stall(-1)"),
+            ("Play / pause", "Step through the run automatically", "play"),
+            ("Toggle client TCP_NODELAY", "Re-simulate with Nagle off/on on the client",
+             "flip('client','nodelay')"),
+            ("Toggle server TCP_NODELAY", "Re-simulate with Nagle off/on on the server",
+             "flip('server','nodelay')"),
+            ("Toggle client TCP_CORK", "Re-simulate with the client corked",
+             "flip('client','cork')"),
+            ("Cycle client TCP_QUICKACK", "default → 0 → 1", "flip('client','quickack')"),
+            ("Cycle server TCP_QUICKACK", "default → 0 → 1", "flip('server','quickack')"),
+            ("Cycle client OS profile", "linux, linux-5.4, windows, freebsd, macos",
+             "flip('client','profile')"),
+            ("Cycle server OS profile", "linux, linux-5.4, windows, freebsd, macos",
+             "flip('server','profile')"),
+            ("Cycle link delay", "0, 1, 10, 40, 200 ms or the scenario's own", "delay"),
+            ("Undo what-ifs", "Back to the scenario's own options", "reset_whatif"),
+            ("Compressed gaps / linear time", "Switch the ladder's time axis", "compress"),
+            ("Export trace", "Write the trace via nagle_sim.export", "export"),
+        ]
+        if self.run_real is not None:
+            entries.append(("Run on real sockets", "Measure and overlay the real segments",
+                            "run_real"))
+        for title, help_text, action in entries:
+            yield SystemCommand(title, help_text, partial(run, action))
+
+
+def run_app(path: str | None = None) -> int:
+    """Run the TUI: the lesson list, or the sandbox on ``path``. Returns an exit code."""
+    from ..sim.driver import run_sim  # the only place the TUI reaches the simulator
+
+    app = NagleApp(run_sim=run_sim, path=path)
+    result = app.run()
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,114 @@
+"""One finished run as the TUI shows it: scenario, trace, ladder rows, bars and summary.
+
+Owns the "what changed" sentence shown after a what-if toggle. Built off the UI thread.
+Must not import textual, simpy or realnet.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from dataclasses import dataclass, field
+
+from ..model.events import Micros
+from ..render.rows import Bar, Row, RowKind, build_bars, build_rows
+from ..scenario import Scenario
+from ..summary import Stall, Summary, summarize
+from ..trace import Trace
+
+
+def fmt_ms(us: float) -> str:
+    """44.0 ms, 0.041 ms: one decimal when it is readable, three below 1 ms."""
+    return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us / 1000:.3f} ms"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    scenario: Scenario
+    trace: Trace
+    rows: list[Row]
+    bars: list[Bar]
+    summary: Summary
+    _bar_starts: list[int] = field(default_factory=list)
+    _bar_reach: list[int] = field(default_factory=list)
+    _stall_starts: list[int] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, scenario: Scenario, trace: Trace) -> RunResult:
+        bars = sorted(build_bars(trace), key=lambda b: b.start)
+        reach: list[int] = []
+        top = -1
+        for bar in bars:
+            top = max(top, bar.end)
+            reach.append(top)
+        summary = summarize(trace)
+        return cls(scenario, trace, build_rows(trace), bars, summary,
+                   [b.start for b in bars], reach, [s.start for s in summary.stalls])
+
+    def bars_at(self, t: int) -> list[Bar]:
+        """Bars covering time ``t`` (bisect, so stepping stays fast on huge traces)."""
+        out: list[Bar] = []
+        i = bisect.bisect_right(self._bar_starts, t) - 1
+        while i >= 0 and self._bar_reach[i] > t:
+            if self.bars[i].end > t:
+                out.append(self.bars[i])
+            i -= 1
+        return out[::-1]
+
+    def stall_at(self, t: int) -> Stall | None:
+        i = bisect.bisect_right(self._stall_starts, t) - 1
+        if i >= 0 and self.summary.stalls[i].end > t:
+            return self.summary.stalls[i]
+        return None
+
+    @property
+    def latency(self) -> Micros | None:
+        """Median per-request (per-iteration) latency of the client, if it loops."""
+        its = self.summary.iterations
+        if not its:
+            return None
+        return Micros(int(statistics.median(i.latency for i in its)))
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.trace.segments)
+
+    def headline(self) -> str:
+        parts = []
+        if self.latency is not None:
+            parts.append(f"per-request latency {fmt_ms(self.latency)}")
+        parts.append(f"segments {self.segment_count}")
+        parts.append(f"stalls {len(self.summary.stalls)}")
+        if self.trace.outcome != "ok":
+            parts.append(f"{self.trace.outcome}: {self.trace.message}")
+        return ", ".join(parts)
+
+    def stall_rows(self) -> list[tuple[int, Stall]]:
+        """For each stall, the row that best shows what was held (cursor target)."""
+        times = [r.t for r in self.rows]
+        out: list[tuple[int, Stall]] = []
+        for stall in self.summary.stalls:
+            lo = bisect.bisect_left(times, stall.start)
+            hi = bisect.bisect_left(times, stall.end)
+            if hi <= 0:
+                continue
+            pick = hi - 1
+            for kinds in ((RowKind.HOLD,), (RowKind.ACK, RowKind.TIMER)):
+                found = [i for i in range(lo, hi) if self.rows[i].kind in kinds]
+                if found:
+                    pick = found[-1]
+                    break
+            out.append((pick, stall))
+        return out
+
+
+def compare_text(before: RunResult, after: RunResult) -> str:
+    """E.g. "per-request latency 44.0 ms → 0.041 ms, segments 57 → 37"."""
+    parts = []
+    if before.latency is not None and after.latency is not None:
+        parts.append(f"per-request latency {fmt_ms(before.latency)} → {fmt_ms(after.latency)}")
+    parts.append(f"segments {before.segment_count} → {after.segment_count}")
+    b, a = len(before.summary.stalls), len(after.summary.stalls)
+    if a != b:
+        parts.append(f"stalls {b} → {a}")
+    return ", ".join(parts)

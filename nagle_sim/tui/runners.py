@@ -1,0 +1,29 @@
+"""Types of the injected executors and of what the app offers its screens.
+
+Must not import simpy or realnet: runners arrive as plain callables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from ..lessons import Lesson
+from ..scenario import Scenario
+from ..trace import Trace
+
+Runner = Callable[[Scenario], Trace]
+"""Scenario in, finished trace out (the simulator, or realnet on loopback)."""
+
+
+class AppServices(Protocol):
+    """What screens need from `NagleApp` (kept as a protocol to avoid an import cycle)."""
+
+    run_sim: Runner
+    run_real: Runner | None
+    ask_questions: bool
+    projector: bool
+
+    def lesson_list(self) -> tuple[list[Lesson], str]:
+        """The lessons, and a one-line error if loading them failed."""
+        ...

@@ -1,0 +1,1 @@
+"""Screens: lesson list, lesson, sandbox, help and modal dialogs. No simpy, no realnet."""

@@ -1,0 +1,75 @@
+"""The first screen: the list of lessons, plus ways into the sandbox. No simpy, no realnet."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ...lessons import Lesson
+from ..runners import AppServices
+from .lesson import LessonScreen
+from .open_file import OpenFileScreen
+from .sandbox import SandboxScreen
+
+
+class LessonListScreen(Screen[None]):
+    BINDINGS: list[BindingType] = [
+        Binding("s", "sandbox", "Sandbox", show=True, id="lessons.sandbox",
+                tooltip="Open the sandbox with an example scenario"),
+        Binding("o", "open", "Open file", show=True, id="lessons.open",
+                tooltip="Open a scenario file in the sandbox"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lessons: list[Lesson] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("Pick a lesson (Enter), or press s for the sandbox.", id="intro")
+        yield OptionList(id="lessons")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = "lessons"
+        lessons, error = cast(AppServices, self.app).lesson_list()
+        self.lessons = lessons
+        options = self.query_one(OptionList)
+        for i, lesson in enumerate(lessons):
+            text = Text()
+            text.append(lesson.title, style="bold")
+            if lesson.summary:
+                text.append("\n" + lesson.summary, style="dim")
+            options.add_option(Option(text, id=f"lesson-{i}"))
+        if error:
+            self.query_one("#intro", Static).update(f"[b red]error:[/] {error}")
+        elif not lessons:
+            self.query_one("#intro", Static).update(
+                "No lessons found. Press s for the sandbox or o to open a scenario file.")
+        if lessons:
+            options.highlighted = 0
+        options.focus()
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.open_lesson(event.option_index)
+
+    def open_lesson(self, index: int) -> None:
+        self.app.push_screen(LessonScreen(self.lessons[index]))
+
+    def action_sandbox(self) -> None:
+        self.app.push_screen(SandboxScreen())
+
+    def action_open(self) -> None:
+        def opened(path: str | None) -> None:
+            if path:
+                self.app.push_screen(SandboxScreen(path))
+
+        self.app.push_screen(OpenFileScreen(), opened)

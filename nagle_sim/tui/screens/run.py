@@ -1,0 +1,452 @@
+"""The shared behaviour of the lesson and sandbox screens: a ladder over a finished run,
+step-through, play, what-if toggles (re-simulated off the UI thread), the ghost of the
+previous run, the real-socket overlay and export.
+
+Subclasses supply the left pane (`compose_side`). No simpy, no realnet: runners are injected.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Header, ProgressBar, Static
+from textual.worker import get_current_worker
+
+from ...model.events import Side
+from ...scenario import Scenario, ScenarioError, loads
+from ...trace import SegmentRecord, Trace
+from ..layout import ZOOM_LEVELS
+from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
+from ..result import RunResult, compare_text, fmt_ms
+from ..runners import AppServices
+from ..whatif import Knob, WhatIf
+from ..widgets.explain import ExplainPanel
+from ..widgets.ladder import Ladder
+from ..widgets.whatif import WhatIfBar
+
+SPEEDS: tuple[float, ...] = (1, 2, 5, 10, 25, 60)
+"""Play speeds in ladder rows per second."""
+
+
+def _b(key: str, action: str, description: str, tooltip: str, *, show: bool = False,
+       key_display: str | None = None) -> Binding:
+    ident = "run." + re.sub(r"[^a-z0-9]+", "-", action.lower()).strip("-")
+    return Binding(key, action, description, show=show, key_display=key_display, id=ident,
+                   tooltip=tooltip)
+
+
+class RunScreen(Screen[None]):
+    """Ladder + explanation + what-if bar over one scenario."""
+
+    BINDINGS: list[BindingType] = [
+        _b("right", "step(1)", "Next", "Select the next event", show=True, key_display="→"),
+        _b("left", "step(-1)", "Prev", "Select the previous event", show=True,
+           key_display="←"),
+        _b("home", "first", "First", "Jump to the first event"),
+        _b("end", "last", "Last", "Jump to the last event"),
+        _b("n", "stall(1)", "Next stall", "Jump to the next stall (a silent gap ≥ 10 ms)",
+           show=True),
+        _b("N", "stall(-1)", "Prev stall", "Jump to the previous stall"),
+        _b("space", "play", "Play/Pause", "Play the run forward, one event at a time",
+           show=True),
+        _b("full_stop", "speed(1)", "Faster", "Play faster", key_display="."),
+        _b("comma", "speed(-1)", "Slower", "Play slower", key_display=","),
+        _b("z", "compress", "Gaps", "Switch between compressed gaps and a linear time axis"),
+        _b("plus,equals_sign", "zoom(-1)", "Zoom in", "Linear time axis: fewer µs per line",
+           key_display="+"),
+        _b("minus", "zoom(1)", "Zoom out", "Linear time axis: more µs per line",
+           key_display="-"),
+        _b("d", "flip('client','nodelay')", "NODELAY", "What if the client set TCP_NODELAY?",
+           show=True),
+        _b("c", "flip('client','cork')", "Client CORK", "What if the client set TCP_CORK?"),
+        _b("k", "flip('client','quickack')", "Client QUICKACK",
+           "Cycle the client's TCP_QUICKACK: default, 0, 1"),
+        _b("o", "flip('client','profile')", "Client OS", "Cycle the client's OS profile"),
+        _b("D", "flip('server','nodelay')", "Server NODELAY",
+           "What if the server set TCP_NODELAY?"),
+        _b("C", "flip('server','cork')", "Server CORK", "What if the server set TCP_CORK?"),
+        _b("K", "flip('server','quickack')", "Server QUICKACK",
+           "Cycle the server's TCP_QUICKACK: default, 0, 1"),
+        _b("O", "flip('server','profile')", "Server OS", "Cycle the server's OS profile"),
+        _b("l", "delay", "Link delay", "Cycle the one-way link delay"),
+        _b("u", "reset_whatif", "Undo what-ifs", "Back to the scenario's own options"),
+        _b("g", "ghost", "Ghost", "Show or hide the previous run's segments, drawn faintly"),
+        _b("r", "run_real", "Real sockets", "Run this scenario on real sockets and overlay "
+           "the measured segments", show=True),
+        _b("e", "export", "Export", "Export the trace (nagle_sim.export)"),
+        _b("p", "side_pane", "Pane", "Show or hide the left pane (prose or editor)"),
+        Binding("escape", "app.pop_screen", "Back", show=True, id="run.back",
+                tooltip="Back to the previous screen"),
+    ]
+
+    def __init__(self, *, text: str | None, where: str, title: str,
+                 scenario_path: Path | None = None, error: str = "") -> None:
+        super().__init__()
+        self.text = text
+        self.where = where
+        self.title_text = title
+        self.scenario_path = scenario_path
+        self.load_error = error
+        self.base_whatif: WhatIf | None = None
+        self.whatif: WhatIf | None = None
+        self.result: RunResult | None = None
+        self.previous: RunResult | None = None
+        self.measured: Trace | None = None
+        self._measured_index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
+        self._stall_rows: list[int] = []
+        self._play: Timer | None = None
+        self._speed = 2
+        self._compare_pending = False
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def services(self) -> AppServices:
+        return cast(AppServices, self.app)
+
+    def compose_side(self) -> ComposeResult:
+        """The left pane (lesson prose or the scenario editor)."""
+        yield from ()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="body"):
+            yield from self.compose_side()
+            yield Ladder(id="ladder")
+        yield ExplainPanel(id="explain")
+        yield WhatIfBar(id="whatif")
+        with Horizontal(id="status"):
+            yield Static("", id="diff")
+            yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="progress")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = self.title_text
+        self.query_one("#progress").display = False
+        ladder = self.query_one(Ladder)
+        if self.services.projector:
+            ladder.scale = type(ladder.scale)(compressed=ladder.scale.compressed,
+                                              zoom=ladder.scale.zoom, row_height=2)
+        self._update_title()
+        ladder.focus()
+        if self.text is None:
+            self.show_error(self.load_error or f"{self.where}: nothing to run")
+            return
+        self.start(self.text, self.where)
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < 32, "-compact")
+        self.call_after_refresh(self.query_one(Ladder).scroll_to_cursor)
+
+    def start(self, text: str, where: str) -> None:
+        """Load ``text`` as the base scenario (its own options) and simulate it."""
+        try:
+            base = loads(text, where)
+        except ScenarioError as exc:
+            self.show_error(str(exc))
+            return
+        self.text, self.where = text, where
+        self.base_whatif = WhatIf.of(base)
+        self.whatif = self.base_whatif
+        self.previous = None
+        self.query_one(WhatIfBar).show(self.whatif, base)
+        self.simulate(compare=False)
+
+    def show_error(self, message: str) -> None:
+        """Show a one-line error (the CLI's message) without leaving the screen."""
+        self.query_one("#diff", Static).update(f"[b red]error:[/] {message}")
+        ladder = self.query_one(Ladder)
+        if not ladder.rows:
+            ladder.placeholder = message
+            ladder.refresh()
+        self.notify(message, title="Scenario error", severity="error", timeout=8)
+
+    # ------------------------------------------------------------------ simulation
+    @work(thread=True, exclusive=True, group="sim")
+    def simulate(self, compare: bool) -> None:
+        """Load with the current what-ifs and run the injected simulator (off the UI loop)."""
+        assert self.text is not None and self.base_whatif is not None
+        assert self.whatif is not None
+        try:
+            scenario = loads(self.text, self.where, self.whatif.overrides(self.base_whatif))
+            trace = self.services.run_sim(scenario)
+            result = RunResult.build(scenario, trace)
+        except ScenarioError as exc:
+            self.post_message(SimFailed(str(exc)))
+            return
+        except Exception as exc:  # the model rejecting a combination is a user error too
+            self.post_message(SimFailed(f"{self.where}: {type(exc).__name__}: {exc}"))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(SimFinished(result, compare))
+
+    @on(SimFinished)
+    def _sim_finished(self, message: SimFinished) -> None:
+        new = message.result
+        ladder = self.query_one(Ladder)
+        old_time = ladder.current_row.t if ladder.current_row else 0
+        if message.compare and self.result is not None:
+            self.previous = self.result
+            diff = compare_text(self.previous, new)
+            self.query_one("#diff", Static).update(diff)
+            self.notify(diff, title="What changed")
+        else:
+            self.query_one("#diff", Static).update(new.headline())
+        self.result = new
+        self.measured = None
+        self._measured_index = {}
+        assert self.whatif is not None
+        self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms)
+        self.query_one(WhatIfBar).show(self.whatif, new.scenario)
+        self._stall_rows = [i for i, _ in new.stall_rows()]
+        ladder.set_overlay("measured", None)
+        ladder.set_overlay("ghost", self.previous.trace.segments if self.previous else None)
+        times = [r.t for r in new.rows]
+        cursor = max(0, bisect.bisect_right(times, old_time) - 1) if message.compare else 0
+        ladder.set_rows(new.rows, new.bars, cursor)
+        self.on_result(new)
+
+    def on_result(self, result: RunResult) -> None:
+        """Hook for subclasses after every finished simulation."""
+
+    @on(SimFailed)
+    def _sim_failed(self, message: SimFailed) -> None:
+        self.show_error(message.error)
+
+    # ------------------------------------------------------------------ stepping
+    def move_to(self, index: int) -> None:
+        """Move the cursor (subclasses may intercept to ask a question first)."""
+        self.query_one(Ladder).cursor = index
+
+    def action_step(self, delta: int) -> None:
+        ladder = self.query_one(Ladder)
+        self.move_to(ladder.cursor + delta)
+
+    def action_first(self) -> None:
+        self.move_to(0)
+
+    def action_last(self) -> None:
+        self.move_to(len(self.query_one(Ladder).rows) - 1)
+
+    def action_stall(self, direction: int) -> None:
+        cursor = self.query_one(Ladder).cursor
+        if direction > 0:
+            targets = [i for i in self._stall_rows if i > cursor]
+            target = targets[0] if targets else None
+        else:
+            targets = [i for i in self._stall_rows if i < cursor]
+            target = targets[-1] if targets else None
+        if target is None:
+            self.notify("No more stalls that way.", timeout=2)
+            return
+        self.move_to(target)
+
+    def action_play(self) -> None:
+        if self._play is not None:
+            self.pause()
+        else:
+            self._play = self.set_interval(1 / SPEEDS[self._speed], self._tick)
+        self._update_title()
+
+    def pause(self) -> None:
+        if self._play is not None:
+            self._play.stop()
+            self._play = None
+            self._update_title()
+
+    def _tick(self) -> None:
+        ladder = self.query_one(Ladder)
+        if ladder.cursor >= len(ladder.rows) - 1:
+            self.pause()
+            return
+        self.move_to(ladder.cursor + 1)
+
+    def action_speed(self, delta: int) -> None:
+        self._speed = max(0, min(len(SPEEDS) - 1, self._speed + delta))
+        if self._play is not None:
+            self._play.stop()
+            self._play = self.set_interval(1 / SPEEDS[self._speed], self._tick)
+        self._update_title()
+
+    def action_compress(self) -> None:
+        ladder = self.query_one(Ladder)
+        scale = ladder.scale
+        ladder.scale = type(scale)(compressed=not scale.compressed, zoom=scale.zoom,
+                                   row_height=scale.row_height)
+        self._update_title()
+
+    def action_zoom(self, delta: int) -> None:
+        ladder = self.query_one(Ladder)
+        scale = ladder.scale
+        zoom = max(0, min(len(ZOOM_LEVELS) - 1, scale.zoom + delta))
+        ladder.scale = type(scale)(compressed=False, zoom=zoom, row_height=scale.row_height)
+        self._update_title()
+
+    def set_projector(self, on: bool) -> None:
+        ladder = self.query_one(Ladder)
+        scale = ladder.scale
+        ladder.scale = type(scale)(compressed=scale.compressed, zoom=scale.zoom,
+                                   row_height=2 if on else 1)
+
+    def _update_title(self) -> None:
+        ladder = self.query_one(Ladder)
+        state = f"▶ {SPEEDS[self._speed]:g}/s" if self._play else "paused"
+        ladder.border_title = f"client ⇄ server · {ladder.scale.describe()} · {state}"
+
+    @on(Ladder.RowClicked)
+    def _row_clicked(self, message: Ladder.RowClicked) -> None:
+        self.move_to(message.index)
+
+    @on(Ladder.StepChanged)
+    def _step_changed(self, message: Ladder.StepChanged) -> None:
+        self.query_one(ExplainPanel).explain(message.row, message.index,
+                                             len(message.ladder.rows),
+                                             self.context_lines(message.index))
+
+    def context_lines(self, index: int) -> list[str]:
+        """Held periods, the stall and the measured Δ around row ``index``."""
+        if self.result is None or not self.result.rows:
+            return []
+        row = self.result.rows[min(index, len(self.result.rows) - 1)]
+        lines: list[str] = []
+        for bar in self.result.bars_at(row.t):
+            if bar.what in ("hold", "delack", "probe0"):
+                who = "holds data" if bar.what == "hold" else "waits"
+                lines.append(f"{bar.side.value} {who}: {bar.label} "
+                             f"(from {bar.start / 1000:.3f} ms)")
+        stall = self.result.stall_at(row.t)
+        if stall is not None:
+            lines.append(f"Stall {stall.text()}")
+        if row.segment is not None and self.measured is not None:
+            lines.append(self._measured_delta(row.segment))
+        return lines[:4]
+
+    # ------------------------------------------------------------------ what-if
+    def action_flip(self, side: str, knob: str) -> None:
+        if self.whatif is None:
+            return
+        self.whatif = self.whatif.flipped(Side(side), Knob(knob))
+        self.simulate(compare=True)
+
+    @on(WhatIfBar.Flip)
+    def _chip(self, message: WhatIfBar.Flip) -> None:
+        if message.side is None or message.knob is None:
+            self.action_delay()
+        else:
+            self.action_flip(message.side.value, message.knob.value)
+
+    def action_delay(self) -> None:
+        if self.whatif is None:
+            return
+        self.whatif = self.whatif.next_delay()
+        self.simulate(compare=True)
+
+    def action_reset_whatif(self) -> None:
+        if self.base_whatif is None:
+            return
+        self.whatif = self.base_whatif
+        self.simulate(compare=True)
+
+    def action_ghost(self) -> None:
+        ladder = self.query_one(Ladder)
+        ladder.show_ghost = not ladder.show_ghost
+        self.notify("ghost of the previous run " + ("shown" if ladder.show_ghost else "hidden"),
+                    timeout=2)
+
+    # ------------------------------------------------------------------ real sockets
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "run_real":
+            return self.services.run_real is not None
+        return True
+
+    def action_run_real(self) -> None:
+        if self.services.run_real is None or self.result is None:
+            return
+        self.query_one("#progress").display = True
+        self.query_one("#diff", Static).update("running on real sockets…")
+        self._run_real(self.result.scenario)
+
+    @work(thread=True, exclusive=True, group="real")
+    def _run_real(self, scenario: Scenario) -> None:
+        runner = self.services.run_real
+        assert runner is not None
+        try:
+            trace = runner(scenario)
+        except Exception as exc:
+            self.post_message(RealRunFailed(str(exc) or type(exc).__name__))
+            return
+        self.post_message(RealRunFinished(trace))
+
+    @on(RealRunFinished)
+    def _real_finished(self, message: RealRunFinished) -> None:
+        self.query_one("#progress").display = False
+        self.measured = message.trace
+        index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
+        for seg in message.trace.segments:
+            index.setdefault((seg.src.value, seg.seq, seg.length, seg.flags), []).append(seg)
+        self._measured_index = index
+        ladder = self.query_one(Ladder)
+        ladder.set_overlay("measured", message.trace.segments)
+        text = f"measured {len(message.trace.segments)} segments on real sockets (┄ overlay)"
+        if self.result is not None:
+            real = RunResult.build(self.result.scenario, message.trace)
+            text = f"sim vs real: {compare_text(self.result, real)}"
+        self.query_one("#diff", Static).update(text)
+        self.notify(text, title="Real sockets")
+        self.query_one(ExplainPanel).explain(ladder.current_row, ladder.cursor,
+                                             len(ladder.rows), self.context_lines(ladder.cursor))
+
+    @on(RealRunFailed)
+    def _real_failed(self, message: RealRunFailed) -> None:
+        self.query_one("#progress").display = False
+        self.show_error(f"real run failed: {message.error}")
+
+    def _measured_delta(self, seg: SegmentRecord) -> str:
+        assert self.result is not None
+        key = (seg.src.value, seg.seq, seg.length, seg.flags)
+        nth = sum(1 for s in self.result.trace.segments
+                  if s is not seg and s.t <= seg.t and
+                  (s.src.value, s.seq, s.length, s.flags) == key)
+        matches = self._measured_index.get(key, [])
+        if nth >= len(matches):
+            return "measured: no matching segment on real sockets"
+        real = matches[nth]
+        delta = real.t - seg.t
+        sign = "+" if delta >= 0 else "−"
+        return f"measured at {real.t / 1000:.3f} ms (Δ {sign}{fmt_ms(abs(delta))} vs sim)"
+
+    # ------------------------------------------------------------------ export
+    def action_export(self) -> None:
+        if self.result is None:
+            return
+        path = self.scenario_path or Path(self.where)
+        self._export(self.result.trace, path)
+
+    @work(thread=True, group="export")
+    def _export(self, trace: Trace, path: Path) -> None:
+        try:
+            from ... import export  # type: ignore[attr-defined]  # written by another team
+        except ImportError:
+            self.app.call_from_thread(self.notify, "export is not available yet "
+                                      "(nagle_sim.export is missing)", severity="warning")
+            return
+        try:
+            paths = export.export_default(trace, path)
+        except Exception as exc:
+            self.app.call_from_thread(self.notify, f"export failed: {exc}", severity="error")
+            return
+        text = "\n".join(str(p) for p in paths) or "(nothing written)"
+        self.app.call_from_thread(self.notify, text, title="Exported")
+
+    def action_side_pane(self) -> None:
+        for pane in self.query("#side"):
+            pane.display = not pane.display

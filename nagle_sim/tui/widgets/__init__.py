@@ -1,0 +1,1 @@
+"""Reusable widgets of the TUI (each keeps its own DEFAULT_CSS). No simpy, no realnet."""

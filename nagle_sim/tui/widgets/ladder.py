@@ -1,0 +1,478 @@
+"""The ladder diagram: client | wire | server, time flowing down, one line per trace row.
+
+A `ScrollView` using the line API with an LRU strip cache (the shape of Textual's `Log`), so
+only visible lines are ever drawn and 100,000-row traces scroll and step instantly.
+Geometry comes from `tui.layout`, rows and bars from `render.rows`. No simpy, no realnet.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ...model.events import Side
+from ...render.rows import Bar, Row, RowKind
+from ...trace import SegmentRecord
+from ..layout import LadderLayout, Scale
+
+_BAR_CLASS = {"hold": "ladder--held", "delack": "ladder--delack", "probe0": "ladder--timer",
+              "rto": "ladder--timer"}
+_ROW_CLASS = {RowKind.OP: "ladder--op", RowKind.HOLD: "ladder--held",
+              RowKind.TIMER: "ladder--timer", RowKind.ACK: "ladder--delack",
+              RowKind.MODE: "ladder--note", RowKind.OPTION: "ladder--note",
+              RowKind.STATE: "ladder--note"}
+_MIRROR = str.maketrans("╮╰▶╲┄─", "╭╯◀╱┄─")
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrow:
+    y0: int
+    y1: int
+    src: Side
+    label: str
+    cls: str
+    line: str   # run character
+
+
+@dataclass(frozen=True, slots=True)
+class _Cols:
+    time_w: int
+    cl_x: int
+    side_w: int
+    cg_x: int
+    ca_x: int
+    wire_x: int
+    wire_w: int
+    sa_x: int
+    sg_x: int
+    sl_x: int
+
+    @classmethod
+    def fit(cls, width: int, time_w: int) -> _Cols:
+        rest = max(0, width - time_w)
+        side_w = max(6, min(28, int(rest * 0.27)))
+        wire_w = rest - 2 * side_w - 4
+        if wire_w < 10:
+            side_w = max(3, (rest - 14) // 2)
+            wire_w = max(1, rest - 2 * side_w - 4)
+        cl_x = time_w
+        cg_x = cl_x + side_w
+        ca_x = cg_x + 1
+        wire_x = ca_x + 1
+        sa_x = wire_x + wire_w
+        return cls(time_w, cl_x, side_w, cg_x, ca_x, wire_x, wire_w, sa_x, sa_x + 1, sa_x + 2)
+
+
+class _Canvas:
+    __slots__ = ("chars", "styles", "width")
+
+    def __init__(self, width: int, style: Style) -> None:
+        self.width = width
+        self.chars = [" "] * width
+        self.styles = [style] * width
+
+    def put(self, x: int, text: str, style: Style, limit: int | None = None) -> None:
+        end = min(self.width, limit if limit is not None else self.width)
+        for i, ch in enumerate(text):
+            if 0 <= x + i < end:
+                self.chars[x + i] = ch
+                self.styles[x + i] = style
+
+    def overlay(self, style: Style) -> None:
+        self.styles = [s + style for s in self.styles]
+
+    def strip(self) -> Strip:
+        segments: list[Segment] = []
+        chars, styles = self.chars, self.styles
+        start = 0
+        for i in range(1, self.width + 1):
+            if i == self.width or styles[i] is not styles[start]:
+                segments.append(Segment("".join(chars[start:i]), styles[start]))
+                start = i
+        return Strip(segments, self.width)
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
+    """Client | wire | server ladder over a finished trace, with a row cursor."""
+
+    BINDINGS: list[BindingType] = [
+        Binding("up", "scroll_up", "Scroll up", show=False, id="ladder.scroll_up",
+                tooltip="Scroll the ladder up one line"),
+        Binding("down", "scroll_down", "Scroll down", show=False, id="ladder.scroll_down",
+                tooltip="Scroll the ladder down one line"),
+        Binding("pageup", "page_up", "Page up", show=False, id="ladder.page_up",
+                tooltip="Scroll the ladder up one page"),
+        Binding("pagedown", "page_down", "Page down", show=False, id="ladder.page_down",
+                tooltip="Scroll the ladder down one page"),
+    ]
+
+    COMPONENT_CLASSES = {
+        "ladder--cursor", "ladder--time", "ladder--axis", "ladder--gap", "ladder--segment",
+        "ladder--ack", "ladder--op", "ladder--held", "ladder--delack", "ladder--timer",
+        "ladder--note", "ladder--measured", "ladder--ghost",
+    }
+
+    DEFAULT_CSS = """
+    Ladder {
+        background: $surface;
+        color: $foreground;
+        overflow-x: hidden;
+        overflow-y: scroll;
+        scrollbar-size-vertical: 1;
+        & > .ladder--cursor { background: $primary-muted; text-style: bold; }
+        & > .ladder--time { color: $foreground-muted; }
+        & > .ladder--axis { color: $foreground-muted; }
+        & > .ladder--gap { color: $warning; text-style: italic; }
+        & > .ladder--segment { color: $primary-lighten-2; text-style: bold; }
+        & > .ladder--ack { color: $secondary-lighten-1; }
+        & > .ladder--op { color: $success; }
+        & > .ladder--held { color: $warning; text-style: bold; }
+        & > .ladder--delack { color: $error-lighten-1; text-style: bold; }
+        & > .ladder--timer { color: $error; }
+        & > .ladder--note { color: $foreground-muted; text-style: italic; }
+        & > .ladder--measured { color: $success-lighten-2; }
+        & > .ladder--ghost { color: $foreground-disabled; }
+        &:focus { background-tint: $foreground 4%; }
+    }
+    """
+
+    cursor: reactive[int] = reactive(0, init=False)
+    """Index of the selected row."""
+    scale: reactive[Scale] = reactive(Scale, init=False)
+    """Time axis: compressed gaps or linear zoom."""
+    show_ghost: reactive[bool] = reactive(True, init=False)
+    """Draw the previous run's segments faintly."""
+
+    class StepChanged(Message):
+        """The cursor moved to another row."""
+
+        def __init__(self, ladder: Ladder, index: int, row: Row | None) -> None:
+            super().__init__()
+            self.ladder = ladder
+            self.index = index
+            self.row = row
+
+        @property
+        def control(self) -> Ladder:
+            return self.ladder
+
+    class RowClicked(Message):
+        """The user clicked a line; ``index`` is the row drawn there (or just above)."""
+
+        def __init__(self, ladder: Ladder, index: int) -> None:
+            super().__init__()
+            self.ladder = ladder
+            self.index = index
+
+        @property
+        def control(self) -> Ladder:
+            return self.ladder
+
+    def __init__(self, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.rows: list[Row] = []
+        self.bars: list[Bar] = []
+        self.layout_: LadderLayout = LadderLayout([], Scale())
+        self._arrows: list[_Arrow] = []
+        self._arrow_y0: list[int] = []
+        self._max_span = 0
+        self._bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
+        self._overlays: dict[str, list[SegmentRecord]] = {}
+        self._cache: LRUCache[int, Strip] = LRUCache(1024)
+        self._styles: dict[str, Style] = {}
+        self._cols: _Cols | None = None
+        self.placeholder = "simulating…"
+
+    # ------------------------------------------------------------------ data
+    def set_rows(self, rows: list[Row], bars: list[Bar], cursor: int = 0) -> None:
+        """Show a new run; the cursor moves to ``cursor`` (clamped)."""
+        self.rows = rows
+        self.bars = bars
+        self._relayout()
+        self.set_reactive(Ladder.cursor, self.validate_cursor(cursor))
+        self.scroll_to_cursor(center=True)
+        self.post_message(self.StepChanged(self, self.cursor, self.current_row))
+
+    def set_overlay(self, name: str, segments: list[SegmentRecord] | None) -> None:
+        """Extra segments drawn under the simulated ones ("measured" or "ghost")."""
+        if segments is None:
+            self._overlays.pop(name, None)
+        else:
+            self._overlays[name] = segments
+        self._build_arrows()
+        self._invalidate()
+
+    def overlay(self, name: str) -> list[SegmentRecord] | None:
+        return self._overlays.get(name)
+
+    @property
+    def current_row(self) -> Row | None:
+        return self.rows[self.cursor] if self.rows else None
+
+    def row_index_at_time(self, t: int) -> int:
+        return max(0, bisect.bisect_left(self.layout_.times, t) - 1)
+
+    def _relayout(self) -> None:
+        self.layout_ = LadderLayout([r.t for r in self.rows], self.scale)
+        bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
+        for side in Side:
+            mine = [b for b in self.bars if b.side is side]
+            ys = [(self.layout_.line_of_time(b.start), self.layout_.line_of_time(b.end), b)
+                  for b in mine]
+            ys.sort(key=lambda v: v[0])
+            y0s = [v[0] for v in ys]
+            reach: list[int] = []
+            top = -1
+            for v in ys:
+                top = max(top, v[1])
+                reach.append(top)
+            bar_lines[side] = (y0s, [v[1] for v in ys], reach, [v[2] for v in ys])
+        self._bar_lines = bar_lines
+        self._build_arrows()
+        self.virtual_size = Size(0, self.layout_.height)
+        self._invalidate()
+
+    def _build_arrows(self) -> None:
+        lay = self.layout_
+        arrows: list[_Arrow] = []
+        for name, segs in self._overlays.items():
+            cls = f"ladder--{name}"
+            run = "┄" if name == "measured" else "─"
+            for s in segs:
+                y0 = lay.line_of_time(s.t)
+                y1 = max(y0, lay.line_of_time(s.arrive if s.arrive is not None else s.t))
+                arrows.append(_Arrow(y0, y1, s.src, "", cls, run))
+        for i, row in enumerate(self.rows):
+            seg = row.segment
+            if seg is None:
+                continue
+            y0 = lay.row_y[i]
+            y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
+            cls = "ladder--segment" if seg.length else "ladder--ack"
+            arrows.append(_Arrow(y0, y1, seg.src, seg.label(), cls, "─"))
+        arrows.sort(key=lambda a: a.y0)
+        self._arrows = arrows
+        self._arrow_y0 = [a.y0 for a in arrows]
+        self._max_span = max((a.y1 - a.y0 for a in arrows), default=0)
+
+    def _invalidate(self) -> None:
+        self._cache.clear()
+        self.refresh()
+
+    # ------------------------------------------------------------------ reactives
+    def validate_cursor(self, value: int) -> int:
+        return max(0, min(value, len(self.rows) - 1)) if self.rows else 0
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        rh = self.scale.row_height
+        for index in (old, new):
+            if 0 <= index < len(self.layout_.row_y):
+                y = self.layout_.row_y[index]
+                for line in range(y, y + rh):
+                    self._cache.discard(line)
+                self.refresh_lines(y, rh)
+        self.scroll_to_cursor()
+        self.post_message(self.StepChanged(self, new, self.current_row))
+
+    def watch_scale(self) -> None:
+        keep = self.cursor
+        self._relayout()
+        self.scroll_to_cursor(center=True)
+        self.cursor = keep
+
+    def watch_show_ghost(self) -> None:
+        self._invalidate()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._cache.clear()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._cols = None
+        self._cache.clear()
+
+    def scroll_to_cursor(self, center: bool = False) -> None:
+        if not self.rows or not self.size.height:
+            return
+        y = self.layout_.row_y[self.cursor]
+        height = self.scrollable_content_region.height
+        top = int(self.scroll_offset.y)
+        margin = min(4, height // 4)
+        if center or y < top + 1 or y + self.scale.row_height > top + height - margin:
+            self.scroll_to(y=max(0, y - height // 3), animate=False, immediate=True)
+
+    # ------------------------------------------------------------------ mouse
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or not self.rows:
+            return
+        line = offset.y + int(self.scroll_offset.y)
+        self.post_message(self.RowClicked(self, self.layout_.row_at_line(line)))
+
+    # ------------------------------------------------------------------ drawing
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(name, partial=True)
+        return style
+
+    def _columns(self, width: int) -> _Cols:
+        if self._cols is None or self._cols.sl_x + self._cols.side_w != width:
+            last = self.layout_.times[-1] if self.layout_.times else 0
+            time_w = max(8, len(f"{last / 1000:.3f}") + 1)
+            self._cols = _Cols.fit(width, time_w)
+        return self._cols
+
+    def render_line(self, y: int) -> Strip:
+        line = y + int(self.scroll_offset.y)
+        width = self.scrollable_content_region.width
+        strip = self._cache.get(line)
+        if strip is None or strip.cell_length != width:
+            strip = self._render_full(line, width)
+            self._cache.set(line, strip)
+        return strip
+
+    def _render_full(self, line: int, width: int) -> Strip:
+        base = self.rich_style
+        canvas = _Canvas(width, base)
+        if not self.rows:
+            if line == 1:
+                canvas.put(2, self.placeholder, base + self._style("ladder--note"))
+            return canvas.strip()
+        if line >= self.layout_.height:
+            return canvas.strip()
+        cols = self._columns(width)
+        lay = self.layout_
+        index = lay.row_at_line(line)
+        row_line = lay.row_y[index] == line
+        gap_line = line >= lay.row_y[index] + lay.scale.row_height
+        axis = "┊" if gap_line and lay.scale.compressed else "│"
+        axis_style = base + self._style("ladder--axis")
+        canvas.put(cols.ca_x, axis, axis_style)
+        canvas.put(cols.sa_x, axis, axis_style)
+        first_gap = gap_line and line == lay.row_y[index] + lay.scale.row_height
+        self._draw_bars(canvas, cols, line, first_gap)
+        self._draw_arrows(canvas, cols, line)
+        row = self.rows[index]
+        if row_line:
+            self._draw_row(canvas, cols, row)
+        elif gap_line and line == lay.row_y[index] + lay.scale.row_height and \
+                index + 1 < len(self.rows):
+            gap = self.rows[index + 1].t - row.t
+            if gap >= 1000:
+                text = f"+{gap / 1000:.1f}ms"
+                canvas.put(cols.time_w - 1 - len(text), text, base + self._style("ladder--gap"))
+        if index == self.cursor and not gap_line:
+            canvas.put(0, "▶", base + self._style("ladder--segment"))
+            canvas.overlay(self._style("ladder--cursor"))
+        return canvas.strip()
+
+    def _draw_row(self, canvas: _Canvas, cols: _Cols, row: Row) -> None:
+        base = self.rich_style
+        text = f"{row.t / 1000:.3f}"
+        canvas.put(cols.time_w - 1 - len(text), text, base + self._style("ladder--time"))
+        client = row.side is Side.CLIENT
+        axis_x = cols.ca_x if client else cols.sa_x
+        if row.kind is RowKind.SEGMENT:
+            seg = row.segment
+            cls = "ladder--segment" if seg is not None and seg.length else "ladder--ack"
+            canvas.put(axis_x, "●", base + self._style(cls))
+            return
+        style = base + self._style(_ROW_CLASS.get(row.kind, "ladder--note"))
+        if row.kind is RowKind.OP and row.op is not None:
+            mark = {"write": "◆", "writev": "◆", "read": "◇"}.get(row.op.op, "•")
+            canvas.put(axis_x, mark, style)
+        label = _fit(row.label, cols.side_w - 1)
+        if client:
+            canvas.put(cols.cg_x - 1 - len(label), label, style)
+        else:
+            canvas.put(cols.sl_x + 1, label, style)
+
+    def _draw_bars(self, canvas: _Canvas, cols: _Cols, line: int, first_gap: bool) -> None:
+        base = self.rich_style
+        for side in Side:
+            y0s, y1s, reach, bars = self._bar_lines.get(side, ([], [], [], []))
+            i = bisect.bisect_right(y0s, line) - 1
+            best: Bar | None = None
+            while i >= 0 and reach[i] >= line:
+                if line <= y1s[i] and (best is None or bars[i].what == "hold"):
+                    best = bars[i]
+                i -= 1
+            if best is None:
+                continue
+            style = base + self._style(_BAR_CLASS.get(best.what, "ladder--timer"))
+            gutter = cols.cg_x if side is Side.CLIENT else cols.sg_x
+            canvas.put(gutter, "┃", style)
+            if first_gap:
+                label = _fit(best.label, cols.side_w - 1)
+                if side is Side.CLIENT:
+                    canvas.put(cols.cg_x - 1 - len(label), label, style)
+                else:
+                    canvas.put(cols.sl_x + 1, label, style)
+
+    def _draw_arrows(self, canvas: _Canvas, cols: _Cols, line: int) -> None:
+        lo = bisect.bisect_left(self._arrow_y0, line - self._max_span)
+        hi = bisect.bisect_right(self._arrow_y0, line)
+        base = self.rich_style
+        labels: list[tuple[_Arrow, Style]] = []
+        w = cols.wire_w
+        for arrow in self._arrows[lo:hi]:
+            if arrow.y1 < line:
+                continue
+            if arrow.cls == "ladder--ghost" and not self.show_ghost:
+                continue
+            style = base + self._style(arrow.cls)
+            k, i = arrow.y1 - arrow.y0, line - arrow.y0
+            cells = _stair(k, i, w, arrow.line)
+            rtl = arrow.src is Side.SERVER
+            for x, ch in cells:
+                if rtl:
+                    x, ch = w - 1 - x, ch.translate(_MIRROR)
+                canvas.put(cols.wire_x + x, ch, style)
+            if i == 0 and arrow.label:
+                labels.append((arrow, style))
+        for arrow, style in labels:
+            label = _fit(arrow.label, max(1, w - 3))
+            x = 1 if arrow.src is Side.CLIENT else w - 2 - len(label)
+            canvas.put(cols.wire_x + x, label, style, limit=cols.wire_x + w)
+
+
+def _stair(k: int, i: int, w: int, run: str) -> list[tuple[int, str]]:
+    """Cells (x, char) of line ``i`` of an arrow spanning ``k + 1`` lines, left to right."""
+    if w <= 1:
+        return [(0, "▶")] if i == k else []
+    if k + 1 <= w:
+        bounds = [round((j + 1) * (w - 1) / (k + 1)) for j in range(k + 1)]
+        a = 0 if i == 0 else bounds[i - 1] + 1
+        b = bounds[i]
+        cells = [(x, run) for x in range(a, b + 1)]
+        if not cells:
+            return []
+        if i > 0:
+            cells[0] = (a, "╰")
+        if i < k:
+            cells[-1] = (b, "╮" if b > a or i == 0 else "│")
+        else:
+            cells[-1] = (b, "▶")
+        return cells
+    x = round(i * (w - 1) / k)
+    if i == 0:
+        return [(0, run)]
+    return [(x, "▶" if i == k else "╲")]

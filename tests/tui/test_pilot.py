@@ -1,0 +1,363 @@
+"""Behaviour of the TUI driven with Pilot (App.run_test)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from textual.widgets import Markdown, Static
+
+from nagle_sim.render.rows import RowKind
+from nagle_sim.scenario import ScenarioError, load
+from nagle_sim.tui.app import NagleApp
+from nagle_sim.tui.screens.help import HelpScreen
+from nagle_sim.tui.screens.lesson import LessonScreen
+from nagle_sim.tui.screens.question import QuestionScreen
+from nagle_sim.tui.screens.sandbox import SandboxScreen
+from nagle_sim.tui.widgets.explain import ExplainPanel
+from nagle_sim.tui.widgets.ladder import Ladder
+
+from .conftest import FIXTURES, settle
+
+MakeApp = Callable[..., NagleApp]
+
+
+def _record_notes(app: NagleApp) -> list[str]:
+    notes: list[str] = []
+    original = app.notify
+
+    def notify(message: str, **kwargs: object) -> None:
+        notes.append(message)
+        original(message, **kwargs)  # type: ignore[arg-type]
+
+    app.notify = notify  # type: ignore[method-assign]
+    return notes
+
+
+def _text(app: NagleApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+async def _open_first_lesson(pilot) -> Ladder:  # type: ignore[no-untyped-def]
+    await pilot.press("enter")
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, LessonScreen)
+    return pilot.app.screen.query_one(Ladder)
+
+
+async def test_enter_opens_the_lesson_with_prose_and_a_ladder(make_app: MakeApp) -> None:
+    """Lesson 01: the lesson screen shows prose beside a simulated ladder."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        assert ladder.rows and ladder.cursor == 0
+        assert app.screen.query_one(Markdown)
+        latency = re.search(r"per-request latency ([\d.]+) ms", _text(app, "#diff"))
+        assert latency and float(latency.group(1)) > 30, "the delayed-ACK stall shows"
+
+
+async def test_arrows_step_forward_and_back_home_and_end(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("right", "right", "right")
+        assert ladder.cursor == 3
+        await pilot.press("left")
+        assert ladder.cursor == 2
+        await pilot.press("end")
+        assert ladder.cursor == len(ladder.rows) - 1
+        await pilot.press("right")
+        assert ladder.cursor == len(ladder.rows) - 1
+        await pilot.press("home")
+        assert ladder.cursor == 0
+
+
+async def test_n_jumps_to_the_stall_and_explains_what_is_held(make_app: MakeApp) -> None:
+    """Lesson 01: the first stall is Nagle holding the 7-byte write."""
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("n")
+        row = ladder.current_row
+        assert row is not None and row.kind is RowKind.HOLD and row.code == "NAGLE_HOLD"
+        explain = str(app.screen.query_one(ExplainPanel).render())
+        assert "Nagle" in explain and "delayed ACK" in explain
+        first = ladder.cursor
+        await pilot.press("n")
+        assert ladder.cursor > first
+        await pilot.press("N")
+        assert ladder.cursor == first
+
+
+async def test_toggling_nodelay_resimulates_and_shows_the_latency_change(
+        make_app: MakeApp) -> None:
+    """Lesson 01: TCP_NODELAY removes the 44 ms wait."""
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        before = len(ladder.rows)
+        await pilot.press("d")
+        await settle(pilot)
+        diff = _text(app, "#diff")
+        change = re.match(r"per-request latency ([\d.]+) ms → ([\d.]+) ms", diff)
+        assert change, diff
+        assert float(change.group(1)) > 30 > 1 > float(change.group(2)), diff
+        assert "segments" in diff
+        assert len(ladder.rows) != before
+        assert ladder.overlay("ghost"), "previous run stays visible as a ghost"
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        assert screen.result is not None and screen.result.scenario.client.options.nodelay
+
+
+async def test_clicking_the_chip_also_toggles(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.click("#chip-client-nodelay")
+        await settle(pilot)
+        assert "→" in _text(app, "#diff")
+
+
+async def test_clicking_a_ladder_line_selects_that_row(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.click(Ladder, offset=(60, 6))
+        await pilot.pause()
+        assert ladder.cursor == ladder.layout_.row_at_line(5 + int(ladder.scroll_offset.y))
+        assert ladder.cursor > 0
+
+
+async def test_a_prediction_is_asked_before_the_cursor_passes_its_time(
+        make_app: MakeApp) -> None:
+    """Lesson 01 asks when the 7-byte segment leaves before showing it."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("end")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("2")
+        verdict = str(app.screen.query_one("#verdict", Static).render())
+        assert verdict.startswith("Right.")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, LessonScreen)
+        assert app.screen.answers == {0: 1}
+        assert ladder.cursor == len(ladder.rows) - 1
+        await pilot.press("home", "end")
+        assert not isinstance(app.screen, QuestionScreen), "each question is asked once"
+
+
+async def test_a_wrong_prediction_reveals_the_right_answer(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.press("end")
+        await pilot.pause()
+        await pilot.press("1")
+        verdict = str(app.screen.query_one("#verdict", Static).render())
+        assert "Not quite" in verdict and "delayed ACK" in verdict
+
+
+async def test_a_missing_file_shows_the_cli_message_and_keeps_running(
+        make_app: MakeApp, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ScenarioError) as cli:
+        load(missing)
+    app = make_app(path=str(missing))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)
+        assert str(cli.value) in _text(app, "#diff")
+        await pilot.press("right", "d")   # nothing to step or toggle: must not crash
+        await settle(pilot)
+        assert app.is_running
+
+
+async def test_a_bad_scenario_shows_the_same_one_line_error(make_app: MakeApp) -> None:
+    bad = FIXTURES / "bad.toml"
+    with pytest.raises(ScenarioError) as cli:
+        load(bad)
+    app = make_app(path=str(bad))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert str(cli.value) in _text(app, "#diff")
+        # fix it in the editor and run again
+        editor = app.screen.query_one("#editor")
+        editor.text = (FIXTURES / "lessons" / "02-quick" / "scenario.toml").read_text()  # type: ignore[attr-defined]
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert app.screen.query_one(Ladder).rows
+        assert "error" not in _text(app, "#diff")
+
+
+async def test_an_impossible_what_if_is_an_error_not_a_crash(make_app: MakeApp) -> None:
+    """CORK does not exist on Windows: the loader's message is shown, the old run stays."""
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        rows = ladder.rows
+        await pilot.press("c")
+        await settle(pilot)
+        for _ in range(2):  # linux → linux-5.4 → windows
+            await pilot.press("o")
+            await settle(pilot)
+        assert "has no TCP_CORK" in _text(app, "#diff")
+        assert ladder.rows and ladder.rows is not rows
+
+
+async def test_real_run_is_offered_only_when_a_runner_is_injected(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        assert app.screen.check_action("run_real", ()) is False
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Run on real sockets" not in titles
+
+
+async def test_real_run_overlays_measured_segments_with_the_time_difference(
+        make_app: MakeApp, sim: Callable) -> None:  # type: ignore[type-arg]
+    def fake_real(scenario):  # type: ignore[no-untyped-def]
+        trace = sim(scenario)
+        trace.source = "realnet"
+        trace.segments = [replace(s, t=s.t + 120) for s in trace.segments]
+        return trace
+
+    app = make_app(ask_questions=False, run_real=fake_real)
+    async with app.run_test(size=(120, 40)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert ladder.overlay("measured")
+        while ladder.current_row is not None and ladder.current_row.segment is None:
+            await pilot.press("right")
+        explain = str(app.screen.query_one(ExplainPanel).render())
+        assert "Δ +0.120 ms" in explain
+
+
+async def test_export_without_the_module_says_so(make_app: MakeApp,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "nagle_sim.export", None)
+    app = make_app(ask_questions=False)
+    notes = _record_notes(app)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        assert any("not available" in n for n in notes)
+
+
+async def test_export_calls_export_default_and_lists_the_paths(
+        make_app: MakeApp, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls = []
+    module = types.ModuleType("nagle_sim.export")
+
+    def export_default(trace, scenario_path):  # type: ignore[no-untyped-def]
+        calls.append(scenario_path)
+        return [tmp_path / "out.svg"]
+
+    module.export_default = export_default  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "nagle_sim.export", module)
+    import nagle_sim
+    monkeypatch.setattr(nagle_sim, "export", module, raising=False)
+    app = make_app(ask_questions=False)
+    notes = _record_notes(app)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        assert calls and calls[0].name == "scenario.toml"
+        assert any("out.svg" in n for n in notes)
+
+
+async def test_help_lists_every_binding(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = app.screen.query_one(Markdown).source
+        for needle in ("Next stall", "NODELAY", "Play/Pause", "Contrast", "Projector"):
+            assert needle in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, LessonScreen)
+
+
+async def test_play_advances_and_pauses(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("full_stop", "full_stop", "full_stop", "full_stop", "space")
+        await pilot.pause(0.3)
+        await pilot.press("space")
+        moved = ladder.cursor
+        assert moved > 0
+        await pilot.pause(0.2)
+        assert ladder.cursor == moved
+
+
+async def test_themes_projector_and_zoom(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("f2")
+        assert app.theme == "nagle-high-contrast"
+        await pilot.press("f2")
+        assert app.theme != "nagle-high-contrast"
+        await pilot.press("f3")
+        assert ladder.scale.row_height == 2 and app.has_class("-projector")
+        await pilot.press("z")
+        assert not ladder.scale.compressed
+        height = ladder.layout_.height
+        await pilot.press("minus")
+        assert ladder.layout_.height < height
+
+
+def test_every_binding_has_an_id_and_a_tooltip() -> None:
+    from textual.binding import Binding
+
+    from nagle_sim.tui.screens import (
+        help,
+        lesson_list,
+        open_file,
+        question,
+        run,
+        sandbox,
+    )
+
+    classes = [NagleApp, Ladder, help.HelpScreen, lesson_list.LessonListScreen,
+               open_file.OpenFileScreen, question.QuestionScreen, run.RunScreen,
+               sandbox.SandboxScreen]
+    for cls in classes:
+        for b in cls.BINDINGS:
+            assert isinstance(b, Binding)
+            assert b.id and b.tooltip, f"{cls.__name__}: {b.key}"
+
+
+async def test_command_palette_has_the_main_actions(make_app: MakeApp) -> None:
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for title in ("Next stall", "Toggle client TCP_NODELAY", "Export trace",
+                      "High-contrast theme", "Projector mode", "Help: key bindings"):
+            assert title in titles
+
+
+def test_the_tui_imports_neither_simpy_nor_realnet() -> None:
+    import subprocess
+
+    code = ("import sys, nagle_sim.tui.app, nagle_sim.tui.serve, nagle_sim.tui.screenshot;"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('simpy', 'realnet')];"
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
