@@ -64,6 +64,10 @@ class StackProfile:
     rto_initial_us: int = 1_000_000
     """TCP_TIMEOUT_INIT (RFC 6298)."""
     rto_max_us: int = 120_000_000
+    tail_loss_probe: bool = True
+    """net.ipv4.tcp_early_retrans=3: tail loss probes (needs SACK, on between Linux hosts)."""
+    timeout_min_j: int = 2
+    """TCP_TIMEOUT_MIN (jiffies), added to 2·SRTT for a loss probe with >1 packet out."""
     init_cwnd: int = 10
     """TCP_INIT_CWND, RFC 6928."""
     slow_start_after_idle: bool = True
@@ -128,6 +132,7 @@ LINUX = StackProfile(
         "net/ipv4/tcp.c: tcp_push, __tcp_cleanup_rbuf, __tcp_sock_set_quickack",
         "include/net/tcp.h: TCP_DELACK_MIN, TCP_MAX_QUICKACKS, TCP_INIT_CWND",
         "commit 4d8f24eeedc5 (2022): TCP_PINGPONG_THRESH back to 1",
+        "net/ipv4/tcp_output.c: tcp_schedule_loss_probe, tcp_send_loss_probe (TLP)",
         "measured on this project's 6.18 kernel: shared/reference/seed-scenarios.md",
     ),
     unverified=("syscall_us, tx_segment_us, host_latency_us, wakeup_us are loopback orders "
@@ -160,7 +165,8 @@ WINDOWS = LINUX.with_overrides(
     ),
     unverified=("Nagle variant (RFC 896 assumed, not Minshall)",
                 "no quick-ACK or ping-pong logic", "timer granularity (exact 200 ms assumed)",
-                "initial cwnd 10", "minimum RTO 300 ms (MinRto; Windows docs of the Vista era)"),
+                "initial cwnd 10", "minimum RTO 300 ms (MinRto; Windows docs of the Vista era)",
+                "no tail loss probe"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -169,6 +175,7 @@ WINDOWS = LINUX.with_overrides(
     classic_ack_every=2,
     autocorking=False,
     rto_min_us=300_000,
+    tail_loss_probe=False,
 )
 
 FREEBSD = LINUX.with_overrides(
@@ -186,6 +193,7 @@ FREEBSD = LINUX.with_overrides(
     supports_quickack=False,
     classic_delack_us=40_000,
     autocorking=False,
+    tail_loss_probe=False,
 )
 
 MACOS = LINUX.with_overrides(
@@ -206,6 +214,7 @@ MACOS = LINUX.with_overrides(
     classic_delack_us=100_000,
     classic_ack_psh_at_once=True,
     autocorking=False,
+    tail_loss_probe=False,
 )
 
 PROFILES: dict[str, StackProfile] = {

@@ -145,6 +145,8 @@ class Endpoint:
         self.fin_queued = False
         self._tx_busy_until = -1
         self._last_hold: Reason | None = None
+        self.tlp_high_seq = 0
+        self.in_loss = False     # icsk_ca_state == TCP_CA_Loss after an RTO
 
         # receive side
         self.rcv_nxt = 0
@@ -408,8 +410,9 @@ class Endpoint:
             self._check_probe_timer(now)
 
     def _write_xmit(self, now: int, nonagle: int, why: Reason, push_one: bool = False,
-                    more: bool = False) -> bool:
+                    more: bool = False, loss_probe: bool = False) -> bool:
         """tcp_write_xmit. Returns True if nothing is in flight and data stays queued."""
+        sent = 0
         while self.queue:
             skb = self.queue[0]
             fin_only = skb.fin and skb.length == 0
@@ -428,8 +431,11 @@ class Endpoint:
                     self._hold(now, hold, self._hold_detail(hold))
                 break
             self._send_skb(now, skb, why)
+            sent += 1
             if push_one:
                 break
+        if sent and not loss_probe:
+            self._schedule_loss_probe(now, advancing_rto=False)
         return not self.rtx and bool(self.queue)
 
     def _nagle_hold_reason(self, skb: _Skb, nonagle: int, more: bool) -> Reason | None:
@@ -476,7 +482,7 @@ class Endpoint:
             self.snd_sml = skb.end   # tcp_minshall_update
         self._tx_busy_until = now + self._tx_complete_us
         self._transmit(now, flags, skb.seq, skb.length, why)
-        if prior == 0:
+        if prior == 0 or Timer.TLP in self.timers:   # tcp_event_new_data_sent
             self._rearm_rto(now)
 
     _tx_complete_us = 0
@@ -489,14 +495,38 @@ class Endpoint:
         """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot). Re-arming
         on every ACK is routine, so only the probe-timer cancellation is traced."""
         self._cancel(now, Timer.PROBE0)
+        self.timers.pop(Timer.TLP, None)
         if self.rtx:
             self.timers[Timer.RTO] = Micros(self._rto_at(now))
         else:
             self.timers.pop(Timer.RTO, None)
 
+    def _schedule_loss_probe(self, now: int, advancing_rto: bool) -> bool:
+        """tcp_schedule_loss_probe: probe after 2·SRTT (+ TCP_RTO_MIN with one packet out,
+        + TCP_TIMEOUT_MIN otherwise), but no later than the RTO would fire. Re-armed after
+        every send and every ACK, so it is not traced; only a probe that fires is."""
+        p = self.profile
+        if not p.tail_loss_probe or not self.rtx or self.in_loss:
+            return False
+        if self.srtt_us:
+            timeout_j = p.us_to_jiffies(2 * self.srtt_us) + (
+                p.us_to_jiffies(p.rto_min_us) if len(self.rtx) == 1 else p.timeout_min_j)
+        else:
+            timeout_j = p.us_to_jiffies(p.rto_initial_us)
+        if advancing_rto:
+            rto_delta = self._rto_j * p.tick_us
+        else:   # tcp_rto_delta_us: RTO measured from the oldest unACKed segment's send
+            rto_delta = self.rtx[0].sent_at + self._rto_j * p.tick_us - now
+        if rto_delta > 0:
+            timeout_j = min(timeout_j, p.us_to_jiffies(rto_delta))
+        self.timers.pop(Timer.RTO, None)
+        self.timers[Timer.TLP] = Micros(self._jiffy_timer_at(now, self._jiffies(now) + timeout_j))
+        return True
+
     def _check_probe_timer(self, now: int) -> None:
         """tcp_check_probe_timer: arm at tcp_probe0_base = max(RTO, TCP_RTO_MIN)."""
-        if self.rtx or Timer.PROBE0 in self.timers or Timer.RTO in self.timers:
+        if self.rtx or Timer.PROBE0 in self.timers or Timer.RTO in self.timers \
+                or Timer.TLP in self.timers:
             return
         base_j = max(self._rto_j, self.profile.us_to_jiffies(self.profile.rto_min_us))
         at = self._jiffy_timer_at(now, self._jiffies(now) + (base_j << self.backoff))
@@ -697,7 +727,12 @@ class Endpoint:
                 self._rtt_sample(now, sample)
             self.backoff = 0
             self._grow_cwnd(now, acked, prior_packets)
-            self._rearm_rto(now)
+            if self.tlp_high_seq and seg.ack >= self.tlp_high_seq:
+                self.tlp_high_seq = 0          # the probe's episode is over
+            if not self.rtx:
+                self.in_loss = False
+            if not self._schedule_loss_probe(now, advancing_rto=True):   # tcp_set_xmit_timer
+                self._rearm_rto(now)
             if self.fin_queued and self.snd_una == self.write_seq:
                 if self.state is State.FIN_WAIT1:
                     self._set_state(now, State.FIN_WAIT2)
@@ -905,7 +940,8 @@ class Endpoint:
 
     # ------------------------------------------------------------------ timers
     _FIRED = {Timer.DELACK: Reason.DELACK_FIRED, Timer.PROBE0: Reason.PROBE0_RELEASE,
-              Timer.RTO: Reason.RETRANSMIT, Timer.TSQ: Reason.TSQ_RELEASE}
+              Timer.RTO: Reason.RETRANSMIT, Timer.TSQ: Reason.TSQ_RELEASE,
+              Timer.TLP: Reason.LOSS_PROBE}
 
     def on_deadline(self, now: int) -> None:
         """Fire every timer due at or before ``now``; nothing if none is due."""
@@ -920,6 +956,8 @@ class Endpoint:
                 self._probe_timer(now)
             elif timer is Timer.RTO:
                 self._rto_timer(now)
+            elif timer is Timer.TLP:
+                self._loss_probe(now)
             else:
                 self._push_pending(now, self.nonagle, Reason.TSQ_RELEASE)
 
@@ -968,6 +1006,25 @@ class Endpoint:
         self._transmit(now, flags, head.seq, head.length, Reason.PROBE0_RELEASE)
         self._rearm_rto(now)
 
+    def _loss_probe(self, now: int) -> None:
+        """tcp_send_loss_probe: one probe per tail-loss episode. New data goes first, with
+        Nagle off (TCP_NAGLE_OFF); otherwise the last sent segment is sent again."""
+        if not self.tlp_high_seq:
+            head = self.queue[0] if self.queue else None
+            if head is not None and head.seq + head.length <= self.snd_una + self.snd_wnd:
+                before = self.packets_out
+                self._write_xmit(now, Nonagle.OFF, Reason.LOSS_PROBE, push_one=True,
+                                 loss_probe=True)
+                if self.packets_out > before:
+                    self.tlp_high_seq = self.snd_nxt
+            elif self.rtx:
+                last = self.rtx[-1]
+                last.retransmitted = True
+                flags = (PSH if last.psh else 0) | (FIN if last.fin else 0)
+                self._transmit(now, flags, last.seq, last.length, Reason.LOSS_PROBE)
+                self.tlp_high_seq = self.snd_nxt
+        self._rearm_rto(now)
+
     def _rto_timer(self, now: int) -> None:
         """tcp_retransmit_timer: resend the oldest unACKed segment, back off, cwnd 1."""
         if self.state is State.SYN_SENT:
@@ -984,6 +1041,7 @@ class Endpoint:
             return
         skb = self.rtx[0]
         skb.retransmitted = True
+        self.in_loss = True
         self.ssthresh = max(self.packets_out // 2, 2)
         self.cwnd = 1
         flags = (PSH if skb.psh else 0) | (

@@ -87,6 +87,7 @@ class Timer(Enum):
     DELACK = "delack"     # icsk_delack_timer (tcp_delack_timer_handler)
     PROBE0 = "probe0"     # ICSK_TIME_PROBE0: also what releases CORK / MSG_MORE data
     RTO = "rto"           # ICSK_TIME_RETRANS
+    TLP = "tlp"           # ICSK_TIME_LOSS_PROBE (shares the RTO's icsk_pending slot)
     TSQ = "tsq"           # TX completion of an autocorked packet (tcp_tsq_handler)
 
 
@@ -113,6 +114,8 @@ class Reason(Enum):
     TSQ_RELEASE = "the earlier packet left the device: the autocorked data follows"
     CLOSE_PUSH = "close(): the FIN pushes everything queued, Nagle or not"
     RETRANSMIT = "retransmission timer fired: resend the oldest unACKed segment"
+    LOSS_PROBE = ("tail loss probe: no ACK within about 2 x SRTT, so send new data (Nagle "
+                  "ignored) or the last segment again to draw an ACK (tcp_send_loss_probe)")
     HANDSHAKE = "three-way handshake"
     RESET = "close() with unread data: the kernel resets the connection"
     WINDOW_PROBE = "zero window: probe the peer"
@@ -219,6 +222,7 @@ SHORT: dict[Reason, str] = {
     Reason.NODELAY_PUSH: "NODELAY push", Reason.UNCORK_PUSH: "uncork push",
     Reason.PROBE0_RELEASE: "probe timer release", Reason.TSQ_RELEASE: "after TX completion",
     Reason.CLOSE_PUSH: "close", Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
+    Reason.LOSS_PROBE: "tail loss probe",
     Reason.RESET: "reset", Reason.WINDOW_PROBE: "window probe",
     Reason.QUICKACK_MODE: "quick ACK", Reason.FULL_FRAME: "> 1 MSS unACKed",
     Reason.DELACK_WAIT: "delayed ACK", Reason.DELACK_FIRED: "delayed ACK fired",
