@@ -1,0 +1,55 @@
+"""Headless real-socket run: ``python -m realnet scenario.toml [--json] [--set K=V]...``.
+
+Owns: the tiny command line used by CI jobs and by the TUI's subprocess runner. Prints the
+trace (JSON with --json, else the terminal ladder). Exit 0 ok, 1 the run failed (deadlock,
+error, limit), 2 bad input. Must not import textual or simpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nagle_sim.scenario import ScenarioError, load
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m realnet",
+                                     description="Run a scenario over real kernel sockets.")
+    parser.add_argument("file", help="scenario file (TOML)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                        help="override a scenario key (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print the trace as JSON")
+    parser.add_argument("--remote", metavar="HOST:PORT",
+                        help="run the server side on a `nagle-sim realnet serve`")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="whole-run limit (default: derived from the scenario)")
+    args = parser.parse_args(argv)
+    try:
+        from realnet.runner import run_real
+
+        scenario = load(args.file, args.set)
+        trace = run_real(scenario, remote=args.remote, timeout_s=args.timeout,
+                         progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        sys.stdout.write(trace.dumps() + "\n")
+    else:
+        from rich.console import Console
+
+        from nagle_sim.render.terminal import print_run
+
+        print_run(trace, Console(), limit=200, detail="normal")
+    if trace.outcome != "ok":
+        print(f"error: {trace.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

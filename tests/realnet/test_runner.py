@@ -1,0 +1,265 @@
+"""realnet.runner on the real kernel: S1-S4 reproduce what this kernel measured
+(seed-scenarios.md), deadlocks end, and nothing is left behind even after SIGKILL.
+
+Needs root + Linux (skipped otherwise, see conftest). Small sizes: a few seconds each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+if not sys.platform.startswith("linux"):
+    pytest.skip("realnet needs Linux", allow_module_level=True)
+
+from nagle_sim.model.events import Side
+from nagle_sim.scenario import load, loads
+from nagle_sim.summary import iterations
+from nagle_sim.trace import Trace
+from realnet import cleanup
+from realnet.runner import run_real
+
+pytestmark = [pytest.mark.realnet, pytest.mark.usefixtures("requires_root_netns")]
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+S3_CORK = ('client.script="repeat 20 { set cork on; repeat 15 { write 2 }; set cork off; '
+           'read 2 }"')
+S4_DEFAULT = 'client.script="repeat 4 { write 1; read 1; sleep 300ms }"'
+
+
+def real(name: str, *overrides: str) -> Trace:
+    trace = run_real(load(DATA / name, list(overrides)))
+    assert trace.outcome == "ok", trace.message
+    assert trace.segments, trace.meta.get("capture")
+    return trace
+
+
+def latencies_ms(trace: Trace) -> list[float]:
+    return [it.latency / 1000 for it in iterations(trace)]
+
+
+def data(trace: Trace, side: Side) -> list[int]:
+    return [s.length for s in trace.segments if s.src is side and s.length]
+
+
+def test_s1_split_writes_stall_on_delayed_ack() -> None:
+    """Lesson 03: first request fast (quick-ACK mode), then ≈ 44 ms each.
+
+    This VM sometimes fires the 11-jiffy delayed-ACK timer one jiffy late (48 ms), so each
+    later request is bounded by 40-49 ms and the median by 40-45 ms."""
+    lat = latencies_ms(real("s1_write_write_read.toml"))
+    assert len(lat) == 12
+    assert lat[0] < 1, lat
+    assert 40 <= statistics.median(lat[1:]) <= 45, lat
+    assert all(39 <= x <= 49 for x in lat[1:]), lat
+
+
+def test_s1_nodelay_is_fast() -> None:
+    """Lesson 04: TCP_NODELAY removes the stall."""
+    lat = latencies_ms(real("s1_write_write_read.toml", "client.nodelay=true"))
+    assert max(lat) < 1, lat
+
+
+def test_s3_default_fifteen_small_writes_then_two_plus_twenty_eight() -> None:
+    """Lesson 05: first message leaves as 15 × 2 B (quick ACKs), later ones as 2 B + 28 B."""
+    trace = real("s3_cork_vs_nodelay.toml")
+    lat = latencies_ms(trace)
+    assert len(lat) == 20 and lat[0] < 5, lat     # not stalled (15 Python sends ≈ 0.5 ms)
+    assert 40 <= statistics.median(lat[1:]) <= 45, lat
+    sizes = data(trace, Side.CLIENT)
+    assert sizes[:15] == [2] * 15, sizes[:20]
+    assert sizes[15:] == [2, 28] * 19, sizes[15:]
+
+
+def test_s3_cork_one_thirty_byte_segment_per_message() -> None:
+    trace = real("s3_cork_vs_nodelay.toml", S3_CORK)
+    assert data(trace, Side.CLIENT) == [30] * 20
+    assert max(latencies_ms(trace)) < 1
+
+
+def test_s3_nodelay_one_segment_per_write_loopback_does_not_autocork() -> None:
+    """On loopback TX completion is immediate, so autocorking never merges writes."""
+    trace = real("s3_cork_vs_nodelay.toml", "client.nodelay=true")
+    assert data(trace, Side.CLIENT) == [2] * 300
+    assert max(latencies_ms(trace)) < 2
+    assert trace.meta["tcp_autocorking"] == 1
+
+
+def _pure_ack_delays_ms(trace: Trace) -> list[float]:
+    """Client's pure ACK after each server data byte."""
+    out = []
+    for s in trace.segments:
+        if s.src is Side.SERVER and s.length:
+            ack = next(a for a in trace.segments if a.src is Side.CLIENT and a.t >= s.t
+                       and a.ack >= s.seq + s.length)
+            if not ack.length:
+                out.append((ack.t - s.t) / 1000)
+    return out
+
+
+S4_SERVER_STAYS = 'server.script="repeat 4 { read 1; write 1 }; sleep 500ms"'
+
+
+def test_s4_quickack_off_delays_the_ack_every_round() -> None:
+    """Lesson 06: TCP_QUICKACK=0 before each round → the pure ACK waits ≈ 40-44 ms.
+
+    The server stays open after the last round: a FIN right behind the last byte would be
+    re-sent by the tail-loss probe (~35 ms) and draw an early ACK (see test_compare)."""
+    delays = _pure_ack_delays_ms(real("s4_quickack.toml", S4_SERVER_STAYS))
+    assert len(delays) == 4 and all(39 <= d <= 49 for d in delays), delays
+
+
+def test_s4_default_acks_at_once() -> None:
+    delays = _pure_ack_delays_ms(real("s4_quickack.toml", S4_DEFAULT, S4_SERVER_STAYS))
+    assert len(delays) == 4 and all(d < 1 for d in delays), delays
+
+
+def test_s2_emulated_link_one_byte_then_nine_one_delay_later() -> None:
+    """Lesson 01: with ACKs 100 ms late, "0" leaves alone and "1".."9" one delay later."""
+    trace = real("s2_node_ten_bytes.toml", "link.to_server_delay_ms=100",
+                 'server.script="repeat 10 { write 1 }; sleep 300ms"')
+    assert trace.meta["link"] == "emulated"
+    sent = [s for s in trace.segments if s.src is Side.SERVER and s.length]
+    assert [s.length for s in sent] == [1, 9]
+    gap = (sent[1].t - sent[0].t) / 1000
+    assert 99 <= gap <= 110, gap
+    assert all(s.arrive is not None and s.arrive >= s.t for s in sent)
+    reads = [o for o in trace.ops if o.side is Side.CLIENT and o.op == "read"]
+    assert reads and reads[0].end is not None
+
+
+def test_ops_and_tcp_info_are_recorded() -> None:
+    trace = real("s4_quickack.toml")
+    ops = [(o.side, o.op) for o in trace.ops]
+    assert (Side.CLIENT, "connect") in ops and (Side.SERVER, "accept") in ops
+    assert sum(1 for o in trace.ops if o.op == "set") == 4
+    infos = [e for e in trace.events if e.kind == "tcp_info"]
+    assert infos and {"ato", "rtt", "rcv_mss", "snd_cwnd", "pingpong"} <= set(infos[0].data)
+    assert trace.meta["retransmissions"] == {"client": 0, "server": 0}
+    # seq/ack relative to each side's ISN: SYN at 0, data from 1
+    assert trace.segments[0].flags == "S" and trace.segments[0].seq == 0
+    assert Trace.from_json(json.loads(trace.dumps())).ops  # JSON round trip
+
+
+def test_getsockopt_quickack_result() -> None:
+    sc = loads('[client]\nscript = "get quickack; set quickack off; get quickack"\n'
+               '[server]\nscript = ""\n')
+    trace = run_real(sc)
+    assert [o.result for o in trace.ops if o.op == "get"] == ["1", "0"]
+
+
+def test_deadlock_ends_with_the_simulators_message() -> None:
+    sc = loads('[client]\nscript = "read 5"\n[server]\nscript = "read 5"\n', "dl.toml")
+    start = time.monotonic()
+    trace = run_real(sc)
+    assert time.monotonic() - start < 10
+    assert trace.outcome == "deadlock"
+    assert "deadlock: " in trace.message and "client waits for 5 more of 5 bytes" in trace.message
+
+
+def test_eof_is_an_error_like_the_simulator() -> None:
+    sc = loads('[client]\nscript = "read 5"\n[server]\nscript = "write 2"\n', "eof.toml")
+    trace = run_real(sc)
+    assert trace.outcome == "error"
+    assert "read 5 hit end of stream after 2 B" in trace.message
+
+
+def test_timeout_limits_the_run() -> None:
+    sc = loads('[client]\nscript = "sleep 5s"\n[server]\nscript = ""\n', "slow.toml")
+    trace = run_real(sc, timeout_s=0.5)
+    assert trace.outcome == "limit"
+
+
+def _spawn_runner(*args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "realnet", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+
+
+def _wait_for_namespaces(pid: int, timeout: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        names = cleanup.list_ours(owner_pid=pid).namespaces
+        if len(names) == 2:
+            return names
+        time.sleep(0.02)
+    raise AssertionError("the runner never created its namespaces")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2:].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def test_sigkilled_runner_leaves_nothing_that_cleanup_cannot_remove() -> None:
+    child = _spawn_runner(str(DATA / "s2_node_ten_bytes.toml"), "--json")
+    try:
+        names = _wait_for_namespaces(child.pid)
+        time.sleep(0.3)
+        kids = _children(child.pid)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    deadline = time.monotonic() + 5
+    while any(cleanup.pid_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [k for k in kids if cleanup.pid_alive(k)], "side/relay processes outlived it"
+    assert set(names) <= set(cleanup.list_stale().namespaces)
+    cleanup.remove_stale()
+    assert not set(names) & set(cleanup.list_namespaces())
+    for leftover in Path(tempfile.gettempdir()).glob(f"nsim-{child.pid}-*.json"):
+        leftover.unlink()   # the side logs a SIGKILLed runner never collected
+
+
+def test_ctrl_c_cleans_up() -> None:
+    child = _spawn_runner(str(DATA / "s2_node_ten_bytes.toml"), "--json")
+    try:
+        names = _wait_for_namespaces(child.pid)
+        time.sleep(0.3)
+        child.send_signal(signal.SIGINT)
+        assert child.wait(15) == 130
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    assert not set(names) & set(cleanup.list_namespaces())
+
+
+def test_without_capture_privileges_app_timings_only() -> None:
+    """No CAP_NET_RAW: loopback still runs; segments empty; meta says what is missing."""
+    setpriv = "/usr/bin/setpriv"
+    if not os.path.exists(setpriv):
+        pytest.skip("setpriv (util-linux) is not installed")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [setpriv, "--bounding-set", "-net_raw,-net_admin,-sys_nice", "--inh-caps",
+         "-net_raw,-net_admin", sys.executable, "-m", "realnet",
+         str(DATA / "s4_quickack.toml"), "--json"],
+        env=env, capture_output=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    doc = json.loads(proc.stdout)
+    assert doc["meta"]["capture"].startswith("unavailable: AF_PACKET capture needs CAP_NET_RAW")
+    assert doc["segments"] == [] and doc["ops"]
+    assert b"no packet capture" in proc.stderr
