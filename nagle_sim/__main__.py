@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 
@@ -60,12 +60,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _emit(_run_trace(_load(args)), args)
 
 
+def _real_runner() -> Callable[[Scenario], Trace] | None:
+    """realnet's executor when this host can run it (Linux), else None (the app then offers
+    no "run on real sockets")."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        from realnet.runner import run_real
+    except ImportError:
+        return None
+    return run_real
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
     try:
         from .tui.app import run_app
     except ImportError as exc:  # pragma: no cover - only when textual is missing
         raise CliError(f"the TUI is unavailable: {exc}") from None
-    return int(run_app(getattr(args, "file", None)) or 0)
+    from .sim.driver import run_sim
+    return run_app(getattr(args, "file", None), run_sim=run_sim, run_real=_real_runner())
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -727,16 +727,23 @@ class _LocalRun:
                 from realnet.netns import EmulatedLink
 
                 mtu = max(1500, min(65535, maxseg_for(sc.link.mss, True) + 40))
+                # A packet stays charged to its socket until the relay reads it from the
+                # TUN queue, which autocork sees as a busy device queue. Keep autocork only
+                # when the scenario models such a queue (tx_complete_us); otherwise it would
+                # merge writes the model (a queue-less link) sends one by one.
+                autocork = sc.link.tx_complete > 0
                 self.say(f"realnet: emulated link, {sc.link.to_server_delay / 1000:g} ms to "
                          f"server / {sc.link.to_client_delay / 1000:g} ms to client, autocorking "
-                         "off in both namespaces")
+                         + ("on (the scenario models a device queue)" if autocork
+                            else "off in both namespaces"))
                 link = stack.enter_context(EmulatedLink(
                     sc.link.to_server_delay, sc.link.to_client_delay, mtu=mtu,
-                    sysctls=NO_AUTOCORK))
+                    sysctls=None if autocork else NO_AUTOCORK))
                 listener = link.socket_in("server")
                 client = link.socket_in("client")
                 server_addr = link.server_addr
-                self.meta.update(link="emulated", link_mtu=mtu, tcp_autocorking=0)
+                self.meta.update(link="emulated", link_mtu=mtu,
+                                 tcp_autocorking=1 if autocork else 0)
                 if link.relay_pid:
                     self.meta["relay_pid"] = link.relay_pid
             else:

@@ -151,10 +151,15 @@ class NagleApp(App[int]):
             yield SystemCommand(title, help_text, partial(run, action))
 
 
-def run_app(path: str | None = None) -> int:
-    """Run the TUI: the lesson list, or the sandbox on ``path``. Returns an exit code."""
-    from ..sim.driver import run_sim  # the only place the TUI reaches the simulator
+def run_app(path: str | None = None, *, run_sim: Runner | None = None,
+            run_real: Runner | None = None) -> int:
+    """Run the TUI: the lesson list, or the sandbox on ``path``. Returns an exit code.
 
-    app = NagleApp(run_sim=run_sim, path=path)
+    The executors are injected (the CLI passes realnet's when it can run here); without
+    ``run_sim`` the simulator is imported here, the only place the TUI reaches it."""
+    if run_sim is None:
+        from ..sim.driver import run_sim
+
+    app = NagleApp(run_sim=run_sim, run_real=run_real, path=path)
     result = app.run()
     return result if isinstance(result, int) else 0
