@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from . import __version__
+from .model.events import Side
 from .scenario import Scenario, ScenarioError, load
 from .trace import Trace, TraceError
 
@@ -130,7 +131,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         paths = export_cli(trace, pcap=args.pcap, svg=args.svg, png=args.png, tseq=args.tseq,
                            markdown=args.markdown, csv=args.csv, json=args.json_out,
-                           overlay=overlay)
+                           overlay=overlay, until_ms=args.until_ms, linear=args.linear,
+                           sender=Side(args.sender), png_scale=args.png_scale)
     except ExportError as exc:
         raise CliError(str(exc)) from None
     if not paths:
@@ -188,6 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("pcap", "svg", "png", "tseq", "markdown", "csv"):
         p.add_argument(f"--{name}", metavar="PATH")
     p.add_argument("--json", dest="json_out", metavar="PATH")
+    p.add_argument("--until-ms", type=float, metavar="MS",
+                   help="draw pictures only up to this time (long runs are tall)")
+    p.add_argument("--linear", action="store_true",
+                   help="draw time to scale instead of compressing quiet gaps")
+    p.add_argument("--sender", choices=("client", "server"), default="client",
+                   help="whose data the time-sequence plot shows (default client)")
+    p.add_argument("--png-scale", type=float, default=1.0, metavar="X",
+                   help="scale PNG pictures (default 1.0)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("compare", help="run on the model and on real sockets; match segments")

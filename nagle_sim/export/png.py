@@ -84,9 +84,7 @@ def render(scene: Scene, scale: float = 1.0) -> Any:
     k = scale * SUPERSAMPLE
     big = image_mod.new("RGBA", (round(scene.width * k), round(scene.height * k)),
                         _rgba(scene.background))
-    overlay = image_mod.new("RGBA", big.size, (0, 0, 0, 0))
     draw = draw_mod.Draw(big)
-    tdraw = draw_mod.Draw(overlay)
 
     def pt(x: float, y: float) -> tuple[float, float]:
         return x * k, y * k
@@ -94,10 +92,14 @@ def render(scene: Scene, scale: float = 1.0) -> Any:
     for item in scene.items:
         if isinstance(item, Rect):
             box = [pt(item.x, item.y), pt(item.x + item.w, item.y + item.h)]
-            if item.fill and item.opacity < 1:
-                tdraw.rectangle(box, fill=_rgba(item.fill, item.opacity))
-                big.alpha_composite(overlay)
-                overlay.paste((0, 0, 0, 0), (0, 0, *overlay.size))
+            if item.fill and item.opacity < 1:    # blend only the rectangle's pixels
+                x0, y0 = (max(0, round(v)) for v in box[0])
+                x1, y1 = min(big.width, round(box[1][0])), min(big.height, round(box[1][1]))
+                if x1 > x0 and y1 > y0:
+                    region = big.crop((x0, y0, x1, y1))
+                    region.alpha_composite(image_mod.new("RGBA", region.size,
+                                                         _rgba(item.fill, item.opacity)))
+                    big.paste(region, (x0, y0))
             elif item.fill:
                 draw.rectangle(box, fill=_rgba(item.fill))
             if item.stroke:

@@ -29,9 +29,9 @@ FONT_FAMILY = "DejaVu Sans, Verdana, Arial, Helvetica, sans-serif"
 MONO_FAMILY = "DejaVu Sans Mono, Consolas, Menlo, monospace"
 
 
-def text_width(text: str, size: float, mono: bool = False) -> float:
+def text_width(text: str, size: float, mono: bool = False, bold: bool = False) -> float:
     """A generous estimate of the rendered width of ``text`` (DejaVu-like metrics)."""
-    return len(text) * size * (0.61 if mono else 0.58)
+    return len(text) * size * (0.61 if mono else 0.66 if bold else 0.58)
 
 
 @dataclass(frozen=True, slots=True)

@@ -244,7 +244,12 @@ async def test_real_run_overlays_measured_segments_with_the_time_difference(
 
 async def test_export_without_the_module_says_so(make_app: MakeApp,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import nagle_sim
+
+    # Hide the package even after another test imported it: `from .. import export`
+    # would otherwise find the attribute on the parent package.
     monkeypatch.setitem(sys.modules, "nagle_sim.export", None)
+    monkeypatch.delattr(nagle_sim, "export", raising=False)
     app = make_app(ask_questions=False)
     notes = _record_notes(app)
     async with app.run_test(size=(100, 30)) as pilot:
