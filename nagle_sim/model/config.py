@@ -64,6 +64,9 @@ class StackProfile:
     rto_initial_us: int = 1_000_000
     """TCP_TIMEOUT_INIT (RFC 6298)."""
     rto_max_us: int = 120_000_000
+    bbr: bool = True
+    """Congestion control is BBR, with pacing (this machine: net.ipv4.tcp_congestion_control
+    = bbr). False: slow start without pacing, as CUBIC begins (the stock kernel default)."""
     tail_loss_probe: bool = True
     """net.ipv4.tcp_early_retrans=3: tail loss probes (needs SACK, on between Linux hosts)."""
     timeout_min_j: int = 2
@@ -133,6 +136,8 @@ LINUX = StackProfile(
         "include/net/tcp.h: TCP_DELACK_MIN, TCP_MAX_QUICKACKS, TCP_INIT_CWND",
         "commit 4d8f24eeedc5 (2022): TCP_PINGPONG_THRESH back to 1",
         "net/ipv4/tcp_output.c: tcp_schedule_loss_probe, tcp_send_loss_probe (TLP)",
+        "net/ipv4/tcp_bbr.c, tcp_rate.c; tcp_update_skb_after_send, tcp_pacing_check",
+        "this machine: sysctl net.ipv4.tcp_congestion_control = bbr",
         "measured on this project's 6.18 kernel: shared/reference/seed-scenarios.md",
     ),
     unverified=("syscall_us, tx_segment_us, host_latency_us, wakeup_us are loopback orders "
@@ -151,6 +156,7 @@ LINUX_5_4 = LINUX.with_overrides(
     unverified=("the exact first/last kernel versions with threshold 3",),
     pingpong_thresh=3,
     pingpong_needs_new_data=True,
+    bbr=False,
     quickack_dec_only_if_scheduled=False,
     pushed_on_full_psh=False,
 )
@@ -176,6 +182,7 @@ WINDOWS = LINUX.with_overrides(
     autocorking=False,
     rto_min_us=300_000,
     tail_loss_probe=False,
+    bbr=False,
 )
 
 FREEBSD = LINUX.with_overrides(
@@ -194,6 +201,7 @@ FREEBSD = LINUX.with_overrides(
     classic_delack_us=40_000,
     autocorking=False,
     tail_loss_probe=False,
+    bbr=False,
 )
 
 MACOS = LINUX.with_overrides(
@@ -215,6 +223,7 @@ MACOS = LINUX.with_overrides(
     classic_ack_psh_at_once=True,
     autocorking=False,
     tail_loss_probe=False,
+    bbr=False,
 )
 
 PROFILES: dict[str, StackProfile] = {

@@ -40,6 +40,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
+from .bbr import Bbr, RateSample
 from .config import AckStyle, NagleStyle, SocketOptions, StackProfile
 from .events import ACK, FIN, PSH, RST, SYN, Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
 
@@ -94,6 +95,11 @@ class _Skb:
     fin: bool = False
     sent_at: int = -1
     retransmitted: bool = False
+    # tcp_rate_skb_sent's snapshot (TCP_SKB_CB(skb)->tx)
+    tx_delivered: int = 0
+    tx_delivered_mstamp: int = 0
+    tx_first_tx: int = 0
+    tx_app_limited: bool = False
 
     @property
     def end(self) -> int:
@@ -147,6 +153,17 @@ class Endpoint:
         self._last_hold: Reason | None = None
         self.tlp_high_seq = 0
         self.in_loss = False     # icsk_ca_state == TCP_CA_Loss after an RTO
+        # delivery-rate sampling (tcp_rate.c) and pacing (EDT, tcp_wstamp_ns)
+        self.delivered = 0
+        self.delivered_mstamp = 0
+        self.first_tx_mstamp = 0
+        self.app_limited = 0
+        self.min_rtt_us = 0
+        self.data_segs_out = 0
+        self.bbr: Bbr | None = None
+        self.pacing_rate = 0.0   # bytes per second; 0: not pacing
+        self.wstamp = 0.0        # earliest departure time of the next paced segment (µs)
+        self._tso_left = 0       # segments left in the current TSO burst
 
         # receive side
         self.rcv_nxt = 0
@@ -253,8 +270,11 @@ class Endpoint:
 
     # ------------------------------------------------------------------ transmit
     def _transmit(self, now: int, flags: int, seq: int, length: int,
-                  why: Reason) -> Segment:
-        """__tcp_transmit_skb: every segment carrying ACK is also an ACK (piggyback)."""
+                  why: Reason, skb: _Skb | None = None) -> Segment:
+        """__tcp_transmit_skb: every segment carrying ACK is also an ACK (piggyback); a data
+        segment is stamped for rate sampling and advances the pacing clock."""
+        if skb is not None:
+            self._rate_skb_sent(now, skb)
         if self.established or self.state not in (State.SYN_SENT, State.LISTEN):
             flags |= ACK
         window = self._advertised_window()
@@ -265,6 +285,8 @@ class Endpoint:
             self._event_ack_sent(now, data_segments=1 if length else 0)
         if length:
             self._event_data_sent(now)
+        if skb is not None:
+            self._after_data_sent(now, skb)
         return seg
 
     def _advertised_window(self) -> int:
@@ -294,6 +316,8 @@ class Endpoint:
 
     def _event_data_sent(self, now: int) -> None:
         """tcp_event_data_sent: a reply within ato of the last data raises ping-pong."""
+        if not self.rtx and self.bbr is not None:     # CA_EVENT_TX_START
+            self.bbr.on_transmit_start(bool(self.app_limited))
         now_j = self._jiffies(now)
         if self.profile.ack_style is AckStyle.LINUX and self.ato_j and (
                 now_j - self.lrcvtime_j) < self.ato_j:
@@ -334,6 +358,7 @@ class Endpoint:
             raise ModelError(f"write on a socket in state {self.state.value}")
         if more and not self.profile.supports_cork:
             raise ModelError(f"profile {self.profile.name} has no MSG_MORE")
+        self._rate_check_app_limited(now)
         left = nbytes
         while left:
             tail = self.queue[-1] if self.queue else None
@@ -415,6 +440,8 @@ class Endpoint:
         sent = 0
         while self.queue:
             skb = self.queue[0]
+            if self._tso_left == 0 and self._pacing_blocked(now):
+                break
             fin_only = skb.fin and skb.length == 0
             if self.packets_out >= self.cwnd and not fin_only:
                 if self._last_hold is not Reason.CWND_HOLD:
@@ -434,6 +461,7 @@ class Endpoint:
             sent += 1
             if push_one:
                 break
+        self._tso_left = 0     # a TSO burst is built from what one call finds queued
         if sent and not loss_probe:
             self._schedule_loss_probe(now, advancing_rto=False)
         return not self.rtx and bool(self.queue)
@@ -475,13 +503,11 @@ class Endpoint:
             flags |= FIN
         prior = self.packets_out
         self._last_hold = None
-        skb.sent_at = now
+        self._transmit(now, flags, skb.seq, skb.length, why, skb=skb)
         self.rtx.append(skb)
         self.snd_nxt = max(self.snd_nxt, skb.end)
         if skb.length < self.mss:
             self.snd_sml = skb.end   # tcp_minshall_update
-        self._tx_busy_until = now + self._tx_complete_us
-        self._transmit(now, flags, skb.seq, skb.length, why)
         if prior == 0 or Timer.TLP in self.timers:   # tcp_event_new_data_sent
             self._rearm_rto(now)
 
@@ -664,6 +690,7 @@ class Endpoint:
                 self.lrcvtime_j = self._jiffies(now)
                 self._cancel(now, Timer.RTO)
                 self._set_state(now, State.ESTABLISHED)
+                self._init_congestion_control(now)
                 self.snd_wnd = seg.window
                 self.max_window = max(self.max_window, seg.window)
             else:
@@ -682,6 +709,7 @@ class Endpoint:
         self._cancel(now, Timer.RTO)
         self.lrcvtime_j = self._jiffies(now)
         self._set_state(now, State.ESTABLISHED)
+        self._init_congestion_control(now)
         if self.in_pingpong and self.profile.ack_style is AckStyle.LINUX:
             self.ack_pending |= AckPending.SCHED
             self._enter_quickack_mode(now, self.profile.max_quickacks, exit_pingpong=False)
@@ -715,18 +743,15 @@ class Endpoint:
         self.snd_wnd = seg.window
         self.max_window = max(self.max_window, seg.window)
         if seg.ack > self.snd_una and seg.ack <= self.snd_nxt:
-            acked = 0
-            sample = None
+            acked_skbs: list[_Skb] = []
             while self.rtx and self.rtx[0].end <= seg.ack:
-                skb = self.rtx.popleft()
-                acked += 1
-                if sample is None and not skb.retransmitted:
-                    sample = now - skb.sent_at
+                acked_skbs.append(self.rtx.popleft())
+            first = acked_skbs[0] if acked_skbs else None
             self.snd_una = seg.ack
-            if sample is not None:
-                self._rtt_sample(now, sample)
+            if first is not None and not first.retransmitted:
+                self._rtt_sample(now, now - first.sent_at)   # seq_rtt_us: oldest ACKed
             self.backoff = 0
-            self._grow_cwnd(now, acked, prior_packets)
+            self._congestion_control(now, acked_skbs, prior_packets)
             if self.tlp_high_seq and seg.ack >= self.tlp_high_seq:
                 self.tlp_high_seq = 0          # the probe's episode is over
             if not self.rtx:
@@ -748,6 +773,110 @@ class Endpoint:
             if head.seq + head.length <= self.snd_una + self.snd_wnd:
                 self.backoff = 0
                 self._cancel(now, Timer.PROBE0, Reason.ACK_RELEASE)
+        elif seg.ack == self.snd_una and self.bbr is not None:
+            self._congestion_control(now, [], prior_packets)
+
+    # ------------------------------------------------------------------ rate & pacing
+    def _init_congestion_control(self, now: int) -> None:
+        """tcp_init_congestion_control → bbr_init (pacing from the handshake RTT)."""
+        if self.profile.bbr:
+            self.bbr = Bbr(self.mss, now, self.srtt_us, self.cwnd, self.min_rtt_us)
+            self.pacing_rate = self.bbr.pacing_rate
+
+    def _rate_check_app_limited(self, now: int) -> None:
+        """tcp_rate_check_app_limited: less than a segment queued, nothing in the device
+        queue, cwnd not full: later rate samples describe the application, not the path."""
+        if (self.write_seq - self.snd_nxt < self.mss and self._tx_busy_until <= now
+                and self.packets_out < self.cwnd):
+            self.app_limited = (self.delivered + self.packets_out) or 1
+
+    def _rate_skb_sent(self, now: int, skb: _Skb) -> None:
+        """tcp_rate_skb_sent: snapshot delivery state in the segment as it leaves."""
+        if not self.rtx:
+            self.first_tx_mstamp = self.delivered_mstamp = now
+        skb.tx_first_tx = self.first_tx_mstamp
+        skb.tx_delivered_mstamp = self.delivered_mstamp
+        skb.tx_delivered = self.delivered
+        skb.tx_app_limited = bool(self.app_limited)
+        self._prior_wstamp = self.wstamp
+        self.wstamp = max(self.wstamp, float(now))
+        skb.sent_at = now
+
+    _prior_wstamp = 0.0
+    _burst_credit = 0.0
+
+    def _after_data_sent(self, now: int, skb: _Skb) -> None:
+        """tcp_update_skb_after_send: after the first 10 data segments, each one pushes the
+        next departure time back by its length at the pacing rate (idle time is credit)."""
+        self.data_segs_out += 1
+        self._tx_busy_until = now + self._tx_complete_us
+        starting = self._tso_left == 0
+        if starting:   # the kernel paces whole TSO skbs: idle credit covers the burst
+            self._burst_credit = self.wstamp - self._prior_wstamp
+        if self.pacing_rate and self.data_segs_out >= 10:
+            length_us = skb.length * 1_000_000 / self.pacing_rate
+            cut = min(length_us / 2, self._burst_credit)
+            self._burst_credit -= cut
+            self.wstamp += length_us - cut
+        if self.bbr is not None:
+            if starting:
+                self._tso_left = self.bbr.tso_segs_goal()
+            self._tso_left -= 1
+
+    def _pacing_blocked(self, now: int) -> bool:
+        """tcp_pacing_check: hold the next segment until its departure time (hrtimer)."""
+        if not self.pacing_rate or self.wstamp <= now:
+            return False
+        if Timer.PACING not in self.timers:
+            self.timers[Timer.PACING] = Micros(int(-(-self.wstamp // 1)))
+        if self._last_hold is not Reason.PACING_HOLD:
+            self._hold(now, Reason.PACING_HOLD,
+                       f"{self._queued_bytes()} B queued; next departure at "
+                       f"{self.wstamp / 1000:.3f} ms ({self.pacing_rate / 1e6:.2f} MB/s)")
+        return True
+
+    def _congestion_control(self, now: int, acked_skbs: list[_Skb],
+                            prior_packets: int) -> None:
+        """tcp_rate_gen + tcp_cong_control: a delivery-rate sample for BBR, or slow start."""
+        acked = len(acked_skbs)
+        self.delivered += acked
+        rs = RateSample(acked=acked, prior_in_flight=prior_packets)
+        newest = max(acked_skbs, key=lambda k: (k.sent_at, k.end), default=None)
+        prior_mstamp = 0
+        send_us = -1
+        if newest is not None and newest.tx_delivered_mstamp:
+            rs.prior_delivered = newest.tx_delivered
+            prior_mstamp = newest.tx_delivered_mstamp
+            rs.is_app_limited = newest.tx_app_limited
+            self.first_tx_mstamp = newest.sent_at
+            send_us = newest.sent_at - newest.tx_first_tx
+            if not newest.retransmitted:
+                rs.rtt_us = now - newest.sent_at
+                self.min_rtt_us = (rs.rtt_us if not self.min_rtt_us
+                                   else min(self.min_rtt_us, rs.rtt_us))
+        if self.app_limited and self.delivered > self.app_limited:
+            self.app_limited = 0
+        if acked:
+            self.delivered_mstamp = now
+        if prior_mstamp:
+            rs.delivered = self.delivered - rs.prior_delivered
+            rs.interval_us = max(send_us, now - prior_mstamp)
+            if rs.interval_us < self.min_rtt_us:
+                rs.interval_us = -1
+        rs.is_ack_delayed = acked == 1
+        if self.bbr is None:
+            if acked:
+                self._grow_cwnd(now, acked, prior_packets)
+            return
+        cwnd, mark = self.bbr.on_ack(now, rs, self.delivered, self.cwnd, self.packets_out,
+                                     self.srtt_us)
+        if mark:
+            self.app_limited = (self.delivered + self.packets_out) or 1
+        if cwnd != self.cwnd:
+            self._event(now, Kind.MODE, Reason.CWND_GROW,
+                        f"cwnd {self.cwnd} → {cwnd} (BBR {self.bbr.mode.value})", cwnd=cwnd)
+            self.cwnd = cwnd
+        self.pacing_rate = self.bbr.pacing_rate
 
     def _grow_cwnd(self, now: int, acked: int, prior_packets: int) -> None:
         """tcp_slow_start, only while cwnd-limited (tcp_is_cwnd_limited)."""
@@ -941,7 +1070,7 @@ class Endpoint:
     # ------------------------------------------------------------------ timers
     _FIRED = {Timer.DELACK: Reason.DELACK_FIRED, Timer.PROBE0: Reason.PROBE0_RELEASE,
               Timer.RTO: Reason.RETRANSMIT, Timer.TSQ: Reason.TSQ_RELEASE,
-              Timer.TLP: Reason.LOSS_PROBE}
+              Timer.TLP: Reason.LOSS_PROBE, Timer.PACING: Reason.PACING_RELEASE}
 
     def on_deadline(self, now: int) -> None:
         """Fire every timer due at or before ``now``; nothing if none is due."""
@@ -958,6 +1087,8 @@ class Endpoint:
                 self._rto_timer(now)
             elif timer is Timer.TLP:
                 self._loss_probe(now)
+            elif timer is Timer.PACING:
+                self._push_pending(now, self.nonagle, Reason.PACING_RELEASE)
             else:
                 self._push_pending(now, self.nonagle, Reason.TSQ_RELEASE)
 
@@ -998,12 +1129,10 @@ class Endpoint:
         head.psh = True
         self._last_hold = None
         self.queue.popleft()
-        head.sent_at = now
+        flags = PSH | (FIN if head.fin else 0)
+        self._transmit(now, flags, head.seq, head.length, Reason.PROBE0_RELEASE, skb=head)
         self.rtx.append(head)
         self.snd_nxt = max(self.snd_nxt, head.end)
-        flags = PSH | (FIN if head.fin else 0)
-        self._tx_busy_until = now + self._tx_complete_us
-        self._transmit(now, flags, head.seq, head.length, Reason.PROBE0_RELEASE)
         self._rearm_rto(now)
 
     def _loss_probe(self, now: int) -> None:
@@ -1021,7 +1150,7 @@ class Endpoint:
                 last = self.rtx[-1]
                 last.retransmitted = True
                 flags = (PSH if last.psh else 0) | (FIN if last.fin else 0)
-                self._transmit(now, flags, last.seq, last.length, Reason.LOSS_PROBE)
+                self._transmit(now, flags, last.seq, last.length, Reason.LOSS_PROBE, skb=last)
                 self.tlp_high_seq = self.snd_nxt
         self._rearm_rto(now)
 
@@ -1044,8 +1173,7 @@ class Endpoint:
         self.in_loss = True
         self.ssthresh = max(self.packets_out // 2, 2)
         self.cwnd = 1
-        flags = (PSH if skb.psh else 0) | (
-            FIN if skb.fin else 0)
-        self._transmit(now, flags, skb.seq, skb.length, Reason.RETRANSMIT)
+        flags = (PSH if skb.psh else 0) | (FIN if skb.fin else 0)
+        self._transmit(now, flags, skb.seq, skb.length, Reason.RETRANSMIT, skb=skb)
         self.backoff = min(self.backoff + 1, 15)
         self._arm(now, Timer.RTO, self._rto_at(now), Reason.RTO_ARMED)

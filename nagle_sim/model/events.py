@@ -88,6 +88,7 @@ class Timer(Enum):
     PROBE0 = "probe0"     # ICSK_TIME_PROBE0: also what releases CORK / MSG_MORE data
     RTO = "rto"           # ICSK_TIME_RETRANS
     TLP = "tlp"           # ICSK_TIME_LOSS_PROBE (shares the RTO's icsk_pending slot)
+    PACING = "pacing"     # tp->pacing_timer (an hrtimer: exact, not on jiffies)
     TSQ = "tsq"           # TX completion of an autocorked packet (tcp_tsq_handler)
 
 
@@ -104,6 +105,9 @@ class Reason(Enum):
     MORE_HOLD = "MSG_MORE: the application promised more, so this partial segment waits"
     CWND_HOLD = "congestion window full: as many segments in flight as cwnd allows"
     RWND_HOLD = "the peer's receive window is full"
+    PACING_HOLD = ("pacing: the next segment may not leave before its departure time "
+                   "(BBR pacing, tcp_pacing_check)")
+    PACING_RELEASE = "the pacing timer fired: the next paced segment leaves"
     AUTOCORK_HOLD = ("autocork: an earlier packet is still in the device queue, so this "
                      "write is merged until it leaves (tcp_should_autocork)")
     ACK_RELEASE = "an ACK arrived, so queued data may now leave"
@@ -219,6 +223,7 @@ SHORT: dict[Reason, str] = {
     Reason.CORK_HOLD: "corked", Reason.MORE_HOLD: "MSG_MORE holds",
     Reason.CWND_HOLD: "cwnd full", Reason.RWND_HOLD: "peer window full",
     Reason.AUTOCORK_HOLD: "autocorked", Reason.ACK_RELEASE: "released by ACK",
+    Reason.PACING_HOLD: "paced", Reason.PACING_RELEASE: "pacing release",
     Reason.NODELAY_PUSH: "NODELAY push", Reason.UNCORK_PUSH: "uncork push",
     Reason.PROBE0_RELEASE: "probe timer release", Reason.TSQ_RELEASE: "after TX completion",
     Reason.CLOSE_PUSH: "close", Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
