@@ -140,3 +140,21 @@ def test_json_is_serialisable() -> None:
                  link="loopback")
     doc = json.loads(json.dumps(compare(sim, real).to_json()))
     assert doc["agree"] is False and doc["matches"]
+
+
+def test_a_stall_just_under_the_threshold_still_pairs() -> None:
+    """Lesson 09: the model's 10.001 ms quiet gap and the kernel's 9.93 ms are one stall."""
+    sim = trace("sim", [seg(1, C, 1, 100, "PA"), seg(11.001, S, 1, ack=101)])
+    real = trace("realnet", [seg(1, C, 1, 100, "PA"), seg(10.93, S, 1, ack=101)],
+                 link="loopback")
+    result = compare(sim, real)
+    assert result.agree, result.problems
+    assert len(result.stalls) == 1 and result.stalls[0].real is not None
+
+
+def test_a_stall_far_under_the_threshold_is_a_difference() -> None:
+    sim = trace("sim", [seg(1, C, 1, 100, "PA"), seg(31, S, 1, ack=101)])
+    real = trace("realnet", [seg(1, C, 1, 100, "PA"), seg(2, S, 1, ack=101)], link="loopback")
+    result = compare(sim, real)
+    assert not result.agree
+    assert any("the kernel does not" in p for p in result.problems)
