@@ -693,22 +693,12 @@ def compare_cli(scenario: Any, args: Any) -> int:
     return 0 if cmp.agree else 1
 
 
-@dataclass(slots=True)
-class LessonResult:
-    slug: str
-    cmp: Comparison | None
-    sim: Trace | None
-    real: Trace | None
-    error: str = ""
-    comparable: bool = True
-
-
 KERNEL_FIELDS = frozenset({
     "hz", "timer_wheel_round_up", "max_quickacks", "pingpong_thresh",
     "pingpong_needs_new_data", "quickack_dec_only_if_scheduled", "pushed_on_full_psh",
     "rto_min_us", "rto_initial_us", "rto_max_us", "init_cwnd", "slow_start_after_idle",
     "autocorking", "rcv_wnd", "rcv_buf", "initial_rcv_mss", "tail_loss_probe",
-    "timeout_min_j", "bbr", "classic_delack_us", "classic_ack_every",
+    "timeout_min_j", "classic_delack_us", "classic_ack_every",
     "classic_ack_psh_at_once",
 })
 """Profile fields that describe the kernel itself: a scenario that tunes one of them asks
@@ -727,6 +717,16 @@ def not_comparable(scenario: Any) -> str:
             return (f"{side.value} tunes kernel internals ({', '.join(tuned)}) that a real "
                     "run cannot change")
     return ""
+
+
+@dataclass(slots=True)
+class LessonResult:
+    slug: str
+    cmp: Comparison | None
+    sim: Trace | None
+    real: Trace | None
+    error: str = ""
+    comparable: bool = True
 
     def key_numbers(self) -> tuple[str, str, str]:
         """(model, real, difference) text: median latency, data segments, stalls."""

@@ -266,7 +266,8 @@ def _serve_run(chan: Channel, conn: socket.socket, msg: dict[str, Any], say: Pro
         listener.bind((addr, 0))
         listener.listen(1)
         sockopts.apply_initial(listener, nodelay=scenario.server.options.nodelay, cork=False,
-                               quickack=scenario.server.options.quickack)
+                               quickack=scenario.server.options.quickack,
+                               congestion=sockopts.congestion_for(scenario.server.profile.bbr))
     except OSError as exc:
         listener.close()
         chan.send({"type": "error", "error": f"cannot listen on {addr}: {exc.strerror}"})
@@ -443,7 +444,11 @@ def _run_remote(scenario: Scenario, remote: str, host: str, chan: Channel,
     client = socket.socket(ctl.family, socket.SOCK_STREAM)
     sockopts.set_maxseg(client, maxseg_for(scenario.link.mss))
     opts = scenario.client.options
-    sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork, quickack=opts.quickack)
+    note = sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork,
+                                  quickack=opts.quickack,
+                                  congestion=sockopts.congestion_for(scenario.client.profile.bbr))
+    if note:
+        meta.setdefault("notes", []).append(note)
     rt = rt_priority_available()
     runner = SideRunner(Side.CLIENT, scenario.client, scenario.source, sock=client,
                         address=(host, data_port), rt_priority=rt)

@@ -759,10 +759,21 @@ class _LocalRun:
             listener.bind((server_addr, 0))
             listener.listen(1)
             port = listener.getsockname()[1]
-            sockopts.apply_initial(listener, nodelay=sc.server.options.nodelay,
-                                   cork=False, quickack=sc.server.options.quickack)
-            sockopts.apply_initial(client, nodelay=sc.client.options.nodelay,
-                                   cork=sc.client.options.cork, quickack=sc.client.options.quickack)
+            # The model's congestion control (BBR on this machine, or CUBIC-like when a
+            # profile says bbr = false) is set per socket so both executors agree.
+            notes = [sockopts.apply_initial(
+                listener, nodelay=sc.server.options.nodelay, cork=False,
+                quickack=sc.server.options.quickack,
+                congestion=sockopts.congestion_for(sc.server.profile.bbr))]
+            notes.append(sockopts.apply_initial(
+                client, nodelay=sc.client.options.nodelay, cork=sc.client.options.cork,
+                quickack=sc.client.options.quickack,
+                congestion=sockopts.congestion_for(sc.client.profile.bbr)))
+            self.meta["congestion_control"] = {
+                side.value: sockopts.congestion_for(sc.side(side).profile.bbr) for side in Side}
+            for note in filter(None, notes):
+                self.say(f"realnet: {note}")
+                self.meta.setdefault("notes", []).append(note)
 
             rt = rt_priority_available()
             self.meta["sched"] = f"SCHED_FIFO {rt}" if rt else "normal (not root)"

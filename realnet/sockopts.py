@@ -94,14 +94,34 @@ def set_maxseg(sock: socket.socket, mss: int) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, mss)
 
 
+def set_congestion(sock: socket.socket, name: str) -> str:
+    """TCP_CONGESTION (accepted sockets inherit the listener's). Returns "" or why not:
+    a name outside net.ipv4.tcp_allowed_congestion_control needs CAP_NET_ADMIN."""
+    if not hasattr(socket, "TCP_CONGESTION"):
+        return "TCP_CONGESTION is not available here"
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+    except OSError as exc:
+        return f"cannot use congestion control {name!r}: {exc.strerror}"
+    return ""
+
+
+def congestion_for(profile_bbr: bool) -> str:
+    """The kernel congestion control that matches a model profile."""
+    return "bbr" if profile_bbr else "cubic"
+
+
 def apply_initial(sock: socket.socket, *, nodelay: bool, cork: bool,
-                  quickack: bool | None) -> None:
-    """The scenario's initial options. TCP_NODELAY is always set explicitly (0 or 1)."""
+                  quickack: bool | None, congestion: str | None = None) -> str:
+    """The scenario's initial options. TCP_NODELAY is always set explicitly (0 or 1).
+    Returns "" or a note when the congestion control could not be set."""
+    note = set_congestion(sock, congestion) if congestion else ""
     set_option(sock, "nodelay", nodelay)
     if cork:
         set_option(sock, "cork", True)
     if quickack is not None:
         set_option(sock, "quickack", quickack)
+    return note
 
 
 def parse_tcp_info(raw: bytes) -> dict[str, int]:

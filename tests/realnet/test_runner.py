@@ -263,3 +263,11 @@ def test_without_capture_privileges_app_timings_only() -> None:
     assert doc["meta"]["capture"].startswith("unavailable: AF_PACKET capture needs CAP_NET_RAW")
     assert doc["segments"] == [] and doc["ops"]
     assert b"no packet capture" in proc.stderr
+
+
+def test_sockets_use_the_profiles_congestion_control() -> None:
+    """The model's `bbr` profile flag is applied per socket (TCP_CONGESTION), so a
+    scenario asking for CUBIC-like slow start is run with cubic, not this host's bbr."""
+    trace = real("s1_write_write_read.toml", "client.tune.bbr=false")
+    assert trace.meta["congestion_control"] == {"client": "cubic", "server": "bbr"}
+    assert not trace.meta.get("notes"), trace.meta.get("notes")
