@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .model.events import Micros, Side
+from .scenario import real_run_caveats
 from .summary import STALL_MIN, Stall, iterations, stalls
 from .trace import SegmentRecord, Trace
 
@@ -693,30 +694,10 @@ def compare_cli(scenario: Any, args: Any) -> int:
     return 0 if cmp.agree else 1
 
 
-KERNEL_FIELDS = frozenset({
-    "hz", "timer_wheel_round_up", "max_quickacks", "pingpong_thresh",
-    "pingpong_needs_new_data", "quickack_dec_only_if_scheduled", "pushed_on_full_psh",
-    "rto_min_us", "rto_initial_us", "rto_max_us", "init_cwnd", "slow_start_after_idle",
-    "autocorking", "rcv_wnd", "rcv_buf", "initial_rcv_mss", "tail_loss_probe",
-    "timeout_min_j", "classic_delack_us", "classic_ack_every",
-    "classic_ack_psh_at_once",
-})
-"""Profile fields that describe the kernel itself: a scenario that tunes one of them asks
-for a different kernel than the one realnet runs on."""
-
-
 def not_comparable(scenario: Any) -> str:
     """Why this machine's kernel cannot run ``scenario`` as the model does ("" if it can)."""
-    for side in Side:
-        spec = scenario.side(side)
-        if spec.profile.name != "linux":
-            return (f"{side.value} profile {spec.profile.name!r}: this machine's kernel is "
-                    "Linux 6.x, so only the `linux` profile can be checked against it")
-        tuned = sorted(set(spec.tune) & KERNEL_FIELDS)
-        if tuned:
-            return (f"{side.value} tunes kernel internals ({', '.join(tuned)}) that a real "
-                    "run cannot change")
-    return ""
+    caveats = real_run_caveats(scenario)
+    return caveats[0] if caveats else ""
 
 
 @dataclass(slots=True)

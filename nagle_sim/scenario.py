@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .model.config import PROFILES, TUNABLE, SocketOptions, StackProfile
+from .model.config import (
+    HOST_FIELDS,
+    PER_SOCKET_FIELDS,
+    PROFILES,
+    TUNABLE,
+    SocketOptions,
+    StackProfile,
+)
 from .model.events import Micros, Side
 
 
@@ -75,6 +83,18 @@ class Close:
 Statement = Write | Writev | Read | Sleep | SetOpt | GetOpt | Repeat | Close
 
 OPTIONS = ("nodelay", "cork", "quickack")
+
+
+def flatten(body: tuple[Statement, ...], path: tuple[int, ...] = ()
+            ) -> Iterator[tuple[Statement, tuple[int, ...]]]:
+    """Statements in execution order, each with its iteration path (the indexes of the
+    enclosing ``repeat`` loops, outermost first). Both executors run scripts through this."""
+    for stmt in body:
+        if isinstance(stmt, Repeat):
+            for i in range(stmt.count):
+                yield from flatten(stmt.body, path + (i,))
+        else:
+            yield stmt, path
 
 
 def describe(stmt: Statement) -> tuple[str, str]:
@@ -515,3 +535,20 @@ def with_side_options(scenario: Scenario, side: Side, **options: Any) -> Scenari
     spec = scenario.side(side)
     new = replace(spec, options=replace(spec.options, **options))
     return replace(scenario, **{side.value: new})
+
+
+def real_run_caveats(scenario: Scenario) -> list[str]:
+    """What a real run on this machine's Linux kernel cannot reproduce of ``scenario``:
+    another OS profile, or tuned kernel internals. Host timings, and what realnet sets per
+    socket (the congestion control), are fine. Empty when the two executors are comparable."""
+    notes = []
+    for side in Side:
+        spec = scenario.side(side)
+        if spec.profile.name != "linux":
+            notes.append(f"{side.value} profile {spec.profile.name!r} is simulated only: a "
+                         "real run uses this machine's Linux 6.x kernel")
+        kernel = sorted(set(spec.tune) - HOST_FIELDS - PER_SOCKET_FIELDS)
+        if kernel:
+            notes.append(f"{side.value} tunes kernel internals ({', '.join(kernel)}) that a "
+                         "real run cannot change")
+    return notes

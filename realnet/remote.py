@@ -37,7 +37,7 @@ import time
 from typing import Any
 
 from nagle_sim.model.events import Side
-from nagle_sim.scenario import Scenario, ScenarioError, loads
+from nagle_sim.scenario import Scenario, ScenarioError, flatten, loads
 from realnet import sockopts
 from realnet.runner import (
     Outcome,
@@ -49,7 +49,6 @@ from realnet.runner import (
     build_trace,
     capture_unavailable,
     check_platform,
-    flatten,
     maxseg_for,
     report_retransmissions,
     rt_priority_available,

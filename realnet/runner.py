@@ -29,7 +29,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,8 @@ from nagle_sim.scenario import (
     Write,
     Writev,
     describe,
+    flatten,
+    real_run_caveats,
 )
 from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord, Trace
 from realnet import sockopts
@@ -70,18 +72,7 @@ class _Aborted(Exception):
     """The runner stopped this side (deadlock, timeout, the peer failed, Ctrl-C)."""
 
 
-# ---------------------------------------------------------------- script flattening
-def flatten(body: tuple[Statement, ...], path: tuple[int, ...] = ()
-            ) -> Iterator[tuple[Statement, tuple[int, ...]]]:
-    """Statements in execution order with their ``repeat`` iteration path (as the simulator)."""
-    for stmt in body:
-        if isinstance(stmt, Repeat):
-            for i in range(stmt.count):
-                yield from flatten(stmt.body, path + (i,))
-        else:
-            yield stmt, path
-
-
+# ---------------------------------------------------------------- script costs
 def _script_cost(body: tuple[Statement, ...], rtt_s: float) -> tuple[float, int]:
     """(total sleep seconds, number of blocking reads) of a script, without expanding it."""
     sleep, reads = 0.0, 0
@@ -874,14 +865,7 @@ def base_meta(scenario: Scenario) -> dict[str, Any]:
                                      "cork": s.side(side).options.cork}
            for side in Side},
     }
-    notes = []
-    for side in Side:
-        spec = s.side(side)
-        if spec.profile.name != "linux":
-            notes.append(f"{side.value} profile {spec.profile.name!r} is simulated only: the "
-                         "real run uses this machine's Linux kernel")
-        if spec.tune:
-            notes.append(f"{side.value} tune {sorted(spec.tune)} applies to the model only")
+    notes = real_run_caveats(s)
     if notes:
         meta["notes"] = notes
     return meta

@@ -237,6 +237,13 @@ TUNABLE = frozenset(
 )
 """Profile fields a scenario may override in its `tune` table."""
 
+HOST_FIELDS = frozenset({"syscall_us", "tx_segment_us", "host_latency_us", "wakeup_us",
+                         "jiffy_phase_us"})
+"""Tunable fields that describe the host's timing, not the kernel's rules."""
+
+PER_SOCKET_FIELDS = frozenset({"bbr"})
+"""Kernel behaviour a real run can select per socket (TCP_CONGESTION)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SocketOptions:

@@ -8,7 +8,6 @@ textual or rich. simpy timeouts cannot be cancelled, so timer wake-ups check sta
 from __future__ import annotations
 
 import gc
-
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,6 @@ from ..scenario import (
     Close,
     GetOpt,
     Read,
-    Repeat,
     Scenario,
     SetOpt,
     Sleep,
@@ -29,6 +27,7 @@ from ..scenario import (
     Write,
     Writev,
     describe,
+    flatten,
 )
 from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
 
@@ -46,16 +45,6 @@ class _Blocked:
 
     what: str
     line: int
-
-
-def _flatten(body: tuple[Statement, ...], path: tuple[int, ...] = ()
-             ) -> Iterator[tuple[Statement, tuple[int, ...]]]:
-    for stmt in body:
-        if isinstance(stmt, Repeat):
-            for i in range(stmt.count):
-                yield from _flatten(stmt.body, path + (i,))
-        else:
-            yield stmt, path
 
 
 @dataclass(slots=True)
@@ -100,7 +89,7 @@ class SimDriver:
                       for side in Side}
         self.trace = Trace(source="sim", title=scenario.title, meta=self._meta())
         self._armed: dict[Side, int | None] = dict.fromkeys(Side)
-        self.apps = {side: _App(side, _flatten(scenario.side(side).script)) for side in Side}
+        self.apps = {side: _App(side, flatten(scenario.side(side).script)) for side in Side}
         self._error: str | None = None
         self._segments = 0
 
