@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nagle_sim.model import PROFILES, Endpoint, Segment, Side, SocketOptions, SockOpt
-from nagle_sim.model.events import flag_letters, parse_flags
 from nagle_sim.model.config import StackProfile
+from nagle_sim.model.events import flag_letters, parse_flags
 
 
 def ms(x: float) -> int:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from nagle_sim.model import PROFILES, Reason, Side, SockOpt, SocketOptions
+from nagle_sim.model import PROFILES, Reason, Side, SocketOptions, SockOpt
 from nagle_sim.model.events import Kind, Timer
 
 from .harness import Harness, ms
