@@ -42,11 +42,16 @@ def _wire(row: Row, width: int) -> Text:
     return Text(body, style=style)
 
 
-def ladder_table(trace: Trace, rows: list[Row], *, wire_width: int = 34,
-                 note_width: int = 30) -> Table:
+def ladder_table(trace: Trace, rows: list[Row], *, width: int = 120) -> Table:
+    """The ladder as a table sized to ``width`` columns: the time column never shrinks,
+    the wire gets about 40 % of the rest and the two sides share the remainder."""
     table = Table(box=None, pad_edge=False, show_edge=False, expand=False,
                   header_style="bold")
-    table.add_column("t (ms)", justify="right", no_wrap=True)
+    t_width = max((len(f"{r.t / 1000:.3f}") for r in rows), default=6)
+    avail = max(60, width - t_width - 3)            # three one-space column gaps
+    wire_width = max(24, avail * 2 // 5) - 2
+    note_width = (avail - wire_width - 2) // 2
+    table.add_column("t (ms)", justify="right", no_wrap=True, width=t_width)
     table.add_column("client", width=note_width, overflow="fold")
     table.add_column("wire", width=wire_width + 2, no_wrap=True)
     table.add_column("server", width=note_width, overflow="fold")
@@ -123,7 +128,7 @@ def print_run(trace: Trace, console: Console, *, limit: int | None = 200,
     title = Text(f"{trace.title}  [{trace.source}]", style="bold underline")
     console.print(title)
     shown = rows if limit is None else rows[:limit]
-    console.print(ladder_table(trace, shown))
+    console.print(ladder_table(trace, shown, width=console.width))
     if limit is not None and len(rows) > limit:
         console.print(Text(f"… {len(rows) - limit} more rows (use --all to print them)",
                            style="dim"))
