@@ -70,3 +70,15 @@ def test_run_limit_ends_an_endless_scenario(tmp_path: Path,
     path.write_text('[client]\nscript = "repeat 100000 { sleep 1s }"\n')
     assert main(["run", str(path), "--limit", "0"]) == 1
     assert "still running after 3600 simulated s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_ladder_times_are_never_truncated(width: int,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """An 80-column terminal still shows every time in full (42.000, not 42.…)."""
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--width", str(width),
+                 "--limit", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "42.000" in out and "0.027" in out
+    assert "…" not in "".join(line[:8] for line in out.splitlines())
+    assert max(len(line) for line in out.splitlines()) <= width
