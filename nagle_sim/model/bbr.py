@@ -99,8 +99,9 @@ class Bbr:
 
     @property
     def max_bw(self) -> float:
-        """Windowed max of recent delivery rates, packets per µs."""
-        return max((bw for _, bw in self.bw_samples), default=0.0)
+        """Windowed max of recent delivery rates, packets per µs (the filter keeps its
+        samples in decreasing order, so the first one is the max)."""
+        return self.bw_samples[0][1] if self.bw_samples else 0.0
 
     def tso_segs_goal(self) -> int:
         """bbr_tso_segs_goal: about 1 ms of data per TSO burst, at least 2 (1 when slow)."""
@@ -157,10 +158,14 @@ class Bbr:
             self.round_start = True
         bw = rs.delivered / rs.interval_us
         if not rs.is_app_limited or bw >= self.max_bw:
-            # minmax_running_max over bbr_bw_rtts rounds
+            # minmax_running_max over bbr_bw_rtts rounds: a monotonic queue, newest last
+            samples = [(r, b) for r, b in self.bw_samples
+                       if self.rtt_cnt - r < BW_FILTER_ROUNDS and b > bw]
+            samples.append((self.rtt_cnt, bw))
+            self.bw_samples = samples
+        elif self.bw_samples and self.rtt_cnt - self.bw_samples[0][0] >= BW_FILTER_ROUNDS:
             self.bw_samples = [(r, b) for r, b in self.bw_samples
-                               if self.rtt_cnt - r < BW_FILTER_ROUNDS and b > bw]
-            self.bw_samples.append((self.rtt_cnt, bw))
+                               if self.rtt_cnt - r < BW_FILTER_ROUNDS]
 
     def _update_cycle_phase(self, now: int, rs: RateSample) -> None:
         if self.mode is not Mode.PROBE_BW:

@@ -841,7 +841,8 @@ class Endpoint:
         acked = len(acked_skbs)
         self.delivered += acked
         rs = RateSample(acked=acked, prior_in_flight=prior_packets)
-        newest = max(acked_skbs, key=lambda k: (k.sent_at, k.end), default=None)
+        newest = (acked_skbs[-1] if len(acked_skbs) < 2
+                  else max(acked_skbs, key=lambda k: (k.sent_at, k.end))) if acked_skbs else None
         prior_mstamp = 0
         send_us = -1
         if newest is not None and newest.tx_delivered_mstamp:

@@ -88,7 +88,7 @@ class SimDriver:
         self.delay = {side: scenario.link.delay(side.peer) + self.profile[side].host_latency_us
                       for side in Side}
         self.trace = Trace(source="sim", title=scenario.title, meta=self._meta())
-        self._armed: dict[Side, int | None] = dict.fromkeys(Side)
+        self._wakes: dict[Side, set[int]] = {side: set() for side in Side}
         self.apps = {side: _App(side, flatten(scenario.side(side).script)) for side in Side}
         self._error: str | None = None
         self._segments = 0
@@ -119,8 +119,12 @@ class SimDriver:
         if events:
             self.trace.events.extend(map(EventRecord.from_model, events))
         deadline = ep.next_deadline()
-        if deadline is not None and deadline != self._armed[side]:
-            self._armed[side] = deadline
+        pending = self._wakes[side]
+        # A wake is needed only when the deadline comes before every pending one: a wake
+        # that turns out early finds nothing due (on_deadline is idempotent) and re-arms.
+        # Loss-probe and RTO deadlines move later on every ACK, so this saves most events.
+        if deadline is not None and (not pending or deadline < min(pending)):
+            pending.add(deadline)
             self._at(deadline, lambda: self._on_wake(side, deadline))
         return len(segments)
 
@@ -151,9 +155,7 @@ class SimDriver:
             self._at(now + wake, lambda: self._resume(to))
 
     def _on_wake(self, side: Side, deadline: int) -> None:
-        if self._armed[side] != deadline:
-            return  # superseded: simpy timeouts cannot be cancelled
-        self._armed[side] = None
+        self._wakes[side].discard(deadline)
         self.ep[side].on_deadline(self.env.now)
         self._pump(side, self.env.now)
 
