@@ -408,8 +408,7 @@ class Endpoint:
         if not more or self._forced_push():
             self._mark_push(tail)
         if self._should_autocork(now, tail):
-            self._event(now, Kind.HOLD, Reason.AUTOCORK_HOLD,
-                        f"{self._queued_bytes()} B queued", length=self._queued_bytes())
+            self._hold(now, Reason.AUTOCORK_HOLD, f"{self._queued_bytes()} B queued")
             if Timer.TSQ not in self.timers:
                 self._arm(now, Timer.TSQ, self._tx_busy_until, Reason.AUTOCORK_HOLD,
                           "TX completion of the previous packet")
@@ -569,8 +568,8 @@ class Endpoint:
 
     def _cleanup_rbuf(self, now: int, copied: int, why: Reason = Reason.READ_ACK) -> None:
         """__tcp_cleanup_rbuf: the ACK a read (or TCP_QUICKACK=1) can trigger."""
-        if self.profile.ack_style is not AckStyle.LINUX or not self.established and \
-                self.state not in (State.FIN_WAIT1, State.FIN_WAIT2):
+        if self.profile.ack_style is not AckStyle.LINUX or (
+                not self.established and self.state not in (State.FIN_WAIT1, State.FIN_WAIT2)):
             return
         if self.ack_pending & AckPending.SCHED:
             if self.rcv_nxt - self.rcv_wup > self.rcv_mss:
