@@ -123,11 +123,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return validate_cli(args)
 
 
+def _is_trace_file(path: str) -> bool:
+    return path.endswith(".json")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print a saved trace (simulated or real) as a ladder and summary."""
+    return _emit(Trace.load(args.file), args)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from .export import ExportError, export_cli
-    scenario = _load(args)
-    trace = _real_trace(scenario) if args.real else _run_trace(scenario)
-    overlay = _real_trace(scenario) if args.overlay_real and not args.real else None
+    if _is_trace_file(args.file):
+        if args.real or args.overlay_real or args.set:
+            raise CliError(f"{args.file}: a saved trace is exported as it is; --real, "
+                           "--overlay-real and --set need a scenario file")
+        trace, overlay = Trace.load(args.file), None
+    else:
+        scenario = _load(args)
+        trace = _real_trace(scenario) if args.real else _run_trace(scenario)
+        overlay = _real_trace(scenario) if args.overlay_real and not args.real else None
     try:
         paths = export_cli(trace, pcap=args.pcap, svg=args.svg, png=args.png, tseq=args.tseq,
                            markdown=args.markdown, csv=args.csv, json=args.json_out,
@@ -170,6 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_view_options(p)
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("show", help="print a saved trace (from --json) as a ladder and summary")
+    p.add_argument("file", help="trace file (nagle-sim-trace/1 JSON)")
+    _add_view_options(p)
+    p.set_defaults(func=cmd_show)
+
     p = sub.add_parser("tui", help="open the teaching app (on a scenario file if given)")
     p.add_argument("file", nargs="?")
     p.set_defaults(func=cmd_tui)
@@ -184,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export a run as pcap / SVG / PNG / tables")
     _add_scenario(p)
+    p.epilog = "FILE may also be a saved trace (.json), exported as it is."
     p.add_argument("--real", action="store_true", help="export a real-socket run instead")
     p.add_argument("--overlay-real", action="store_true",
                    help="draw a real-socket run over the simulated ladder (SVG/PNG)")

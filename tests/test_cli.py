@@ -84,3 +84,17 @@ def test_ladder_times_are_never_truncated(width: int,
     assert len(ladder) > 20
     assert all("…" not in line[:8] for line in ladder)
     assert max(len(line) for line in out.splitlines()) <= width
+
+
+def test_show_prints_a_saved_trace_and_export_accepts_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every view works on a saved trace: the terminal ladder and the exports."""
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--json"]) == 0
+    saved = tmp_path / "s1.json"
+    saved.write_text(capsys.readouterr().out)
+    assert main(["show", str(saved), "--limit", "5", "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "S1: write-write-read  [sim]" in out and " 0.000  connect" in out
+    assert main(["export", str(saved), "--svg", str(tmp_path / "s1.svg")]) == 0
+    assert (tmp_path / "s1.svg").read_text().startswith("<")
+    assert main(["export", str(saved), "--real", "--svg", str(tmp_path / "x.svg")]) == 2
