@@ -88,13 +88,33 @@ OPTIONS = ("nodelay", "cork", "quickack")
 def flatten(body: tuple[Statement, ...], path: tuple[int, ...] = ()
             ) -> Iterator[tuple[Statement, tuple[int, ...]]]:
     """Statements in execution order, each with its iteration path (the indexes of the
-    enclosing ``repeat`` loops, outermost first). Both executors run scripts through this."""
+    enclosing ``repeat`` loops, outermost first). Both executors run scripts through this;
+    `outermost_loops` names the loop a path belongs to."""
     for stmt in body:
         if isinstance(stmt, Repeat):
             for i in range(stmt.count):
                 yield from flatten(stmt.body, path + (i,))
         else:
             yield stmt, path
+
+
+def outermost_loops(body: tuple[Statement, ...]) -> dict[int, int]:
+    """``id(statement)`` → number of its outermost enclosing top-level ``repeat`` (1 for
+    the script's first statement, 2 for the second, …; 0 outside any loop)."""
+    out: dict[int, int] = {}
+
+    def walk(stmts: tuple[Statement, ...], loop: int) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, Repeat):
+                walk(stmt.body, loop)
+            else:
+                out[id(stmt)] = loop
+    for number, stmt in enumerate(body, start=1):
+        if isinstance(stmt, Repeat):
+            walk(stmt.body, number)
+        else:
+            out[id(stmt)] = 0
+    return out
 
 
 def describe(stmt: Statement) -> tuple[str, str]:

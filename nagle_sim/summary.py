@@ -66,10 +66,10 @@ def iterations(trace: Trace, side: Side = Side.CLIENT) -> list[Iteration]:
     if first is None:
         groups = [ops] if ops else []
     else:
-        current = -1
+        loop, current = ops[first].loop, -1
         for op in ops[first:]:
-            if not op.iteration or op.iteration[0] < current:
-                break                      # left the loop, or a second loop restarted at 0
+            if not op.iteration or op.loop != loop or op.iteration[0] < current:
+                break                      # left the loop, or another loop began
             if op.iteration[0] != current:
                 current = op.iteration[0]
                 groups.append([])
@@ -125,8 +125,9 @@ class _Index:
             if e.kind == "hold":
                 lo = bisect.bisect_right(self.seg_t, e.t)
                 hi = bisect.bisect_right(self.seg_t, prev.t)
-                released = any(s.src is e.side and s.length for s in segments[lo:hi])
-                return None if released else e
+                if not any(s.src is e.side and s.length for s in segments[lo:hi]):
+                    return e    # still holding when the gap began
+                # released before the gap: an older hold of the other side may still be on
             i -= 1
         return None
 

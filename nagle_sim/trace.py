@@ -83,6 +83,9 @@ class OpRecord:
     end: Micros | None
     line: int = 0
     iteration: tuple[int, ...] = ()
+    loop: int = 0
+    """Which top-level ``repeat`` the op ran in (its position in the script, 1-based; 0:
+    none); tells loops apart."""
     result: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -92,6 +95,7 @@ class OpRecord:
             out["line"] = self.line
         if self.iteration:
             out["iter"] = list(self.iteration)
+            out["loop"] = self.loop
         if self.result is not None:
             out["result"] = self.result
         return out
@@ -182,7 +186,7 @@ class Trace:
                     start=_us(o["start_ms"], at),
                     end=_us(o["end_ms"], at) if o.get("end_ms") is not None else None,
                     line=int(o.get("line", 0)), iteration=tuple(o.get("iter", ())),
-                    result=o.get("result")))
+                    loop=int(o.get("loop", 0)), result=o.get("result")))
             for i, e in enumerate(doc.get("events", [])):
                 at = f"{where}: events[{i}]"
                 trace.events.append(EventRecord(

@@ -37,7 +37,7 @@ import time
 from typing import Any
 
 from nagle_sim.model.events import Side
-from nagle_sim.scenario import Scenario, ScenarioError, flatten, loads
+from nagle_sim.scenario import Scenario, ScenarioError, flatten, loads, outermost_loops
 from realnet import sockopts
 from realnet.runner import (
     Outcome,
@@ -492,6 +492,7 @@ def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:
     """Server times onto this machine's perf clock; line / iteration from our own parse
     (the text we sent may number lines differently from the original file)."""
     statements = flatten(scenario.server.script)
+    loops = outermost_loops(scenario.server.script)
     for i, op in enumerate(log.ops):
         op.start_ns -= offset_ns
         if op.end_ns is not None:
@@ -500,7 +501,7 @@ def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:
             continue
         item = next(statements, None)
         if item is not None:
-            op.line, op.iteration = item[0].line, item[1]
+            op.line, op.iteration, op.loop = item[0].line, item[1], loops[id(item[0])]
     for info in log.infos:
         info.t_ns -= offset_ns
     return log

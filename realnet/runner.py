@@ -49,6 +49,7 @@ from nagle_sim.scenario import (
     Writev,
     describe,
     flatten,
+    outermost_loops,
     real_run_caveats,
 )
 from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord, Trace
@@ -122,18 +123,19 @@ class OpLog:
     line: int = 0
     iteration: tuple[int, ...] = ()
     result: str | None = None
+    loop: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "arg": self.arg, "start_ns": self.start_ns,
                 "end_ns": self.end_ns, "line": self.line, "iter": list(self.iteration),
-                "result": self.result}
+                "result": self.result, "loop": self.loop}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> OpLog:
         return cls(op=str(d["op"]), arg=str(d.get("arg", "")), start_ns=int(d["start_ns"]),
                    end_ns=None if d.get("end_ns") is None else int(d["end_ns"]),
                    line=int(d.get("line", 0)), iteration=tuple(d.get("iter", ())),
-                   result=d.get("result"))
+                   result=d.get("result"), loop=int(d.get("loop", 0)))
 
 
 @dataclass(slots=True)
@@ -477,11 +479,13 @@ class SideRunner:
                 self.log.infos.append(InfoLog(self._now(), op_index, data))
 
     def _run_script(self) -> None:
+        loops = outermost_loops(self.spec.script)
         for stmt, path in flatten(self.spec.script):
             if self._aborted:
                 raise _Aborted
             op, arg = describe(stmt)
-            record = OpLog(op, arg, self._now(), None, line=stmt.line, iteration=path)
+            record = OpLog(op, arg, self._now(), None, line=stmt.line, iteration=path,
+                           loop=loops[id(stmt)])
             self.log.ops.append(record)
             if self._closed and not isinstance(stmt, Sleep):
                 raise _SideFailure(f"{self.where}:{stmt.line}: {self.side.value} "
@@ -956,7 +960,7 @@ def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[_Seg],
             start = Micros(0) if o.op in ("connect", "accept") else rel(o.start_ns)
             ops.append(OpRecord(side=side, op=o.op, arg=o.arg, start=start or Micros(0),
                                 end=rel(o.end_ns), line=o.line, iteration=o.iteration,
-                                result=o.result))
+                                loop=o.loop, result=o.result))
         for info in log.infos:
             op = log.ops[info.op_index] if 0 <= info.op_index < len(log.ops) else None
             after = f"{op.op} {op.arg}".strip() if op else "?"

@@ -162,10 +162,7 @@ class Bbr:
             samples = [(r, b) for r, b in self.bw_samples
                        if self.rtt_cnt - r < BW_FILTER_ROUNDS and b > bw]
             samples.append((self.rtt_cnt, bw))
-            self.bw_samples = samples
-        elif self.bw_samples and self.rtt_cnt - self.bw_samples[0][0] >= BW_FILTER_ROUNDS:
-            self.bw_samples = [(r, b) for r, b in self.bw_samples
-                               if self.rtt_cnt - r < BW_FILTER_ROUNDS]
+            self.bw_samples = samples       # (samples only age when a new one is taken)
 
     def _update_cycle_phase(self, now: int, rs: RateSample) -> None:
         if self.mode is not Mode.PROBE_BW:
@@ -209,7 +206,8 @@ class Bbr:
         """bbr_update_min_rtt: a 10 s min-RTT filter; when it expires, PROBE_RTT holds
         cwnd at 4 for max(200 ms, one round), then restores it (bbr_check_probe_rtt_done)."""
         expired = now - self.min_rtt_stamp > MIN_RTT_WINDOW_US
-        if rs.rtt_us >= 0 and (self.min_rtt_us < 0 or rs.rtt_us <= self.min_rtt_us
+        # strictly lower (1b9e2a8c99a5, v5.10): equal samples must not postpone PROBE_RTT
+        if rs.rtt_us >= 0 and (self.min_rtt_us < 0 or rs.rtt_us < self.min_rtt_us
                                or (expired and not rs.is_ack_delayed)):
             self.min_rtt_us = rs.rtt_us
             self.min_rtt_stamp = now

@@ -53,7 +53,8 @@ class StackProfile:
     pingpong_thresh: int = 1
     """TCP_PINGPONG_THRESH / net.ipv4.tcp_pingpong_thresh."""
     pingpong_needs_new_data: bool = False
-    """5.x threshold-3 era: count a reply only if it is the first send since data arrived."""
+    """5.x threshold-3 era: count a reply only if the previous send was in an earlier jiffy
+    than the last data received (before(lsndtime, lrcvtime))."""
     quickack_dec_only_if_scheduled: bool = True
     """059217c18be6 (2023): quick budget drops only for ACKs of new data."""
     pushed_on_full_psh: bool = True

@@ -321,7 +321,7 @@ class Endpoint:
         now_j = self._jiffies(now)
         if self.profile.ack_style is AckStyle.LINUX and self.ato_j and (
                 now_j - self.lrcvtime_j) < self.ato_j:
-            fresh = not self.profile.pingpong_needs_new_data or self.lsndtime_j <= self.lrcvtime_j
+            fresh = not self.profile.pingpong_needs_new_data or self.lsndtime_j < self.lrcvtime_j
             if fresh and self.pingpong < 255:
                 was = self.in_pingpong
                 self.pingpong += 1
@@ -369,6 +369,8 @@ class Endpoint:
             tail.length += take
             self.write_seq += take
             left -= take
+            if not left:
+                break           # the last chunk always goes through tcp_push (PSH), even full
             if tail.length < self.mss:
                 continue
             # A full skb: tcp_push_one, or a forced push of everything
@@ -772,7 +774,8 @@ class Endpoint:
             if head.seq + head.length <= self.snd_una + self.snd_wnd:
                 self.backoff = 0
                 self._cancel(now, Timer.PROBE0, Reason.ACK_RELEASE)
-        elif seg.ack == self.snd_una and self.bbr is not None:
+        elif seg.ack == self.snd_una and prior_packets and self.bbr is not None:
+            # tcp_ack: with nothing in flight it goes to no_queue, skipping tcp_cong_control
             self._congestion_control(now, [], prior_packets)
 
     # ------------------------------------------------------------------ rate & pacing
@@ -873,7 +876,7 @@ class Endpoint:
         if mark:
             self.app_limited = (self.delivered + self.packets_out) or 1
         if cwnd != self.cwnd:
-            self._event(now, Kind.MODE, Reason.CWND_GROW,
+            self._event(now, Kind.MODE, Reason.BBR_CWND,
                         f"cwnd {self.cwnd} → {cwnd} (BBR {self.bbr.mode.value})", cwnd=cwnd)
             self.cwnd = cwnd
         self.pacing_rate = self.bbr.pacing_rate
@@ -1012,8 +1015,9 @@ class Endpoint:
             self._send_delayed_ack(now)
 
     def _window_would_grow(self) -> bool:
-        """__tcp_select_window() >= rcv_wnd: true while the buffer has room."""
-        return self.profile.rcv_buf - self.unread >= self.profile.rcv_wnd
+        """__tcp_select_window() >= tp->rcv_wnd: the window we could offer now is at least
+        the one last advertised (true while the buffer has room)."""
+        return min(self.profile.rcv_wnd, self.profile.rcv_buf - self.unread) >= self.rcv_wnd
 
     def _send_delayed_ack(self, now: int) -> None:
         """tcp_send_delayed_ack: deadline jiffies + ato (capped), keeping an earlier one."""

@@ -156,6 +156,7 @@ class Reason(Enum):
     QUICKACK_OFF = "TCP_QUICKACK=0 puts the socket into ping-pong mode (delayed ACKs)"
     QUICKACK_ON = "TCP_QUICKACK=1 leaves ping-pong mode (not sticky, budget not refilled)"
     CWND_GROW = "slow start: cwnd grows with each ACKed segment"
+    BBR_CWND = "BBR sets cwnd from its path model (gain x bandwidth x min RTT, 4 in PROBE_RTT)"
     CWND_IDLE = "idle longer than RTO: cwnd restarts (tcp_slow_start_after_idle)"
     STATE_CHANGE = "TCP state change"
     APP_CALL = "application call"
@@ -244,6 +245,7 @@ SHORT: dict[Reason, str] = {
     Reason.SOCKOPT_SET: "setsockopt", Reason.SOCKOPT_GET: "getsockopt",
     Reason.QUICKACK_OFF: "QUICKACK=0: ping-pong", Reason.QUICKACK_ON: "QUICKACK=1",
     Reason.CWND_GROW: "cwnd grows", Reason.CWND_IDLE: "cwnd restart",
+    Reason.BBR_CWND: "BBR cwnd",
     Reason.STATE_CHANGE: "state", Reason.APP_CALL: "app call",
 }
 """A few words per reason, for ladder labels; `Reason.value` is the full sentence."""

@@ -28,6 +28,7 @@ from ..scenario import (
     Writev,
     describe,
     flatten,
+    outermost_loops,
 )
 from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
 
@@ -90,6 +91,7 @@ class SimDriver:
         self.trace = Trace(source="sim", title=scenario.title, meta=self._meta())
         self._wakes: dict[Side, set[int]] = {side: set() for side in Side}
         self.apps = {side: _App(side, flatten(scenario.side(side).script)) for side in Side}
+        self.loops = {side: outermost_loops(scenario.side(side).script) for side in Side}
         self._error: str | None = None
         self._segments = 0
 
@@ -203,7 +205,8 @@ class SimDriver:
                 op, arg = describe(stmt)
                 record = app.record = OpRecord(side=side, op=op, arg=arg,
                                                start=Micros(app.vnow), end=None,
-                                               line=stmt.line, iteration=path)
+                                               line=stmt.line, iteration=path,
+                                               loop=self.loops[side][id(stmt)])
                 self.trace.ops.append(record)
                 if app.closed and not isinstance(stmt, Sleep):
                     raise ModelError(f"{op} after close")

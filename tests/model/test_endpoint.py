@@ -226,9 +226,11 @@ def test_quickack_on_with_unread_data_does_not_ack() -> None:
 
 
 def test_pingpong_threshold_three_needs_three_quick_replies() -> None:
+    """4a41f453bedf: each reply within ato counts once, if the previous send was in an
+    earlier jiffy than the data it answers; the third one enters ping-pong."""
     h = established(mss=1000, profile=PROFILES["linux-5.4"])
-    for i in range(3):
-        t = ms(2 + i)
+    for i in range(3):           # a jiffy or more apart: before(lsndtime, lrcvtime)
+        t = ms(2 + 10 * i)
         h.peer(t, seq=1 + 10 * i, ack=1 + 10 * i, length=10, flags="PA")
         h.read(t + 5)
         h.write(t + 10, 10)
@@ -315,3 +317,21 @@ def test_cubic_profile_does_not_pace() -> None:
     h.take()
     h.peer(ms(41), seq=1, ack=1 + 2 * 1448)
     assert {s.t for s in h.take()} == {ms(41)}
+
+
+def test_threshold_three_counts_a_multi_segment_reply_once() -> None:
+    """All segments of one reply leave in the same jiffy: only the first counts."""
+    h = established(mss=1000, profile=PROFILES["linux-5.4"])
+    h.peer(ms(2), seq=1, ack=1, length=10, flags="PA")
+    h.read(ms(2) + 5)
+    h.write(ms(2) + 10, 3000)
+    assert h.ep.pingpong == 1
+
+
+def test_a_write_ending_on_a_full_segment_carries_psh() -> None:
+    """tcp_sendmsg_locked: the last chunk goes through tcp_push even when it fills the
+    segment, so it is PSH'd, and the receiver ACKs it on read (realnet S1-style check)."""
+    h = established(mss=1000)
+    h.write(ms(2), 3000)
+    assert [s.seg.summary() for s in h.take()] == [
+        ". 1:1001(1000) ack 1", ". 1001:2001(1000) ack 1", "P. 2001:3001(1000) ack 1"]

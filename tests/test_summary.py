@@ -1,0 +1,40 @@
+"""summary.py: iterations and stall causes, the numbers the CLI, TUI and lessons quote."""
+
+from __future__ import annotations
+
+from nagle_sim import scenario
+from nagle_sim.sim.driver import run_sim
+from nagle_sim.summary import iterations, summarize
+
+
+def test_iterations_come_from_the_first_top_level_loop_only() -> None:
+    """A `repeat 1` loop followed by another loop is one iteration, not merged with the
+    second loop's first pass; statements after the loop do not count."""
+    trace = run_sim(scenario.loads('''
+[client]
+script = """
+repeat 1 { write 1; read 1 }
+repeat 3 { sleep 50ms; write 1; read 1 }
+"""
+[server]
+script = "repeat 4 { read 1; write 1 }"
+''', "loops.toml"))
+    its = iterations(trace)
+    assert len(its) == 1 and its[0].latency < 1000
+
+
+def test_a_stall_names_the_hold_that_was_still_on() -> None:
+    """The server's later Nagle hold was released before the gap; the client's earlier
+    cork hold was still on, and it is the one the stall is blamed on."""
+    trace = run_sim(scenario.loads('''
+[link]
+delay_ms = 1
+[client]
+cork = true
+script = "write 10; read 3"
+[server]
+script = "write 1; write 1; read 10; write 1"
+''', "mask.toml"))
+    stalls = summarize(trace).stalls
+    assert stalls, "the cork ceiling leaves a 200 ms gap"
+    assert stalls[0].held_code == "CORK_HOLD", stalls[0].text()
