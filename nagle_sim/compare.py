@@ -353,7 +353,8 @@ def _excuse_ack_thinning(matches: list[Match], sim: Trace, real: Trace) -> None:
 
 
 def _time_errors(matches: list[Match]) -> None:
-    """Error on each interval since the previous matched event (in model time order)."""
+    """Error on each interval since the previous matched event that agreed (model time
+    order): a late event is reported once, not again by the correctly spaced one after it."""
     timed = [m for m in matches if m.sim_t is not None and m.real_t is not None]
     timed.sort(key=lambda m: (m.sim_t, m.real_t))
     prev: Match | None = None
@@ -371,7 +372,8 @@ def _time_errors(matches: list[Match]) -> None:
             late = "later" if m.error > 0 else "earlier"
             extra = f"{abs(m.error) / 1000:.3f} ms {late} than the model"
             m.note = f"{m.note}; {extra}" if m.note else extra
-        prev = m
+        else:
+            prev = m    # anchor on events that agreed, so one late event is reported once
 
 
 def _stall_key(trace: Trace, stall: Stall) -> SegmentRecord | None:

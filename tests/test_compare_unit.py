@@ -158,3 +158,13 @@ def test_a_stall_far_under_the_threshold_is_a_difference() -> None:
     result = compare(sim, real)
     assert not result.agree
     assert any("the kernel does not" in p for p in result.problems)
+
+
+def test_one_late_event_is_reported_once() -> None:
+    """A late delayed ACK must not also make the next, correctly spaced data late."""
+    sim = trace("sim", [seg(1, C, 1, 6, "PA"), seg(2, S, 1, ack=7), seg(101, C, 7, 6, "PA")])
+    real = trace("realnet", [seg(1, C, 1, 6, "PA"), seg(44, S, 1, ack=7),
+                             seg(101, C, 7, 6, "PA")], link="loopback")
+    result = compare(sim, real)
+    late = [m for m in result.matches if not m.ok]
+    assert [m.klass for m in late] == ["ACK"], [m.note for m in late]
