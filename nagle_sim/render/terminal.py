@@ -47,8 +47,9 @@ def ladder_table(trace: Trace, rows: list[Row], *, width: int = 120) -> Table:
     the wire gets about 40 % of the rest and the two sides share the remainder."""
     table = Table(box=None, pad_edge=False, show_edge=False, expand=False,
                   header_style="bold")
-    t_width = max([6, *(len(f"{r.t / 1000:.3f}") for r in rows)])   # 6: the header
-    avail = max(60, width - t_width - 3)            # three one-space column gaps
+    # rich counts the cell's one-space right padding inside `width`; 6 is the header
+    t_width = max([6, *(len(f"{r.t / 1000:.3f}") for r in rows)]) + 1
+    avail = max(60, width - t_width - 3)            # the other columns' padding
     wire_width = max(24, avail * 2 // 5) - 2
     note_width = (avail - wire_width - 2) // 2
     table.add_column("t (ms)", justify="right", no_wrap=True, width=t_width)
