@@ -8,8 +8,11 @@ are imported only by the subcommands that need them.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from rich.console import Console
 
@@ -115,11 +118,14 @@ def cmd_realnet_serve(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare_cli
+    _check_output(args.markdown)
+    _check_output(args.csv)
     return compare_cli(_load(args), args)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .compare import validate_cli
+    _check_output(args.markdown)
     return validate_cli(args)
 
 
@@ -158,13 +164,55 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"expected 1 to 1000000, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
+
+
+def _positive_float(limit: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or not 0 < value <= limit:
+            raise argparse.ArgumentTypeError(f"expected a number above 0 and at most "
+                                             f"{limit:g}, got {text}")
+        return value
+    return parse
+
+
+def _check_output(path: str | None) -> None:
+    """Fail before a slow run, not after it, when an output file cannot be written."""
+    if not path:
+        return
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise CliError(f"{path}: is a directory, not a file")
+    if not parent.is_dir():
+        raise CliError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise CliError(f"cannot write {path}: permission denied")
+
+
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
     p.add_argument("--all", action="store_true", help="print every ladder row")
-    p.add_argument("--limit", type=int, default=200, help="ladder rows to print (default 200)")
+    p.add_argument("--limit", type=_count, default=200,
+                   help="ladder rows to print (default 200; 0: summary only)")
     p.add_argument("--detail", choices=("wire", "normal", "all"), default="normal",
                    help="which decisions to show beside the segments")
-    p.add_argument("--width", type=int, help="terminal width to render for")
+    p.add_argument("--width", type=_positive_int, help="terminal width to render for")
 
 
 def _add_scenario(p: argparse.ArgumentParser) -> None:
@@ -211,13 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("pcap", "svg", "png", "tseq", "markdown", "csv"):
         p.add_argument(f"--{name}", metavar="PATH")
     p.add_argument("--json", dest="json_out", metavar="PATH")
-    p.add_argument("--until-ms", type=float, metavar="MS",
+    p.add_argument("--until-ms", type=_positive_float(1e9), metavar="MS",
                    help="draw pictures only up to this time (long runs are tall)")
     p.add_argument("--linear", action="store_true",
                    help="draw time to scale instead of compressing quiet gaps")
     p.add_argument("--sender", choices=("client", "server"), default="client",
                    help="whose data the time-sequence plot shows (default client)")
-    p.add_argument("--png-scale", type=float, default=1.0, metavar="X",
+    p.add_argument("--png-scale", type=_positive_float(8.0), default=1.0, metavar="X",
                    help="scale PNG pictures (default 1.0)")
     p.set_defaults(func=cmd_export)
 

@@ -7,6 +7,7 @@ consume `Scenario`. Must not import simpy, asyncio, textual or rich.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Iterator
@@ -175,9 +176,10 @@ class Scenario:
 
 # ---------------------------------------------------------------- script parsing
 _TOKEN = re.compile(r"\s*(?:(?P<brace>[{};])|(?P<word>[^\s{};]+))")
-_DURATION = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<unit>us|ms|s)$")
+_DURATION = re.compile(r"^(?P<num>[0-9]{1,12}(?:\.[0-9]{1,9})?)(?P<unit>us|ms|s)$")
 _UNIT_US = {"us": 1, "ms": 1000, "s": 1_000_000}
-_MAX_REPEAT_OPS = 10_000_000
+_MAX_REPEAT_OPS = 2_000_000
+_MAX_SLEEP_US = 10 * 86_400 * 1_000_000   # ten days: far beyond any run's time limit
 
 
 def _tokenize(text: str, where: str, first_line: int) -> list[tuple[str, int]]:
@@ -273,6 +275,8 @@ class _Parser:
             if m is None:
                 raise self.error(line, f"bad duration {args[0]!r}: use e.g. 15ms, 250us, 1.5s")
             us = round(float(m.group("num")) * _UNIT_US[m.group("unit")])
+            if us > _MAX_SLEEP_US:
+                raise self.error(line, f"sleep {args[0]} is longer than ten days")
             return Sleep(line, Micros(us))
         if verb == "set":
             if len(args) != 2 or args[0].lower() not in OPTIONS:
@@ -293,8 +297,10 @@ class _Parser:
                                "read, sleep, set, get, repeat or close)")
 
     def positive_int(self, text: str, line: int, what: str, allow_zero: bool = False) -> int:
-        if not re.fullmatch(r"[+-]?\d+", text):
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
             raise self.error(line, f"{what} must be a whole number, got {text!r}")
+        if len(text.lstrip("+-")) > 12:
+            raise self.error(line, f"{what} {text[:16]}… is too large")
         value = int(text)
         if value < 0 or (value == 0 and not allow_zero):
             raise self.error(line, f"{what} must be {'≥ 0' if allow_zero else '> 0'}, "
@@ -329,6 +335,11 @@ def count_ops(body: tuple[Statement, ...]) -> int:
 
 
 # ---------------------------------------------------------------- TOML loading
+_TUNE_MIN = {"syscall_us": 0, "tx_segment_us": 0, "host_latency_us": 0, "wakeup_us": 0,
+             "jiffy_phase_us": -1, "timeout_min_j": 0}
+"""Smallest value of a tunable number (1 unless listed: sizes, rates and counts of 0 make
+no sense and would divide by zero)."""
+
 _TOP_KEYS = {"title", "description", "link", "client", "server", "expect", "lesson"}
 _LINK_KEYS = {"delay_ms", "to_server_delay_ms", "to_client_delay_ms", "mss", "tx_complete_us"}
 _SIDE_KEYS = {"profile", "nodelay", "cork", "quickack", "script", "tune"}
@@ -366,6 +377,8 @@ class _Loader:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(table, key, f"expected a number, got {value!r}")
+        if not math.isfinite(value) or abs(value) > 1e12:
+            raise self.fail(table, key, f"expected a finite number, got {value!r}")
         if value < minimum:
             raise self.fail(table, key, f"must be ≥ {minimum:g}, got {value}")
         return float(value)
@@ -421,8 +434,11 @@ class _Loader:
             if isinstance(current, bool):
                 if not isinstance(value, bool):
                     raise self.fail(f"{name}.tune", key, f"expected true or false, got {value!r}")
-            elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise self.fail(f"{name}.tune", key, f"expected a whole number ≥ 0, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise self.fail(f"{name}.tune", key, f"expected a whole number, got {value!r}")
+            elif not _TUNE_MIN.get(key, 1) <= value <= 10**12:
+                raise self.fail(f"{name}.tune", key, f"must be from {_TUNE_MIN.get(key, 1)} to "
+                                f"10^12, got {value}")
             if key == "hz" and not 1 <= value <= 1_000_000:
                 raise self.fail(f"{name}.tune", key, "HZ must be between 1 and 1000000")
             if key in ("max_quickacks", "pingpong_thresh") and not 1 <= value <= 255:
@@ -451,9 +467,27 @@ class _Loader:
             first += 1
         script = parse_script(script_text, self.where, first or 1)
         self._check_profile_support(name, profile, script)
+        self._check_close(name, script, closed=False)
         return SideSpec(profile=profile, options=SocketOptions(
             nodelay=nodelay, cork=cork, quickack=quickack), script=script,
             script_line=first, tune=changes)
+
+    def _check_close(self, name: str, body: tuple[Statement, ...], closed: bool) -> bool:
+        """Only `sleep` may follow `close` (in execution order, loops included)."""
+        for stmt in body:
+            if isinstance(stmt, Repeat):
+                if not stmt.count:
+                    continue
+                after = self._check_close(name, stmt.body, closed)
+                if stmt.count > 1 and after and not closed:
+                    self._check_close(name, stmt.body, True)   # the second pass
+                closed = after
+            elif closed and not isinstance(stmt, Sleep):
+                raise ScenarioError(f"{self.where}:{stmt.line}: {name}: "
+                                    f"'{describe(stmt)[0]}' after 'close'")
+            elif isinstance(stmt, Close):
+                closed = True
+        return closed
 
     def _check_profile_support(self, name: str, profile: StackProfile,
                                script: tuple[Statement, ...]) -> None:

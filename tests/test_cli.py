@@ -100,3 +100,25 @@ def test_show_prints_a_saved_trace_and_export_accepts_it(
     assert main(["export", str(saved), "--svg", str(tmp_path / "s1.svg")]) == 0
     assert (tmp_path / "s1.svg").read_text().startswith("<")
     assert main(["export", str(saved), "--real", "--svg", str(tmp_path / "x.svg")]) == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", str(DATA / "s1_write_write_read.toml"), "--width", "-3"],
+    ["run", str(DATA / "s1_write_write_read.toml"), "--limit", "-5"],
+    ["export", str(DATA / "s1_write_write_read.toml"), "--png", "x.png", "--png-scale", "inf"],
+    ["export", str(DATA / "s1_write_write_read.toml"), "--svg", "x.svg", "--until-ms", "nan"],
+])
+def test_bad_flags_exit_2(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", str(DATA / "s1_write_write_read.toml"), "--markdown", "/nonexistent/x.md"],
+    ["validate", "--markdown", "/nonexistent/v.md"],
+])
+def test_unwritable_outputs_fail_before_any_run(argv: list[str],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "directory /nonexistent does not exist" in capsys.readouterr().err

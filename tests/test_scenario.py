@@ -68,7 +68,18 @@ script = "repeat 2 { read 13; write 13 }"
     ("title = \n", ":1: invalid TOML"),
     ("[client]\nprofile = \"windows\"\nscript = \"set cork on\"\n", ":3: client profile "
      "'windows' has no TCP_CORK"),
-    ("[client]\ntune = { hz = 0 }\n", "client.tune.hz: HZ must be between"),
+    ("[client]\ntune = { hz = 0 }\n", "client.tune.hz: must be from 1"),
+    ("[client]\ntune = { hz = 2000000 }\n", "client.tune.hz: HZ must be between"),
+    ("[client]\ntune = { initial_rcv_mss = 0 }\n", "initial_rcv_mss: must be from 1"),
+    ("[link]\nmss = nan\n", ":2: link.mss: expected a finite number, got nan"),
+    ("[link]\ndelay_ms = inf\n", "link.delay_ms: expected a finite number"),
+    ("[link]\ntx_complete_us = -inf\n", "link.tx_complete_us: expected a finite number"),
+    ("[client]\nscript = \"sleep 99999999999s\"\n", "longer than ten days"),
+    ("[client]\nscript = \"sleep 1" + "0" * 400 + "s\"\n", "bad duration"),
+    ("[client]\nscript = \"write 1" + "0" * 5000 + "\"\n", "write size 1000000000000000… is too large"),
+    ("[client]\nscript = \"write \u0661\u0662\"\n", "write size must be a whole number"),
+    ("[client]\nscript = \"close; write 5\"\n", ":2: client: 'write' after 'close'"),
+    ("[client]\nscript = \"repeat 2 { write 1; close }\"\n", ":2: client: 'write' after 'close'"),
     ("[client]\ntune = { colour = 1 }\n", "not a tunable profile field"),
     ("[link]\nmss = 20\n", "link.mss: must be ≥ 88"),
     ("[client]\nscript = \"repeat 100000 { repeat 100000 { write 1 } }\"\n", "operations"),
@@ -94,3 +105,8 @@ def test_overrides_set_nested_keys(tmp_path: Path) -> None:
 
 def test_bad_override_is_reported(tmp_path: Path) -> None:
     assert "use KEY=VALUE" in error_of(tmp_path, "", "client.nodelay")
+
+
+def test_sleep_after_close_is_allowed(tmp_path: Path) -> None:
+    s = load_text(tmp_path, '[client]\nscript = "write 1; close; sleep 5ms"\n')
+    assert len(s.client.script) == 3
