@@ -1,8 +1,8 @@
 """Headless real-socket run: ``python -m realnet scenario.toml [--json] [--set K=V]...``.
 
-Owns: the tiny command line used by CI jobs and by the TUI's subprocess runner. Prints the
-trace (JSON with --json, else the terminal ladder). Exit 0 ok, 1 the run failed (deadlock,
-error, limit), 2 bad input. Must not import textual or simpy.
+Owns: the tiny command line for headless jobs: prints the trace as JSON (view it with
+`nagle-sim show`, or run `nagle-sim realnet run` for the ladder). Exit 0 ok, 1 the run
+failed (deadlock, error, limit), 2 bad input. Must not import textual, rich or simpy.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", help="scenario file (TOML)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                         help="override a scenario key (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print the trace as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="accepted for symmetry with nagle-sim; the output is always JSON")
     parser.add_argument("--remote", metavar="HOST:PORT",
                         help="run the server side on a `nagle-sim realnet serve`")
     parser.add_argument("--timeout", type=float, metavar="SECONDS",
@@ -37,14 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    if args.json:
-        sys.stdout.write(trace.dumps() + "\n")
-    else:
-        from rich.console import Console
-
-        from nagle_sim.render.terminal import print_run
-
-        print_run(trace, Console(), limit=200, detail="normal")
+    sys.stdout.write(trace.dumps() + "\n")
     if trace.outcome != "ok":
         print(f"error: {trace.message}", file=sys.stderr)
         return 1
