@@ -273,12 +273,21 @@ def _control(side: Side, klass: str, sim: list[SegmentRecord],
             else:
                 leftovers.append(r)
         missing = sorted((s for rest in by_ack.values() for s in rest), key=lambda s: s.t)
-        # Same number of pure ACKs, different coverage (which segment each ACKs depends on
-        # µs races between the writer and the receiver): pair them in time order, say so.
-        while leftovers and missing:
-            r, s = leftovers.pop(0), missing.pop(0)
-            out.append(Match(side, klass, "ack-number", sim=[s], real=[r],
-                             note=f"the kernel ACKed {r.ack} where the model ACKed {s.ack}"))
+        # An ACK of a different number at about the same time is the same ACK covering a
+        # little more or less (µs races between writer and receiver): pair it, say so.
+        # Leftovers far apart in time are not the same ACK; they stay extra / missing.
+        unpaired: list[SegmentRecord] = []
+        for r in leftovers:
+            near = [s for s in missing if abs(s.t - r.t) <= TOLERANCE_FLOOR]
+            if near:
+                s = min(near, key=lambda s: abs(s.t - r.t))
+                missing.remove(s)
+                out.append(Match(side, klass, "ack-number", sim=[s], real=[r],
+                                 note=f"the kernel ACKed {r.ack} where the model ACKed "
+                                      f"{s.ack}"))
+            else:
+                unpaired.append(r)
+        leftovers = unpaired
         for r in leftovers:
             out.append(Match(side, klass, "extra", real=[r], ok=False,
                              note=f"the kernel sent a pure ACK of {r.ack} the model did not"))
