@@ -258,7 +258,7 @@ def _classify(side: Side, g_sim: list[SegmentRecord], g_real: list[SegmentRecord
 
 
 def _control(side: Side, klass: str, sim: list[SegmentRecord],
-             real: list[SegmentRecord]) -> list[Match]:
+             real: list[SegmentRecord], mss: int = 1448) -> list[Match]:
     """Non-data segments: pure ACKs pair by ACK number (in order), the rest in order."""
     out: list[Match] = []
     if klass == "ACK":
@@ -273,14 +273,15 @@ def _control(side: Side, klass: str, sim: list[SegmentRecord],
             else:
                 leftovers.append(r)
         missing = sorted((s for rest in by_ack.values() for s in rest), key=lambda s: s.t)
-        # An ACK of a different number at about the same time is the same ACK covering a
+        # An ACK of a number within one segment of a model ACK is the same ACK covering a
         # little more or less (µs races between writer and receiver): pair it, say so.
-        # Leftovers far apart in time are not the same ACK; they stay extra / missing.
+        # ACKs further apart in sequence are different ACKs; they stay extra / missing.
+        # (Sequence, not time: the two executors may run at different speeds.)
         unpaired: list[SegmentRecord] = []
         for r in leftovers:
-            near = [s for s in missing if abs(s.t - r.t) <= TOLERANCE_FLOOR]
+            near = [s for s in missing if abs(s.ack - r.ack) <= mss]
             if near:
-                s = min(near, key=lambda s: abs(s.t - r.t))
+                s = min(near, key=lambda s: (abs(s.ack - r.ack), abs(s.t - r.t)))
                 missing.remove(s)
                 out.append(Match(side, klass, "ack-number", sim=[s], real=[r],
                                  note=f"the kernel ACKed {r.ack} where the model ACKed "
@@ -506,7 +507,8 @@ def compare(sim: Trace, real: Trace) -> Comparison:
             sim_list = by_class.get(("sim", klass), [])
             real_list = by_class.get(("real", klass), [])
             if sim_list or real_list:
-                matches += _control(side, klass, sim_list, real_list)
+                matches += _control(side, klass, sim_list, real_list,
+                                    int(mss) if mss else 1448)
     _excuse_ack_thinning(matches, sim, real)
     _time_errors(matches)
     matches.sort(key=lambda m: (m.sim_t if m.sim_t is not None else m.real_t or 0,
