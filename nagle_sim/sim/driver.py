@@ -2,7 +2,8 @@
 
 Owns: simulated time (simpy, integer µs), the link, the application processes and the
 assembly of a `Trace`. It is the only module that imports simpy. Must not import asyncio,
-textual or rich. simpy timeouts cannot be cancelled, so timer wake-ups check staleness.
+textual or rich. simpy timeouts cannot be cancelled, so a timer wake-up may come early or
+twice; that is harmless because `Endpoint.on_deadline` does nothing when nothing is due.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ DEFAULT_SEGMENT_LIMIT = 5_000_000
 
 
 class RunLimit(Exception):
-    pass
+    """The run hit its simulated-time or segment bound."""
 
 
 @dataclass(slots=True)
