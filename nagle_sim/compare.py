@@ -244,6 +244,14 @@ def _classify(side: Side, g_sim: list[SegmentRecord], g_real: list[SegmentRecord
         m.note = (f"GSO super-segment covers {len(g_sim)} model segments "
                   f"({_sizes(g_sim)}; loopback passes it unsplit)")
         return m
+    if gso_possible and mss and all(s.length % mss == 0 for s in g_sim[:-1] + g_real[:-1]):
+        # Every boundary on the MSS grid: the same bytes in TSO bursts of other sizes
+        # (cwnd, pacing and µs ACK races decide them). A Nagle or cork difference would
+        # put a boundary off the grid, and that stays a difference.
+        m.kind = "gso"
+        m.note = (f"TSO bursts grouped differently: real {_sizes(g_real)}, model "
+                  f"{_sizes(g_sim)} (loopback; burst sizes follow cwnd and ACK timing)")
+        return m
     m.ok = False
     if len(g_real) == 1:
         m.kind = "merged"

@@ -145,6 +145,8 @@ class Link:
     mss: int = 1448
     tx_complete: Micros = Micros(0)
     """How long a sent packet occupies the device queue (autocork window); 0 on loopback."""
+    gso: bool = True
+    """TSO skbs cross the link whole (loopback) rather than cut into MSS segments."""
 
     def delay(self, towards: Side) -> Micros:
         return self.to_server_delay if towards is Side.SERVER else self.to_client_delay
@@ -341,7 +343,8 @@ _TUNE_MIN = {"syscall_us": 0, "tx_segment_us": 0, "host_latency_us": 0, "wakeup_
 no sense and would divide by zero)."""
 
 _TOP_KEYS = {"title", "description", "link", "client", "server", "expect", "lesson"}
-_LINK_KEYS = {"delay_ms", "to_server_delay_ms", "to_client_delay_ms", "mss", "tx_complete_us"}
+_LINK_KEYS = {"delay_ms", "to_server_delay_ms", "to_client_delay_ms", "mss", "tx_complete_us",
+              "gso"}
 _SIDE_KEYS = {"profile", "nodelay", "cork", "quickack", "script", "tune"}
 
 
@@ -409,9 +412,12 @@ class _Loader:
         if mss != int(mss) or mss > 65495:
             raise self.fail("link", "mss", f"must be a whole number from 88 to 65495, got {mss}")
         tx = self.number("link", data, "tx_complete_us", 0)
+        # Zero delay means loopback, which passes GSO packets whole; a delayed link is
+        # emulated through TUN devices, which cut them into MSS segments.
+        gso = self.boolean("link", data, "gso", not (to_server or to_client))
         return Link(to_server_delay=Micros(round(to_server * 1000)),
                     to_client_delay=Micros(round(to_client * 1000)), mss=int(mss),
-                    tx_complete=Micros(round(tx)))
+                    tx_complete=Micros(round(tx)), gso=gso)
 
     def side(self, name: str, data: Any) -> SideSpec:
         if not isinstance(data, dict):

@@ -191,3 +191,14 @@ def test_an_ack_one_segment_off_is_the_same_ack() -> None:
     result = compare(sim, real)
     kinds = [m.kind for m in result.matches if m.klass == "ACK" and m.side is S]
     assert kinds == ["ack-number"] and result.agree, result.problems
+
+
+def test_loopback_bursts_of_other_sizes_are_a_note_off_grid_splits_are_not() -> None:
+    """Same bytes in TSO bursts of other sizes (all boundaries on the MSS grid) is timing;
+    a boundary off the grid (e.g. a Nagle-held tail) is a real difference."""
+    sim = trace("sim", [seg(1, C, 1, 4344), seg(1, C, 4345, 2896)])
+    real = trace("realnet", [seg(1, C, 1, 2896), seg(1.1, C, 2897, 4344)], link="loopback")
+    assert compare(sim, real).agree
+    sim = trace("sim", [seg(1, C, 1, 4344), seg(1, C, 4345, 100)])
+    real = trace("realnet", [seg(1, C, 1, 4000), seg(1.1, C, 4001, 444)], link="loopback")
+    assert not compare(sim, real).agree

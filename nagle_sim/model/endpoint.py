@@ -28,7 +28,10 @@ of J+1, which is why a 40 ms delayed ACK takes 40–44 ms at HZ=250.
 Non-Linux profiles (``AckStyle.CLASSIC``) use the RFC 1122 rule instead: ACK every Nth
 segment or when a fixed timer expires.
 
-SIMPLIFICATION: skbs never exceed one MSS (no TSO/GSO super-packets; compare bytes).
+Queued data is kept in MSS-sized pieces; tcp_write_xmit's TSO skbs are built from them at
+send time (`_burst`: tcp_cwnd_test, tcp_tso_autosize, tcp_mss_split_point), and a burst
+crosses the wire whole on loopback or cut into MSS segments, PSH on its last, elsewhere.
+SIMPLIFICATION: no tcp_tso_should_defer (TSO deferral waiting for a bigger cwnd opening).
 SIMPLIFICATION: the link never loses or reorders; out-of-order queues and SACK are absent.
 SIMPLIFICATION: tcp_grow_window's ``quick |= 1`` and TCP Small Queues are not modelled.
 SIMPLIFICATION: the send buffer is unbounded (writes never block).
@@ -163,7 +166,7 @@ class Endpoint:
         self.bbr: Bbr | None = None
         self.pacing_rate = 0.0   # bytes per second; 0: not pacing
         self.wstamp = 0.0        # earliest departure time of the next paced segment (µs)
-        self._tso_left = 0       # segments left in the current TSO burst
+        self.gso_wire = False    # a TSO burst leaves as one super-segment (loopback)
 
         # receive side
         self.rcv_nxt = 0
@@ -270,24 +273,42 @@ class Endpoint:
 
     # ------------------------------------------------------------------ transmit
     def _transmit(self, now: int, flags: int, seq: int, length: int,
-                  why: Reason, skb: _Skb | None = None) -> Segment:
-        """__tcp_transmit_skb: every segment carrying ACK is also an ACK (piggyback); a data
-        segment is stamped for rate sampling and advances the pacing clock."""
-        if skb is not None:
-            self._rate_skb_sent(now, skb)
+                  why: Reason) -> Segment:
+        """__tcp_transmit_skb for a segment without data (SYN, ACK, FIN-less control): every
+        segment carrying ACK is also an ACK (piggyback). Data goes via `_transmit_data`."""
         if self.established or self.state not in (State.SYN_SENT, State.LISTEN):
             flags |= ACK
-        window = self._advertised_window()
-        seg = Segment(src=self.side, seq=seq, ack=self.rcv_nxt if flags & ACK else 0,
-                      length=length, flags=flags, window=window, sent_at=Micros(now), why=why)
-        self._out.append(seg)
+        seg = self._wire(now, flags, seq, length, why)
         if flags & ACK:
-            self._event_ack_sent(now, data_segments=1 if length else 0)
-        if length:
-            self._event_data_sent(now)
-        if skb is not None:
-            self._after_data_sent(now, skb)
+            self._event_ack_sent(now, data_segments=0)
         return seg
+
+    def _wire(self, now: int, flags: int, seq: int, length: int, why: Reason) -> Segment:
+        seg = Segment(src=self.side, seq=seq, ack=self.rcv_nxt if flags & ACK else 0,
+                      length=length, flags=flags, window=self._advertised_window(),
+                      sent_at=Micros(now), why=why)
+        self._out.append(seg)
+        return seg
+
+    def _transmit_data(self, now: int, skbs: list[_Skb], why: Reason) -> None:
+        """__tcp_transmit_skb for one TSO skb made of consecutive MSS pieces. Since
+        051ba67447de a multi-segment skb carries PSH; software GSO (a TUN or real NIC path)
+        keeps it on the last segment only, loopback passes the skb on whole."""
+        for skb in skbs:
+            self._rate_skb_sent(now, skb)
+        n, last = len(skbs), skbs[-1]
+        tail_flags = (PSH if n > 1 or last.psh else 0) | (FIN if last.fin else 0) | ACK
+        if self.gso_wire or n == 1:
+            self._wire(now, tail_flags, skbs[0].seq, sum(k.length for k in skbs), why)
+        else:
+            for skb in skbs[:-1]:
+                self._wire(now, ACK, skb.seq, skb.length, why)
+            self._wire(now, tail_flags, last.seq, last.length, why)
+        nbytes = sum(k.length for k in skbs)
+        self._event_ack_sent(now, data_segments=n)
+        if nbytes:                           # a bare FIN is not data to these hooks
+            self._event_data_sent(now)
+        self._after_data_sent(now, nbytes, n if nbytes else 0)
 
     def _advertised_window(self) -> int:
         free = max(0, self.profile.rcv_buf - self.unread)
@@ -360,6 +381,9 @@ class Endpoint:
             raise ModelError(f"profile {self.profile.name} has no MSG_MORE")
         self._rate_check_app_limited(now)
         left = nbytes
+        if self.queue and not self.queue[-1].fin:
+            self.queue[-1].psh = False   # "if (!copied) ... &= ~TCPHDR_PSH": it grows again
+        size_goal = self._size_goal()
         while left:
             tail = self.queue[-1] if self.queue else None
             if tail is None or tail.length >= self.mss or tail.fin:
@@ -371,13 +395,13 @@ class Endpoint:
             left -= take
             if not left:
                 break           # the last chunk always goes through tcp_push (PSH), even full
-            if tail.length < self.mss:
-                continue
+            if tail.length < self.mss or self.write_seq - self.snd_nxt < size_goal:
+                continue        # the kernel's skb is full only at size_goal
             # A full skb: tcp_push_one, or a forced push of everything
             if self._forced_push():
                 self._mark_push(tail)
                 self._push_pending(now, Nonagle.PUSH, Reason.FULL_SEGMENT)
-            elif tail is self.queue[0]:
+            elif self.write_seq - self.snd_nxt <= size_goal:     # skb == tcp_send_head
                 self._write_xmit(now, Nonagle.PUSH, Reason.FULL_SEGMENT, push_one=True)
         self._tcp_push(now, more)
 
@@ -441,7 +465,7 @@ class Endpoint:
         sent = 0
         while self.queue:
             skb = self.queue[0]
-            if self._tso_left == 0 and self._pacing_blocked(now):
+            if self._pacing_blocked(now):
                 break
             fin_only = skb.fin and skb.length == 0
             if self.packets_out >= self.cwnd and not fin_only:
@@ -458,11 +482,10 @@ class Endpoint:
                 if hold is not self._last_hold:
                     self._hold(now, hold, self._hold_detail(hold))
                 break
-            self._send_skb(now, skb, why)
+            self._send_burst(now, self._burst(skb, nonagle, more), why)
             sent += 1
             if push_one:
                 break
-        self._tso_left = 0     # a TSO burst is built from what one call finds queued
         if sent and not loss_probe:
             self._schedule_loss_probe(now, advancing_rto=False)
         return not self.rtx and bool(self.queue)
@@ -497,26 +520,77 @@ class Endpoint:
         self._last_hold = reason
         self._event(now, Kind.HOLD, reason, detail, length=self._queued_bytes())
 
-    def _send_skb(self, now: int, skb: _Skb, why: Reason) -> None:
-        self.queue.popleft()
-        flags = PSH if skb.psh else 0
-        if skb.fin:
-            flags |= FIN
+    def _send_burst(self, now: int, burst: list[_Skb], why: Reason) -> None:
+        for _ in burst:
+            self.queue.popleft()
         prior = self.packets_out
         self._last_hold = None
-        self._transmit(now, flags, skb.seq, skb.length, why, skb=skb)
-        self.rtx.append(skb)
-        self.snd_nxt = max(self.snd_nxt, skb.end)
-        if skb.length < self.mss:
-            self.snd_sml = skb.end   # tcp_minshall_update
+        self._transmit_data(now, burst, why)
+        self.rtx.extend(burst)
+        last = burst[-1]
+        self.snd_nxt = max(self.snd_nxt, last.end)
+        if last.length < self.mss:
+            self.snd_sml = last.end   # tcp_minshall_update: len < pcount * mss
         if prior == 0 or Timer.TLP in self.timers:   # tcp_event_new_data_sent
             self._rearm_rto(now)
+
+    def _burst(self, head: _Skb, nonagle: int, more: bool) -> list[_Skb]:
+        """The TSO skb tcp_write_xmit builds from the queue head: full segments up to
+        min(cwnd/2, free cwnd) (tcp_cwnd_test), tcp_tso_autosize's goal and size_goal; a
+        partial tail joins only if Nagle/cork would let it go (tcp_mss_split_point)."""
+        burst = [head]
+        if head.length < self.mss or head.fin:
+            return burst
+        quota = min(max(self.cwnd >> 1, 1), self.cwnd - self.packets_out)
+        limit = min(quota, self._tso_segs(), self._size_goal() // self.mss)
+        i = 1
+        while len(burst) < limit and i < len(self.queue):
+            nxt = self.queue[i]
+            if nxt.seq + nxt.length > self.snd_una + self.snd_wnd:
+                break
+            if nxt.length < self.mss or nxt.fin:
+                effective = nonagle if i == len(self.queue) - 1 else Nonagle.PUSH
+                hold = self._nagle_hold_reason(nxt, effective, more)
+                if (hold is None and self.profile.nagle_style is NagleStyle.RFC896
+                        and not effective and not nxt.fin):
+                    hold = Reason.NAGLE_HOLD_CLASSIC   # the burst's own data will be unACKed
+                if hold is None:
+                    burst.append(nxt)
+                break
+            burst.append(nxt)
+            i += 1
+        return burst
+
+    def _size_goal(self) -> int:
+        """tcp_xmit_size_goal: an skb grows to half the peer's largest window, at most a
+        64 KB GSO packet, in whole segments (TCP always builds GSO skbs now)."""
+        half = self.max_window >> 1 if self.max_window > 536 else self.max_window
+        goal = min(65536 - 1 - 320, max(half, 36))
+        return max(goal // self.mss, 1) * self.mss
+
+    def _tso_segs(self) -> int:
+        """tcp_tso_autosize: about 1 ms of data at the pacing rate per TSO skb, at least 2
+        (BBR: bbr_tso_segs_goal; otherwise the rate of tcp_update_pacing_rate)."""
+        if self.bbr is not None:
+            return self.bbr.tso_segs_goal()
+        if self.srtt_us:
+            ratio = 2.0 if self.cwnd < self.ssthresh / 2 else 1.2
+            rate = self.mss * max(self.cwnd, self.packets_out) * 1e6 / self.srtt_us * ratio
+        else:
+            rate = float(1 << 40)   # sk_pacing_rate starts unlimited
+        budget = min(int(rate) >> 10, 65536 - 1 - 320)
+        return max(budget // self.mss, 2)
 
     _tx_complete_us = 0
     """Device-queue residence of a sent packet (link property; 0 on loopback)."""
 
     def set_tx_complete(self, us: int) -> None:
         self._tx_complete_us = us
+
+    def set_gso_wire(self, on: bool) -> None:
+        """Link property: loopback hands a TSO skb to the peer whole (one super-segment);
+        other links see it cut into MSS segments."""
+        self.gso_wire = on
 
     def _rearm_rto(self, now: int) -> None:
         """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot). Re-arming
@@ -800,30 +874,19 @@ class Endpoint:
         skb.tx_delivered_mstamp = self.delivered_mstamp
         skb.tx_delivered = self.delivered
         skb.tx_app_limited = bool(self.app_limited)
-        self._prior_wstamp = self.wstamp
-        self.wstamp = max(self.wstamp, float(now))
         skb.sent_at = now
 
-    _prior_wstamp = 0.0
-    _burst_credit = 0.0
-
-    def _after_data_sent(self, now: int, skb: _Skb) -> None:
-        """tcp_update_skb_after_send: after the first 10 data segments, each one pushes the
-        next departure time back by its length at the pacing rate (idle time is credit)."""
-        self.data_segs_out += 1
+    def _after_data_sent(self, now: int, nbytes: int, nsegs: int) -> None:
+        """tcp_update_skb_after_send: once 10 data segments have left, each TSO skb pushes
+        the next departure time back by its length at the pacing rate; time the socket sat
+        idle is credit for up to half of that."""
+        self.data_segs_out += nsegs
         self._tx_busy_until = now + self._tx_complete_us
-        starting = self._tso_left == 0
-        if starting:   # the kernel paces whole TSO skbs: idle credit covers the burst
-            self._burst_credit = self.wstamp - self._prior_wstamp
+        prior = self.wstamp
+        self.wstamp = max(self.wstamp, float(now))
         if self.pacing_rate and self.data_segs_out >= 10:
-            length_us = skb.length * 1_000_000 / self.pacing_rate
-            cut = min(length_us / 2, self._burst_credit)
-            self._burst_credit -= cut
-            self.wstamp += length_us - cut
-        if self.bbr is not None:
-            if starting:
-                self._tso_left = self.bbr.tso_segs_goal()
-            self._tso_left -= 1
+            length_us = nbytes * 1_000_000 / self.pacing_rate
+            self.wstamp += length_us - min(length_us / 2, self.wstamp - prior)
 
     def _pacing_blocked(self, now: int) -> bool:
         """tcp_pacing_check: hold the next segment until its departure time (hrtimer)."""
@@ -918,7 +981,7 @@ class Endpoint:
                 self._event_data_recv(now, seg)
             else:
                 self.ack_pending |= AckPending.SCHED
-                self.unacked_segs += 1
+                self.unacked_segs += max(1, -(-seg.length // self.mss))
         if seg.flags & FIN:
             self._tcp_fin(now)
 
@@ -971,7 +1034,8 @@ class Endpoint:
         length = seg.length
         if length >= self.rcv_mss:
             self.rcv_mss = min(length, self.mss)
-            if self.profile.pushed_on_full_psh and seg.flags & PSH:
+            # 4720852ed9af: an exact-MSS segment with PSH; a GSO super-segment is skipped
+            if self.profile.pushed_on_full_psh and seg.flags & PSH and length <= self.mss:
                 self.ack_pending |= AckPending.PUSHED
             return
         with_hdr = length + _TCP_HDR
@@ -1133,8 +1197,7 @@ class Endpoint:
         head.psh = True
         self._last_hold = None
         self.queue.popleft()
-        flags = PSH | (FIN if head.fin else 0)
-        self._transmit(now, flags, head.seq, head.length, Reason.PROBE0_RELEASE, skb=head)
+        self._transmit_data(now, [head], Reason.PROBE0_RELEASE)
         self.rtx.append(head)
         self.snd_nxt = max(self.snd_nxt, head.end)
         self._rearm_rto(now)
@@ -1153,8 +1216,7 @@ class Endpoint:
             elif self.rtx:
                 last = self.rtx[-1]
                 last.retransmitted = True
-                flags = (PSH if last.psh else 0) | (FIN if last.fin else 0)
-                self._transmit(now, flags, last.seq, last.length, Reason.LOSS_PROBE, skb=last)
+                self._transmit_data(now, [last], Reason.LOSS_PROBE)
                 self.tlp_high_seq = self.snd_nxt
         self._rearm_rto(now)
 
@@ -1177,7 +1239,6 @@ class Endpoint:
         self.in_loss = True
         self.ssthresh = max(self.packets_out // 2, 2)
         self.cwnd = 1
-        flags = (PSH if skb.psh else 0) | (FIN if skb.fin else 0)
-        self._transmit(now, flags, skb.seq, skb.length, Reason.RETRANSMIT, skb=skb)
+        self._transmit_data(now, [skb], Reason.RETRANSMIT)
         self.backoff = min(self.backoff + 1, 15)
         self._arm(now, Timer.RTO, self._rto_at(now), Reason.RTO_ARMED)

@@ -86,6 +86,7 @@ class SimDriver:
                    for side in Side}
         for ep in self.ep.values():
             ep.set_tx_complete(scenario.link.tx_complete)
+            ep.set_gso_wire(scenario.link.gso)
         self.profile = {side: scenario.side(side).profile for side in Side}
         self.delay = {side: scenario.link.delay(side.peer) + self.profile[side].host_latency_us
                       for side in Side}

@@ -80,8 +80,11 @@ def test_b_sendmsg_msg_more() -> None:
     h.peer(t, seq=1, ack=801)
     h.write(t + ms(100), 3100, more=True)
     full = h.take()
+    # packetdrill sees the TSO skbs whole (". 801:3801(3000)"); cut into segments they
+    # are a 2-segment skb (PSH on its last) and a single one, as this machine's kernel
+    # sends them over the emulated link (realnet: ". 1:1001", "P. 1001:2001", ". 2001:3001")
     assert [s.seg.summary() for s in full] == [
-        ". 801:1801(1000) ack 1", ". 1801:2801(1000) ack 1", ". 2801:3801(1000) ack 1"]
+        ". 801:1801(1000) ack 1", "P. 1801:2801(1000) ack 1", ". 2801:3801(1000) ack 1"]
     assert all(s.t == t + ms(100) for s in full)
     h.write(t + ms(103), 50, more=True)
     assert h.data_sent() == [], "100 + 50 bytes stay corked by MSG_MORE"
@@ -120,14 +123,13 @@ def test_c_https_client_nodelay_sends_tail_at_once() -> None:
     h.write(ms(200), 51)
     h.write(ms(230), 2002)
     sent = h.take()
-    # The current selftest expects "P. 1543:2517": the kernel sends the write as a 2-segment
-    # TSO skb (tcp_tso_autosize) whose PSH lands on its last segment. The model has no TSO
-    # skbs (docs/model.md, "Known differences"), so that one flag differs; bytes and times
-    # are the script's.
+    # "P. 1543:2517": the write leaves as a 2-segment TSO skb (tcp_tso_autosize at this
+    # pacing rate), which carries PSH (051ba67447de) on its last segment after GSO; the
+    # current selftest and this machine's kernel (realnet) both show it.
     assert [(s.t, s.seg.summary()) for s in sent] == [
         (ms(200), "P. 518:569(51) ack 144"),
         (ms(230), ". 569:1543(974) ack 144"),
-        (ms(230), ". 1543:2517(974) ack 144"),
+        (ms(230), "P. 1543:2517(974) ack 144"),
         (ms(230), "P. 2517:2571(54) ack 144"),
     ]
 
