@@ -565,6 +565,10 @@ def compare(sim: Trace, real: Trace) -> Comparison:
                                                  or "none"))
     for note in real.meta.get("notes", []):
         notes.append(note)
+    if sim.meta.get("jiffy_phase_us") is not None:
+        notes.append(f"the model ran at the kernel's measured jiffy phase "
+                     f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
+                     "phase is arbitrary)")
     return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
                       iterations=iters, problems=problems, notes=notes,
                       sim_outcome=sim.outcome, real_outcome=real.outcome)
@@ -684,11 +688,49 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def measured_jiffy_phase(real: Trace, hz: int) -> int | None:
+    """Where the real run's kernel ticks fell (µs into a tick at t=0), or None.
+
+    Timer-driven segments (a pure ACK that ends a quiet gap of 10 ms or more: a delayed
+    ACK, a probe) leave at the start of a jiffy, so ``-t mod tick`` is the phase. The
+    phase of a real run is arbitrary — like a seed, not a rule — so the model is run with
+    the measured one when the two are compared."""
+    tick = 1_000_000 // hz
+    segs = real.segments
+    phases = [(-nxt.t) % tick for prev, nxt in zip(segs, segs[1:], strict=False)
+              if nxt.t - prev.t >= STALL_MIN and not nxt.length and "A" in nxt.flags
+              and "S" not in nxt.flags and "F" not in nxt.flags]
+    if not phases:
+        return None
+    # circular median: the phase the most timer ACKs agree with (within 0.5 ms)
+    return max(phases, key=lambda p: sum(min((p - q) % tick, (q - p) % tick) <= 500
+                                         for q in phases))
+
+
+def with_jiffy_phase(scenario: Any, phase: int) -> Any:
+    """``scenario`` with both sides' kernels ticking at ``phase`` (one machine, one clock)."""
+    from dataclasses import replace
+    sides = {side.value: replace(scenario.side(side), profile=scenario.side(side).profile
+                                 .with_overrides(jiffy_phase_us=phase)) for side in Side}
+    return replace(scenario, **sides)
+
+
 def run_both(scenario: Any) -> tuple[Trace, Trace]:
+    """The real run first, then the model at the real run's measured jiffy phase."""
     from realnet.runner import run_real
 
     from .sim.driver import run_sim
-    return run_sim(scenario), run_real(scenario, progress=_stderr)
+    real = run_real(scenario, progress=_stderr)
+    return aligned_model_run(scenario, real, run_sim), real
+
+
+def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
+    phase = measured_jiffy_phase(real, scenario.client.profile.hz)
+    if phase is None or real.meta.get("remote"):
+        return run_sim(scenario)   # type: ignore[no-any-return]
+    sim: Trace = run_sim(with_jiffy_phase(scenario, phase))
+    sim.meta["jiffy_phase_us"] = phase
+    return sim
 
 
 def _write_tables(cmp: Comparison, markdown: str | None, csv_path: str | None) -> None:

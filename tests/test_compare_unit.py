@@ -6,7 +6,7 @@ are explained, and timing uses packetdrill's tolerance on intervals (never accum
 
 from __future__ import annotations
 
-from nagle_sim.compare import compare, tolerance
+from nagle_sim.compare import compare, measured_jiffy_phase, tolerance
 from nagle_sim.model.events import Micros, Side
 from nagle_sim.trace import OpRecord, SegmentRecord, Trace
 
@@ -202,3 +202,12 @@ def test_loopback_bursts_of_other_sizes_are_a_note_off_grid_splits_are_not() -> 
     sim = trace("sim", [seg(1, C, 1, 4344), seg(1, C, 4345, 100)])
     real = trace("realnet", [seg(1, C, 1, 4000), seg(1.1, C, 4001, 444)], link="loopback")
     assert not compare(sim, real).agree
+
+
+def test_the_jiffy_phase_is_measured_from_timer_driven_acks() -> None:
+    """A pure ACK ending a quiet gap left on a tick: at 42.5 ms, ticks of 4 ms (HZ=250)
+    fall 1.5 ms into a tick at t=0; data segments and short gaps say nothing."""
+    real = trace("realnet", [seg(0.5, C, 1, 6, "PA"), seg(42.5, S, 1, ack=7),
+                             seg(42.6, C, 7, 7, "PA"), seg(86.5, S, 1, ack=14)])
+    assert measured_jiffy_phase(real, 250) == 1500
+    assert measured_jiffy_phase(trace("realnet", [seg(0.5, C, 1, 6, "PA")]), 250) is None
