@@ -13,8 +13,9 @@ decisions, ``next_deadline()`` the earliest armed timer. ``on_deadline(now)`` fi
 timer due at or before ``now`` and does nothing otherwise, so a stale wake-up is harmless.
 
 The send side follows tcp_sendmsg_locked → tcp_push → __tcp_push_pending_frames →
-tcp_write_xmit: data fills the tail skb up to one MSS; a full skb is pushed at once; at
-the end of the call the tail is pushed with ``nonagle`` (TCP_NAGLE_CORK for MSG_MORE).
+tcp_write_xmit: data fills the tail skb; once a skb reaches size_goal (half the peer's
+window, at most 64 KB) it is pushed at once; at the end of the call the tail is pushed
+with ``nonagle`` (TCP_NAGLE_CORK for MSG_MORE), so a write's last piece always has PSH.
 Only the tail skb is subject to Nagle/CORK. When a push finds nothing in flight and sends
 nothing, the zero-window probe timer is armed at max(RTO, 200 ms): that is the "200 ms
 CORK ceiling" of tcp(7), and what releases MSG_MORE data.
