@@ -18,6 +18,7 @@ from rich.console import Console
 
 from . import __version__
 from .model.events import Side
+from .render.rows import DETAIL_LEVELS
 from .scenario import Scenario, ScenarioError, load
 from .trace import Trace, TraceError
 
@@ -210,7 +211,7 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="print every ladder row")
     p.add_argument("--limit", type=_count, default=200,
                    help="ladder rows to print (default 200; 0: summary only)")
-    p.add_argument("--detail", choices=("wire", "normal", "all"), default="normal",
+    p.add_argument("--detail", choices=DETAIL_LEVELS, default="normal",
                    help="which decisions to show beside the segments")
     p.add_argument("--width", type=_positive_int, help="terminal width to render for")
 

@@ -11,7 +11,7 @@ import math
 import re
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -588,13 +588,6 @@ def read_text(path: str | Path) -> str:
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{p}: not UTF-8 text (byte {exc.start})") from None
     return text
-
-
-def with_side_options(scenario: Scenario, side: Side, **options: Any) -> Scenario:
-    """A copy with some initial socket options of one side changed (TUI toggles)."""
-    spec = scenario.side(side)
-    new = replace(spec, options=replace(spec.options, **options))
-    return replace(scenario, **{side.value: new})
 
 
 def real_run_caveats(scenario: Scenario) -> list[str]:

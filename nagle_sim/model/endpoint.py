@@ -221,12 +221,6 @@ class Endpoint:
         return self.state in (State.ESTABLISHED, State.CLOSE_WAIT)
 
     @property
-    def finished(self) -> bool:
-        """Nothing more will happen on this socket."""
-        return self.state in (State.CLOSED, State.TIME_WAIT) or (
-            self.state is State.FIN_WAIT2 and self.peer_fin)
-
-    @property
     def eof(self) -> bool:
         return self.peer_fin and self.unread == 0
 
