@@ -1,0 +1,89 @@
+"""The golden-trace cases: every lesson (base and each `[[expect]]` what-if variant) and
+every scenario under tests/data and examples/, each run through the model.
+
+Owns the list of cases and how a trace is reduced to a stable fingerprint; used by
+``test_golden_traces.py`` and by ``python -m tests.golden.update``. The fingerprint is
+the SHA-256 of the trace's `nagle-sim-trace/1` JSON with the scenario path made relative
+to the repository, so it does not depend on where the checkout lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from nagle_sim import expect, scenario
+from nagle_sim.scenario import Scenario, ScenarioError
+from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace import Trace
+
+ROOT = Path(__file__).resolve().parents[2]
+HASHES = Path(__file__).with_name("traces.json")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    scenario: Scenario
+
+
+def _rel(path: str) -> str:
+    try:
+        return Path(path).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return path
+
+
+# Every other stack profile on the seed scenarios, so profile code is guarded too.
+_PROFILE_VARIANTS = ("linux-5.4", "windows", "freebsd", "macos")
+
+
+def _variants(base: Scenario, text: str, path: Path) -> Iterator[tuple[tuple[str, ...], str]]:
+    """(overrides, label) for each what-if: claim variants, lesson toggles, profiles."""
+    for claim in expect.parse_claims(base):
+        yield claim.when, f"when {list(claim.when)}"
+    lesson = base.raw.get("lesson", {})
+    for toggle in lesson.get("toggles", []):
+        on = "false" if toggle.endswith("quickack") else "true"
+        yield (f"{toggle}={on}",), f"toggle {toggle}={on}"
+    if path.parent.name == "data":
+        for name in _PROFILE_VARIANTS:
+            yield (f"server.profile='{name}'",), f"server profile {name}"
+
+
+def cases() -> Iterator[Case]:
+    files = sorted((ROOT / "lessons").glob("*/scenario.toml"))
+    files += sorted((ROOT / "tests" / "data").glob("*.toml"))
+    files += sorted((ROOT / "examples").glob("*.toml"))
+    for path in files:
+        text = path.read_text("utf-8")
+        base = scenario.loads(text, str(path))
+        name = _rel(str(path))
+        yield Case(name, base)
+        seen: set[tuple[str, ...]] = {()}
+        for when, label in _variants(base, text, path):
+            if when in seen:
+                continue
+            seen.add(when)
+            try:
+                variant = expect.variant(base, text, when, str(path))
+            except ScenarioError:
+                continue    # e.g. a profile without an option the script sets
+            yield Case(f"{name} {label}", variant)
+
+
+def fingerprint(trace: Trace) -> dict[str, object]:
+    doc = trace.to_json()
+    if "scenario" in doc["meta"]:
+        doc["meta"] = {**doc["meta"], "scenario": _rel(str(doc["meta"]["scenario"]))}
+    blob = json.dumps(doc, ensure_ascii=False, sort_keys=True).encode()
+    return {"sha256": hashlib.sha256(blob).hexdigest(), "segments": len(trace.segments),
+            "events": len(trace.events), "end_ms": round(trace.end / 1000, 3),
+            "outcome": trace.outcome}
+
+
+def compute() -> dict[str, dict[str, object]]:
+    return {case.name: fingerprint(run_sim(case.scenario)) for case in cases()}
