@@ -190,18 +190,18 @@ class _Finder:
     def classify(self, p: int, e: int) -> Stall:
         segs, seen = self.segs, self.v.seen
         es = segs[e]
-        E, O = es.src, es.src.peer
-        ixE = self.idx[E]
-        k = ixE.sent_before(es.t)
+        snd, peer = es.src, es.src.peer
+        ix_snd = self.idx[snd]
+        k = ix_snd.sent_before(es.t)
         # the send of E just before e in E's own order (sends at equal times count)
-        pos = bisect.bisect_left(ixE.sends, e)
-        prev_send_t = segs[ixE.sends[pos - 1]].t if pos > 0 else None
-        a = ixE.arrived_by(es.t)
+        pos = bisect.bisect_left(ix_snd.sends, e)
+        prev_send_t = segs[ix_snd.sends[pos - 1]].t if pos > 0 else None
+        a = ix_snd.arrived_by(es.t)
         # a tie in time is resolved by trace order (a reply cannot precede its cause)
-        while a >= 0 and ixE.arr_i[a] > e and ixE.arr_t[a] == es.t:
+        while a >= 0 and ix_snd.arr_i[a] > e and ix_snd.arr_t[a] == es.t:
             a -= 1
-        last_arr_t = ixE.arr_t[a] if a >= 0 else None
-        trig = ixE.arr_i[a] if a >= 0 else None
+        last_arr_t = ix_snd.arr_t[a] if a >= 0 else None
+        trig = ix_snd.arr_i[a] if a >= 0 else None
         marks = [t for t in (prev_send_t, last_arr_t) if t is not None]
         own = es.t - max(marks) if marks else 0
         start, end = seen[p], seen[e]
@@ -222,20 +222,34 @@ class _Finder:
             stall.causes = ["link"]
             stall.confidence = HIGH
             held = ""
+            tr: SegmentRecord
             if trig is not None:
                 tr = segs[trig]
                 tr_at = tr.arrive if tr.arrive is not None else tr.t
-                stall.evidence.append(self.ev(trig, f"arrived at the {E.value} "
+                stall.evidence.append(self.ev(trig, f"arrived at the {snd.value} "
                                               f"{(es.t - tr_at) / 1000:.2f} ms before it "
                                               "sent the next segment"))
-                high, acked, small_end, _w, small = self.state(E, tr_at,
+                high, acked, small_end, _w, small = self.state(snd, tr_at,
                                                                arrivals_before=True)
                 if es.length and small_end > acked and small >= 0:
                     held = " (its data had been held by Nagle until this ACK)"
-            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {E.value} last "
+                elif (es.length >= self.v.mss and high - acked >= 2 * self.v.mss
+                      and "A" in tr.flags and tr.ack > acked):
+                    held = (f" (its data waited for this ACK: {high - acked} B were in "
+                            "flight, the congestion window was full)")
+                    stall.causes.insert(0, "cwnd")
+            if not es.length and not held:
+                found = self._peer_held(e)
+                if found is not None:
+                    first, why, follow, _sure = found
+                    stall.causes.insert(0, first)
+                    held = f" (the {peer.value} sent at once when it arrived: {why})"
+                    stall.evidence.append(self.ev(follow, "sent as soon as that ACK "
+                                                  "arrived: it had been held"))
+            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
                                           f"acted: the wait was the link{held}"))
-            stall.waiting = O if es.length else E
-            stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {E.value} answered "
+            stall.waiting = peer if es.length else snd
+            stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {snd.value} answered "
                           f"at once{held}")
             return self._finish(stall, e)
 
@@ -250,23 +264,23 @@ class _Finder:
         add_link()
         stall.confidence = MEDIUM
         what = "closed the connection" if "F" in es.flags else "sent a control segment"
-        stall.evidence.append(self.ev(e, f"the {E.value} {what} {ms:.1f} ms after it last "
+        stall.evidence.append(self.ev(e, f"the {snd.value} {what} {ms:.1f} ms after it last "
                                       "acted"))
-        stall.waiting = O
-        stall.text = f"the {E.value} application {what} after {ms:.1f} ms idle"
+        stall.waiting = peer
+        stall.text = f"the {snd.value} application {what} after {ms:.1f} ms idle"
         return self._finish(stall, e)
 
     def _retransmission(self, stall: Stall, p: int, e: int, own: int,
                         add_link: Any) -> Stall:
         es = self.segs[e]
-        E = es.src
-        high, acked, *_ = self.state(E, es.t)
+        snd = es.src
+        high, acked, *_ = self.state(snd, es.t)
         end = es.seq + es.length + (1 if "S" in es.flags or "F" in es.flags else 0)
-        earlier = any(self.v.retransmit[i] and self.segs[i].src is E
-                      and self.segs[i].seq < end and
-                      self.segs[i].seq + max(self.segs[i].length, 1) > es.seq
-                      for i in self.idx[E].sends[max(0, bisect.bisect_left(
-                          self.idx[E].sends, e) - 64):bisect.bisect_left(self.idx[E].sends, e)])
+        sends = self.idx[snd].sends
+        pos = bisect.bisect_left(sends, e)
+        earlier = any(self.v.retransmit[i] and self.segs[i].seq < end
+                      and self.segs[i].seq + max(self.segs[i].length, 1) > es.seq
+                      for i in sends[max(0, pos - 64):pos])
         tail = end >= high and es.seq >= acked
         if "S" in es.flags:
             cause, note = "rto", "the SYN was sent again after the handshake timer (1 s)"
@@ -282,65 +296,79 @@ class _Finder:
         add_link()
         stall.confidence = conf
         stall.evidence.append(self.ev(e, f"{note}, {own / 1000:.1f} ms after the "
-                                      f"{E.value} last acted"))
-        stall.waiting = E
-        stall.text = (f"the {E.value} got no ACK and re-sent {es.label()} after "
-                      f"{own / 1000:.1f} ms ({'tail loss probe' if cause == 'tlp' else 'RTO'})")
+                                      f"{snd.value} last acted"))
+        stall.waiting = snd
+        stall.text = (f"the {snd.value} got no ACK and re-sent {es.label()} after "
+                      f"{own / 1000:.1f} ms "
+                      f"({'tail loss probe' if cause == 'tlp' else 'RTO'})")
         return self._finish(stall, e)
+
+    def _peer_held(self, e: int) -> tuple[str, str, int, bool] | None:
+        """When the peer of e's sender sent data at once on e's arrival, it had that data
+        held: (cause, why, index of that data, sure) — else None."""
+        segs = self.segs
+        es = segs[e]
+        snd, peer = es.src, es.src.peer
+        ix_peer = self.idx[peer]
+        arrive = es.arrive if es.arrive is not None else es.t
+        j = bisect.bisect_left(ix_peer.send_t, arrive)
+        while j < len(ix_peer.sends) and ix_peer.sends[j] < e and \
+                segs[ix_peer.sends[j]].t == arrive:
+            j += 1        # a send in the same µs but before e in trace order is no reaction
+        follow = ix_peer.sends[j] if j < len(ix_peer.sends) else None
+        if (follow is None or not segs[follow].length or segs[follow].t - arrive > REACT_US
+                or self.v.retransmit[follow]):
+            return None
+        f = segs[follow]
+        high, acked, small_end, win, small = self.state(peer, arrive, arrivals_before=True)
+        if "A" in es.flags and es.ack <= acked:
+            return None   # e ACKed nothing new: it released nothing
+        outstanding = high - acked
+        if small >= 0 and small_end > acked:
+            return ("nagle", f"Nagle: {segs[small].length} B sent earlier were still "
+                    f"unACKed, so this {f.length} B segment waited", follow, True)
+        if outstanding >= 2 * self.v.mss and f.length >= self.v.mss:
+            return ("cwnd", f"the congestion window was full ({outstanding} B in flight)",
+                    follow, True)
+        if win < f.length + outstanding:
+            return ("receiver", f"the {snd.value}'s window ({win} B) had no room", follow,
+                    True)
+        if "P" not in f.flags and f.length < self.v.mss:
+            return ("msg_more", "sent with MSG_MORE (no PSH), it waited for the next push, "
+                    "which this ACK triggered", follow, False)
+        return ("nagle", "the data was held until this ACK", follow, False)
 
     def _pure_ack(self, stall: Stall, e: int, own: int, trig: int | None,
                   add_link: Any) -> Stall:
         segs = self.segs
         es = segs[e]
-        E, O = es.src, es.src.peer
-        ixE = self.idx[E]
-        pos = bisect.bisect_left(ixE.sends, e)
-        prev = segs[ixE.sends[pos - 1]] if pos > 0 else None
+        snd, peer = es.src, es.src.peer
+        ix_snd = self.idx[snd]
+        pos = bisect.bisect_left(ix_snd.sends, e)
+        prev = segs[ix_snd.sends[pos - 1]] if pos > 0 else None
         ms = own / 1000
         if prev is not None and prev.window == 0 and es.window > 0:
             stall.causes = ["zero_window"]
             add_link()
             stall.confidence = HIGH
-            stall.evidence.append(self.ev(ixE.sends[pos - 1], "advertised a zero window"))
+            stall.evidence.append(self.ev(ix_snd.sends[pos - 1], "advertised a zero window"))
             stall.evidence.append(self.ev(e, f"window update to {es.window} B after "
-                                          f"{ms:.1f} ms: the {E.value} application read"))
-            stall.waiting = O
-            stall.text = (f"the {E.value}'s receive window was zero for {ms:.1f} ms: its "
+                                          f"{ms:.1f} ms: the {snd.value} application read"))
+            stall.waiting = peer
+            stall.text = (f"the {snd.value}'s receive window was zero for {ms:.1f} ms: its "
                           "application did not read, so the "
-                          f"{O.value} could not send")
+                          f"{peer.value} could not send")
             return self._finish(stall, e)
         new_ack = prev is None or es.ack > prev.ack
-        # did the peer send at once when this ACK reached it (it had data held)?
-        ixO = self.idx[O]
-        arrive = es.arrive if es.arrive is not None else es.t
-        j = bisect.bisect_left(ixO.send_t, arrive)
-        follow = ixO.sends[j] if j < len(ixO.sends) else None
-        held = (follow is not None and segs[follow].length > 0
-                and segs[follow].t - arrive <= REACT_US and not self.v.retransmit[follow])
         if new_ack:
             delack_conf = HIGH if 30_000 <= own <= 50_000 or 180_000 <= own <= 220_000 \
                 else MEDIUM
-            if held:
-                assert follow is not None
+            found = self._peer_held(e)
+            if found is not None:
+                first, why, follow, sure = found
                 f = segs[follow]
-                high, acked, small_end, win, small = self.state(O, arrive,
-                                                                arrivals_before=True)
-                outstanding = high - acked
-                if small >= 0 and small_end > acked:
-                    first = "nagle"
-                    why = (f"Nagle: {segs[small].length} B sent earlier were still unACKed, "
-                           f"so this {f.length} B segment waited")
-                    stall.evidence.append(self.ev(small, "a sub-MSS segment, unACKed when "
-                                                  "the stall began"))
-                elif outstanding >= 2 * self.v.mss and f.length >= self.v.mss:
-                    first = "cwnd"
-                    why = f"the congestion window was full ({outstanding} B in flight)"
-                elif win < f.length + outstanding:
-                    first = "receiver"
-                    why = f"the {E.value}'s window ({win} B) had no room"
-                else:
-                    first = "nagle"
-                    why = "the data was held until this ACK"
+                arrive = es.arrive if es.arrive is not None else es.t
+                if not sure:
                     delack_conf = MEDIUM
                 stall.causes = [first, "delayed_ack"]
                 add_link()
@@ -349,18 +377,18 @@ class _Finder:
                                               "ACKs arrived: a delayed ACK"))
                 stall.evidence.append(self.ev(follow, f"sent {(f.t - arrive) / 1000:.2f} ms "
                                               "after that ACK arrived: it had been held"))
-                stall.waiting = O
-                stall.text = (f"the {O.value}'s {f.length} B waited {ms:.1f} ms: {why}, "
-                              f"and the {E.value} delayed its ACK")
+                stall.waiting = peer
+                stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms: {why}, "
+                              f"and the {snd.value} delayed its ACK")
                 return self._finish(stall, e)
             stall.causes = ["app"]
             add_link()
             stall.confidence = MEDIUM
             stall.evidence.append(self.ev(e, f"a delayed ACK after {ms:.1f} ms; nothing was "
-                                          f"waiting for it (the {E.value} had no reply "
+                                          f"waiting for it (the {snd.value} had no reply "
                                           "ready)"))
-            stall.waiting = O
-            stall.text = (f"nothing was queued: the {E.value} application had not answered "
+            stall.waiting = peer
+            stall.text = (f"nothing was queued: the {snd.value} application had not answered "
                           f"yet (its delayed ACK went out after {ms:.1f} ms)")
             return self._finish(stall, e)
         stall.causes = ["app"]
@@ -374,8 +402,8 @@ class _Finder:
     def _data(self, stall: Stall, e: int, own: int, k: int, add_link: Any) -> Stall:
         segs = self.segs
         es = segs[e]
-        E, O = es.src, es.src.peer
-        high, acked, small_end, win, small = self.state(E, es.t)
+        snd, peer = es.src, es.src.peer
+        high, acked, small_end, win, small = self.state(snd, es.t)
         outstanding = max(0, high - acked)
         ms = own / 1000
         if win == 0:
@@ -384,8 +412,8 @@ class _Finder:
             stall.confidence = HIGH
             stall.evidence.append(self.ev(e, f"sent into a zero window after {ms:.1f} ms: a "
                                           "window probe"))
-            stall.waiting = E
-            stall.text = (f"the {O.value}'s window was zero: the {E.value} probed after "
+            stall.waiting = snd
+            stall.text = (f"the {peer.value}'s window was zero: the {snd.value} probed after "
                           f"{ms:.1f} ms")
             return self._finish(stall, e)
         if outstanding and outstanding + es.length > win >= 0 and win < 4 * self.v.mss:
@@ -394,25 +422,28 @@ class _Finder:
             stall.confidence = MEDIUM
             stall.evidence.append(self.ev(e, f"{outstanding} B in flight against a {win} B "
                                           "window"))
-            stall.waiting = E
-            stall.text = f"the {O.value}'s small receive window held the {E.value}'s data"
+            stall.waiting = snd
+            stall.text = f"the {peer.value}'s small receive window held the {snd.value}'s data"
             return self._finish(stall, e)
         rtt = self._rtt()
         if not outstanding and 195_000 <= own <= 215_000 + rtt + 8_000:
+            # the probe timer sets PSH on what it releases, so TCP_CORK and MSG_MORE look
+            # the same here; a segment without PSH can only be MSG_MORE data
             cause = "cork" if "P" in es.flags else "msg_more"
             stall.causes = [cause]
             add_link()
             stall.confidence = MEDIUM
-            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {E.value} last "
+            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
                                           "acted with nothing in flight: the 200 ms probe "
-                                          "timer's release of corked data"))
-            stall.waiting = O
-            stall.text = (f"the {E.value}'s data was held {ms:.1f} ms by "
+                                          "timer's release of corked data (TCP_CORK, or "
+                                          "MSG_MORE: the wire cannot tell them apart)"))
+            stall.waiting = peer
+            stall.text = (f"the {snd.value}'s data was held {ms:.1f} ms by "
                           f"{'TCP_CORK' if cause == 'cork' else 'MSG_MORE'} until the "
                           "200 ms ceiling")
             return self._finish(stall, e)
-        pos = bisect.bisect_left(self.idx[E].sends, e)
-        prev = segs[self.idx[E].sends[pos - 1]] if pos > 0 else None
+        pos = bisect.bisect_left(self.idx[snd].sends, e)
+        prev = segs[self.idx[snd].sends[pos - 1]] if pos > 0 else None
         if (outstanding and es.length >= self.v.mss and prev is not None
                 and prev.length >= self.v.mss and own < 100_000):
             stall.causes = ["pacing"]
@@ -420,16 +451,16 @@ class _Finder:
             stall.confidence = LOW
             stall.evidence.append(self.ev(e, f"a full segment {ms:.1f} ms after the previous "
                                           "one with no ACK in between: paced"))
-            stall.waiting = O
-            stall.text = f"the {E.value} paced its full-sized segments {ms:.1f} ms apart"
+            stall.waiting = peer
+            stall.text = f"the {snd.value} paced its full-sized segments {ms:.1f} ms apart"
             return self._finish(stall, e)
         stall.causes = ["app"]
         add_link()
         stall.confidence = HIGH if not outstanding else MEDIUM
-        stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {E.value} last "
+        stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} last "
                                       "acted, with nothing held: the application wrote late"))
-        stall.waiting = O
-        stall.text = f"nothing was queued: the {E.value} application was idle for {ms:.1f} ms"
+        stall.waiting = peer
+        stall.text = f"nothing was queued: the {snd.value} application was idle for {ms:.1f} ms"
         return self._finish(stall, e)
 
     def _rtt(self) -> int:

@@ -211,6 +211,7 @@ def _toml_str(text: str) -> str:
 
 def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
                nodelay: dict[Side, bool] | None = None, merge: bool = False,
+               cork: dict[Side, bool] | None = None,
                limit: int = MAX_MODEL_SEGMENTS) -> tuple[str, dict[Side, tuple[str, str]],
                                                           list[str]]:
     notes: list[str] = []
@@ -226,14 +227,15 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
             profiles[side] = _profile_from_delack(stalls, side) or (
                 "linux", "no delayed ACK to judge by: assumed Linux")
     nd = nodelay if nodelay is not None else {side: _nodelay(cap, side) for side in Side}
-    cork = {side: any(s.causes and s.causes[0] == "cork" and s.waiting is side.peer
-                      for s in stalls) for side in Side}
+    corked = {side: any(s.causes and s.causes[0] == "cork" and s.waiting is side.peer
+                        for s in stalls) for side in Side}
+    corked.update(cork or {})
     delay = (cap.dist[Side.CLIENT] + cap.dist[Side.SERVER]) / 1000
     meta = cap.trace.meta
     lines = [f"title = {_toml_str('rebuilt from ' + str(meta.get('capture', 'a capture')))}",
              "description = " + _toml_str(
                  f"Connection {meta.get('connection')} ({meta.get('client')} → "
-                 f"{meta.get('server')}), captured on the {cap.captured_on} side; rebuilt by "
+                 f"{meta.get('server')}), captured {_where_text(cap.captured_on)}; rebuilt by "
                  "nagle-sim explain"),
              "", "[link]", f"delay_ms = {delay:.3f}", f"mss = {max(88, min(cap.mss, 65495))}"]
     if meta.get("super_segments"):
@@ -243,7 +245,7 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
         supports = PROFILES[profile].supports_cork
         lines += ["", f"[{side.value}]", f"profile = {_toml_str(profile)}",
                   f"nodelay = {'true' if nd[side] else 'false'}"]
-        if cork[side] and supports:
+        if corked[side] and supports:
             lines.append("cork = true")
         script = scripts[side]
         if not supports:
@@ -254,26 +256,33 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
 
 # ---------------------------------------------------------------- model runs
 def request_latencies(trace: Trace) -> list[int]:
-    """Per request: from the first byte of a client message leaving to the last byte of
-    the server's answer arriving at the client (µs)."""
+    """Per request, as the client's loop sees it: from the previous answer's last byte
+    reaching the client (the handshake, for the first) to this answer's last byte reaching
+    it (µs). A capture does not show when the application wrote, so this cycle time is
+    what both the capture and the model can measure; it includes any think time."""
     out: list[int] = []
-    start: int | None = None
+    mark: int | None = None
     last_reply: int | None = None
-    current: Side | None = None
+    asked = False
     high = {Side.CLIENT: 0, Side.SERVER: 0}
     for s in trace.segments:
+        arrive = s.arrive if s.arrive is not None else s.t
+        if "S" in s.flags and s.src is Side.SERVER:
+            mark = arrive
         if not s.length or s.seq + s.length <= high[s.src]:
             continue
         high[s.src] = s.seq + s.length
-        if s.src is Side.CLIENT and current is not Side.CLIENT:
-            if start is not None and last_reply is not None:
-                out.append(last_reply - start)
-            start, last_reply = s.t, None
-        elif s.src is Side.SERVER and start is not None:
-            last_reply = s.arrive if s.arrive is not None else s.t
-        current = s.src
-    if start is not None and last_reply is not None:
-        out.append(last_reply - start)
+        if s.src is Side.CLIENT:
+            if asked and last_reply is not None and mark is not None:
+                out.append(last_reply - mark)
+                mark = last_reply
+            if mark is None:
+                mark = s.t
+            asked, last_reply = True, None
+        elif asked:
+            last_reply = arrive
+    if asked and last_reply is not None and mark is not None:
+        out.append(last_reply - mark)
     return out
 
 
@@ -343,6 +352,17 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         w = _summary(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true", tr,
                      view_of(tr, cap.dist, cap.mss, sack))
         out.whatifs.append(w)
+    for side in Side:
+        if scenario.side(side).options.cork:
+            t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False})
+            _, tr = _run(t4, where)
+            out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
+                                        f"{side.value}.cork = false", tr,
+                                        view_of(tr, cap.dist, cap.mss, sack)))
+    if " more" in toml:
+        _, tr = _run(toml.replace(" more", ""), where)
+        out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
+                                    view_of(tr, cap.dist, cap.mss, sack)))
     t3, _, _ = build_toml(cap, stalls, os_choice, merge=True)
     if t3 != toml:
         _, tr = _run(t3, where)
@@ -356,3 +376,9 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         else:
             w.text = f"{w.name}: {w.total_ms} ms in all, {w.stalls} stall(s)"
     return out
+
+
+def _where_text(captured_on: str) -> str:
+    return {"both": "on the host of both ends (loopback)", "client": "on the client",
+            "server": "on the server", "between": "between the hosts"}.get(
+                captured_on, "at an unknown point")
