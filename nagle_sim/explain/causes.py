@@ -319,6 +319,13 @@ class _Finder:
         if (follow is None or not segs[follow].length or segs[follow].t - arrive > REACT_US
                 or self.v.retransmit[follow]):
             return None
+        # data reaching the peer in between (a reply) is the likelier cause
+        k = ix_peer.arrived_by(segs[follow].t)
+        while k >= 0 and ix_peer.arr_t[k] >= arrive:
+            i = ix_peer.arr_i[k]
+            if i != e and i < follow and segs[i].length:
+                return None
+            k -= 1
         f = segs[follow]
         high, acked, small_end, win, small = self.state(peer, arrive, arrivals_before=True)
         if "A" in es.flags and es.ack <= acked:

@@ -161,7 +161,9 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
         console.print(Text("No stall of 10 ms or more.", style="green"))
     else:
         table = Table(title=f"{len(ex.stalls)} stall(s) of 10 ms or more")
-        for h in ("at ms", "ms", "cause", "conf.", "model", "why"):
+        for h in ("at ms", "ms", "cause", "conf."):
+            table.add_column(h, no_wrap=True)
+        for h in ("model", "why"):
             table.add_column(h, overflow="fold")
         shown = ex.stalls if all_stalls else ex.stalls[:MAX_TERMINAL_STALLS]
         for s in shown:

@@ -118,14 +118,20 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     syn, synack, ack = _handshake(conn)
     handshake = syn is not None and synack is not None
     dist = {Side.CLIENT: 0, Side.SERVER: 0}
+    c_react, s_react = _reaction_from_data(conn)
     if handshake:
         assert syn is not None and synack is not None
         g1 = synack.t - syn.t
         g2 = (ack.t - synack.t) if ack is not None else 0
+        # the quickest reaction seen anywhere bounds the distance: jitter on the path
+        # must never make an answer appear to leave before its question arrived
+        if s_react is not None:
+            g1 = min(g1, s_react)
+        if c_react is not None and ack is not None:
+            g2 = min(g2, c_react)
         dist[Side.SERVER], dist[Side.CLIENT] = max(0, g1) // 2, max(0, g2) // 2
         how = "handshake timing"
     else:
-        c_react, s_react = _reaction_from_data(conn)
         dist[Side.CLIENT] = (c_react or 0) // 2
         dist[Side.SERVER] = (s_react or 0) // 2
         how = "the quickest ACKs (no handshake in the capture)"

@@ -81,29 +81,72 @@ def seen_time(seg: SegmentRecord, at: str) -> int:
     return seg.arrive if seg.arrive is not None else seg.t
 
 
-def write_capture(trace: Trace, path: Path, *, at: str = "client", linktype: str = "ethernet",
-                  fmt: str = "pcap", v6: bool = False, snaplen: int = 65535,
-                  segments: list[SegmentRecord] | None = None, ts: bool = False,
-                  nanos: bool = False) -> Path:
-    """Write ``trace`` (or ``segments``) as a capture seen at ``at``."""
+def frames(trace: Trace, *, at: str = "client", linktype: str = "ethernet",
+           v6: bool = False, ts: bool = False, ports: dict[Side, int] | None = None,
+           t0: int = 0, segments: list[SegmentRecord] | None = None,
+           twice: bool = False) -> list[tuple[int, bytes]]:
+    """(µs, frame) for every segment as a capture at ``at`` saw it; ``twice`` repeats
+    every frame 5 µs later (one packet seen on two interfaces)."""
     segs = segments if segments is not None else trace.segments
-    mss = int(trace.meta.get("mss", 1448)) if trace is not None else 1448
+    mss = int(trace.meta.get("mss", 1448))
     rows = sorted(((seen_time(s, at), i, s) for i, s in enumerate(segs)),
                   key=lambda r: (r[0], r[1]))
+    ids = {Side.CLIENT: 0, Side.SERVER: 0}
+    out = []
+    for t, _, s in rows:
+        ids[s.src] += 1
+        frame = link_frame(linktype, ip_bytes(s, v6, ids[s.src], mss=mss, ts=ts,
+                                              ports=ports), v6)
+        out.append((EPOCH_US + t0 + t, frame))
+        if twice:
+            out.append((EPOCH_US + t0 + t + 5, frame))
+    return out
+
+
+def write_frames(rows: list[tuple[int, bytes]], path: Path, *, linktype: str = "ethernet",
+                 fmt: str = "pcap", snaplen: int = 65535, nanos: bool = False) -> Path:
     buf = io.BytesIO()
     lt = LINKTYPES[linktype]
     if fmt == "pcap":
-        writer = dpkt.pcap.Writer(buf, snaplen=snaplen, linktype=lt, nano=nanos)
+        # written by hand so that timestamps stay exact integers (dpkt's writer takes floats)
+        buf.write(struct.pack("<IHHiIII", 0xA1B23C4D if nanos else 0xA1B2C3D4, 2, 4, 0, 0,
+                              snaplen, lt))
     else:
         writer = dpkt.pcapng.Writer(buf, snaplen=snaplen, linktype=lt)
-    ids = {Side.CLIENT: 0, Side.SERVER: 0}
-    for t, _, s in rows:
-        ids[s.src] += 1
-        frame = link_frame(linktype, ip_bytes(s, v6, ids[s.src], mss=mss, ts=ts), v6)
-        stamp = (EPOCH_US + t) / 1_000_000
+    for us, frame in sorted(rows, key=lambda r: r[0]):
+        cut = frame[:snaplen]
         if fmt == "pcap":
-            writer.writepkt(frame[:snaplen], ts=stamp)
+            frac = (us % 1_000_000) * (1000 if nanos else 1)
+            buf.write(struct.pack("<IIII", us // 1_000_000, frac, len(cut), len(frame)) + cut)
         else:
-            writer.writepkt(frame[:snaplen], ts=stamp)
+            writer.writepkt(cut, ts=us / 1_000_000)
     path.write_bytes(buf.getvalue())
     return path
+
+
+def write_capture(trace: Trace, path: Path, *, at: str = "client", linktype: str = "ethernet",
+                  fmt: str = "pcap", v6: bool = False, snaplen: int = 65535,
+                  segments: list[SegmentRecord] | None = None, ts: bool = False,
+                  nanos: bool = False, twice: bool = False) -> Path:
+    """Write ``trace`` (or ``segments``) as a capture seen at ``at``."""
+    rows = frames(trace, at=at, linktype=linktype, v6=v6, ts=ts, segments=segments,
+                  twice=twice)
+    return write_frames(rows, path, linktype=linktype, fmt=fmt, snaplen=snaplen, nanos=nanos)
+
+
+def seg(side: str, t_ms: float, flags: str, seq: int, length: int = 0, ack: int = 0, *,
+        win: int = 65535, delay_ms: float = 0.0) -> SegmentRecord:
+    """A hand-made segment; ``delay_ms`` is its one-way flight time."""
+    t = round(t_ms * 1000)
+    return SegmentRecord(t=t, src=Side(side), seq=seq, ack=ack, length=length, flags=flags,
+                         window=win, arrive=t + round(delay_ms * 1000))  # type: ignore[arg-type]
+
+
+def handshake(delay_ms: float = 0.0) -> list[SegmentRecord]:
+    d = delay_ms
+    return [seg("client", 0, "S", 0, delay_ms=d), seg("server", d, "SA", 0, ack=1, delay_ms=d),
+            seg("client", 2 * d, "A", 1, ack=1, delay_ms=d)]
+
+
+def hand_trace(segments: list[SegmentRecord], mss: int = 1448) -> Trace:
+    return Trace(source="test", title="hand-made", segments=segments, meta={"mss": mss})

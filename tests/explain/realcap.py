@@ -20,12 +20,24 @@ from pathlib import Path
 
 
 class Tcpdump:
+    """tcpdump (or dumpcap, for pcapng) on one interface, filtered to one port."""
+
     def __init__(self, path: Path, port: int, iface: str = "lo", *, netns: str | None = None,
-                 pcapng: bool = False, snaplen: int = 200) -> None:
-        argv = ["tcpdump", "-i", iface, "-U", "--immediate-mode", "-n", "-s", str(snaplen), "-w", str(path)]
+                 pcapng: bool = False, snaplen: int = 200, linktype: str | None = None,
+                 nano: bool = False) -> None:
         if pcapng:
-            argv.insert(1, "--pcapng" if _supports("--pcapng") else "-n")
-        argv += ["tcp", "port", str(port)]
+            argv = ["dumpcap", "-q", "-i", iface, "-s", str(snaplen), "-w", str(path),
+                    "-f", f"tcp port {port}"]
+            self.ready = b"Capturing on"
+        else:
+            argv = ["tcpdump", "-i", iface, "-U", "--immediate-mode", "-n", "-s",
+                    str(snaplen), "-w", str(path)]
+            if linktype:
+                argv += ["-y", linktype]
+            if nano:
+                argv += ["--time-stamp-precision", "nano"]
+            argv += ["tcp", "port", str(port)]
+            self.ready = b"listening on"
         if netns:
             argv = ["ip", "netns", "exec", netns, *argv]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -36,11 +48,11 @@ class Tcpdump:
         fd = self.proc.stderr.fileno()
         deadline = time.monotonic() + 10
         buf = b""
-        while b"listening on" not in buf:
+        while self.ready not in buf:
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
                 self.stop()
-                raise RuntimeError(f"tcpdump did not start: {buf.decode(errors='replace')}")
+                raise RuntimeError(f"capture did not start: {buf.decode(errors='replace')}")
             ready, _, _ = select.select([fd], [], [], left)
             if ready:
                 chunk = os.read(fd, 4096)
@@ -60,11 +72,6 @@ class Tcpdump:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-def _supports(flag: str) -> bool:
-    out = subprocess.run(["tcpdump", "--help"], capture_output=True, text=True)
-    return flag in (out.stdout + out.stderr)
 
 
 @contextlib.contextmanager
