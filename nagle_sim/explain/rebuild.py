@@ -19,15 +19,18 @@ from typing import Any
 
 from ..compare import tolerance
 from ..model.config import PROFILES
-from ..model.events import Side
+from ..model.events import Micros, Side
 from ..scenario import Scenario, loads
 from ..trace import Trace
 from .causes import Stall, View, find_stalls, view_of
 from .totrace import Captured
 
-MAX_MODEL_SEGMENTS = 40_000
-"""Captures with more data segments than this are rebuilt from their first part only (the
-model's re-run must stay within the command's time budget)."""
+MAX_MODEL_SEGMENTS = 3_000
+"""The model re-runs at most this many of the capture's data segments (the first ones):
+the simulator takes about a second for that, and explain must stay within seconds on a
+100,000-segment capture. Stalls after that point are not compared (`reproduced` null)."""
+MAX_WHATIF_SEGMENTS = 1_500
+"""The what-ifs report medians, so they run on an even shorter prefix."""
 SLEEP_MIN_US = 5_000
 
 
@@ -72,7 +75,8 @@ class _Message:
         return sum(self.writes)
 
 
-def _messages(cap: Captured, stalls: list[Stall], limit: int) -> tuple[list[_Message], bool]:
+def _messages(cap: Captured, stalls: list[Stall], limit: int
+              ) -> tuple[list[_Message], Micros | None]:
     """The conversation as alternating messages of writes; sleeps before writes that ended
     an `app` stall; MSG_MORE on writes that ended a `msg_more` stall."""
     segs = cap.trace.segments
@@ -83,13 +87,13 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int) -> tuple[list[_Mes
     ready = {Side.CLIENT: 0, Side.SERVER: 0}      # when each side could have written
     last_arrival = {Side.CLIENT: 0, Side.SERVER: 0}
     count = 0
-    cut = False
+    cut: Micros | None = None
     for i, s in enumerate(segs):
         if not s.length or cap.retransmit[i]:
             continue
         count += 1
         if count > limit:
-            cut = True
+            cut = cap.seen[i]
             break
         side = s.src
         if not messages or messages[-1].side is not side:
@@ -163,19 +167,19 @@ def _scripts(messages: list[_Message], merge: bool) -> dict[Side, str]:
 
 
 # ---------------------------------------------------------------- settings
-def _nodelay(cap: Captured, side: Side) -> bool:
-    """True when the side sent a small segment while its last small one was unACKed —
-    something Nagle never allows."""
-    view = view_of(cap.trace, cap.dist, cap.mss)
+def infer_nodelay(cap: Captured) -> dict[Side, bool]:
+    """Per side: True when it sent a small segment while its last small one was unACKed
+    — something Nagle never allows."""
     from .causes import _Finder
-    finder = _Finder(view)
+    finder = _Finder(view_of(cap.trace, cap.dist, cap.mss))
+    out = {Side.CLIENT: False, Side.SERVER: False}
     for i, s in enumerate(cap.trace.segments):
-        if s.src is not side or not s.length or s.length >= cap.mss or cap.retransmit[i]:
+        if out[s.src] or not s.length or s.length >= cap.mss or cap.retransmit[i]:
             continue
-        _high, acked, small_end, _win, small = finder.state(side, s.t)
+        _high, acked, small_end, _win, small = finder.state(s.src, s.t)
         if small >= 0 and small_end > acked and small_end <= s.seq:
-            return True
-    return False
+            out[s.src] = True
+    return out
 
 
 def _profile_from_delack(stalls: list[Stall], side: Side) -> tuple[str, str] | None:
@@ -213,11 +217,10 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
                nodelay: dict[Side, bool] | None = None, merge: bool = False,
                cork: dict[Side, bool] | None = None,
                limit: int = MAX_MODEL_SEGMENTS) -> tuple[str, dict[Side, tuple[str, str]],
-                                                          list[str]]:
-    notes: list[str] = []
+                                                          Micros | None]:
+    """The rebuilt scenario's TOML, each side's profile and why, and the capture time
+    where the rebuild stopped (None: it covers the whole capture)."""
     messages, cut = _messages(cap, stalls, limit)
-    if cut:
-        notes.append(f"the model re-ran the first {limit:,} data segments only")
     scripts = _scripts(messages, merge)
     profiles: dict[Side, tuple[str, str]] = {}
     for side in Side:
@@ -226,7 +229,7 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
         else:
             profiles[side] = _profile_from_delack(stalls, side) or (
                 "linux", "no delayed ACK to judge by: assumed Linux")
-    nd = nodelay if nodelay is not None else {side: _nodelay(cap, side) for side in Side}
+    nd = nodelay if nodelay is not None else infer_nodelay(cap)
     corked = {side: any(s.causes and s.causes[0] == "cork" and s.waiting is side.peer
                         for s in stalls) for side in Side}
     corked.update(cork or {})
@@ -251,7 +254,7 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
         if not supports:
             script = script.replace(" more", "")
         lines.append(f'script = """\n{script}\n"""')
-    return "\n".join(lines) + "\n", profiles, notes
+    return "\n".join(lines) + "\n", profiles, cut
 
 
 # ---------------------------------------------------------------- model runs
@@ -301,14 +304,18 @@ def _run(toml: str, where: str) -> tuple[Scenario, Trace]:
     return scenario, run_sim(scenario)
 
 
-def pair_stalls(captured: list[Stall], model: list[Stall]) -> None:
+def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None) -> None:
     """Fill each captured stall's `model_ms` / `reproduced` from the model's stall that
-    released the same byte (the same side's first data after it)."""
+    released the same byte (the same side's first data after it). Stalls from ``cut`` on
+    were not re-run: both stay None."""
     by_key: dict[tuple[str, int], Stall] = {}
     for m in model:
         if m.key is not None:
             by_key.setdefault(m.key, m)
     for st in captured:
+        if cut is not None and st.end >= cut:
+            st.model_ms, st.reproduced = None, None
+            continue
         twin = by_key.get(st.key) if st.key is not None else None
         if twin is None:
             # near in time with the same first cause (stalls ended by a bare ACK)
@@ -326,7 +333,13 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
             run_model: bool = True) -> Rebuilt:
     """Rebuild, re-run and ask the what-ifs. ``run_model=False`` only writes the TOML."""
     where = f"<rebuilt from {cap.trace.meta.get('capture', 'capture')}>"
-    toml, profiles, notes = build_toml(cap, stalls, os_choice)
+    nd0 = infer_nodelay(cap)
+    toml, profiles, cut = build_toml(cap, stalls, os_choice, nodelay=nd0)
+    notes = []
+    if cut is not None:
+        notes.append(f"the model re-ran the capture up to {cut / 1000:.1f} ms (its first "
+                     f"{MAX_MODEL_SEGMENTS:,} data segments); later stalls are not compared; "
+                     f"the what-ifs use the first {MAX_WHATIF_SEGMENTS:,}")
     scenario = loads(toml, where)
     out = Rebuilt(toml=toml, scenario=scenario, profiles=profiles, notes=notes)
     if not run_model:
@@ -337,34 +350,45 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     out.model = model
     mview = view_of(model, cap.dist, cap.mss, sack)
     out.model_stalls = find_stalls(mview)
-    pair_stalls(stalls, out.model_stalls)
+    pair_stalls(stalls, out.model_stalls, cut)
     if model.outcome != "ok":
         out.notes.append(f"the model's re-run ended with {model.outcome}: {model.message}")
-    out.baseline = _summary("as captured (model)", "", model, mview)
+    if cut is not None:     # compare the what-ifs with a baseline of the same length
+        short, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0,
+                                 limit=MAX_WHATIF_SEGMENTS)
+        _, base_trace = _run(short, where)
+        out.baseline = _summary("as captured (model)", "", base_trace,
+                                view_of(base_trace, cap.dist, cap.mss, sack))
+    else:
+        out.baseline = _summary("as captured (model)", "", model, mview)
     writers = [s for s in Side if any(st.waiting is s and "nagle" in st.causes
                                       for st in stalls)] or [Side.CLIENT]
     for side in writers:
         if scenario.side(side).options.nodelay:
             continue
         nd = {s: scenario.side(s).options.nodelay or s is side for s in Side}
-        t2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd)
+        t2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd, limit=MAX_WHATIF_SEGMENTS)
         _, tr = _run(t2, where)
         w = _summary(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true", tr,
                      view_of(tr, cap.dist, cap.mss, sack))
         out.whatifs.append(w)
     for side in Side:
         if scenario.side(side).options.cork:
-            t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False})
+            t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False}, nodelay=nd0,
+                                  limit=MAX_WHATIF_SEGMENTS)
             _, tr = _run(t4, where)
             out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
                                         f"{side.value}.cork = false", tr,
                                         view_of(tr, cap.dist, cap.mss, sack)))
     if " more" in toml:
-        _, tr = _run(toml.replace(" more", ""), where)
+        t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, limit=MAX_WHATIF_SEGMENTS)
+        _, tr = _run(t5.replace(" more", ""), where)
         out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
                                     view_of(tr, cap.dist, cap.mss, sack)))
-    t3, _, _ = build_toml(cap, stalls, os_choice, merge=True)
-    if t3 != toml:
+    t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0,
+                          limit=MAX_WHATIF_SEGMENTS)
+    plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, limit=MAX_WHATIF_SEGMENTS)
+    if t3 != plain:
         _, tr = _run(t3, where)
         out.whatifs.append(_summary("one write per request", "each message sent with one "
                                     "write", tr, view_of(tr, cap.dist, cap.mss, sack)))
