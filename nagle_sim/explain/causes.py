@@ -11,6 +11,7 @@ Must not import rich, textual or simpy.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,7 +143,7 @@ class View:
     delack_hint: dict[Side, str] = field(default_factory=dict)
 
 
-def view_of(trace: Trace, dist: dict[Side, int], mss: int, sack: bool = True) -> View:
+def view_of(trace: Trace, dist: Mapping[Side, int], mss: int, sack: bool = True) -> View:
     """A trace (e.g. the model's) seen from a capture point ``dist[side]`` µs from each
     host; retransmissions are marked the way `totrace` marks them."""
     seen = [Micros(s.t + dist[s.src]) for s in trace.segments]

@@ -14,10 +14,14 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
-MAX_TCP_PACKETS = 3_000_000
-"""More TCP packets than this in one file is refused (bounded memory: about 1 KB each)."""
+MAX_TCP_PACKETS = 1_000_000
+"""More TCP packets than this in one file is refused: bounded memory (a `Packet` is about
+200 bytes, and the chosen connection's trace as much again) and time (explain handles
+about 25,000 segments a second)."""
+MAX_FRAMES = 20_000_000
+"""More frames than this (TCP or not) is refused: reading stays within about a minute."""
 MAX_RECORD = 1 << 18
 """Largest captured frame accepted (tcpdump's maximum snaplen is 262144)."""
 MAX_BLOCK = 1 << 24
@@ -89,6 +93,8 @@ class CaptureFile:
     skipped: int = 0                          # frames that were not TCP (or unreadable)
     truncated_headers: int = 0                # TCP frames cut inside their headers
     snaplen: int = 0
+    addresses: dict[bytes, bytes] = field(default_factory=dict, repr=False)
+    """One bytes object per address (interned: millions of packets share a few)."""
 
 
 def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -> None:
@@ -150,7 +156,10 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
     if plen < 0:
         out.skipped += 1
         return
-    pkt = Packet(t=t, src=bytes(src), dst=bytes(dst), sport=sport, dport=dport, seq=seq,
+    intern = out.addresses
+    src = intern.setdefault(src, bytes(src))
+    dst = intern.setdefault(dst, bytes(dst))
+    pkt = Packet(t=t, src=src, dst=dst, sport=sport, dport=dport, seq=seq,
                  ack=ack, flags=offflags & 0x3F, win=win, plen=plen,
                  ipid=ipid if version == 4 else -1, frame=frame)
     if doff > 20 and offflags & TH_SYN:
@@ -161,8 +170,13 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
         pkt.ts = _has_timestamps(data, tcp + 20, end)
     out.packets.append(pkt)
     if len(out.packets) > MAX_TCP_PACKETS:
-        raise CaptureError(f"{out.path}: more than {MAX_TCP_PACKETS:,} TCP packets; cut the "
-                           "capture first (e.g. tcpdump -r IN -w OUT 'port P')")
+        _too_many(out.path)
+
+
+def _too_many(path: str) -> NoReturn:
+    raise CaptureError(f"{path}: more than {MAX_TCP_PACKETS:,} TCP packets or "
+                       f"{MAX_FRAMES:,} frames; cut the capture first (e.g. tcpdump -r IN "
+                       "-w OUT 'port P')")
 
 
 def _syn_options(data: bytes, i: int, end: int, pkt: Packet) -> None:
@@ -271,6 +285,8 @@ def _read_pcap(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
                                f"{caplen} is larger than any real frame")
         data = _read_exact(f, caplen, out.path, f"frame {frames + 1}", frames)
         frames += 1
+        if frames > MAX_FRAMES:
+            _too_many(out.path)
         t = sec * 1_000_000 + (frac // 1000 if nanos else frac)
         off = _link_offset(linktype, data)
         if off is None:
@@ -367,6 +383,8 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
                 iface, ticks, data_at = 0, 0, 4
                 caplen = min(struct.unpack_from(e + "I", body)[0], len(body) - 4)
             frames += 1
+            if frames > MAX_FRAMES:
+                _too_many(out.path)
             if iface >= len(ifaces):
                 raise CaptureError(f"{out.path}: frame {frames} names interface {iface}, "
                                    "which the file never describes")

@@ -130,3 +130,17 @@ def test_pcapng_frame_naming_an_undescribed_interface(tmp_path: Path) -> None:
     path = _write(tmp_path, "iface.pcapng", shb + epb)
     with pytest.raises(CaptureError, match="never describes"):
         read_capture(path)
+
+
+def test_a_capture_beyond_the_packet_bound_is_refused_in_bounded_time(
+        s1_trace: Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is what keeps a huge or hostile file from using unbounded memory."""
+    from nagle_sim.explain import pcap
+    monkeypatch.setattr(pcap, "MAX_TCP_PACKETS", 10)
+    with pytest.raises(CaptureError, match="more than 10 TCP packets"):
+        read_capture(write_capture(s1_trace, tmp_path / "big.pcap"))
+
+
+def test_addresses_are_shared_between_packets(s1_trace: Trace, tmp_path: Path) -> None:
+    cap = read_capture(write_capture(s1_trace, tmp_path / "a.pcap"))
+    assert len({id(p.src) for p in cap.packets}) == 2

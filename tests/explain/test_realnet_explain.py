@@ -85,6 +85,22 @@ def test_write_write_read_on_loopback_is_nagle_plus_delayed_ack(tmp_path: Path) 
     assert nodelay and nodelay[0].stalls == 0
 
 
+def test_write_write_read_over_ipv6_loopback(tmp_path: Path) -> None:
+    path = tmp_path / "v6.pcap"
+    with listening("::1", socket.AF_INET6) as srv:
+        port = srv.getsockname()[1]
+        cap = Tcpdump(path, port)
+        try:
+            server = serve_echo(srv, 13, 13, 4)
+            client(("::1", port), wwr(4), family=socket.AF_INET6)
+            server.join(10)
+        finally:
+            cap.stop()
+    ex = explain_file(str(path))
+    assert ex.chosen.client[0] == socket.inet_pton(socket.AF_INET6, "::1")
+    assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 3
+
+
 def test_the_same_with_nodelay_has_no_stall(tmp_path: Path) -> None:
     path = capture_loopback(tmp_path, wwr(6), rounds=6, nodelay=True)
     ex = explain_file(str(path))
