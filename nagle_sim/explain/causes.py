@@ -282,13 +282,16 @@ class _Finder:
         earlier = any(self.v.retransmit[i] and self.segs[i].seq < end
                       and self.segs[i].seq + max(self.segs[i].length, 1) > es.seq
                       for i in sends[max(0, pos - 64):pos])
-        tail = end >= high and es.seq >= acked
+        # the sender re-sent, so it had not seen an ACK for these bytes — even when the
+        # capture shows one (lost after the capture point)
+        tail = end >= high
+        lost_ack = es.seq + es.length <= acked and es.length > 0
         if "S" in es.flags:
             cause, note = "rto", "the SYN was sent again after the handshake timer (1 s)"
             conf = HIGH
         elif tail and not earlier and self.v.sack and own < 1_000_000:
             cause, note = "tlp", "the last unACKed segment re-sent: a tail loss probe"
-            conf = MEDIUM if es.seq > acked else HIGH
+            conf = MEDIUM if lost_ack else HIGH
         else:
             cause, note = "rto", ("the oldest unACKed segment re-sent: the retransmission "
                                   "timer")
@@ -296,6 +299,9 @@ class _Finder:
         stall.causes = [cause]
         add_link()
         stall.confidence = conf
+        if lost_ack:
+            note += (" (the capture shows these bytes ACKed: that ACK was lost after the "
+                     "capture point)")
         stall.evidence.append(self.ev(e, f"{note}, {own / 1000:.1f} ms after the "
                                       f"{snd.value} last acted"))
         stall.waiting = snd
