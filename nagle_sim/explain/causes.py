@@ -249,7 +249,7 @@ class _Finder:
                                                   "arrived: it had been held"))
             stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
                                           f"acted: the wait was the link{held}"))
-            stall.waiting = peer if es.length else snd
+            stall.waiting = peer      # the peer waited for this answer to cross
             stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {snd.value} answered "
                           f"at once{held}")
             return self._finish(stall, e)

@@ -59,6 +59,8 @@ class Rebuilt:
     model_stalls: list[Stall] = field(default_factory=list)
     whatifs: list[WhatIf] = field(default_factory=list)
     baseline: WhatIf | None = None
+    captured_per_request_ms: float | None = None
+    """The capture's own median time per request (same measure as the what-ifs)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -393,9 +395,13 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         out.whatifs.append(_summary("one write per request", "each message sent with one "
                                     "write", tr, view_of(tr, cap.dist, cap.mss, sack)))
     base = out.baseline.per_request_ms
+    lat = request_latencies(cap.trace)
+    out.captured_per_request_ms = round(statistics.median(lat) / 1000, 1) if lat else None
+    real = out.captured_per_request_ms
     for w in out.whatifs:
         if w.per_request_ms is not None:
-            was = f" (as captured: {base} ms)" if base is not None else ""
+            was = (f" (captured: {real} ms; the model of the capture: {base} ms)"
+                   if base is not None else "")
             w.text = f"{w.name}: {w.per_request_ms} ms per request{was}, {w.stalls} stall(s)"
         else:
             w.text = f"{w.name}: {w.total_ms} ms in all, {w.stalls} stall(s)"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..model.events import Side
 from . import Explanation
 from .causes import CAUSES, Stall
 from .connections import Connection
@@ -69,6 +68,7 @@ def to_json(ex: Explanation) -> dict[str, Any]:
                          rb.profiles.items()},
             "outcome": rb.model.outcome if rb.model else None,
             "baseline": rb.baseline.to_json() if rb.baseline else None,
+            "captured_per_request_ms": rb.captured_per_request_ms,
             "scenario": rb.toml,
         }
     return out
@@ -174,15 +174,18 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
         if len(shown) < len(ex.stalls):
             console.print(Text(f"… {len(ex.stalls) - len(shown)} more stalls (--json has "
                                "them all)"))
-        first = ex.stalls[0]
-        console.print(Text("Evidence for the first stall:", style="bold"))
+        # the first stall that is more than a round trip says the most
+        first = next((s for s in ex.stalls if s.causes != ["link"]), ex.stalls[0])
+        console.print(Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
+                           f"({first.cause}):", style="bold"))
         for e in first.evidence:
             console.print(Text(f"  {e.text()}"))
     if ex.rebuilt and ex.rebuilt.whatifs:
         console.print(Text("What if", style="bold"))
         if ex.rebuilt.baseline:
             b = ex.rebuilt.baseline
-            console.print(Text(f"  the model as captured: {b.per_request_ms} ms per request, "
+            console.print(Text(f"  as captured: {ex.rebuilt.captured_per_request_ms} ms per "
+                               f"request; the model of it: {b.per_request_ms} ms, "
                                f"{b.stalls} stall(s)"))
         for w in ex.rebuilt.whatifs:
             console.print(Text(f"  {w.text}"))
@@ -196,7 +199,3 @@ def write_pictures(ex: Explanation, svg: str | None, png: str | None) -> list[st
     overlay = ex.rebuilt.model if ex.rebuilt else None
     paths = export_cli(ex.captured.trace, svg=svg, png=png, overlay=overlay)
     return [str(p) for p in paths]
-
-
-def side_name(side: Side) -> str:
-    return side.value

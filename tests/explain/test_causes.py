@@ -121,6 +121,20 @@ def test_retransmission_of_the_tail_is_a_tail_loss_probe(capture_of: Cap) -> Non
     assert ex.captured.trace.meta["retransmitted_segments"] == 1
 
 
+def test_a_re_sent_tail_whose_ack_was_lost_after_the_capture_point(capture_of: Cap) -> None:
+    """Captured on the client's side of the wire: the server's ACK passed the capture point
+    but never reached the client, which re-sent its request as a loss probe."""
+    segs = handshake() + [
+        seg("client", 1, "PA", 1, 10, 1),
+        seg("server", 1.1, "PA", 1, 10, 11),      # lost after the capture point
+        seg("client", 210, "PA", 1, 10, 1),
+        seg("server", 210.1, "A", 11, 0, 11),
+    ]
+    ex = _explain_hand(capture_of, segs, at="both")
+    assert [s.cause for s in ex.stalls] == ["tlp"]
+    assert "lost after the capture point" in ex.stalls[0].evidence[-1].note
+
+
 def test_a_second_retransmission_is_the_rto(capture_of: Cap) -> None:
     segs = handshake() + [
         seg("client", 1, "PA", 1, 100, 1),
