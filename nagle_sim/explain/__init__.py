@@ -65,7 +65,7 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
     view = View(trace=captured.trace, seen=captured.seen, retransmit=captured.retransmit,
                 frames=captured.frames, mss=captured.mss, sack=sack)
     stalls = find_stalls(view)
-    rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model)
+    rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model, view=view)
     notes = list(captured.notes)
     if rebuilt is not None:
         notes += rebuilt.notes

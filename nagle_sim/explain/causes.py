@@ -140,7 +140,13 @@ class View:
     frames: list[int]
     mss: int
     sack: bool = True
-    delack_hint: dict[Side, str] = field(default_factory=dict)
+    _finder: _Finder | None = None
+
+    def finder(self) -> _Finder:
+        """The per-side indexes over this view, built once."""
+        if self._finder is None:
+            self._finder = _Finder(self)
+        return self._finder
 
 
 def view_of(trace: Trace, dist: Mapping[Side, int], mss: int, sack: bool = True) -> View:
@@ -495,8 +501,8 @@ def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -
     """Every quiet gap ≥ ``minimum`` at the capture point while the connection is open,
     classified. ``limit`` bounds the work on hostile captures."""
     segs = view.trace.segments
-    order = sorted(range(len(segs)), key=lambda i: (view.seen[i], i))
-    finder = _Finder(view)
+    order = sorted(range(len(segs)), key=view.seen.__getitem__)   # stable: ties keep order
+    finder = view.finder()
     out: list[Stall] = []
     fins: set[Side] = set()
     for a, b in zip(order, order[1:], strict=False):

@@ -53,6 +53,9 @@ _PCAP_MAGIC = {b"\xd4\xc3\xb2\xa1": ("<", False), b"\xa1\xb2\xc3\xd4": (">", Fal
 """pcap magic → (byte order, fractions are nanoseconds)."""
 _PCAPNG_SHB = 0x0A0D0D0A
 _TCP = 6
+_IP4 = struct.Struct("!HHHxB")          # total length, id, flags+fragment, protocol
+_IP6 = struct.Struct("!HB")             # payload length, next header
+_TCPH = struct.Struct("!HHIIHH")        # ports, seq, ack, offset+flags, window
 # IPv6 extension headers we step over on the way to TCP
 _IP6_EXT = {0, 43, 60, 51}
 
@@ -109,7 +112,7 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
             out.truncated_headers += 1
             return
         ihl = (data[off] & 0x0F) * 4
-        total, ipid, frag, proto = struct.unpack_from("!HHHxB", data, off + 2)
+        total, ipid, frag, proto = _IP4.unpack_from(data, off + 2)
         if proto != _TCP or frag & 0x1FFF or ihl < 20:
             out.skipped += 1            # not TCP, or a later IP fragment
             return
@@ -121,7 +124,7 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
         if n - off < 40:
             out.truncated_headers += 1
             return
-        plen6, nxt = struct.unpack_from("!HB", data, off + 4)
+        plen6, nxt = _IP6.unpack_from(data, off + 4)
         src, dst = data[off + 8:off + 24], data[off + 24:off + 40]
         tcp = off + 40
         ip_payload = plen6 if plen6 else n - tcp   # jumbogram / BIG TCP: trust the frame
@@ -147,7 +150,7 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
     if n - tcp < 20:
         out.truncated_headers += 1
         return
-    sport, dport, seq, ack, offflags, win = struct.unpack_from("!HHIIHH", data, tcp)
+    sport, dport, seq, ack, offflags, win = _TCPH.unpack_from(data, tcp)
     doff = (offflags >> 12) * 4
     if doff < 20:
         out.skipped += 1

@@ -25,11 +25,11 @@ from ..trace import Trace
 from .causes import Stall, View, find_stalls, view_of
 from .totrace import Captured
 
-MAX_MODEL_SEGMENTS = 3_000
+MAX_MODEL_SEGMENTS = 2_000
 """The model re-runs at most this many of the capture's data segments (the first ones):
-the simulator takes about a second for that, and explain must stay within seconds on a
+the simulator takes well under a second for that, and explain must stay within seconds on a
 100,000-segment capture. Stalls after that point are not compared (`reproduced` null)."""
-MAX_WHATIF_SEGMENTS = 1_500
+MAX_WHATIF_SEGMENTS = 1_000
 """The what-ifs report medians, so they run on an even shorter prefix."""
 SLEEP_MIN_US = 5_000
 
@@ -169,11 +169,10 @@ def _scripts(messages: list[_Message], merge: bool) -> dict[Side, str]:
 
 
 # ---------------------------------------------------------------- settings
-def infer_nodelay(cap: Captured) -> dict[Side, bool]:
+def infer_nodelay(cap: Captured, view: View | None = None) -> dict[Side, bool]:
     """Per side: True when it sent a small segment while its last small one was unACKed
-    — something Nagle never allows."""
-    from .causes import _Finder
-    finder = _Finder(view_of(cap.trace, cap.dist, cap.mss))
+    — something Nagle never allows. ``view``: the capture's view, if already indexed."""
+    finder = (view or view_of(cap.trace, cap.dist, cap.mss)).finder()
     out = {Side.CLIENT: False, Side.SERVER: False}
     for i, s in enumerate(cap.trace.segments):
         if out[s.src] or not s.length or s.length >= cap.mss or cap.retransmit[i]:
@@ -332,10 +331,11 @@ def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = 
 
 
 def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
-            run_model: bool = True) -> Rebuilt:
-    """Rebuild, re-run and ask the what-ifs. ``run_model=False`` only writes the TOML."""
+            run_model: bool = True, view: View | None = None) -> Rebuilt:
+    """Rebuild, re-run and ask the what-ifs. ``run_model=False`` only writes the TOML;
+    ``view`` is the capture's view the stalls were found in (its indexes are reused)."""
     where = f"<rebuilt from {cap.trace.meta.get('capture', 'capture')}>"
-    nd0 = infer_nodelay(cap)
+    nd0 = infer_nodelay(cap, view)
     toml, profiles, cut = build_toml(cap, stalls, os_choice, nodelay=nd0)
     notes = []
     if cut is not None:

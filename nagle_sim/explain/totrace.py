@@ -25,9 +25,17 @@ NEAR_US = 1_000
 RETRANSMIT_WHY = "captured: retransmission of bytes already sent"
 
 
-def flag_letters(flags: int) -> str:
+def _letters(flags: int) -> str:
     return "".join(letter for bit, letter in ((TH_SYN, "S"), (TH_FIN, "F"), (TH_RST, "R"),
                                               (TH_PUSH, "P"), (TH_ACK, "A")) if flags & bit)
+
+
+_FLAG_TEXT = [_letters(bits) for bits in range(64)]
+
+
+def flag_letters(flags: int) -> str:
+    """TCP flag bits as the trace format's letters ("SA", "PA", "FA")."""
+    return _FLAG_TEXT[flags & 0x3F]
 
 
 class _Unwrap:

@@ -104,9 +104,10 @@ def test_markdown_pictures_and_scenario(s1_trace: Trace, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     path = write_capture(s1_trace, tmp_path / "s1.pcap")
     out = tmp_path / "rebuilt.toml"
-    svg = tmp_path / "ladder.svg"
-    assert main(["explain", str(path), "--markdown", "--svg", str(svg), "--scenario",
-                 str(out)]) == 0
+    svg, png = tmp_path / "ladder.svg", tmp_path / "ladder.png"
+    assert main(["explain", str(path), "--markdown", "--svg", str(svg), "--png", str(png),
+                 "--scenario", str(out)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = capsys.readouterr().out
     assert "## Stalls" in text and "nagle+delayed_ack" in text
     assert svg.read_text().startswith("<svg") or "<svg" in svg.read_text()[:400]
