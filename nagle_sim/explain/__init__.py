@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..model.events import Side
+from ..scenario import ScenarioError
 from .causes import Stall, View, find_stalls
 from .connections import Connection, longest_stalled, split_connections
 from .pcap import CaptureError, CaptureFile, read_capture
@@ -65,8 +66,15 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
     view = View(trace=captured.trace, seen=captured.seen, retransmit=captured.retransmit,
                 frames=captured.frames, mss=captured.mss, sack=sack)
     stalls = find_stalls(view)
-    rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model, view=view)
     notes = list(captured.notes)
+    rebuilt: Rebuilt | None
+    try:
+        rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model, view=view)
+    except ScenarioError as exc:
+        # e.g. a capture whose timing is beyond what a scenario may say (a link delay over
+        # ten minutes): the stalls stand, only the model's re-run is missing
+        rebuilt = None
+        notes.append(f"the model could not re-run this capture: {exc}")
     if rebuilt is not None:
         notes += rebuilt.notes
     return Explanation(capture=capture, connections=conns, chosen=chosen, captured=captured,

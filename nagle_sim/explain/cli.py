@@ -93,6 +93,9 @@ def explain_cli(args: argparse.Namespace) -> int:
             written += write_pictures(ex, args.svg, args.png)
     except ExportError as exc:
         return _error(str(exc))
+    if args.scenario and ex.rebuilt is None:
+        return _error(f"{args.capture}: no scenario could be rebuilt ("
+                      f"{ex.notes[-1] if ex.notes else 'unknown reason'})")
     if args.scenario and ex.rebuilt is not None:
         try:
             Path(args.scenario).write_text(ex.rebuilt.toml, "utf-8")

@@ -191,6 +191,9 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     else:
         mss, mss_known = (biggest if biggest else 1448), False
         notes.append(f"no MSS option seen: assuming {mss} bytes (the largest segment)")
+    if not 88 <= mss <= 65495:
+        notes.append(f"MSS {mss} is outside 88-65495 bytes: using the nearest of those")
+        mss = min(max(mss, 88), 65495)
 
     # --- segments
     origin_cap = syn.t if syn is not None else packets[0].t
