@@ -3,7 +3,7 @@
 Owns: the pipeline `explain_file` — read (`pcap`), split (`connections`), convert
 (`totrace`), find and name stalls (`causes`), rebuild and re-run on the model (`rebuild`) —
 and `ExplainError`, the one-line message for bad input. Views live in `report`.
-Must not import textual or realnet; rich only inside `report`.
+Must not import textual or realnet; rich only inside `report` and `cli` (lazily).
 """
 
 from __future__ import annotations
