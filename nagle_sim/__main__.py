@@ -281,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="PATH")
     p.set_defaults(func=cmd_validate)
 
+    p = sub.add_parser("explain", help="open a real capture (pcap/pcapng) and explain every stall")
+    from .explain.cli import add_arguments as add_explain_arguments
+    add_explain_arguments(p)
+
     real = sub.add_parser("realnet", help="run scenarios over real kernel sockets")
     rsub = real.add_subparsers(dest="realnet_command", required=True)
     p = rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder")

@@ -1,0 +1,85 @@
+"""`nagle-sim explain CAPTURE`: open a real capture and explain every stall.
+
+Owns: the pipeline `explain_file` — read (`pcap`), split (`connections`), convert
+(`totrace`), find and name stalls (`causes`), rebuild and re-run on the model (`rebuild`) —
+and `ExplainError`, the one-line message for bad input. Views live in `report`.
+Must not import textual or realnet; rich only inside `report` and `cli` (lazily).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model.events import Side
+from ..scenario import ScenarioError
+from .causes import Stall, View, find_stalls
+from .connections import Connection, longest_stalled, split_connections
+from .pcap import CaptureError, CaptureFile, read_capture
+from .rebuild import Rebuilt, parse_os, rebuild
+from .totrace import Captured, to_trace
+
+__all__ = ["CaptureError", "ExplainError", "Explanation", "explain_file"]
+
+
+ExplainError = CaptureError
+"""Bad input to explain (the file, --conn, --port, --os); ``str(err)`` is one line."""
+
+
+@dataclass(slots=True)
+class Explanation:
+    capture: CaptureFile
+    connections: list[Connection]
+    chosen: Connection
+    captured: Captured
+    stalls: list[Stall]
+    rebuilt: Rebuilt | None
+    notes: list[str] = field(default_factory=list)
+
+
+def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
+                 os_text: str = "", run_model: bool = True) -> Explanation:
+    """Explain one connection of the capture at ``path``.
+
+    Raises:
+        ExplainError: the file or an option is bad (`CaptureError` is one).
+    """
+    try:
+        os_choice: dict[Side, str] = parse_os(os_text) if os_text else {}
+    except ValueError as exc:
+        raise ExplainError(str(exc)) from None
+    capture = read_capture(path)
+    conns = split_connections(capture.packets)
+    if conn is not None:
+        if not 1 <= conn <= len(conns):
+            raise ExplainError(f"{path}: no connection {conn} (the capture has "
+                               f"{len(conns)}: 1 to {len(conns)})")
+        chosen = conns[conn - 1]
+    elif port is not None:
+        matching = [c for c in conns if port in (c.client[1], c.server[1])]
+        if not matching:
+            raise ExplainError(f"{path}: no connection uses port {port}")
+        chosen = longest_stalled(matching)
+    else:
+        chosen = longest_stalled(conns)
+    captured = to_trace(chosen, path)
+    sack = bool(captured.trace.meta.get("sack_permitted", True)) or not captured.handshake
+    view = View(trace=captured.trace, seen=captured.seen, retransmit=captured.retransmit,
+                frames=captured.frames, mss=captured.mss, sack=sack)
+    stalls = find_stalls(view)
+    notes = list(captured.notes)
+    rebuilt: Rebuilt | None
+    try:
+        rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model, view=view)
+    except ScenarioError as exc:
+        # e.g. a capture whose timing is beyond what a scenario may say (a link delay over
+        # ten minutes): the stalls stand, only the model's re-run is missing
+        rebuilt = None
+        notes.append(f"the model could not re-run this capture: {exc}")
+    if rebuilt is not None:
+        notes += rebuilt.notes
+    return Explanation(capture=capture, connections=conns, chosen=chosen, captured=captured,
+                       stalls=stalls, rebuilt=rebuilt, notes=notes)
+
+
+# re-exported for tests and the report
+__all__ += ["Stall", "read_capture", "split_connections", "to_trace", "find_stalls"]

@@ -1,0 +1,518 @@
+"""Every stall of a connection and its cause, from a fixed vocabulary.
+
+Owns: stall finding (a quiet gap of at least 10 ms at the capture point, while the
+connection is open) and naming each one's cause from `CAUSES`, with evidence (segments,
+times) and a confidence. Works on any trace that has send and arrival times — a captured
+one (`totrace`) or the model's re-run (`rebuild`) — seen from the same capture point, so
+the two can be paired. The rules are in docs/explain.md ("How causes are found").
+Must not import rich, textual or simpy.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.events import Micros, Side
+from ..trace import SegmentRecord, Trace
+
+STALL_MIN = Micros(10_000)
+REACT_US = 2_000
+"""A send this soon after an arrival was caused by that arrival (woken, or released)."""
+
+CAUSES: dict[str, str] = {
+    "nagle": "Nagle held a small segment while an earlier small one was unACKed",
+    "delayed_ack": "the receiver delayed its ACK (delayed-ACK timer)",
+    "cork": "TCP_CORK held data until the 200 ms ceiling (probe timer) released it",
+    "msg_more": "MSG_MORE held data until the 200 ms ceiling (probe timer) released it",
+    "tlp": "a tail loss probe re-sent the last segment (no ACK came)",
+    "rto": "the retransmission timer fired (no ACK came)",
+    "zero_window": "the receiver's window was zero: the sender waited for it to open",
+    "receiver": "the receiver's window was too small for the data queued",
+    "cwnd": "the congestion window was full: the sender waited for ACKs",
+    "pacing": "the sender paced its segments out",
+    "link": "the time was spent crossing the link (round trip)",
+    "app": "nothing was queued: an application was idle (or busy)",
+}
+"""The cause vocabulary, in docs/explain.md order. A stall's causes join with "+"."""
+
+HIGH, MEDIUM, LOW = 0.9, 0.6, 0.3
+
+
+@dataclass(slots=True)
+class Evidence:
+    index: int          # segment index in the trace
+    t: Micros           # capture-point time
+    side: Side
+    label: str
+    note: str
+    frame: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"t_ms": round(self.t / 1000, 3), "from": self.side.value,
+                               "segment": self.label, "note": self.note}
+        if self.frame:
+            out["frame"] = self.frame
+        return out
+
+    def text(self) -> str:
+        where = f"frame {self.frame}, " if self.frame else ""
+        return (f"{where}{self.t / 1000:.3f} ms, {self.side.value} {self.label}: "
+                f"{self.note}")
+
+
+@dataclass(slots=True)
+class Stall:
+    start: Micros
+    end: Micros
+    causes: list[str]
+    confidence: float
+    text: str
+    evidence: list[Evidence] = field(default_factory=list)
+    waiting: Side | None = None
+    key: tuple[str, int] | None = None
+    """(side, first byte) of the first data segment sent at or after the stall's end;
+    pairs a capture stall with the model's."""
+    link_part: Micros = Micros(0)
+    model_ms: float | None = None
+    reproduced: bool | None = None
+
+    @property
+    def duration(self) -> Micros:
+        return Micros(self.end - self.start)
+
+    @property
+    def cause(self) -> str:
+        return "+".join(self.causes)
+
+
+class _SideIndex:
+    """Per-side prefix tables over sends (by send time) and arrivals (by arrival time)."""
+
+    def __init__(self, segs: list[SegmentRecord], side: Side, mss: int) -> None:
+        self.sends = [i for i, s in enumerate(segs) if s.src is side]
+        self.send_t = [segs[i].t for i in self.sends]
+        high, small, small_end = 0, -1, 0
+        self.high: list[int] = []
+        self.small: list[int] = []
+        self.small_end: list[int] = []
+        for i in self.sends:
+            s = segs[i]
+            end = s.seq + s.length + (1 if "S" in s.flags or "F" in s.flags else 0)
+            high = max(high, end)
+            if s.length and s.length < mss and s.seq + s.length >= small_end:
+                small, small_end = i, s.seq + s.length
+            self.high.append(high)
+            self.small.append(small)
+            self.small_end.append(small_end)
+        arr = sorted((s.arrive if s.arrive is not None else s.t, i)
+                     for i, s in enumerate(segs) if s.src is not side)
+        self.arr_t = [a for a, _ in arr]
+        self.arr_i = [i for _, i in arr]
+        ack = 0
+        self.acked: list[int] = []
+        self.win: list[int] = []
+        for i in self.arr_i:
+            s = segs[i]
+            if "A" in s.flags:
+                ack = max(ack, s.ack)
+            self.acked.append(ack)
+            self.win.append(s.window)
+
+    def sent_before(self, t: int, strict: bool = True) -> int:
+        """Position in `sends` of the last send before (or at) ``t``; -1 if none."""
+        fn = bisect.bisect_left if strict else bisect.bisect_right
+        return fn(self.send_t, t) - 1
+
+    def arrived_by(self, t: int) -> int:
+        return bisect.bisect_right(self.arr_t, t) - 1
+
+
+@dataclass(slots=True)
+class View:
+    """A trace as seen from one capture point."""
+
+    trace: Trace
+    seen: list[Micros]
+    retransmit: list[bool]
+    frames: list[int]
+    mss: int
+    sack: bool = True
+    _finder: _Finder | None = None
+
+    def finder(self) -> _Finder:
+        """The per-side indexes over this view, built once."""
+        if self._finder is None:
+            self._finder = _Finder(self)
+        return self._finder
+
+
+def view_of(trace: Trace, dist: Mapping[Side, int], mss: int, sack: bool = True) -> View:
+    """A trace (e.g. the model's) seen from a capture point ``dist[side]`` µs from each
+    host; retransmissions are marked the way `totrace` marks them."""
+    seen = [Micros(s.t + dist[s.src]) for s in trace.segments]
+    high = {Side.CLIENT: -1, Side.SERVER: -1}
+    retrans = []
+    for s in trace.segments:
+        end = s.seq + s.length + (1 if "S" in s.flags or "F" in s.flags else 0)
+        retrans.append(end > s.seq and end <= high[s.src])
+        high[s.src] = max(high[s.src], end)
+    return View(trace=trace, seen=seen, retransmit=retrans, frames=[0] * len(seen), mss=mss,
+                sack=sack)
+
+
+def _label(s: SegmentRecord) -> str:
+    return s.label()
+
+
+class _Finder:
+    def __init__(self, view: View) -> None:
+        self.v = view
+        self.segs = view.trace.segments
+        self.idx = {side: _SideIndex(self.segs, side, view.mss) for side in Side}
+
+    def ev(self, i: int, note: str) -> Evidence:
+        s = self.segs[i]
+        return Evidence(index=i, t=self.v.seen[i], side=s.src, label=_label(s), note=note,
+                        frame=self.v.frames[i])
+
+    def state(self, side: Side, t: int, *, arrivals_before: bool = False
+              ) -> tuple[int, int, int, int, int]:
+        """(highest byte sent, highest byte ACKed, end of the last sub-MSS segment, last
+        window heard from the peer, index of the last sub-MSS segment) of ``side`` at
+        time ``t`` (sends strictly before; arrivals up to ``t``, or strictly before it)."""
+        ix = self.idx[side]
+        k = ix.sent_before(t)
+        high = ix.high[k] if k >= 0 else 0
+        small_end = ix.small_end[k] if k >= 0 else 0
+        small = ix.small[k] if k >= 0 else -1
+        a = (bisect.bisect_left(ix.arr_t, t) - 1) if arrivals_before else ix.arrived_by(t)
+        acked = ix.acked[a] if a >= 0 else 0
+        win = ix.win[a] if a >= 0 else 65535
+        return high, acked, small_end, win, small
+
+    # ------------------------------------------------------------ one stall
+    def classify(self, p: int, e: int) -> Stall:
+        segs, seen = self.segs, self.v.seen
+        es = segs[e]
+        snd, peer = es.src, es.src.peer
+        ix_snd = self.idx[snd]
+        k = ix_snd.sent_before(es.t)
+        # the send of E just before e in E's own order (sends at equal times count)
+        pos = bisect.bisect_left(ix_snd.sends, e)
+        prev_send_t = segs[ix_snd.sends[pos - 1]].t if pos > 0 else None
+        a = ix_snd.arrived_by(es.t)
+        # a tie in time is resolved by trace order (a reply cannot precede its cause)
+        while a >= 0 and ix_snd.arr_i[a] > e and ix_snd.arr_t[a] == es.t:
+            a -= 1
+        last_arr_t = ix_snd.arr_t[a] if a >= 0 else None
+        trig = ix_snd.arr_i[a] if a >= 0 else None
+        marks = [t for t in (prev_send_t, last_arr_t) if t is not None]
+        own = es.t - max(marks) if marks else 0
+        start, end = seen[p], seen[e]
+        gap = end - start
+        link_part = Micros(max(0, gap - max(own, 0)))
+        stall = Stall(start=Micros(start), end=Micros(end), causes=[], confidence=MEDIUM,
+                      text="", link_part=link_part)
+        stall.evidence.append(self.ev(p, "the last segment before the quiet gap"))
+        ms = own / 1000
+
+        def add_link() -> None:
+            if link_part >= STALL_MIN and "link" not in stall.causes:
+                stall.causes.append("link")
+
+        if own < STALL_MIN:
+            # e was a reaction to something that arrived just before: the gap is the
+            # time that something spent on the wire
+            stall.causes = ["link"]
+            stall.confidence = HIGH
+            held = ""
+            tr: SegmentRecord
+            if trig is not None:
+                tr = segs[trig]
+                tr_at = tr.arrive if tr.arrive is not None else tr.t
+                stall.evidence.append(self.ev(trig, f"arrived at the {snd.value} "
+                                              f"{(es.t - tr_at) / 1000:.2f} ms before it "
+                                              "sent the next segment"))
+                high, acked, small_end, _w, small = self.state(snd, tr_at,
+                                                               arrivals_before=True)
+                if es.length and small_end > acked and small >= 0:
+                    held = " (its data had been held by Nagle until this ACK)"
+                elif (es.length >= self.v.mss and high - acked >= 2 * self.v.mss
+                      and "A" in tr.flags and tr.ack > acked):
+                    held = (f" (its data waited for this ACK: {high - acked} B were in "
+                            "flight, the congestion window was full)")
+                    stall.causes.insert(0, "cwnd")
+            if not es.length and not held:
+                found = self._peer_held(e)
+                if found is not None:
+                    first, why, follow, _sure = found
+                    stall.causes.insert(0, first)
+                    held = f" (the {peer.value} sent at once when it arrived: {why})"
+                    stall.evidence.append(self.ev(follow, "sent as soon as that ACK "
+                                                  "arrived: it had been held"))
+            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
+                                          f"acted: the wait was the link{held}"))
+            stall.waiting = peer      # the peer waited for this answer to cross
+            stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {snd.value} answered "
+                          f"at once{held}")
+            return self._finish(stall, e)
+
+        # ---- E itself waited `own` before sending e
+        if self.v.retransmit[e]:
+            return self._retransmission(stall, p, e, own, add_link)
+        if not es.length and "S" not in es.flags and "F" not in es.flags:
+            return self._pure_ack(stall, e, own, trig, add_link)
+        if es.length:
+            return self._data(stall, e, own, k, add_link)
+        stall.causes = ["app"]
+        add_link()
+        stall.confidence = MEDIUM
+        what = "closed the connection" if "F" in es.flags else "sent a control segment"
+        stall.evidence.append(self.ev(e, f"the {snd.value} {what} {ms:.1f} ms after it last "
+                                      "acted"))
+        stall.waiting = peer
+        stall.text = f"the {snd.value} application {what} after {ms:.1f} ms idle"
+        return self._finish(stall, e)
+
+    def _retransmission(self, stall: Stall, p: int, e: int, own: int,
+                        add_link: Any) -> Stall:
+        es = self.segs[e]
+        snd = es.src
+        high, acked, *_ = self.state(snd, es.t)
+        end = es.seq + es.length + (1 if "S" in es.flags or "F" in es.flags else 0)
+        sends = self.idx[snd].sends
+        pos = bisect.bisect_left(sends, e)
+        earlier = any(self.v.retransmit[i] and self.segs[i].seq < end
+                      and self.segs[i].seq + max(self.segs[i].length, 1) > es.seq
+                      for i in sends[max(0, pos - 64):pos])
+        # the sender re-sent, so it had not seen an ACK for these bytes — even when the
+        # capture shows one (lost after the capture point)
+        tail = end >= high
+        lost_ack = es.seq + es.length <= acked and es.length > 0
+        if "S" in es.flags:
+            cause, note = "rto", "the SYN was sent again after the handshake timer (1 s)"
+            conf = HIGH
+        elif tail and not earlier and self.v.sack and own < 1_000_000:
+            cause, note = "tlp", "the last unACKed segment re-sent: a tail loss probe"
+            conf = MEDIUM if lost_ack else HIGH
+        else:
+            cause, note = "rto", ("the oldest unACKed segment re-sent: the retransmission "
+                                  "timer")
+            conf = HIGH if earlier or es.seq <= acked else MEDIUM
+        stall.causes = [cause]
+        add_link()
+        stall.confidence = conf
+        if lost_ack:
+            note += (" (the capture shows these bytes ACKed: that ACK was lost after the "
+                     "capture point)")
+        stall.evidence.append(self.ev(e, f"{note}, {own / 1000:.1f} ms after the "
+                                      f"{snd.value} last acted"))
+        stall.waiting = snd
+        stall.text = (f"the {snd.value} got no ACK and re-sent {es.label()} after "
+                      f"{own / 1000:.1f} ms "
+                      f"({'tail loss probe' if cause == 'tlp' else 'RTO'})")
+        return self._finish(stall, e)
+
+    def _peer_held(self, e: int) -> tuple[str, str, int, bool] | None:
+        """When the peer of e's sender sent data at once on e's arrival, it had that data
+        held: (cause, why, index of that data, sure) — else None."""
+        segs = self.segs
+        es = segs[e]
+        snd, peer = es.src, es.src.peer
+        ix_peer = self.idx[peer]
+        arrive = es.arrive if es.arrive is not None else es.t
+        j = bisect.bisect_left(ix_peer.send_t, arrive)
+        while j < len(ix_peer.sends) and ix_peer.sends[j] < e and \
+                segs[ix_peer.sends[j]].t == arrive:
+            j += 1        # a send in the same µs but before e in trace order is no reaction
+        follow = ix_peer.sends[j] if j < len(ix_peer.sends) else None
+        if (follow is None or not segs[follow].length or segs[follow].t - arrive > REACT_US
+                or self.v.retransmit[follow]):
+            return None
+        # data reaching the peer in between (a reply) is the likelier cause
+        k = ix_peer.arrived_by(segs[follow].t)
+        while k >= 0 and ix_peer.arr_t[k] >= arrive:
+            i = ix_peer.arr_i[k]
+            if i != e and i < follow and segs[i].length:
+                return None
+            k -= 1
+        f = segs[follow]
+        high, acked, small_end, win, small = self.state(peer, arrive, arrivals_before=True)
+        if "A" in es.flags and es.ack <= acked:
+            return None   # e ACKed nothing new: it released nothing
+        outstanding = high - acked
+        if small >= 0 and small_end > acked:
+            return ("nagle", f"Nagle: {segs[small].length} B sent earlier were still "
+                    f"unACKed, so this {f.length} B segment waited", follow, True)
+        if outstanding >= 2 * self.v.mss and f.length >= self.v.mss:
+            return ("cwnd", f"the congestion window was full ({outstanding} B in flight)",
+                    follow, True)
+        if win < f.length + outstanding:
+            return ("receiver", f"the {snd.value}'s window ({win} B) had no room", follow,
+                    True)
+        if "P" not in f.flags and f.length < self.v.mss:
+            return ("msg_more", "sent with MSG_MORE (no PSH), it waited for the next push, "
+                    "which this ACK triggered", follow, False)
+        return ("nagle", "the data was held until this ACK", follow, False)
+
+    def _pure_ack(self, stall: Stall, e: int, own: int, trig: int | None,
+                  add_link: Any) -> Stall:
+        segs = self.segs
+        es = segs[e]
+        snd, peer = es.src, es.src.peer
+        ix_snd = self.idx[snd]
+        pos = bisect.bisect_left(ix_snd.sends, e)
+        prev = segs[ix_snd.sends[pos - 1]] if pos > 0 else None
+        ms = own / 1000
+        if prev is not None and prev.window == 0 and es.window > 0:
+            stall.causes = ["zero_window"]
+            add_link()
+            stall.confidence = HIGH
+            stall.evidence.append(self.ev(ix_snd.sends[pos - 1], "advertised a zero window"))
+            stall.evidence.append(self.ev(e, f"window update to {es.window} B after "
+                                          f"{ms:.1f} ms: the {snd.value} application read"))
+            stall.waiting = peer
+            stall.text = (f"the {snd.value}'s receive window was zero for {ms:.1f} ms: its "
+                          "application did not read, so the "
+                          f"{peer.value} could not send")
+            return self._finish(stall, e)
+        new_ack = prev is None or es.ack > prev.ack
+        if new_ack:
+            delack_conf = HIGH if 30_000 <= own <= 50_000 or 180_000 <= own <= 220_000 \
+                else MEDIUM
+            found = self._peer_held(e)
+            if found is not None:
+                first, why, follow, sure = found
+                f = segs[follow]
+                arrive = es.arrive if es.arrive is not None else es.t
+                if not sure:
+                    delack_conf = MEDIUM
+                stall.causes = [first, "delayed_ack"]
+                add_link()
+                stall.confidence = delack_conf
+                stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data it "
+                                              "ACKs arrived: a delayed ACK"))
+                stall.evidence.append(self.ev(follow, f"sent {(f.t - arrive) / 1000:.2f} ms "
+                                              "after that ACK arrived: it had been held"))
+                stall.waiting = peer
+                stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms: {why}, "
+                              f"and the {snd.value} delayed its ACK")
+                return self._finish(stall, e)
+            stall.causes = ["app"]
+            add_link()
+            stall.confidence = MEDIUM
+            stall.evidence.append(self.ev(e, f"a delayed ACK after {ms:.1f} ms; nothing was "
+                                          f"waiting for it (the {snd.value} had no reply "
+                                          "ready)"))
+            stall.waiting = peer
+            stall.text = (f"nothing was queued: the {snd.value} application had not answered "
+                          f"yet (its delayed ACK went out after {ms:.1f} ms)")
+            return self._finish(stall, e)
+        stall.causes = ["app"]
+        add_link()
+        stall.confidence = LOW
+        stall.evidence.append(self.ev(e, f"an ACK with nothing new after {ms:.1f} ms"))
+        stall.waiting = None
+        stall.text = f"the connection was idle for {ms:.1f} ms"
+        return self._finish(stall, e)
+
+    def _data(self, stall: Stall, e: int, own: int, k: int, add_link: Any) -> Stall:
+        segs = self.segs
+        es = segs[e]
+        snd, peer = es.src, es.src.peer
+        high, acked, small_end, win, small = self.state(snd, es.t)
+        outstanding = max(0, high - acked)
+        ms = own / 1000
+        if win == 0:
+            stall.causes = ["zero_window"]
+            add_link()
+            stall.confidence = HIGH
+            stall.evidence.append(self.ev(e, f"sent into a zero window after {ms:.1f} ms: a "
+                                          "window probe"))
+            stall.waiting = snd
+            stall.text = (f"the {peer.value}'s window was zero: the {snd.value} probed after "
+                          f"{ms:.1f} ms")
+            return self._finish(stall, e)
+        if outstanding and outstanding + es.length > win >= 0 and win < 4 * self.v.mss:
+            stall.causes = ["receiver"]
+            add_link()
+            stall.confidence = MEDIUM
+            stall.evidence.append(self.ev(e, f"{outstanding} B in flight against a {win} B "
+                                          "window"))
+            stall.waiting = snd
+            stall.text = f"the {peer.value}'s small receive window held the {snd.value}'s data"
+            return self._finish(stall, e)
+        rtt = self._rtt()
+        if not outstanding and 195_000 <= own <= 215_000 + rtt + 8_000:
+            # the probe timer sets PSH on what it releases, so TCP_CORK and MSG_MORE look
+            # the same here; a segment without PSH can only be MSG_MORE data
+            cause = "cork" if "P" in es.flags else "msg_more"
+            stall.causes = [cause]
+            add_link()
+            stall.confidence = MEDIUM
+            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
+                                          "acted with nothing in flight: the 200 ms probe "
+                                          "timer's release of corked data (TCP_CORK, or "
+                                          "MSG_MORE: the wire cannot tell them apart)"))
+            stall.waiting = peer
+            stall.text = (f"the {snd.value}'s data was held {ms:.1f} ms by "
+                          f"{'TCP_CORK' if cause == 'cork' else 'MSG_MORE'} until the "
+                          "200 ms ceiling")
+            return self._finish(stall, e)
+        pos = bisect.bisect_left(self.idx[snd].sends, e)
+        prev = segs[self.idx[snd].sends[pos - 1]] if pos > 0 else None
+        if (outstanding and es.length >= self.v.mss and prev is not None
+                and prev.length >= self.v.mss and own < 100_000):
+            stall.causes = ["pacing"]
+            add_link()
+            stall.confidence = LOW
+            stall.evidence.append(self.ev(e, f"a full segment {ms:.1f} ms after the previous "
+                                          "one with no ACK in between: paced"))
+            stall.waiting = peer
+            stall.text = f"the {snd.value} paced its full-sized segments {ms:.1f} ms apart"
+            return self._finish(stall, e)
+        stall.causes = ["app"]
+        add_link()
+        stall.confidence = HIGH if not outstanding else MEDIUM
+        stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} last "
+                                      "acted, with nothing held: the application wrote late"))
+        stall.waiting = peer
+        stall.text = f"nothing was queued: the {snd.value} application was idle for {ms:.1f} ms"
+        return self._finish(stall, e)
+
+    def _rtt(self) -> int:
+        return int(self.v.trace.meta.get("rtt_ms", 0) * 1000) if isinstance(
+            self.v.trace.meta.get("rtt_ms", 0), int | float) else 0
+
+    def _finish(self, stall: Stall, e: int) -> Stall:
+        # the pairing key: the first data segment sent at or after the stall's end
+        segs = self.segs
+        for i in range(e, min(len(segs), e + 64)):
+            if segs[i].length:
+                stall.key = (segs[i].src.value, segs[i].seq)
+                break
+        return stall
+
+
+def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -> list[Stall]:
+    """Every quiet gap ≥ ``minimum`` at the capture point while the connection is open,
+    classified. ``limit`` bounds the work on hostile captures."""
+    segs = view.trace.segments
+    order = sorted(range(len(segs)), key=view.seen.__getitem__)   # stable: ties keep order
+    finder = view.finder()
+    out: list[Stall] = []
+    fins: set[Side] = set()
+    for a, b in zip(order, order[1:], strict=False):
+        sa = segs[a]
+        if "F" in sa.flags:
+            fins.add(sa.src)
+        if "R" in sa.flags or len(fins) == 2:
+            break
+        if view.seen[b] - view.seen[a] >= minimum:
+            out.append(finder.classify(a, b))
+            if len(out) >= limit:
+                break
+    return out

@@ -1,0 +1,114 @@
+"""The ``nagle-sim explain`` subcommand: arguments, output checks, exit codes.
+
+Owns: `add_arguments` (called by nagle_sim/__main__.py) and `explain_cli`. Exit 0 when the
+capture was explained, 2 on bad input (one line on stderr naming the file or option).
+Must not import textual or realnet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def _error(message: str) -> int:
+    from rich.console import Console
+    from rich.text import Text
+    line = Text("error: ", style="bold red")
+    line.append(message.replace("\n", " "))
+    Console(stderr=True, highlight=False, soft_wrap=True).print(line)
+    return EXIT_BAD_INPUT
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port 1-65535, got {text!r}")
+    return int(text)
+
+
+def _conn(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 10_000_000:
+        raise argparse.ArgumentTypeError(f"expected a connection number (1, 2, …), got "
+                                         f"{text!r}")
+    return int(text)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("capture", help="pcap or pcapng file (tcpdump -w, Wireshark)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--conn", type=_conn, metavar="N",
+                       help="explain connection N (default: the longest stall)")
+    which.add_argument("--port", type=_port, metavar="P",
+                       help="explain the connection using port P")
+    p.add_argument("--os", default="", metavar="client=linux,server=windows",
+                   help="each side's stack profile (default: from its delayed-ACK timing)")
+    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown report")
+    p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
+    p.add_argument("--png", metavar="F", help="the same as PNG")
+    p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
+    p.add_argument("--all", action="store_true", help="print every stall, not the first 60")
+    p.set_defaults(func=explain_cli)
+
+
+def _check_output(path: str | None, flag: str, suffix: str) -> str | None:
+    if not path:
+        return None
+    target = Path(path)
+    if target.suffix.lower() != suffix:
+        return f"{flag} {path}: expected a file name ending in {suffix}"
+    if target.is_dir():
+        return f"{flag} {path}: is a directory"
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        return f"cannot write {path}: directory {parent} does not exist"
+    if not os.access(parent, os.W_OK):
+        return f"cannot write {path}: permission denied"
+    return None
+
+
+def explain_cli(args: argparse.Namespace) -> int:
+    from ..export import ExportError
+    from . import ExplainError, explain_file
+    from .report import dumps, markdown, print_report, write_pictures
+
+    for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
+                               (args.scenario, "--scenario", ".toml")):
+        problem = _check_output(path, flag, suffix)
+        if problem:
+            return _error(problem)
+    try:
+        ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os)
+    except ExplainError as exc:        # CaptureError is one
+        return _error(str(exc))
+    except MemoryError:
+        return _error(f"{args.capture}: too large to explain in memory")
+    written: list[str] = []
+    try:
+        if args.svg or args.png:
+            written += write_pictures(ex, args.svg, args.png)
+    except ExportError as exc:
+        return _error(str(exc))
+    if args.scenario and ex.rebuilt is None:
+        return _error(f"{args.capture}: no scenario could be rebuilt ("
+                      f"{ex.notes[-1] if ex.notes else 'unknown reason'})")
+    if args.scenario and ex.rebuilt is not None:
+        try:
+            Path(args.scenario).write_text(ex.rebuilt.toml, "utf-8")
+        except OSError as exc:
+            return _error(f"cannot write {args.scenario}: {exc.strerror or exc}")
+        written.append(args.scenario)
+    if args.json:
+        sys.stdout.write(dumps(ex) + "\n")
+    elif args.markdown:
+        sys.stdout.write(markdown(ex))
+    else:
+        from rich.console import Console
+        print_report(ex, Console(highlight=False), all_stalls=args.all)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,414 @@
+"""A scenario rebuilt from a capture, re-run on the model, and its what-ifs.
+
+Owns: turning a captured `Trace` back into scenario TOML — writes from segment boundaries
+and PSH (each write's tail carries PSH), reads from the request/response turns, sleeps
+where a stall says the application was idle, the link delay from the handshake, NODELAY
+from small segments sent while a small one was unACKed, TCP_CORK from cork stalls, each
+side's OS profile from its delayed-ACK timing or ``--os`` — then running it with
+`nagle_sim.sim.driver.run_sim`, pairing the model's stalls with the capture's, and the
+what-ifs (NODELAY on the writer, one write per request). The TOML is loaded back with
+`scenario.loads`, so what is reported is exactly what `--scenario` writes.
+Must not import rich, textual or realnet.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..compare import tolerance
+from ..model.config import PROFILES
+from ..model.events import Micros, Side
+from ..scenario import Scenario, loads
+from ..trace import Trace
+from .causes import Stall, View, find_stalls, view_of
+from .totrace import Captured
+
+MAX_MODEL_SEGMENTS = 2_000
+"""The model re-runs at most this many of the capture's data segments (the first ones):
+the simulator takes well under a second for that, and explain must stay within seconds on a
+100,000-segment capture. Stalls after that point are not compared (`reproduced` null)."""
+MAX_WHATIF_SEGMENTS = 1_000
+"""The what-ifs report medians, so they run on an even shorter prefix."""
+SLEEP_MIN_US = 5_000
+
+
+@dataclass(slots=True)
+class WhatIf:
+    name: str
+    change: str
+    per_request_ms: float | None
+    stalls: int
+    stall_ms: float
+    total_ms: float
+    text: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "change": self.change,
+                "per_request_ms": self.per_request_ms, "stalls": self.stalls,
+                "stall_ms": self.stall_ms, "total_ms": self.total_ms, "text": self.text}
+
+
+@dataclass(slots=True)
+class Rebuilt:
+    toml: str
+    scenario: Scenario
+    profiles: dict[Side, tuple[str, str]]     # side → (profile name, how it was chosen)
+    model: Trace | None = None
+    model_stalls: list[Stall] = field(default_factory=list)
+    whatifs: list[WhatIf] = field(default_factory=list)
+    baseline: WhatIf | None = None
+    captured_per_request_ms: float | None = None
+    """The capture's own median time per request (same measure as the what-ifs)."""
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- messages and writes
+@dataclass(slots=True)
+class _Message:
+    side: Side
+    writes: list[int] = field(default_factory=list)
+    sleeps: list[int] = field(default_factory=list)      # µs before each write
+    more: list[bool] = field(default_factory=list)       # write N more (MSG_MORE)
+
+    @property
+    def size(self) -> int:
+        return sum(self.writes)
+
+
+def _messages(cap: Captured, stalls: list[Stall], limit: int
+              ) -> tuple[list[_Message], Micros | None]:
+    """The conversation as alternating messages of writes; sleeps before writes that ended
+    an `app` stall; MSG_MORE on writes that ended a `msg_more` stall."""
+    segs = cap.trace.segments
+    app_keys = {s.key for s in stalls if s.causes and s.causes[0] == "app" and s.key}
+    more_keys = {s.key for s in stalls if "msg_more" in s.causes and s.key}
+    messages: list[_Message] = []
+    pending = {Side.CLIENT: 0, Side.SERVER: 0}
+    ready = {Side.CLIENT: 0, Side.SERVER: 0}      # when each side could have written
+    last_arrival = {Side.CLIENT: 0, Side.SERVER: 0}
+    count = 0
+    cut: Micros | None = None
+    for i, s in enumerate(segs):
+        if not s.length or cap.retransmit[i]:
+            continue
+        count += 1
+        if count > limit:
+            cut = cap.seen[i]
+            break
+        side = s.src
+        if not messages or messages[-1].side is not side:
+            if messages and pending[messages[-1].side]:
+                prev = messages[-1]
+                prev.writes.append(pending[prev.side])
+                pending[prev.side] = 0
+            messages.append(_Message(side=side))
+            ready[side] = max(ready[side], last_arrival[side])
+        msg = messages[-1]
+        if pending[side] == 0:
+            gap = s.t - ready[side]
+            key = (side.value, s.seq)
+            msg.sleeps.append(gap if key in app_keys and gap >= SLEEP_MIN_US else 0)
+            msg.more.append(key in more_keys)
+        pending[side] += s.length
+        if "P" in s.flags:
+            msg.writes.append(pending[side])
+            pending[side] = 0
+        ready[side] = s.t
+        arrive = s.arrive if s.arrive is not None else s.t
+        last_arrival[side.peer] = max(last_arrival[side.peer], arrive)
+    if messages and pending[messages[-1].side]:
+        messages[-1].writes.append(pending[messages[-1].side])
+    for m in messages:
+        del m.sleeps[len(m.writes):]
+        del m.more[len(m.writes):]
+        m.sleeps += [0] * (len(m.writes) - len(m.sleeps))
+        m.more += [False] * (len(m.writes) - len(m.more))
+    return messages, cut
+
+
+def _statements(msg: _Message, side: Side, merge: bool) -> list[str]:
+    if msg.side is not side:
+        return [f"read {msg.size}"]
+    out = []
+    if merge:
+        if msg.sleeps and msg.sleeps[0]:
+            out.append(f"sleep {max(1, round(msg.sleeps[0] / 1000))}ms")
+        return out + [f"write {msg.size}"]
+    for size, sleep, more in zip(msg.writes, msg.sleeps, msg.more, strict=True):
+        if sleep:
+            out.append(f"sleep {max(1, round(sleep / 1000))}ms")
+        out.append(f"write {size}{' more' if more else ''}")
+    return out
+
+
+def _scripts(messages: list[_Message], merge: bool) -> dict[Side, str]:
+    """Both scripts; runs of identical request/response rounds become ``repeat N``."""
+    rounds: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    i = 0
+    while i < len(messages):
+        group = messages[i:i + 2] if messages[i].side is Side.CLIENT else messages[i:i + 1]
+        i += len(group)
+        rounds.append(tuple(tuple(st for m in group for st in _statements(m, side, merge))
+                            for side in Side))  # type: ignore[arg-type]
+    lines: dict[Side, list[str]] = {Side.CLIENT: [], Side.SERVER: []}
+    j = 0
+    while j < len(rounds):
+        k = j
+        while k + 1 < len(rounds) and rounds[k + 1] == rounds[j]:
+            k += 1
+        n = k - j + 1
+        for side_i, side in enumerate(Side):
+            body = "; ".join(rounds[j][side_i])
+            if not body:
+                continue
+            lines[side].append(f"repeat {n} {{ {body} }}" if n > 1 else body)
+        j = k + 1
+    return {side: "\n".join(lines[side]) for side in Side}
+
+
+# ---------------------------------------------------------------- settings
+def infer_nodelay(cap: Captured, view: View | None = None) -> dict[Side, bool]:
+    """Per side: True when it sent a small segment while its last small one was unACKed
+    — something Nagle never allows. ``view``: the capture's view, if already indexed."""
+    finder = (view or view_of(cap.trace, cap.dist, cap.mss)).finder()
+    out = {Side.CLIENT: False, Side.SERVER: False}
+    for i, s in enumerate(cap.trace.segments):
+        if out[s.src] or not s.length or s.length >= cap.mss or cap.retransmit[i]:
+            continue
+        _high, acked, small_end, _win, small = finder.state(s.src, s.t)
+        if small >= 0 and small_end > acked and small_end <= s.seq:
+            out[s.src] = True
+    return out
+
+
+def _profile_from_delack(stalls: list[Stall], side: Side) -> tuple[str, str] | None:
+    waits = [s.duration - s.link_part for s in stalls
+             if "delayed_ack" in s.causes and s.waiting is side.peer]
+    if not waits:
+        return None
+    w = statistics.median(waits) / 1000
+    if w < 60:
+        return "linux", f"its delayed ACKs took {w:.0f} ms (Linux: 40 ms)"
+    if w < 150:
+        return "macos", f"its delayed ACKs took {w:.0f} ms (macOS: about 100 ms)"
+    return "windows", f"its delayed ACKs took {w:.0f} ms (Windows: 200 ms)"
+
+
+def parse_os(text: str) -> dict[Side, str]:
+    """``client=linux,server=windows`` → profiles; ValueError with a one-line message."""
+    out: dict[Side, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, profile = part.partition("=")
+        if not eq or name.strip() not in ("client", "server"):
+            raise ValueError(f"--os {text!r}: use client=PROFILE,server=PROFILE")
+        if profile.strip() not in PROFILES:
+            raise ValueError(f"--os: unknown profile {profile.strip()!r} (known: "
+                             f"{', '.join(PROFILES)})")
+        out[Side(name.strip())] = profile.strip()
+    return out
+
+
+def _toml_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
+               nodelay: dict[Side, bool] | None = None, merge: bool = False,
+               cork: dict[Side, bool] | None = None,
+               limit: int = MAX_MODEL_SEGMENTS) -> tuple[str, dict[Side, tuple[str, str]],
+                                                          Micros | None]:
+    """The rebuilt scenario's TOML, each side's profile and why, and the capture time
+    where the rebuild stopped (None: it covers the whole capture)."""
+    messages, cut = _messages(cap, stalls, limit)
+    scripts = _scripts(messages, merge)
+    profiles: dict[Side, tuple[str, str]] = {}
+    for side in Side:
+        if side in os_choice:
+            profiles[side] = (os_choice[side], "given with --os")
+        else:
+            profiles[side] = _profile_from_delack(stalls, side) or (
+                "linux", "no delayed ACK to judge by: assumed Linux")
+    nd = nodelay if nodelay is not None else infer_nodelay(cap)
+    corked = {side: any(s.causes and s.causes[0] == "cork" and s.waiting is side.peer
+                        for s in stalls) for side in Side}
+    corked.update(cork or {})
+    delay = (cap.dist[Side.CLIENT] + cap.dist[Side.SERVER]) / 1000
+    meta = cap.trace.meta
+    lines = [f"title = {_toml_str('rebuilt from ' + str(meta.get('capture', 'a capture')))}",
+             "description = " + _toml_str(
+                 f"Connection {meta.get('connection')} ({meta.get('client')} → "
+                 f"{meta.get('server')}), captured {_where_text(cap.captured_on)}; rebuilt by "
+                 "nagle-sim explain"),
+             "", "[link]", f"delay_ms = {delay:.3f}", f"mss = {max(88, min(cap.mss, 65495))}"]
+    if meta.get("super_segments"):
+        lines.append("gso = true")
+    for side in Side:
+        profile = profiles[side][0]
+        supports = PROFILES[profile].supports_cork
+        lines += ["", f"[{side.value}]", f"profile = {_toml_str(profile)}",
+                  f"nodelay = {'true' if nd[side] else 'false'}"]
+        if corked[side] and supports:
+            lines.append("cork = true")
+        script = scripts[side]
+        if not supports:
+            script = script.replace(" more", "")
+        lines.append(f'script = """\n{script}\n"""')
+    return "\n".join(lines) + "\n", profiles, cut
+
+
+# ---------------------------------------------------------------- model runs
+def request_latencies(trace: Trace) -> list[int]:
+    """Per request, as the client's loop sees it: from the previous answer's last byte
+    reaching the client (the handshake, for the first) to this answer's last byte reaching
+    it (µs). A capture does not show when the application wrote, so this cycle time is
+    what both the capture and the model can measure; it includes any think time."""
+    out: list[int] = []
+    mark: int | None = None
+    last_reply: int | None = None
+    asked = False
+    high = {Side.CLIENT: 0, Side.SERVER: 0}
+    for s in trace.segments:
+        arrive = s.arrive if s.arrive is not None else s.t
+        if "S" in s.flags and s.src is Side.SERVER:
+            mark = arrive
+        if not s.length or s.seq + s.length <= high[s.src]:
+            continue
+        high[s.src] = s.seq + s.length
+        if s.src is Side.CLIENT:
+            if asked and last_reply is not None and mark is not None:
+                out.append(last_reply - mark)
+                mark = last_reply
+            if mark is None:
+                mark = s.t
+            asked, last_reply = True, None
+        elif asked:
+            last_reply = arrive
+    if asked and last_reply is not None and mark is not None:
+        out.append(last_reply - mark)
+    return out
+
+
+def _summary(name: str, change: str, trace: Trace, view: View) -> WhatIf:
+    stalls = find_stalls(view)
+    lat = request_latencies(trace)
+    per = round(statistics.median(lat) / 1000, 1) if lat else None
+    return WhatIf(name=name, change=change, per_request_ms=per, stalls=len(stalls),
+                  stall_ms=round(sum(s.duration for s in stalls) / 1000, 1),
+                  total_ms=round(trace.end / 1000, 1))
+
+
+def _run(toml: str, where: str) -> tuple[Scenario, Trace]:
+    from ..sim.driver import run_sim
+    scenario = loads(toml, where)
+    return scenario, run_sim(scenario)
+
+
+def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None) -> None:
+    """Fill each captured stall's `model_ms` / `reproduced` from the model's stall that
+    released the same byte (the same side's first data after it). Stalls from ``cut`` on
+    were not re-run: both stay None."""
+    by_key: dict[tuple[str, int], Stall] = {}
+    for m in model:
+        if m.key is not None:
+            by_key.setdefault(m.key, m)
+    for st in captured:
+        if cut is not None and st.end >= cut:
+            st.model_ms, st.reproduced = None, None
+            continue
+        twin = by_key.get(st.key) if st.key is not None else None
+        if twin is None:
+            # near in time with the same first cause (stalls ended by a bare ACK)
+            cands = [m for m in model if abs(m.end - st.end) <= tolerance(st.duration)
+                     and m.causes[:1] == st.causes[:1]]
+            twin = cands[0] if cands else None
+        if twin is None:
+            st.model_ms, st.reproduced = None, False
+            continue
+        st.model_ms = round(twin.duration / 1000, 1)
+        st.reproduced = abs(twin.duration - st.duration) <= tolerance(st.duration)
+
+
+def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
+            run_model: bool = True, view: View | None = None) -> Rebuilt:
+    """Rebuild, re-run and ask the what-ifs. ``run_model=False`` only writes the TOML;
+    ``view`` is the capture's view the stalls were found in (its indexes are reused)."""
+    where = f"<rebuilt from {cap.trace.meta.get('capture', 'capture')}>"
+    nd0 = infer_nodelay(cap, view)
+    toml, profiles, cut = build_toml(cap, stalls, os_choice, nodelay=nd0)
+    notes = []
+    if cut is not None:
+        notes.append(f"the model re-ran the capture up to {cut / 1000:.1f} ms (its first "
+                     f"{MAX_MODEL_SEGMENTS:,} data segments); later stalls are not compared; "
+                     f"the what-ifs use the first {MAX_WHATIF_SEGMENTS:,}")
+    scenario = loads(toml, where)
+    out = Rebuilt(toml=toml, scenario=scenario, profiles=profiles, notes=notes)
+    if not run_model:
+        return out
+    sack = bool(cap.trace.meta.get("sack_permitted", True))
+    _, model = _run(toml, where)
+    model.meta["rtt_ms"] = cap.trace.meta.get("rtt_ms", 0)
+    out.model = model
+    mview = view_of(model, cap.dist, cap.mss, sack)
+    out.model_stalls = find_stalls(mview)
+    pair_stalls(stalls, out.model_stalls, cut)
+    if model.outcome != "ok":
+        out.notes.append(f"the model's re-run ended with {model.outcome}: {model.message}")
+    if cut is not None:     # compare the what-ifs with a baseline of the same length
+        short, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0,
+                                 limit=MAX_WHATIF_SEGMENTS)
+        _, base_trace = _run(short, where)
+        out.baseline = _summary("as captured (model)", "", base_trace,
+                                view_of(base_trace, cap.dist, cap.mss, sack))
+    else:
+        out.baseline = _summary("as captured (model)", "", model, mview)
+    writers = [s for s in Side if any(st.waiting is s and "nagle" in st.causes
+                                      for st in stalls)] or [Side.CLIENT]
+    for side in writers:
+        if scenario.side(side).options.nodelay:
+            continue
+        nd = {s: scenario.side(s).options.nodelay or s is side for s in Side}
+        t2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd, limit=MAX_WHATIF_SEGMENTS)
+        _, tr = _run(t2, where)
+        w = _summary(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true", tr,
+                     view_of(tr, cap.dist, cap.mss, sack))
+        out.whatifs.append(w)
+    for side in Side:
+        if scenario.side(side).options.cork:
+            t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False}, nodelay=nd0,
+                                  limit=MAX_WHATIF_SEGMENTS)
+            _, tr = _run(t4, where)
+            out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
+                                        f"{side.value}.cork = false", tr,
+                                        view_of(tr, cap.dist, cap.mss, sack)))
+    if " more" in toml:
+        t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, limit=MAX_WHATIF_SEGMENTS)
+        _, tr = _run(t5.replace(" more", ""), where)
+        out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
+                                    view_of(tr, cap.dist, cap.mss, sack)))
+    t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0,
+                          limit=MAX_WHATIF_SEGMENTS)
+    plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, limit=MAX_WHATIF_SEGMENTS)
+    if t3 != plain:
+        _, tr = _run(t3, where)
+        out.whatifs.append(_summary("one write per request", "each message sent with one "
+                                    "write", tr, view_of(tr, cap.dist, cap.mss, sack)))
+    base = out.baseline.per_request_ms
+    lat = request_latencies(cap.trace)
+    out.captured_per_request_ms = round(statistics.median(lat) / 1000, 1) if lat else None
+    real = out.captured_per_request_ms
+    for w in out.whatifs:
+        if w.per_request_ms is not None:
+            was = (f" (captured: {real} ms; the model of the capture: {base} ms)"
+                   if base is not None else "")
+            w.text = f"{w.name}: {w.per_request_ms} ms per request{was}, {w.stalls} stall(s)"
+        else:
+            w.text = f"{w.name}: {w.total_ms} ms in all, {w.stalls} stall(s)"
+    return out
+
+
+def _where_text(captured_on: str) -> str:
+    return {"both": "on the host of both ends (loopback)", "client": "on the client",
+            "server": "on the server", "between": "between the hosts"}.get(
+                captured_on, "at an unknown point")

@@ -1,0 +1,201 @@
+"""Views of an explanation: the terminal (rich), --json, --markdown, pictures, --scenario.
+
+Owns: the `--json` document (schema in docs/explain.md), the Markdown report, the terminal
+report, and writing pictures through `nagle_sim.export` and the rebuilt scenario. Text
+from the capture (file names, addresses) is never interpreted as rich markup: every
+`Text` is built from plain strings. Must not import textual or realnet.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import Explanation
+from .causes import CAUSES, Stall
+from .connections import Connection
+
+SCHEMA = "nagle-sim-explain/1"
+MAX_TERMINAL_STALLS = 60
+
+
+def _ms(us: int) -> float:
+    return round(us / 1000, 3)
+
+
+def connection_json(c: Connection) -> dict[str, Any]:
+    sent_c, sent_s = c.bytes_sent()
+    gap, _ = c.longest_gap()
+    return {"number": c.number, "client": _ep(c.client), "server": _ep(c.server),
+            "client_known": c.client_known, "packets": len(c.packets),
+            "duration_ms": _ms(c.duration), "bytes_client_to_server": sent_c,
+            "bytes_server_to_client": sent_s, "longest_gap_ms": _ms(gap)}
+
+
+def _ep(ep: tuple[bytes, int]) -> str:
+    from .connections import format_endpoint
+    return format_endpoint(ep)
+
+
+def stall_json(s: Stall) -> dict[str, Any]:
+    return {"start_ms": _ms(s.start), "duration_ms": _ms(s.duration), "causes": s.causes,
+            "cause": s.cause, "text": s.text,
+            "waiting": s.waiting.value if s.waiting else None,
+            "evidence": [e.to_json() for e in s.evidence],
+            "confidence": s.confidence, "reproduced": s.reproduced, "model_ms": s.model_ms}
+
+
+def to_json(ex: Explanation) -> dict[str, Any]:
+    meta = ex.captured.trace.meta
+    conn = connection_json(ex.chosen)
+    conn.update({"rtt_ms": meta["rtt_ms"], "mss": meta["mss"],
+                 "start_epoch_us": meta["start_epoch_us"],
+                 "window_scale": meta["window_scale"]})
+    rb = ex.rebuilt
+    out: dict[str, Any] = {
+        "format": SCHEMA, "file": ex.capture.path, "file_format": ex.capture.fmt,
+        "link_types": ex.capture.link_types, "connection": conn,
+        "captured_at": ex.captured.captured_on,
+        "captured_at_how": meta["captured_on_how"],
+        "connections": [connection_json(c) for c in ex.connections],
+        "stalls": [stall_json(s) for s in ex.stalls],
+        "whatifs": [w.to_json() for w in rb.whatifs] if rb else [],
+        "model": None, "notes": ex.notes,
+    }
+    if rb is not None:
+        out["model"] = {
+            "profiles": {s.value: {"profile": p, "why": why} for s, (p, why) in
+                         rb.profiles.items()},
+            "outcome": rb.model.outcome if rb.model else None,
+            "baseline": rb.baseline.to_json() if rb.baseline else None,
+            "captured_per_request_ms": rb.captured_per_request_ms,
+            "scenario": rb.toml,
+        }
+    return out
+
+
+def dumps(ex: Explanation) -> str:
+    return json.dumps(to_json(ex), ensure_ascii=False)
+
+
+def _where(ex: Explanation) -> str:
+    c = ex.captured
+    meta = c.trace.meta
+    rtt = meta["rtt_ms"]
+    if c.captured_on == "both":
+        return f"on the same host as both ends (loopback), round trip {rtt} ms"
+    if c.captured_on in ("client", "server"):
+        return (f"on the {c.captured_on} (from {meta['captured_on_how']}), round trip "
+                f"{rtt} ms")
+    if c.captured_on == "between":
+        return (f"between the hosts: {meta['client_distance_ms']} ms from the client, "
+                f"{meta['server_distance_ms']} ms from the server")
+    return "at an unknown point (no handshake and no data to judge by)"
+
+
+def _model_text(s: Stall) -> str:
+    if s.model_ms is None:
+        return "model: no such stall" if s.reproduced is False else ""
+    mark = "reproduced" if s.reproduced else "differs"
+    return f"model {s.model_ms:.1f} ms, capture {s.duration / 1000:.1f} ms ({mark})"
+
+
+def markdown(ex: Explanation) -> str:
+    from ..compare import markdown_table
+    c = ex.chosen
+    lines = [f"# Explain: {ex.capture.path}", "",
+             f"Connection {c.number}: {c.label()}, {len(c.packets)} packets, "
+             f"{c.duration / 1000:.1f} ms; captured {_where(ex)}.", ""]
+    if len(ex.connections) > 1:
+        lines += ["## Connections", "", markdown_table(
+            ["#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
+             "longest gap ms"],
+            [[str(x.number), x.label(), str(len(x.packets)), f"{x.duration / 1000:.1f}",
+              *map(str, x.bytes_sent()), f"{x.longest_gap()[0] / 1000:.1f}"]
+             for x in ex.connections])]
+    lines += ["## Stalls", ""]
+    if not ex.stalls:
+        lines.append("No stall of 10 ms or more.")
+    else:
+        lines.append(markdown_table(
+            ["at ms", "ms", "cause", "confidence", "model", "why"],
+            [[f"{s.start / 1000:.3f}", f"{s.duration / 1000:.1f}", s.cause,
+              f"{s.confidence:.1f}", _model_text(s), s.text] for s in ex.stalls]))
+    if ex.rebuilt and ex.rebuilt.whatifs:
+        lines += ["## What if", ""] + [f"- {w.text}" for w in ex.rebuilt.whatifs] + [""]
+    if ex.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in ex.notes] + [""]
+    lines += ["## Causes", ""] + [f"- `{k}`: {v}" for k, v in CAUSES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    c = ex.chosen
+    console.print(Text(f"{ex.capture.path}: {ex.capture.fmt}, "
+                       f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames, "
+                       f"{len(ex.connections)} TCP connection(s)"))
+    if len(ex.connections) > 1:
+        table = Table(title="Connections (explaining the one marked ▶; --conn N for another)")
+        for h in ("", "#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
+                  "longest gap ms"):
+            table.add_column(h)
+        for x in ex.connections[:50]:
+            sent = x.bytes_sent()
+            table.add_row("▶" if x is c else "", str(x.number), Text(x.label()),
+                          str(len(x.packets)), f"{x.duration / 1000:.1f}", str(sent[0]),
+                          str(sent[1]), f"{x.longest_gap()[0] / 1000:.1f}")
+        console.print(table)
+        if len(ex.connections) > 50:
+            console.print(Text(f"… {len(ex.connections) - 50} more connections (see --json)"))
+    head = Text("Connection ", style="bold")
+    head.append(f"{c.number}: {c.label()}, {len(c.packets)} packets, "
+                f"{c.duration / 1000:.1f} ms, captured {_where(ex)}")
+    console.print(head)
+    if ex.rebuilt:
+        for side, (profile, why) in ex.rebuilt.profiles.items():
+            console.print(Text(f"  {side.value}: {profile} ({why})", style="dim"))
+    if not ex.stalls:
+        console.print(Text("No stall of 10 ms or more.", style="green"))
+    else:
+        table = Table(title=f"{len(ex.stalls)} stall(s) of 10 ms or more")
+        for h in ("at ms", "ms", "cause", "conf."):
+            table.add_column(h, no_wrap=True)
+        for h in ("model", "why"):
+            table.add_column(h, overflow="fold")
+        shown = ex.stalls if all_stalls else ex.stalls[:MAX_TERMINAL_STALLS]
+        for s in shown:
+            table.add_row(f"{s.start / 1000:.3f}", f"{s.duration / 1000:.1f}",
+                          Text(s.cause, style="bold"), f"{s.confidence:.1f}",
+                          Text(_model_text(s)), Text(s.text))
+        console.print(table)
+        if len(shown) < len(ex.stalls):
+            console.print(Text(f"… {len(ex.stalls) - len(shown)} more stalls (--json has "
+                               "them all)"))
+        # the first stall that is more than a round trip says the most
+        first = next((s for s in ex.stalls if s.causes != ["link"]), ex.stalls[0])
+        console.print(Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
+                           f"({first.cause}):", style="bold"))
+        for e in first.evidence:
+            console.print(Text(f"  {e.text()}"))
+    if ex.rebuilt and ex.rebuilt.whatifs:
+        console.print(Text("What if", style="bold"))
+        if ex.rebuilt.baseline:
+            b = ex.rebuilt.baseline
+            console.print(Text(f"  as captured: {ex.rebuilt.captured_per_request_ms} ms per "
+                               f"request; the model of it: {b.per_request_ms} ms, "
+                               f"{b.stalls} stall(s)"))
+        for w in ex.rebuilt.whatifs:
+            console.print(Text(f"  {w.text}"))
+    for note in ex.notes:
+        console.print(Text(f"note: {note}", style="dim"))
+
+
+def write_pictures(ex: Explanation, svg: str | None, png: str | None) -> list[str]:
+    """The captured ladder with the model's re-run as overlay (nagle_sim.export)."""
+    from ..export import export_cli
+    overlay = ex.rebuilt.model if ex.rebuilt else None
+    paths = export_cli(ex.captured.trace, svg=svg, png=png, overlay=overlay)
+    return [str(p) for p in paths]

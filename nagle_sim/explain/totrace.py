@@ -1,0 +1,279 @@
+"""One captured connection → a `Trace` (source "capture") in the shared format.
+
+Owns: relative sequence numbers (with 32-bit wrap-around), window scaling, retransmission
+marking, duplicate removal (a frame seen twice, e.g. by ``-i any``), and the inference of
+where the capture was taken. The handshake says it: on the client the SYN-ACK comes one
+round trip after the SYN and the ACK follows at once; on the server the SYN-ACK follows
+the SYN at once. In general the distance of each host from the capture point is half of
+its "reaction" gap; every segment's send time is its capture time minus its sender's
+distance, its arrival time the capture time plus its receiver's distance.
+Must not import rich, textual or simpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.events import Micros, Side
+from ..trace import SegmentRecord, Trace
+from .connections import Connection, format_endpoint
+from .pcap import TH_ACK, TH_FIN, TH_PUSH, TH_RST, TH_SYN, Packet
+
+NEAR_US = 1_000
+"""A host whose reaction gap in the handshake is under this is "where the capture was"."""
+RETRANSMIT_WHY = "captured: retransmission of bytes already sent"
+
+
+def _letters(flags: int) -> str:
+    return "".join(letter for bit, letter in ((TH_SYN, "S"), (TH_FIN, "F"), (TH_RST, "R"),
+                                              (TH_PUSH, "P"), (TH_ACK, "A")) if flags & bit)
+
+
+_FLAG_TEXT = [_letters(bits) for bits in range(64)]
+
+
+def flag_letters(flags: int) -> str:
+    """TCP flag bits as the trace format's letters ("SA", "PA", "FA")."""
+    return _FLAG_TEXT[flags & 0x3F]
+
+
+class _Unwrap:
+    """32-bit sequence numbers → a monotone-ish integer relative to ``base``."""
+
+    __slots__ = ("base", "last")
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.last = 0
+
+    def __call__(self, value: int) -> int:
+        rel = (value - self.base) & 0xFFFFFFFF
+        # pick the 2^32 lap closest to the last value seen
+        lap = self.last - (self.last & 0xFFFFFFFF)
+        cand = lap + rel
+        if cand - self.last > 1 << 31:
+            cand -= 1 << 32
+        elif self.last - cand > 1 << 31:
+            cand += 1 << 32
+        self.last = max(self.last, cand)
+        return cand
+
+
+@dataclass(slots=True)
+class Captured:
+    """A captured connection as a trace plus what the analysis needs beside it."""
+
+    trace: Trace
+    seen: list[Micros]
+    """Per segment: when the capture saw it (µs from the trace's origin)."""
+    retransmit: list[bool]
+    frames: list[int]
+    captured_on: str            # "client", "server", "both" (same host), "between", "unknown"
+    dist: dict[Side, Micros]    # each host's one-way distance from the capture point
+    mss: int
+    mss_known: bool
+    handshake: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rtt(self) -> Micros:
+        return Micros(2 * (self.dist[Side.CLIENT] + self.dist[Side.SERVER]))
+
+
+def _handshake(conn: Connection) -> tuple[Packet | None, Packet | None, Packet | None]:
+    syn = synack = ack = None
+    for p in conn.packets[:64]:
+        c = conn.from_client(p)
+        if p.flags & TH_SYN and not p.flags & TH_ACK and c and syn is None:
+            syn = p
+        elif p.flags & TH_SYN and p.flags & TH_ACK and not c and synack is None:
+            synack = p
+        elif (synack is not None and c and p.flags & TH_ACK and not p.flags & TH_SYN
+              and ack is None):
+            ack = p
+            break
+    return syn, synack, ack
+
+
+def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
+    """Without a handshake: the quickest ACK to each side's data (µs) — a host's distance
+    from the capture point is at most half of it."""
+    best: dict[bool, int | None] = {True: None, False: None}
+    pending: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+    for p in conn.packets:
+        c = conn.from_client(p)
+        if p.plen:
+            pending[c].append(((p.seq + p.plen) & 0xFFFFFFFF, p.t))
+            del pending[c][:-8]
+        if p.flags & TH_ACK:
+            mine = pending[not c]
+            for end, t in mine:
+                if ((p.ack - end) & 0xFFFFFFFF) < 1 << 31:
+                    gap = p.t - t
+                    cur = best[not c]
+                    best[not c] = gap if cur is None else min(cur, gap)
+            pending[not c] = [(e, t) for e, t in mine
+                              if ((p.ack - e) & 0xFFFFFFFF) >= 1 << 31]
+    # the ACK of server data comes from the client: its quickness measures the client
+    return best[False], best[True]
+
+
+def to_trace(conn: Connection, source_name: str) -> Captured:
+    """Build the trace of ``conn``; ``source_name`` goes into the title and meta."""
+    notes: list[str] = []
+    packets = _dedupe(conn.packets, notes)
+    syn, synack, ack = _handshake(conn)
+    handshake = syn is not None and synack is not None
+    dist = {Side.CLIENT: 0, Side.SERVER: 0}
+    c_react, s_react = _reaction_from_data(conn)
+    if handshake:
+        assert syn is not None and synack is not None
+        g1 = synack.t - syn.t
+        g2 = (ack.t - synack.t) if ack is not None else 0
+        # the quickest reaction seen anywhere bounds the distance: jitter on the path
+        # must never make an answer appear to leave before its question arrived
+        if s_react is not None:
+            g1 = min(g1, s_react)
+        if c_react is not None and ack is not None:
+            g2 = min(g2, c_react)
+        dist[Side.SERVER], dist[Side.CLIENT] = max(0, g1) // 2, max(0, g2) // 2
+        how = "handshake timing"
+    else:
+        dist[Side.CLIENT] = (c_react or 0) // 2
+        dist[Side.SERVER] = (s_react or 0) // 2
+        how = "the quickest ACKs (no handshake in the capture)"
+        notes.append("the capture starts mid-connection: sequence numbers are relative to "
+                     "the first byte seen, window scaling is unknown, and where it was "
+                     "captured is estimated from ACK timing")
+    near = {side: d * 2 < NEAR_US for side, d in dist.items()}
+    if near[Side.CLIENT] and near[Side.SERVER]:
+        captured_on = "both"
+    elif near[Side.CLIENT]:
+        captured_on = "client"
+    elif near[Side.SERVER]:
+        captured_on = "server"
+    else:
+        captured_on = "between"
+    if not handshake and not any(p.plen for p in packets):
+        captured_on = "unknown"
+    for side in Side:
+        if near[side]:
+            dist[side] = 0
+
+    # --- sequence bases
+    c_syn = syn.seq if syn is not None else None
+    s_syn = synack.seq if synack is not None else None
+    c_first = next((p for p in packets if conn.from_client(p)), None)
+    s_first = next((p for p in packets if not conn.from_client(p)), None)
+    if c_syn is None:
+        c_syn = (c_first.seq - 1) if c_first is not None else (
+            (s_first.ack - 1) if s_first is not None else 0)
+    if s_syn is None:
+        s_syn = (s_first.seq - 1) if s_first is not None else (
+            (c_first.ack - 1) if c_first is not None else 0)
+    seq_of = {Side.CLIENT: _Unwrap(c_syn), Side.SERVER: _Unwrap(s_syn)}
+    ack_of = {Side.CLIENT: _Unwrap(s_syn), Side.SERVER: _Unwrap(c_syn)}
+
+    # --- window scaling and MSS
+    shift = {Side.CLIENT: 0, Side.SERVER: 0}
+    if handshake and syn is not None and synack is not None:
+        if syn.wscale >= 0 and synack.wscale >= 0:
+            shift = {Side.CLIENT: syn.wscale, Side.SERVER: synack.wscale}
+    elif not handshake:
+        notes.append("window values are raw header values (the scale factor is in the "
+                     "handshake, which is not in the capture)")
+    mss_opts = [p.mss for p in (syn, synack) if p is not None and p.mss]
+    ts = any(p.ts for p in (syn, synack) if p is not None)
+    biggest = max((p.plen for p in packets), default=0)
+    if mss_opts:
+        mss, mss_known = min(mss_opts) - (12 if ts else 0), True
+    else:
+        mss, mss_known = (biggest if biggest else 1448), False
+        notes.append(f"no MSS option seen: assuming {mss} bytes (the largest segment)")
+    if not 88 <= mss <= 65495:
+        notes.append(f"MSS {mss} is outside 88-65495 bytes: using the nearest of those")
+        mss = min(max(mss, 88), 65495)
+
+    # --- segments
+    origin_cap = syn.t if syn is not None else packets[0].t
+    origin = origin_cap - (dist[Side.CLIENT] if syn is not None else 0)
+    rows: list[tuple[int, int, SegmentRecord, bool, int]] = []
+    high = {Side.CLIENT: -1, Side.SERVER: -1}
+    syn_seen = {Side.CLIENT: False, Side.SERVER: False}
+    supers = retrans_count = 0
+    for p in packets:
+        side = Side.CLIENT if conn.from_client(p) else Side.SERVER
+        seq = seq_of[side](p.seq)
+        ack_no = ack_of[side](p.ack) if p.flags & TH_ACK else 0
+        end = seq + p.plen + (1 if p.flags & (TH_SYN | TH_FIN) else 0)
+        retrans = False
+        if p.flags & TH_SYN:
+            retrans = syn_seen[side]
+            syn_seen[side] = True
+        elif end > seq and end <= high[side]:
+            retrans = True
+        high[side] = max(high[side], end)
+        if p.plen > mss:
+            supers += 1
+        retrans_count += retrans
+        win = p.win if p.flags & TH_SYN else p.win << shift[side]
+        seen = p.t - origin
+        t = seen - dist[side]
+        arrive = seen + dist[side.peer]
+        rec = SegmentRecord(t=Micros(t), src=side, seq=seq, ack=ack_no, length=p.plen,
+                            flags=flag_letters(p.flags), window=win, arrive=Micros(arrive),
+                            why=RETRANSMIT_WHY if retrans else "")
+        rows.append((t, len(rows), rec, retrans, p.frame))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    segments = [r[2] for r in rows]
+    seen_list = [Micros(r[2].t + dist[r[2].src]) for r in rows]
+    if supers:
+        notes.append(f"{supers} segment(s) are longer than the MSS ({mss} B): TSO/GRO "
+                     "super-segments, captured before the NIC cut them (or after GRO merged "
+                     "them); bytes, not packet counts, are compared")
+    if retrans_count:
+        notes.append(f"{retrans_count} retransmission(s) in the capture")
+    client_ep, server_ep = format_endpoint(conn.client), format_endpoint(conn.server)
+    meta: dict[str, Any] = {
+        "capture": source_name, "connection": conn.number,
+        "client": client_ep, "server": server_ep,
+        "captured_on": captured_on, "captured_on_how": how,
+        "client_distance_ms": round(dist[Side.CLIENT] / 1000, 3),
+        "server_distance_ms": round(dist[Side.SERVER] / 1000, 3),
+        "rtt_ms": round(2 * (dist[Side.CLIENT] + dist[Side.SERVER]) / 1000, 3),
+        "mss": mss, "mss_known": mss_known, "window_scale": {s.value: shift[s] for s in Side},
+        "timestamps_option": ts, "sack_permitted": bool(
+            syn is not None and synack is not None and syn.sack_ok and synack.sack_ok),
+        "start_epoch_us": origin, "super_segments": supers,
+        "retransmitted_segments": retrans_count, "notes": notes,
+        "link": "loopback" if captured_on == "both" else "captured",
+    }
+    trace = Trace(source="capture", title=f"{source_name}: {client_ep} → {server_ep}",
+                  segments=segments, meta=meta)
+    return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],
+                    frames=[r[4] for r in rows], captured_on=captured_on,
+                    dist={s: Micros(d) for s, d in dist.items()}, mss=mss,
+                    mss_known=mss_known, handshake=handshake, notes=notes)
+
+
+def _dedupe(packets: list[Packet], notes: list[str]) -> list[Packet]:
+    """Drop a frame seen twice within 1 ms (the same packet on two interfaces)."""
+    out: list[Packet] = []
+    dropped = 0
+    recent: dict[tuple[Any, ...], int] = {}
+    for p in packets:
+        key = (p.src, p.sport, p.seq, p.ack, p.flags, p.plen, p.win, p.ipid)
+        last = recent.get(key)
+        # IPv4 copies share their IP id; without one, only near-simultaneous copies count
+        if last is not None and p.t - last <= (1_000 if p.ipid >= 0 else 200):
+            dropped += 1
+            continue
+        recent[key] = p.t
+        if len(recent) > 4096:
+            recent.clear()
+        out.append(p)
+    if dropped:
+        notes.append(f"{dropped} duplicate frame(s) dropped (the same packet captured twice, "
+                     "e.g. on two interfaces)")
+    return out

@@ -1,0 +1,168 @@
+"""Several connections, captures that start mid-connection or see frames twice, and the
+`nagle-sim explain` command: listing, --conn/--port, --json schema, --markdown, pictures,
+--scenario, and one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nagle_sim.__main__ import main
+from nagle_sim.explain import explain_file
+from nagle_sim.model.events import Side
+from nagle_sim.scenario import load
+from nagle_sim.trace import Trace
+
+from .captures import frames, write_capture, write_frames
+from .conftest import S1, model
+
+QUIET = """[client]
+nodelay = true
+script = "repeat 4 { write 10; read 10 }"
+[server]
+nodelay = true
+script = "repeat 4 { read 10; write 10 }"
+"""
+
+
+@pytest.fixture
+def two_connections(tmp_path: Path, s1_trace: Trace) -> Path:
+    quiet = model(QUIET)
+    rows = frames(quiet, ports={Side.CLIENT: 50001, Side.SERVER: 9000})
+    rows += frames(s1_trace, ports={Side.CLIENT: 50002, Side.SERVER: 8080}, t0=3_000)
+    return write_frames(rows, tmp_path / "two.pcap")
+
+
+def test_the_default_is_the_connection_with_the_longest_stall(two_connections: Path) -> None:
+    ex = explain_file(str(two_connections))
+    assert len(ex.connections) == 2
+    assert ex.chosen.number == 2 and ex.chosen.server[1] == 8080
+    assert ex.stalls and ex.stalls[0].cause == "nagle+delayed_ack"
+
+
+def test_conn_and_port_choose(two_connections: Path) -> None:
+    assert explain_file(str(two_connections), conn=1).chosen.server[1] == 9000
+    assert explain_file(str(two_connections), port=9000).stalls == []
+    assert explain_file(str(two_connections), port=50002).chosen.number == 2
+
+
+def test_a_capture_starting_mid_connection(s1_trace: Trace, tmp_path: Path) -> None:
+    """No handshake: sequence numbers from the first byte seen, the capture point from
+    the quickest ACKs, and the stalls still named."""
+    later = [s for s in s1_trace.segments if s.t > 30_000]
+    path = write_capture(s1_trace, tmp_path / "mid.pcap", segments=later, at="client")
+    ex = explain_file(str(path))
+    assert not ex.captured.handshake
+    assert any("mid-connection" in n for n in ex.notes)
+    assert ex.stalls and {s.cause for s in ex.stalls} == {"nagle+delayed_ack"}
+    assert ex.chosen.client[1] > ex.chosen.server[1]
+
+
+def test_a_frame_seen_twice_is_counted_once(s1_trace: Trace, tmp_path: Path) -> None:
+    path = write_capture(s1_trace, tmp_path / "any.pcap", linktype="sll2", twice=True)
+    ex = explain_file(str(path))
+    assert len(ex.captured.trace.segments) == len(s1_trace.segments)
+    assert any("duplicate" in n for n in ex.notes)
+    assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
+
+
+def test_super_segments_on_loopback_are_noted(tmp_path: Path) -> None:
+    text = """[client]
+nodelay = true
+script = "write 100000; read 10"
+[server]
+script = "read 100000; write 10"
+"""
+    trace = model(text, "link.mss=1448")
+    ex = explain_file(str(write_capture(trace, tmp_path / "tso.pcap", at="both")))
+    big = [s for s in ex.captured.trace.segments if s.length > ex.captured.mss]
+    assert big and ex.captured.trace.meta["super_segments"] == len(big)
+    assert "gso = true" in (ex.rebuilt.toml if ex.rebuilt else "")
+
+
+# ---------------------------------------------------------------- the command
+def test_json_follows_the_documented_schema(s1_trace: Trace, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"connection", "captured_at", "stalls", "whatifs"} <= set(doc)
+    assert doc["captured_at"] == "both"
+    assert doc["connection"]["number"] == 1
+    stall = doc["stalls"][0]
+    assert {"start_ms", "duration_ms", "causes", "evidence", "confidence", "reproduced",
+            "model_ms"} <= set(stall)
+    assert stall["causes"] == ["nagle", "delayed_ack"] and stall["reproduced"] is True
+    assert stall["evidence"][0]["frame"] >= 1
+    assert {w["name"] for w in doc["whatifs"]} >= {"NODELAY on the client",
+                                                   "one write per request"}
+
+
+def test_markdown_pictures_and_scenario(s1_trace: Trace, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    out = tmp_path / "rebuilt.toml"
+    svg, png = tmp_path / "ladder.svg", tmp_path / "ladder.png"
+    assert main(["explain", str(path), "--markdown", "--svg", str(svg), "--png", str(png),
+                 "--scenario", str(out)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = capsys.readouterr().out
+    assert "## Stalls" in text and "nagle+delayed_ack" in text
+    assert svg.read_text().startswith("<svg") or "<svg" in svg.read_text()[:400]
+    scenario = load(out)
+    assert scenario.client.options.nodelay is False
+    assert "write 6; write 7; read 13" in out.read_text()
+
+
+def test_terminal_output_never_interprets_markup(s1_trace: Trace, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_capture(s1_trace, tmp_path / "[bold]x[-].pcap")
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "[bold]x[-].pcap" in out
+    assert "nagle+delayed_ack" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--conn", "7"], "no connection 7"),
+    (["--port", "4444"], "no connection uses port 4444"),
+    (["--os", "client=plan9"], "unknown profile 'plan9'"),
+    (["--os", "nonsense"], "use client=PROFILE"),
+    (["--svg", "out.txt"], "expected a file name ending in .svg"),
+])
+def test_bad_options_are_one_line_and_exit_2(s1_trace: Trace, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str],
+                                             args: list[str], message: str) -> None:
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_not_a_capture_exits_2_naming_the_file(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    assert main(["explain", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err.replace("\n", "") and "Traceback" not in err
+
+
+def test_os_option_sets_the_profiles(s1_trace: Trace, tmp_path: Path) -> None:
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    ex = explain_file(str(path), os_text="client=linux,server=windows")
+    assert ex.rebuilt is not None
+    assert ex.rebuilt.scenario.server.profile.name == "windows"
+    assert ex.rebuilt.profiles[Side.SERVER][1] == "given with --os"
+    # a Windows server delays its ACK 200 ms: the model no longer matches the capture
+    assert not all(s.reproduced for s in ex.stalls)
+
+
+def test_delayed_ack_timing_picks_the_profile(tmp_path: Path) -> None:
+    trace = model(S1, 'server.profile="windows"')
+    ex = explain_file(str(write_capture(trace, tmp_path / "win.pcap")))
+    assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
+    assert ex.rebuilt is not None and ex.rebuilt.scenario.server.profile.name == "windows"
+    assert all(s.reproduced for s in ex.stalls)
