@@ -351,11 +351,12 @@ def fmt(value: float | None) -> str:
 
 def table(result: SweepResult) -> tuple[list[str], list[list[object]]]:
     """Headers and rows: one column per varied key, then per metric (model; with real
-    runs: model, real mean, spread and the difference real − model)."""
+    runs: model, the kernel's mean, its sample standard deviation and the difference
+    kernel − model)."""
     headers = [a.key for a in result.axes]
     for m in result.metrics:
         if result.real:
-            headers += [f"{m} model", f"{m} real", f"{m} ±", f"{m} Δ"]
+            headers += [f"{m} model", f"{m} kernel", f"{m} sd", f"{m} diff"]
         else:
             headers.append(m)
     if any(c.model_note or c.real_notes for c in result.cells):

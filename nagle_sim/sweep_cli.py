@@ -36,7 +36,14 @@ def _real_runner(remote: str | None) -> Callable[[Scenario], Trace]:
 
 def _print(result: SweepResult, console: Console) -> None:
     headers, rows = table(result)
-    t = Table(title=escape(f"sweep of {result.source}"), title_justify="left")
+    title = f"sweep of {result.source}"
+    if result.real and len(result.metrics) == 1:
+        # one metric: name it once in the title, keep the four columns narrow
+        metric = result.metrics[0]
+        title += (f": {metric}, model vs kernel (mean of {result.repeat} runs, sample sd, "
+                  "diff = kernel − model)")
+        headers = [h.removeprefix(f"{metric} ") for h in headers]
+    t = Table(title=escape(title), title_justify="left")
     for i, h in enumerate(headers):
         numeric = i >= len(result.axes) and h != "note"
         t.add_column(escape(h), justify="right" if numeric else "left",

@@ -182,8 +182,8 @@ def test_real_runs_give_mean_spread_and_difference() -> None:
     result = run_sweep(S1.read_text(), str(S1), [parse_vary("client.nodelay=false,true")],
                        ["latency_p50_ms"], jobs=1, real=True, repeat=2, real_runner=fake_real)
     headers, rows = table(result)
-    assert headers == ["client.nodelay", "latency_p50_ms model", "latency_p50_ms real",
-                       "latency_p50_ms ±", "latency_p50_ms Δ"]
+    assert headers == ["client.nodelay", "latency_p50_ms model", "latency_p50_ms kernel",
+                       "latency_p50_ms sd", "latency_p50_ms diff"]
     first = rows[0]
     assert first[0] is False and first[1] == 44.0
     assert first[2] == pytest.approx(44.0, abs=0.1)
@@ -234,3 +234,36 @@ def test_cli_errors_are_one_line_exit_2(args: list[str], message: str) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the seed tables
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_s5_table_matches_what_this_kernel_did() -> None:
+    """Seed S5 over a 12 ms RTT (measured here on 6.18): with Nagle, 0 or 5 ms sleeps let
+    only the first write leave alone; 15 ms sleeps (more than the RTT) all ten; with
+    NODELAY every write leaves alone at every sleep (TUN: no device queue)."""
+    path = EXAMPLES / "s5.toml"
+    result = run_sweep(path.read_text(), str(path),
+                       [parse_vary("client.nodelay=false,true"),
+                        parse_vary("sleep=0ms,5ms,15ms")], ["writes_alone_pct"], jobs=2)
+    share = {c.cell.label(): c.model["writes_alone_pct"] for c in result.cells}
+    assert share == {
+        "client.nodelay=false, sleep=0ms": 10.0, "client.nodelay=false, sleep=5ms": 10.0,
+        "client.nodelay=false, sleep=15ms": 100.0,
+        "client.nodelay=true, sleep=0ms": 100.0, "client.nodelay=true, sleep=5ms": 100.0,
+        "client.nodelay=true, sleep=15ms": 100.0}
+
+
+def test_s3_modes_send_what_the_seed_describes() -> None:
+    """Seed S3 (20 messages here): plain waits ~44 ms per message on the delayed ACK;
+    NODELAY sends one segment per 2-byte write; CORK one 30-byte segment per message."""
+    path = EXAMPLES / "s3.toml"
+    result = run_sweep(path.read_text(), str(path), [parse_vary("mode=plain,nodelay,cork")],
+                       ["latency_p50_ms", "data_segments_client"], jobs=1,
+                       base=["params.messages=20"])
+    plain, nodelay, cork = (c.model for c in result.cells)
+    assert plain["latency_p50_ms"] == 44.0
+    assert nodelay["data_segments_client"] == 20 * 15 and nodelay["latency_p50_ms"] < 1
+    assert cork["data_segments_client"] == 20 and cork["latency_p50_ms"] < 1
