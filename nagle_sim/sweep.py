@@ -369,6 +369,10 @@ def table(result: SweepResult) -> tuple[list[str], list[list[object]]]:
             if result.real:
                 mean, spread = c.real_stat(m)
                 diff = None if mean is None or model is None else mean - model
+                if isinstance(model, int):
+                    # a count: whole numbers stay whole (20013, not 20013.000)
+                    mean, spread, diff = (int(v) if v is not None and float(v).is_integer()
+                                          else v for v in (mean, spread, diff))
                 row += [model, mean, spread, diff]
             else:
                 row.append(model)
