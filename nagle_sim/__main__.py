@@ -39,7 +39,8 @@ def _err(message: str) -> None:
 
 
 def _load(args: argparse.Namespace) -> Scenario:
-    return load(args.file, getattr(args, "set", None) or [])
+    params = [f"params.{p}" for p in getattr(args, "param", None) or []]
+    return load(args.file, (getattr(args, "set", None) or []) + params)
 
 
 def _run_trace(scenario: Scenario) -> Trace:
@@ -128,6 +129,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .compare import validate_cli
     _check_output(args.markdown)
     return validate_cli(args)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep_cli import run
+    return run(args, _check_output)
 
 
 def _is_trace_file(path: str) -> bool:
@@ -220,6 +226,8 @@ def _add_scenario(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="scenario file (TOML)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key, e.g. client.nodelay=true (repeatable)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="set one of the scenario's [params], e.g. sleep=10ms (repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -284,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="open a real capture (pcap/pcapng) and explain every stall")
     from .explain.cli import add_arguments as add_explain_arguments
     add_explain_arguments(p)
+
+    p = sub.add_parser("sweep", help="run a scenario over a grid of settings; table and plot")
+    from .sweep_cli import add_arguments as add_sweep_arguments
+    add_sweep_arguments(p, _positive_int)
+    p.set_defaults(func=cmd_sweep)
 
     real = sub.add_parser("realnet", help="run scenarios over real kernel sockets")
     rsub = real.add_subparsers(dest="realnet_command", required=True)

@@ -24,6 +24,7 @@ from .model.config import (
     StackProfile,
 )
 from .model.events import Micros, Side
+from .params import ParamError, apply_params
 
 
 class ScenarioError(ValueError):
@@ -545,8 +546,15 @@ def loads(text: str, where: str = "<string>", overrides: list[str] | None = None
             raise ScenarioError(f"{where}:{m.group(1)}: invalid TOML: {msg} "
                                 f"(column {m.group(2)})") from None
         raise ScenarioError(f"{where}: invalid TOML: {msg}") from None
+    # [params] as the file declares it: --param/--set params.… must name one of these
+    declared = doc.get("params")
+    declared = dict(declared) if isinstance(declared, dict) else declared
     if overrides:
         _apply_overrides(doc, overrides, where)
+    try:
+        apply_params(doc, text, where, declared)
+    except ParamError as exc:
+        raise ScenarioError(str(exc)) from None
     loader = _Loader(text, where)
     loader.unknown("", doc, _TOP_KEYS)
     title = doc.get("title", Path(where).stem if where != "<string>" else "untitled")

@@ -1,5 +1,6 @@
-"""The golden-trace cases: every lesson (base and each `[[expect]]` what-if variant) and
-every scenario under tests/data and examples/, each run through the model.
+"""The golden-trace cases: every lesson (base, each `[[expect]]` what-if variant and each
+toggle) and every scenario under tests/data, each run through the model. (examples/ are
+full-size experiments — S3 is 10,000 messages — and are checked by tests/test_sweep.py.)
 
 Owns the list of cases and how a trace is reduced to a stable fingerprint; used by
 ``test_golden_traces.py`` and by ``python -m tests.golden.update``. The fingerprint is
@@ -57,7 +58,6 @@ def _variants(base: Scenario, text: str, path: Path) -> Iterator[tuple[tuple[str
 def cases() -> Iterator[Case]:
     files = sorted((ROOT / "lessons").glob("*/scenario.toml"))
     files += sorted((ROOT / "tests" / "data").glob("*.toml"))
-    files += sorted((ROOT / "examples").glob("*.toml"))
     for path in files:
         text = path.read_text("utf-8")
         base = scenario.loads(text, str(path))

@@ -1,0 +1,149 @@
+"""A sweep's results as a line chart `Scene` (SVG or PNG), sized for a slide.
+
+Owns: the chart layout — x is the first varied key (its values evenly spaced, in the order
+given), one series per combination of the other keys, one panel per metric; with real
+runs the kernel's mean is drawn dashed beside the model's solid line, its spread as a
+whisker. Must not import textual, simpy, asyncio or PIL.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..sweep import SweepResult
+from .scene import GRID, INK, MUTED, Line, Polyline, Rect, Scene, Text, text_width
+
+# Okabe–Ito colours: distinguishable with the common colour-vision deficiencies and when
+# projected (yellow is left out: it vanishes on white).
+SERIES = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
+WIDTH = 1200
+PANEL_H = 430
+LEFT = 130
+RIGHT = 40
+TOP = 96
+LABEL = 19
+TICK = 17
+
+
+def _nice(lo: float, hi: float, target: int = 5) -> list[float]:
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / target
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if raw <= m * mag)
+    first = math.floor(lo / step) * step
+    ticks = []
+    v = first
+    while v <= hi + step * 0.5:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks
+
+
+def build_plot(result: SweepResult, title: str | None = None) -> Scene:
+    """The chart of ``result``: one panel per metric, stacked."""
+    xs_text = list(result.axes[0].values) if result.axes else ["(one cell)"]
+    others = result.axes[1:]
+    series_keys: list[tuple[tuple[str, str], ...]] = []
+    for c in result.cells:
+        key = c.cell.settings[1:]
+        if key not in series_keys:
+            series_keys.append(key)
+    legend_rows = len(series_keys) if others else 0
+    legend_h = (legend_rows + (1 if result.real else 0)) * 28 + (16 if legend_rows else 0)
+    height = TOP + len(result.metrics) * PANEL_H + legend_h + 30
+    scene = Scene(WIDTH, height, title=title or result.source)
+    scene.add(Text(WIDTH / 2, 40, title or f"sweep of {result.source}", size=26, bold=True,
+                   anchor="middle"))
+    sub = "model" + (f" (solid) vs kernel (dashed, mean of {result.repeat}, whisker ±1 sd)"
+                     if result.real else "")
+    scene.add(Text(WIDTH / 2, 70, sub, size=LABEL, color=MUTED, anchor="middle"))
+    plot_w = WIDTH - LEFT - RIGHT
+
+    def x_at(i: int) -> float:
+        n = len(xs_text)
+        return LEFT + plot_w / 2 if n == 1 else LEFT + 40 + i * (plot_w - 80) / (n - 1)
+
+    for p, metric in enumerate(result.metrics):
+        top = TOP + p * PANEL_H
+        bottom = top + PANEL_H - 90
+        values: list[float] = []
+        for c in result.cells:
+            if (v := c.model.get(metric)) is not None:
+                values.append(v)
+            if result.real:
+                mean, spread = c.real_stat(metric)
+                if mean is not None:
+                    values += [mean - (spread or 0), mean + (spread or 0)]
+        lo = min(0.0, min(values, default=0.0))
+        hi = max(values, default=1.0)
+        ticks = _nice(lo, hi)
+        lo, hi = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
+
+        def y_at(v: float, top: float = top, bottom: float = bottom,
+                 lo: float = lo, hi: float = hi) -> float:
+            return bottom - (v - lo) / (hi - lo) * (bottom - top - 10)
+
+        for t in ticks:
+            y = y_at(t)
+            scene.add(Line(LEFT, y, WIDTH - RIGHT, y, color=GRID, width=1),
+                      Text(LEFT - 10, y + 6, f"{t:g}", size=TICK, anchor="end", mono=True))
+        scene.add(Line(LEFT, bottom, WIDTH - RIGHT, bottom, color=INK, width=1.5),
+                  Text(LEFT, top - 8, metric, size=LABEL + 2, bold=True))
+        for i, label in enumerate(xs_text):
+            scene.add(Text(x_at(i), bottom + 26, label, size=TICK, anchor="middle", mono=True))
+        if result.axes:
+            scene.add(Text(LEFT + plot_w / 2, bottom + 56, result.axes[0].key, size=LABEL,
+                           anchor="middle", color=MUTED))
+        for s, key in enumerate(series_keys):
+            color = SERIES[s % len(SERIES)]
+            # Series that share a value would hide each other: dodge each a few pixels.
+            dodge = (s - (len(series_keys) - 1) / 2) * 7
+
+            def x_of(i: int, dodge: float = dodge) -> float:
+                return x_at(i) + dodge
+            cells = [c for c in result.cells if c.cell.settings[1:] == key]
+            model_pts = [(x_of(i), y_at(v)) for i, c in enumerate(cells)
+                         if (v := c.model.get(metric)) is not None]
+            _series(scene, model_pts, color, dash=None)
+            if result.real:
+                real_pts = []
+                for i, c in enumerate(cells):
+                    mean, spread = c.real_stat(metric)
+                    if mean is None:
+                        continue
+                    x = x_of(i) + 4      # a little right of the model point: both stay visible
+                    real_pts.append((x, y_at(mean)))
+                    if spread:
+                        scene.add(Line(x, y_at(mean - spread), x, y_at(mean + spread),
+                                       color=color, width=2))
+                _series(scene, real_pts, color, dash=(8.0, 6.0))
+    y = TOP + len(result.metrics) * PANEL_H
+    if others:
+        for s, key in enumerate(series_keys):
+            color = SERIES[s % len(SERIES)]
+            text = ", ".join(f"{k}={v}" for k, v in key)
+            scene.add(Line(LEFT, y - 6, LEFT + 44, y - 6, color=color, width=3),
+                      Rect(LEFT + 17, y - 11, 10, 10, fill=color),
+                      Text(LEFT + 56, y, text, size=LABEL))
+            y += 28
+    if result.real:
+        scene.add(Line(LEFT, y - 6, LEFT + 44, y - 6, color=INK, width=3),
+                  Text(LEFT + 56, y, "model", size=LABEL),
+                  Line(LEFT + 56 + text_width("model", LABEL) + 30, y - 6,
+                       LEFT + 100 + text_width("model", LABEL) + 30, y - 6, color=INK,
+                       width=3, dash=(8.0, 6.0)),
+                  Text(LEFT + 112 + text_width("model", LABEL) + 30, y, "kernel",
+                       size=LABEL))
+    return scene
+
+
+def _series(scene: Scene, pts: list[tuple[float, float]], color: str,
+            dash: tuple[float, float] | None) -> None:
+    if len(pts) > 1:
+        scene.add(Polyline(tuple(pts), color=color, width=3, dash=dash))
+    for x, y in pts:
+        if dash is None:
+            scene.add(Rect(x - 5, y - 5, 10, 10, fill=color))
+        else:
+            scene.add(Rect(x - 5, y - 5, 10, 10, fill="#ffffff", stroke=color, width=2))

@@ -1,0 +1,148 @@
+"""`nagle-sim sweep`: run a grid, print its table, write CSV / Markdown / plots.
+
+Owns: the sweep command's orchestration and terminal output (a rich table, a progress bar
+with ETA on stderr). The grid, metrics and runs are `nagle_sim.sweep`'s; drawing is
+`nagle_sim.export.plot`'s. Must not import textual or simpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .scenario import Scenario, read_text
+from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, run_sweep, table
+from .trace import Trace
+
+
+def _real_runner(remote: str | None) -> Callable[[Scenario], Trace]:
+    try:
+        from realnet.runner import check_platform, run_real
+    except ImportError as exc:
+        raise SweepError(f"--real: realnet is unavailable: {exc}") from None
+    check_platform()
+
+    def run(sc: Scenario) -> Trace:
+        return run_real(sc, remote=remote)
+    return run
+
+
+def _print(result: SweepResult, console: Console) -> None:
+    headers, rows = table(result)
+    title = f"sweep of {result.source}"
+    if result.real and len(result.metrics) == 1:
+        # one metric: name it once in the title, keep the four columns narrow
+        metric = result.metrics[0]
+        title += (f": {metric}, model vs kernel (mean of {result.repeat} runs, sample sd, "
+                  "diff = kernel − model)")
+        headers = [h.removeprefix(f"{metric} ") for h in headers]
+    t = Table(title=escape(title), title_justify="left")
+    for i, h in enumerate(headers):
+        numeric = i >= len(result.axes) and h != "note"
+        t.add_column(escape(h), justify="right" if numeric else "left",
+                     overflow="fold")
+    for row in rows:
+        t.add_row(*(escape(fmt(v) if isinstance(v, int | float) and not isinstance(v, bool)
+                           else "–" if v is None else str(v).lower()
+                           if isinstance(v, bool) else str(v)) for v in row))
+    console.print(t)
+
+
+def _cell_text(v: object) -> str | int | float | None:
+    """A table value for CSV/Markdown: booleans as TOML writes them, None as empty."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int | float | str):
+        return v
+    return None if v is None else str(v)
+
+
+def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) -> int:
+    """The command; ``check_output`` is the CLI's writability check for output paths."""
+    outputs = [p for p in (args.csv, args.markdown_out, args.png, args.svg) if p]
+    if len({str(Path(p).resolve()) for p in outputs}) != len(outputs):
+        raise SweepError("two outputs name the same file")
+    for path in outputs:
+        check_output(path)
+    axes = [parse_vary(v) for v in args.vary or []]
+    metrics = parse_metrics(args.metric or [])
+    if (args.remote or args.repeat != 1) and not args.real:
+        raise SweepError("--remote and --repeat go with --real")
+    text = read_text(args.file)
+    runner = _real_runner(args.remote) if args.real else None
+    err = Console(stderr=True, highlight=False)
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as progress:
+        task = progress.add_task("sweep", total=None)
+
+        def on_cell(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+        result = run_sweep(text, args.file, axes, metrics, jobs=args.jobs, real=args.real,
+                           repeat=args.repeat, real_runner=runner, on_cell=on_cell,
+                           base=[*(args.set or []),
+                                 *(f"params.{p}" for p in args.param or [])])
+    headers, rows = table(result)
+    if args.markdown:
+        from .export.tables import render_markdown
+        sys.stdout.write(render_markdown(headers, [[_cell_text(v) for v in r] for r in rows]))
+    else:
+        _print(result, Console(highlight=False))
+    if args.csv:
+        from .export.tables import render_csv
+        Path(args.csv).write_text(render_csv(headers, [[_cell_text(v) for v in r]
+                                                       for r in rows]), "utf-8")
+        err.print(f"wrote {escape(args.csv)}", markup=True)
+    if args.markdown_out:
+        from .export.tables import render_markdown
+        Path(args.markdown_out).write_text(
+            render_markdown(headers, [[_cell_text(v) for v in r] for r in rows]), "utf-8")
+        err.print(f"wrote {escape(args.markdown_out)}", markup=True)
+    if args.png or args.svg:
+        from .export.plot import build_plot
+        scene = build_plot(result, title=args.title)
+        if args.svg:
+            from .export.svg import to_svg
+            Path(args.svg).write_text(to_svg(scene), "utf-8")
+            err.print(f"wrote {escape(args.svg)}", markup=True)
+        if args.png:
+            from .export.png import write_png
+            write_png(scene, args.png)
+            err.print(f"wrote {escape(args.png)}", markup=True)
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], int]) -> None:
+    p.add_argument("file", help="scenario file (TOML)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a scenario key in every cell (repeatable)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="set one of the scenario's [params] in every cell (repeatable)")
+    p.add_argument("--vary", action="append", metavar="KEY=V1,V2,…",
+                   help="a key to vary: a scenario parameter (sleep=0ms,5ms) or any --set key "
+                   "(client.nodelay=false,true); repeatable: the grid is the product")
+    p.add_argument("--metric", action="append", metavar="NAME",
+                   help="a metric to report (repeatable or comma-separated; see "
+                   "docs/sweep.md; default latency_p50_ms, segments_client, stalls)")
+    p.add_argument("--real", action="store_true",
+                   help="also run every cell on real kernel sockets (one at a time)")
+    p.add_argument("--remote", metavar="HOST:PORT",
+                   help="with --real: run the server side on a `nagle-sim realnet serve`")
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="N",
+                   help="with --real: real runs per cell (mean and spread are reported)")
+    p.add_argument("--jobs", type=positive_int, metavar="N",
+                   help="processes for simulated cells (default: one per core)")
+    p.add_argument("--csv", metavar="PATH", help="write the table as CSV")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the table as Markdown instead of a terminal table")
+    p.add_argument("--markdown-out", metavar="PATH", help="write the table as Markdown")
+    p.add_argument("--png", metavar="PATH", help="plot the metrics (PNG)")
+    p.add_argument("--svg", metavar="PATH", help="plot the metrics (SVG)")
+    p.add_argument("--title", help="the plot's title (default: the scenario file)")

@@ -1,0 +1,123 @@
+"""Scenario parameters: `[params]` defaults, `{name}` substitution, choices, `--param`,
+and the errors for unknown and unused parameters (each naming file and line)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nagle_sim import scenario
+from nagle_sim.scenario import ScenarioError
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+BASE = '''
+[params]
+n = 3
+pause = "5ms"
+delay = 2.5
+
+[link]
+delay_ms = "{delay}"
+
+[client]
+script = "repeat {n} { write 10; sleep {pause} }; read 1"
+
+[server]
+script = "read {n}0; write 1"
+'''
+
+
+def _ops(sc: scenario.Scenario) -> list[tuple[str, str]]:
+    return [scenario.describe(stmt) for stmt, _ in scenario.flatten(sc.client.script)]
+
+
+def test_defaults_are_substituted_with_their_types() -> None:
+    sc = scenario.loads(BASE, "p.toml")
+    assert sc.link.to_server_delay == 2500       # "{delay}" stayed a number
+    assert _ops(sc).count(("sleep", "5ms")) == 3
+    assert scenario.describe(sc.server.script[0]) == ("read", "30")
+
+
+def test_a_param_override_replaces_the_default() -> None:
+    sc = scenario.loads(BASE, "p.toml", ["params.n=5", "params.pause=1ms"])
+    assert _ops(sc).count(("write", "10")) == 5
+    assert ("sleep", "1ms") in _ops(sc)
+    assert scenario.describe(sc.server.script[0]) == ("read", "50")
+
+
+@pytest.mark.parametrize("text, overrides, message", [
+    (BASE.replace("{pause}", "{paws}"), [], r"p\.toml:11: unknown parameter 'paws'"),
+    (BASE.replace("sleep {pause}", "sleep 1ms"), [], r"p\.toml:4: params: 'pause' is never used"),
+    (BASE, ["params.speed=3"], r"--param speed: p\.toml declares no parameter 'speed'"),
+    (BASE.replace('pause = "5ms"', "pause = [1, 2]"), [], "must be a string, number"),
+    (BASE.replace("n = 3", '"2x" = 3'), [], "a parameter name is letters"),
+    ("params = 3\n[client]\nscript='write 1'", [], "params must be a table"),
+], ids=["unknown", "unused", "undeclared-override", "list-value", "bad-name", "not-a-table"])
+def test_parameter_errors_name_file_and_line(text: str, overrides: list[str],
+                                             message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        scenario.loads(text, "p.toml", overrides)
+
+
+def test_without_params_braces_are_left_alone() -> None:
+    sc = scenario.loads("[client]\nscript = 'repeat 2 {write 1}'\n[server]\nscript='read 2'",
+                        "b.toml")
+    assert len(sc.client.script) == 1
+
+
+def test_a_param_given_to_a_scenario_without_params_is_an_error() -> None:
+    with pytest.raises(ScenarioError, match="declares no parameter 'n'"):
+        scenario.loads("[client]\nscript = 'write 1'", "b.toml", ["params.n=1"])
+
+
+CHOICE = '''
+[params]
+[params.mode]
+default = "plain"
+plain = { setup = "", message = "write 2" }
+cork = { setup = "set cork on", message = "write 2; set cork off" }
+
+[client]
+script = "{setup}\\n{message}"
+[server]
+script = "read 2"
+'''
+
+
+def test_a_choice_sets_several_parameters() -> None:
+    plain = scenario.loads(CHOICE, "c.toml")
+    cork = scenario.loads(CHOICE, "c.toml", ["params.mode=cork"])
+    assert [op for op, _ in _ops(plain)] == ["write"]
+    assert [op for op, _ in _ops(cork)] == ["set", "write", "set"]
+
+
+def test_a_choice_outside_its_entries_names_them() -> None:
+    with pytest.raises(ScenarioError, match=r"params\.mode: choose one of plain, cork, got "
+                                            r"'fast'"):
+        scenario.loads(CHOICE, "c.toml", ["params.mode=fast"])
+
+
+def test_param_on_the_command_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(BASE)
+    run = [sys.executable, "-m", "nagle_sim", "run", str(path), "--limit", "0"]
+    ok = subprocess.run([*run, "--param", "n=4"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert "4 with data" in ok.stdout
+    bad = subprocess.run([*run, "--param", "m=4"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "declares no parameter 'm'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("name", ["s3.toml", "s5.toml"])
+def test_examples_load_with_every_choice(name: str) -> None:
+    path = EXAMPLES / name
+    sc = scenario.load(path)
+    assert sc.client.script
+    if name == "s3.toml":
+        for mode in ("plain", "nodelay", "cork"):
+            scenario.load(path, [f"params.mode={mode}", "params.messages=3"])
