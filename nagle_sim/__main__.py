@@ -130,6 +130,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return validate_cli(args)
 
 
+def cmd_drill(args: argparse.Namespace) -> int:
+    from .drill.cli import run
+    return run(args)
+
+
 def _is_trace_file(path: str) -> bool:
     return path.endswith(".json")
 
@@ -281,6 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="PATH")
     p.set_defaults(func=cmd_validate)
 
+    p = sub.add_parser("drill", help="play packetdrill scripts against the model")
+    from .drill.cli import add_arguments as add_drill_arguments
+    add_drill_arguments(p)
+    p.set_defaults(func=cmd_drill)
+
     real = sub.add_parser("realnet", help="run scenarios over real kernel sockets")
     rsub = real.add_subparsers(dest="realnet_command", required=True)
     p = rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder")
@@ -303,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.func = cmd_tui
     try:
         return int(args.func(args))
-    except (ScenarioError, TraceError, CliError) as exc:
+    except (ScenarioError, TraceError, CliError, ValueError) as exc:
         _err(str(exc))
         return exc.code if isinstance(exc, CliError) else EXIT_BAD_INPUT
     except KeyboardInterrupt:
