@@ -313,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.func = cmd_tui
     try:
         return int(args.func(args))
-    except (ScenarioError, TraceError, CliError, ValueError) as exc:
+    except (ScenarioError, TraceError, CliError) as exc:
         _err(str(exc))
         return exc.code if isinstance(exc, CliError) else EXIT_BAD_INPUT
     except KeyboardInterrupt:

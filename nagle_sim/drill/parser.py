@@ -13,6 +13,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from ..scenario import ScenarioError
 from .script import (
     Code,
     Command,
@@ -38,8 +39,9 @@ MAX_DEPTH = 32               # nesting of [ ] and { } in syscall arguments
 MAX_SECONDS = 3600           # event times beyond an hour are refused
 
 
-class DrillSyntaxError(ValueError):
-    """A script that cannot be parsed; ``str(err)`` is ``FILE:LINE: message``."""
+class DrillSyntaxError(ScenarioError):
+    """A script that cannot be parsed; ``str(err)`` is ``FILE:LINE: message`` (bad input,
+    like any scenario error: the CLI prints it and exits 2)."""
 
 
 class DrillUnsupported(DrillSyntaxError):
