@@ -136,6 +136,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return run(args, _check_output)
 
 
+def cmd_drill(args: argparse.Namespace) -> int:
+    from .drill.cli import run
+    return run(args)
+
+
 def _is_trace_file(path: str) -> bool:
     return path.endswith(".json")
 
@@ -297,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .sweep_cli import add_arguments as add_sweep_arguments
     add_sweep_arguments(p, _positive_int)
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("drill", help="play packetdrill scripts against the model")
+    from .drill.cli import add_arguments as add_drill_arguments
+    add_drill_arguments(p)
+    p.set_defaults(func=cmd_drill)
 
     real = sub.add_parser("realnet", help="run scenarios over real kernel sockets")
     rsub = real.add_subparsers(dest="realnet_command", required=True)

@@ -1,0 +1,237 @@
+"""`nagle-sim drill`: packetdrill's language parsed, played against the model, and the
+command's exit codes. The .pkt scripts beside this file were written for this project
+(not copied) and were also checked against this machine's kernel with packetdrill."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nagle_sim.drill import DrillSyntaxError, Status, parse, run_script
+from nagle_sim.drill.script import Ellipsis_, Int, List, Packet, Struct, Syscall, TimeKind, Word
+
+HERE = Path(__file__).parent
+SCRIPTS = sorted(HERE.glob("*.pkt"))
+
+HANDSHAKE = """
+    0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
+   +0 bind(3, ..., ...) = 0
+   +0 listen(3, 1) = 0
+   +0 < S 0:0(0) win 65535 <mss 1000,nop,wscale 7>
+   +0 > S. 0:0(0) ack 1 <...>
+ +.01 < . 1:1(0) ack 1 win 512
+   +0 accept(3, ..., ...) = 4
+"""
+
+
+def play(body: str, **kw: object):  # noqa: ANN201
+    return run_script(parse(HANDSHAKE + body, "t.pkt"), **kw)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- our scripts
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_script_passes_on_the_model(path: Path) -> None:
+    from nagle_sim.drill import load
+
+    result = run_script(load(path))
+    assert result.status is Status.PASS, result.one_line()
+    assert result.checked >= 3
+
+
+# ---------------------------------------------------------------- parsing
+def test_times_of_every_kind() -> None:
+    s = parse("0.1 close(3) = 0\n+.05 close(3) = 0\n* > . 1:1(0) ack 1\n"
+              "0.2~0.25 > . 1:1(0)\n+.2~+.3 > . 1:1(0)\n+0...0.1 read(4, ..., 10) = 10\n")
+    kinds = [(e.time.kind, e.time.start_us, e.time.end_us) for e in s.events]
+    assert kinds == [(TimeKind.ABSOLUTE, 100_000, None), (TimeKind.RELATIVE, 50_000, None),
+                     (TimeKind.ANY, 0, None), (TimeKind.ABSOLUTE_RANGE, 200_000, 250_000),
+                     (TimeKind.RELATIVE_RANGE, 200_000, 300_000),
+                     (TimeKind.RELATIVE, 0, None)]
+    read = s.events[-1].action
+    assert isinstance(read, Syscall) and read.end_time is not None
+    assert read.end_time.start_us == 100_000
+
+
+def test_packets_with_flags_ack_window_and_options() -> None:
+    s = parse("0 < S. 0:0(0) ack 1 win 5792 <mss 1460,nop,wscale 2,sackOK,TS val 1 ecr 0>\n"
+              "+0 > P. 1:101(100) ack 1 <...>\n+0 > - 1:1(0)\n+0 > R 2:2(0)\n")
+    syn, data, none, rst = (e.action for e in s.events)
+    assert isinstance(syn, Packet) and syn.inbound and syn.flags == "S." and syn.ack == 1
+    assert syn.window == 5792
+    assert [(o.kind, o.values) for o in syn.options or ()] == [
+        ("mss", (1460,)), ("nop", ()), ("wscale", (2,)), ("sackOK", ()), ("TS", (1, 0))]
+    assert isinstance(data, Packet) and not data.inbound and data.options is None
+    assert (data.seq, data.end_seq, data.length) == (1, 101, 100)
+    assert isinstance(none, Packet) and none.flags == ""
+    assert isinstance(rst, Packet) and rst.flags == "R"
+
+
+def test_syscall_arguments_lists_structures_and_errno() -> None:
+    s = parse("0 sendmsg(4, {msg_name(...)=..., msg_iov(2)=[{..., 40}, {..., 60}], "
+              "msg_flags=0}, MSG_MORE|MSG_DONTWAIT) = 100\n"
+              "+0 connect(3, ..., ...) = -1 EINPROGRESS (Operation now in progress)\n"
+              "+0 fcntl(3, F_GETFL) = 0x2 (flags O_RDWR)\n")
+    send, conn, fcntl = (e.action for e in s.events)
+    assert isinstance(send, Syscall) and send.name == "sendmsg"
+    msg = send.args[1]
+    assert isinstance(msg, Struct) and [k for k, _ in msg.fields] == [
+        "msg_name", "msg_iov", "msg_flags"]
+    iov = msg.fields[1][1]
+    assert isinstance(iov, List) and len(iov.items) == 2
+    assert send.args[2] == Word(("MSG_MORE", "MSG_DONTWAIT"))
+    assert send.result == Int(100)
+    assert isinstance(conn, Syscall) and conn.result == Int(-1) and conn.errno == "EINPROGRESS"
+    assert isinstance(conn.args[1], Ellipsis_)
+    assert isinstance(fcntl, Syscall) and fcntl.result == Int(2)
+
+
+def test_header_options_init_commands_and_comments() -> None:
+    s = parse("// a comment\n--tolerance_usecs=10000\n`sysctl -q net.ipv4.tcp_autocorking=0`\n"
+              "/* block\ncomment */ 0 close(3) = 0  // trailing\n")
+    assert s.options == {"tolerance_usecs": "10000"}
+    assert [c.text for c in s.init_commands] == ["sysctl -q net.ipv4.tcp_autocorking=0"]
+    assert len(s.events) == 1 and s.events[0].line == 5
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0 < S 0:1(0)\n", "t.pkt:1: inconsistent sequence numbers"),
+    ("0 close(3) = 0\n+0 frobnicate\n", "t.pkt:2: expected '\\(' after frobnicate"),
+    ("\n\n+.1~+.05 > . 1:1(0)\n", "t.pkt:3: time range is backwards"),
+    ("* close(3) = 0\n", "t.pkt:1: '\\*' and time ranges are for outbound packets only"),
+    ("0 < Q 0:0(0)\n", "unknown TCP flags 'Q'"),
+    ("0 > . 1:1(0) ack\n", "expected an ACK number"),
+    ("0 close(3) = 0 extra\n", "t.pkt:1: unexpected 'extra'"),
+    ("99999 close(3) = 0\n", "beyond 3600 s"),
+    ("0 write(3, " + "[" * 40 + "]" * 40 + ", 1) = 1\n", "nested deeper than 32"),
+    ("0 < udp 0:0(0)\n", "t.pkt:1: udp packets are outside a TCP model"),
+    ("0 > S. 0:0(0) <mss 1460\n", "expected '>' closing the TCP options"),
+    ("0 close(3 = 0\n", "expected '\\)' closing close"),
+    ("0 \x00\n", "unexpected text"),
+])
+def test_syntax_errors_are_one_line_with_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(DrillSyntaxError, match=message) as info:
+        parse(text, "t.pkt")
+    assert "\n" not in str(info.value)
+
+
+def test_input_is_bounded() -> None:
+    with pytest.raises(DrillSyntaxError, match="larger than 1024 KiB"):
+        parse("// x\n" * 300_000)
+
+
+@given(st.text(alphabet=st.sampled_from(list("0123456789.+*~<>SPF.:()[]{},=-| \n`%abk"
+                                             "ackwinmssTS")), max_size=200))
+def test_any_text_parses_or_fails_with_one_line(text: str) -> None:
+    try:
+        script = parse(text, "f.pkt")
+    except DrillSyntaxError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("f.pkt")
+        return
+    result = run_script(script)          # whatever it is, playing it never raises
+    assert result.status in Status
+
+
+@given(st.data())
+def test_our_scripts_with_a_line_dropped_never_crash(data: st.DataObject) -> None:
+    path = data.draw(st.sampled_from(SCRIPTS))
+    lines = path.read_text().splitlines()
+    drop = data.draw(st.integers(0, len(lines) - 1))
+    text = "\n".join(lines[:drop] + lines[drop + 1:])
+    try:
+        script = parse(text, path.name)
+    except DrillSyntaxError:
+        return
+    assert run_script(script).status in Status
+
+
+# ---------------------------------------------------------------- playing
+def test_a_wrong_sequence_number_fails_at_its_line() -> None:
+    r = play("   +0 write(4, ..., 100) = 100\n   +0 > P. 2:102(100) ack 1\n")
+    assert r.status is Status.FAIL and r.line == 10
+    assert "seq expected 2, got 1" in r.message and "P. 1:101(100) ack 1" in r.message
+
+
+def test_a_packet_outside_the_tolerance_is_a_timing_failure() -> None:
+    """Nagle holds the second write for the ACK at 50 ms; expecting it at once fails, and
+    the message says when the model did send it (none by the tolerance's end)."""
+    r = play("   +0 write(4, ..., 10) = 10\n   +0 > P. 1:11(10) ack 1\n"
+             "+.001 write(4, ..., 10) = 10\n   +0 > P. 11:21(10) ack 1\n"
+             "+.05 < . 1:1(0) ack 11 win 512\n")
+    assert r.status is Status.FAIL and r.line == 12
+    assert "the model sent nothing by" in r.message
+
+
+def test_tolerance_can_be_widened_from_the_command_line() -> None:
+    body = ("   +0 write(4, ..., 10) = 10\n   +0 > P. 1:11(10) ack 1\n"
+            "+.001 write(4, ..., 10) = 10\n+.05 < . 1:1(0) ack 11 win 512\n"
+            "+.01 > P. 11:21(10) ack 1\n")
+    assert play(body).status is Status.FAIL        # sent at +0, expected 10 ms later
+    assert play(body, tolerance_us=20_000).status is Status.PASS
+
+
+def test_getsockopt_is_checked() -> None:
+    r = play("   +0 getsockopt(4, SOL_TCP, TCP_NODELAY, [1], [4]) = 0\n")
+    assert r.status is Status.FAIL and "expected [1], the model returned [0]" in r.message
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("   +0 shutdown(4, SHUT_WR) = 0\n", "shutdown() is not modelled"),
+    ("   +0 send(4, ..., 10, MSG_EOR) = 10\n", "MSG_EOR is not modelled"),
+    ("   +0 < . 1:1(0) ack 1 win 512 <sack 1:2>\n", "SACK blocks"),
+    ("   +0 < [ect0] . 1:1(0) ack 1\n", "IP header fields"),
+    ("   +0 setsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [1], 4) = 0\n", "SO_ZEROCOPY"),
+    ("   +0 write(4, ..., 10) = -1 EAGAIN (Resource temporarily unavailable)\n",
+     "failing with EAGAIN"),
+    ("   +0 %{ assert tcpi_bogus == 1 }%\n", "tcpi"),
+    ("   +0 %{ import os }%\n", "only assert statements"),
+    ("   +0 `sysctl -q net.ipv4.tcp_autocorking=0`\n", "in the middle of a script"),
+])
+def test_what_the_model_cannot_play_is_unsupported_with_the_reason(body: str,
+                                                                   reason: str) -> None:
+    r = play(body)
+    assert r.status is Status.UNSUPPORTED, r.one_line()
+    assert reason in r.message
+
+
+def test_a_blocking_read_waits_for_data() -> None:
+    r = play("   +0...0.05 read(4, ..., 100) = 100\n+.05 < P. 1:101(100) ack 1 win 512\n"
+             "   +0 > . 1:1(0) ack 101\n")
+    assert r.status is Status.PASS, r.one_line()
+    r = play("   +0...0.01 read(4, ..., 100) = 100\n+.05 < P. 1:101(100) ack 1 win 512\n")
+    assert r.status is Status.FAIL and "expected at" in r.message
+
+
+# ---------------------------------------------------------------- the command
+def _drill(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nagle_sim", "drill", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_exit_codes(tmp_path: Path) -> None:
+    ok = _drill(str(SCRIPTS[0]))
+    assert ok.returncode == 0 and "pass" in ok.stdout
+    bad = tmp_path / "bad.pkt"
+    bad.write_text(HANDSHAKE + "   +0 write(4, ..., 10) = 10\n   +0 > P. 5:15(10) ack 1\n")
+    fail = _drill(str(bad))
+    assert fail.returncode == 1 and "bad.pkt:10: fail: seq expected 5" in fail.stderr
+    unsupported = tmp_path / "u.pkt"
+    unsupported.write_text(HANDSHAKE + "   +0 shutdown(4, SHUT_WR) = 0\n")
+    assert _drill(str(unsupported)).returncode == 2
+    icmp = tmp_path / "icmp.pkt"
+    icmp.write_text("0 < icmp unreachable\n")
+    proc = _drill(str(icmp))
+    assert proc.returncode == 2 and "unsupported: icmp packets" in proc.stderr
+    for args in ([str(tmp_path / "missing.pkt")], ["/etc"], [str(tmp_path / "x")]):
+        proc = _drill(*args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_cli_directory_table() -> None:
+    proc = _drill(str(HERE))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{len(SCRIPTS)} pass" in proc.stdout
