@@ -4,7 +4,8 @@ kernel's tools/testing/selftests/net/packetdrill), written from its documented g
 Owns: the tokenizer and the recursive-descent grammar that turn a ``.pkt`` file into a
 `Script`. Every syntax problem is a `DrillSyntaxError` whose text is one line,
 ``FILE:LINE: what is wrong``. Input is bounded: file size, token count, events and
-expression nesting. Standard library only; knows nothing of the model.
+expression nesting. Imports only `nagle_sim.scenario` (its error type); knows nothing of
+the model.
 """
 
 from __future__ import annotations
