@@ -144,6 +144,7 @@ class Endpoint:
         self.snd_wnd = 65535
         self.max_window = 0
         self.queue: deque[_Skb] = deque()   # unsent skbs, send head first
+        self.queued_bytes = 0               # sum of the queue's lengths, kept as it changes
         self.rtx: deque[_Skb] = deque()     # sent, unACKed
         self.cwnd = profile.init_cwnd
         self.ssthresh = 1 << 30
@@ -386,6 +387,7 @@ class Endpoint:
                 tail = self.queue[-1]
             take = min(left, self.mss - tail.length)
             tail.length += take
+            self.queued_bytes += take
             self.write_seq += take
             left -= take
             if not left:
@@ -443,7 +445,7 @@ class Endpoint:
                 and self._tx_busy_until > now)
 
     def _queued_bytes(self) -> int:
-        return sum(s.length for s in self.queue)
+        return self.queued_bytes
 
     def _push_pending(self, now: int, nonagle: int, why: Reason,
                       more: bool = False) -> None:
@@ -516,8 +518,9 @@ class Endpoint:
         self._event(now, Kind.HOLD, reason, detail, length=self._queued_bytes())
 
     def _send_burst(self, now: int, burst: list[_Skb], why: Reason) -> None:
-        for _ in burst:
+        for skb in burst:
             self.queue.popleft()
+            self.queued_bytes -= skb.length
         prior = self.packets_out
         self._last_hold = None
         self._transmit_data(now, burst, why)
@@ -1192,6 +1195,7 @@ class Endpoint:
         head.psh = True
         self._last_hold = None
         self.queue.popleft()
+        self.queued_bytes -= head.length
         self._transmit_data(now, [head], Reason.PROBE0_RELEASE)
         self.rtx.append(head)
         self.snd_nxt = max(self.snd_nxt, head.end)
