@@ -12,6 +12,23 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+# ---------------------------------------------------------------- kernel constants
+# Sizes the kernel fixes at compile time, the same in every profile here.
+TCP_MSS_DEFAULT = 536
+"""TCP_MSS_DEFAULT (include/net/tcp.h, RFC 1122): the MSS assumed without better news."""
+TCP_MIN_MSS = 88
+"""TCP_MIN_MSS (include/net/tcp.h)."""
+TCP_HEADER_WITH_TIMESTAMPS = 32
+"""20-byte TCP header + 12-byte timestamp option, as Linux sends by default."""
+GSO_MAX_SIZE = 65536
+"""GSO_LEGACY_MAX_SIZE: the largest TSO/GSO skb (include/linux/netdevice.h)."""
+MAX_TCP_HEADER = 320
+"""MAX_TCP_HEADER as tcp_xmit_size_goal subtracts it (include/net/tcp.h, order of)."""
+TCP_BOUND_MIN = 68 - TCP_HEADER_WITH_TIMESTAMPS
+"""tcp_bound_to_half_wnd's floor: 68 bytes (RFC 791's minimum datagram) minus headers."""
+PINGPONG_MAX = 255
+"""icsk_ack.pingpong is a u8: inet_csk_inc_pingpong_cnt saturates here."""
+
 
 class NagleStyle(Enum):
     MINSHALL = "minshall"   # Linux tcp_nagle_check + tcp_minshall_check
