@@ -9,7 +9,14 @@ Owns: how fast and how much may be in flight. Must not send or trace segments (t
 from __future__ import annotations
 
 from .bbr import Bbr, RateSample
-from .config import GSO_MAX_SIZE, MAX_TCP_HEADER
+from .config import (
+    GSO_MAX_SIZE,
+    MAX_TCP_HEADER,
+    PACING_AFTER_SEGS,
+    PACING_CA_RATIO,
+    PACING_SS_RATIO,
+    SK_PACING_SHIFT,
+)
 from .events import Kind, Micros, Reason, Timer
 from .sock import Sock
 from .state import Skb
@@ -146,7 +153,7 @@ def tcp_update_skb_after_send(sk: Sock, now: Micros, nbytes: int, nsegs: int) ->
     sk.snd.tx_busy_until = Micros(now + sk.snd.tx_complete_us)
     prior = cc.wstamp
     cc.wstamp = max(cc.wstamp, float(now))
-    if cc.pacing_rate and cc.data_segs_out >= 10:
+    if cc.pacing_rate and cc.data_segs_out >= PACING_AFTER_SEGS:
         length_us = nbytes * 1_000_000 / cc.pacing_rate
         cc.wstamp += length_us - min(length_us / 2, cc.wstamp - prior)
 
@@ -173,9 +180,9 @@ def tcp_tso_autosize(sk: Sock) -> int:
     if cc.bbr is not None:
         return cc.bbr.tso_segs_goal()
     if cc.srtt_us:
-        ratio = 2.0 if cc.cwnd < cc.ssthresh / 2 else 1.2
+        ratio = PACING_SS_RATIO if cc.cwnd < cc.ssthresh / 2 else PACING_CA_RATIO
         rate = sk.mss * max(cc.cwnd, sk.packets_out) * 1e6 / cc.srtt_us * ratio
     else:
         rate = float(1 << 40)   # sk_pacing_rate starts unlimited
-    budget = min(int(rate) >> 10, GSO_MAX_SIZE - 1 - MAX_TCP_HEADER)
+    budget = min(int(rate) >> SK_PACING_SHIFT, GSO_MAX_SIZE - 1 - MAX_TCP_HEADER)
     return max(budget // sk.mss, 2)

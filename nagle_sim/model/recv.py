@@ -10,14 +10,11 @@ data is sent (``send``); standard library and lower model modules only.
 
 from __future__ import annotations
 
-from .config import TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
+from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
 from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
 from .output import tcp_send_ack
 from .sock import Sock
 from .state import AckPending, ConnEvent, State
-
-IPV4_HEADER = 20
-"""tcp_measure_rcv_mss compares segment sizes with the IPv4 header included."""
 
 
 # ---------------------------------------------------------------- data arrives
@@ -169,7 +166,7 @@ def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
     p, ack = sk.profile, sk.ack
     ato = ack.ato_j
     if ato > p.delack_min_j:
-        max_ato = p.hz // 2
+        max_ato = p.ato_max_j
         if sk.in_pingpong or ack.pending & AckPending.PUSHED:
             max_ato = p.delack_max_j
         if sk.cc.srtt_us:

@@ -9,7 +9,15 @@ bursts. Must not decide ACKs (``recv``); standard library and lower model module
 
 from __future__ import annotations
 
-from .config import GSO_MAX_SIZE, MAX_TCP_HEADER, TCP_BOUND_MIN, TCP_MSS_DEFAULT, NagleStyle
+from .config import (
+    GSO_MAX_SIZE,
+    MAX_PROBE_BACKOFF,
+    MAX_RTO_BACKOFF,
+    MAX_TCP_HEADER,
+    TCP_BOUND_MIN,
+    TCP_MSS_DEFAULT,
+    NagleStyle,
+)
 from .events import ACK, SYN, Micros, Reason, Timer
 from .output import tcp_transmit_control, tcp_transmit_data
 from .rate import (
@@ -22,11 +30,6 @@ from .rate import (
 from .sock import Sock
 from .state import ModelError, Nonagle, SendState, Skb, State
 from .timers import rto_at, tcp_check_probe_timer, tcp_rearm_rto, tcp_schedule_loss_probe
-
-MAX_PROBE_BACKOFF = 6
-"""SIMPLIFICATION: zero-window probes back off at most 2^6 (the kernel caps at TCP_RTO_MAX)."""
-MAX_RTO_BACKOFF = 15
-"""TCP_RETR2's default 15 retries bound the RTO backoff (net.ipv4.tcp_retries2)."""
 
 
 # ---------------------------------------------------------------- the rules
