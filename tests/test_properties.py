@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +41,9 @@ def render(ops: list) -> tuple[str, int]:
     return "\n".join(lines), total
 
 
+EXPLORING = os.environ.get("HYPOTHESIS_PROFILE") == "explore"
+"""A local bug hunt (tests/conftest.py): use the profile's example count, not the suite's."""
+
 RESENDS = {"RETRANSMIT", "LOSS_PROBE"}
 """Reason codes of segments that may carry bytes already sent: a tail loss probe re-sends
 the last segment when no ACK came within about 2·SRTT (a delayed ACK can take longer),
@@ -65,7 +70,8 @@ def check_stream(trace: Trace, side: Side, total: int) -> None:
     assert max(acks) - 1 in (total, total + 1), (side, max(acks), total)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=settings.default.max_examples if EXPLORING else 60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(client_ops=st.lists(op, min_size=1, max_size=12),
        server_ops=st.lists(op, min_size=0, max_size=6),
        delay=st.sampled_from([0, 0.3, 7, 60]), mss=st.sampled_from([536, 1000, 1448]),

@@ -79,6 +79,11 @@ class Harness:
         self.ep.set_option(self.now, SockOpt(opt), on)
         self._collect()
 
+    def close(self, t: int) -> None:
+        self.advance(t)
+        self.ep.app_close(self.now)
+        self._collect()
+
     def accept(self, t_syn: int, t_ack: int, window: int = 65535) -> None:
         """Passive open: SYN at t_syn, the handshake ACK at t_ack."""
         self.peer(t_syn, seq=0, ack=0, flags="S", window=window)

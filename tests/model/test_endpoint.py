@@ -103,9 +103,7 @@ def test_close_pushes_corked_data_with_the_fin() -> None:
     h = established(mss=1000)
     h.setopt(ms(2), "cork", True)
     h.write(ms(2), 40)
-    h.advance(ms(3))
-    h.ep.app_close(h.now)
-    h._collect()
+    h.close(ms(3))
     (fin,) = h.take()
     assert fin.seg.summary() == "FP. 1:41(40) ack 1"
 
@@ -114,9 +112,7 @@ def test_close_with_unread_data_sends_a_reset() -> None:
     h = established(mss=1000)
     h.peer(ms(2), seq=1, ack=1, length=10, flags="PA")
     h.take()
-    h.advance(ms(3))
-    h.ep.app_close(h.now)
-    h._collect()
+    h.close(ms(3))
     assert [s.seg.summary() for s in h.take()] == ["R. seq 1 ack 11"]
 
 
