@@ -93,7 +93,7 @@ def tcp_rcv_synsent_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
 
 def tcp_rcv_established(sk: Sock, now: Micros, seg: Segment) -> None:
     """tcp_rcv_established: tcp_ack, tcp_data_queue, tcp_data_snd_check, ack check."""
-    prior_packets = sk.packets_out
+    prior_packets = len(sk.snd.rtx)
     if seg.flags & ACK:
         tcp_ack(sk, now, seg, prior_packets)
     if seg.length > 0 or seg.flags & FIN:

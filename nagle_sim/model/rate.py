@@ -45,7 +45,8 @@ def tcp_cwnd_test(cwnd: int, in_flight: int, fin_only: bool) -> int:
     one skb from taking the whole window)."""
     if in_flight >= cwnd:
         return 1 if fin_only else 0
-    return min(max(cwnd >> 1, 1), cwnd - in_flight)
+    half, free = cwnd >> 1 or 1, cwnd - in_flight
+    return half if half < free else free
 
 
 def tcp_init_congestion_control(sk: Sock, now: Micros) -> None:
@@ -126,9 +127,10 @@ def tcp_rate_check_app_limited(sk: Sock, now: Micros) -> None:
     """tcp_rate_check_app_limited: less than a segment queued, nothing in the device
     queue, cwnd not full: later rate samples describe the application, not the path."""
     snd, cc = sk.snd, sk.cc
+    in_flight = len(snd.rtx)
     if (snd.write_seq - snd.snd_nxt < sk.mss and snd.tx_busy_until <= now
-            and sk.packets_out < cc.cwnd):
-        cc.app_limited = (cc.delivered + sk.packets_out) or 1
+            and in_flight < cc.cwnd):
+        cc.app_limited = (cc.delivered + in_flight) or 1
 
 
 def tcp_rate_skb_sent(sk: Sock, now: Micros, skb: Skb) -> None:

@@ -27,8 +27,8 @@ from .state import (
 class Sock:
     """One side's TCP state. Rules read and change it; only `Endpoint` is public."""
 
-    __slots__ = ("side", "profile", "mss", "state", "snd", "rcv", "ack", "cc", "timers",
-                 "events", "out", "phase", "handshake_sent_at")
+    __slots__ = ("side", "profile", "mss", "state", "established", "snd", "rcv", "ack", "cc",
+                 "timers", "events", "out", "tick_us", "phase", "handshake_sent_at")
 
     def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
                  mss: int) -> None:
@@ -36,12 +36,16 @@ class Sock:
         self.profile = profile
         self.mss = mss
         self.state = State.CLOSED if side is Side.CLIENT else State.LISTEN
+        self.established = False
+        """ESTABLISHED or CLOSE_WAIT (the application may write); kept by `transition`."""
         self.events: list[TraceEvent] = []
         self.out: list[Segment] = []
         self.timers: dict[Timer, Micros] = {}
         """Armed timers and when they are due; `Endpoint.next_deadline` is their minimum."""
-        self.phase = profile.jiffy_phase_us % profile.tick_us if profile.jiffy_phase_us >= 0 \
-            else profile.tick_us // 2
+        self.tick_us = profile.tick_us
+        """µs per jiffy (cached: the clock is read on every segment)."""
+        self.phase = profile.jiffy_phase_us % self.tick_us if profile.jiffy_phase_us >= 0 \
+            else self.tick_us // 2
         """Where in a tick time 0 falls (µs)."""
         self.handshake_sent_at = Micros(0)
         """When our SYN or SYN-ACK left (the first RTT sample)."""
@@ -57,10 +61,6 @@ class Sock:
     @property
     def packets_out(self) -> int:
         return len(self.snd.rtx)
-
-    @property
-    def established(self) -> bool:
-        return self.state is State.ESTABLISHED or self.state is State.CLOSE_WAIT
 
     @property
     def in_pingpong(self) -> bool:
@@ -100,16 +100,17 @@ class Sock:
             self.event(now, Kind.STATE, Reason.STATE_CHANGE,
                        f"{self.state.value} → {new.value}")
             self.state = new
+            self.established = new is State.ESTABLISHED or new is State.CLOSE_WAIT
 
     # ---------------------------------------------------------------- jiffy clock
     def jiffies(self, now: Micros) -> int:
-        return (now + self.phase) // self.profile.tick_us
+        return (now + self.phase) // self.tick_us
 
     def jiffy_timer_at(self, now: Micros, expires_j: int) -> Micros:
         """When a timer_list due at jiffy ``expires_j`` runs (the timer wheel rounds up)."""
         fire_j = expires_j + (1 if self.profile.timer_wheel_round_up else 0)
         fire_j = max(fire_j, self.jiffies(now) + 1)
-        return Micros(fire_j * self.profile.tick_us - self.phase)
+        return Micros(fire_j * self.tick_us - self.phase)
 
     # ---------------------------------------------------------------- timer slots
     def arm(self, now: Micros, timer: Timer, at: Micros, reason: Reason,
