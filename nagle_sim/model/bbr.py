@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from .events import Micros
+
 HIGH_GAIN = 2885 / 1000 + 1 / 256     # bbr_high_gain = BBR_UNIT * 2885 / 1000 + 1
 DRAIN_GAIN = 1000 / 2885              # bbr_drain_gain
 CWND_GAIN = 2.0                       # bbr_cwnd_gain
@@ -60,7 +62,7 @@ class RateSample:
 class Bbr:
     """BBR's state for one socket. Rates are bytes per second."""
 
-    def __init__(self, mss: int, now: int, srtt_us: int, cwnd: int, min_rtt_us: int) -> None:
+    def __init__(self, mss: int, now: Micros, srtt_us: int, cwnd: int, min_rtt_us: int) -> None:
         self.mss = mss
         self.mode = Mode.STARTUP
         self.pacing_gain = HIGH_GAIN
@@ -73,13 +75,13 @@ class Bbr:
         self.full_bw_cnt = 0
         self.full_bw_reached = False
         self.min_rtt_us = min_rtt_us if min_rtt_us > 0 else -1
-        self.min_rtt_stamp = now
-        self.probe_rtt_done_stamp = 0
+        self.min_rtt_stamp: Micros = now
+        self.probe_rtt_done_stamp = Micros(0)
         self.probe_rtt_round_done = False
         self.prior_cwnd = 0
         self.idle_restart = False
         self.cycle_idx = 0
-        self.cycle_stamp = 0
+        self.cycle_stamp = Micros(0)
         self.has_seen_rtt = False
         self.pacing_rate = self._init_rate(srtt_us, cwnd)
 
@@ -134,7 +136,7 @@ class Bbr:
         if self.mode is Mode.PROBE_BW:
             self.pacing_rate = self._rate(self.max_bw, 1.0)
 
-    def on_ack(self, now: int, rs: RateSample, delivered: int, cwnd: int,
+    def on_ack(self, now: Micros, rs: RateSample, delivered: int, cwnd: int,
                in_flight: int, srtt_us: int) -> tuple[int, bool]:
         """bbr_main: update the model, pacing rate and cwnd. Returns (cwnd, app_limit):
         app_limit is True when PROBE_RTT asks the socket to mark itself app-limited."""
@@ -164,7 +166,7 @@ class Bbr:
             samples.append((self.rtt_cnt, bw))
             self.bw_samples = samples       # (samples only age when a new one is taken)
 
-    def _update_cycle_phase(self, now: int, rs: RateSample) -> None:
+    def _update_cycle_phase(self, now: Micros, rs: RateSample) -> None:
         if self.mode is not Mode.PROBE_BW:
             return
         full_length = now - self.cycle_stamp > self.min_rtt_us
@@ -189,19 +191,19 @@ class Bbr:
         self.full_bw_cnt += 1
         self.full_bw_reached = self.full_bw_cnt >= FULL_BW_COUNT
 
-    def _check_drain(self, now: int, in_flight: int) -> None:
+    def _check_drain(self, now: Micros, in_flight: int) -> None:
         if self.mode is Mode.STARTUP and self.full_bw_reached:
             self.mode = Mode.DRAIN
         if self.mode is Mode.DRAIN and in_flight <= self.inflight(self.max_bw, 1.0):
             self._enter_probe_bw(now)
 
-    def _enter_probe_bw(self, now: int) -> None:
+    def _enter_probe_bw(self, now: Micros) -> None:
         """bbr_reset_probe_bw_mode (phase fixed instead of random, see module doc)."""
         self.mode = Mode.PROBE_BW
         self.cycle_idx = PROBE_BW_START_PHASE
         self.cycle_stamp = now
 
-    def _update_min_rtt(self, now: int, rs: RateSample, delivered: int, in_flight: int,
+    def _update_min_rtt(self, now: Micros, rs: RateSample, delivered: int, in_flight: int,
                         cwnd: int) -> tuple[int, bool]:
         """bbr_update_min_rtt: a 10 s min-RTT filter; when it expires, PROBE_RTT holds
         cwnd at 4 for max(200 ms, one round), then restores it (bbr_check_probe_rtt_done)."""
@@ -215,11 +217,11 @@ class Bbr:
         if expired and not self.idle_restart and self.mode is not Mode.PROBE_RTT:
             self.mode = Mode.PROBE_RTT
             self.prior_cwnd = cwnd            # bbr_save_cwnd
-            self.probe_rtt_done_stamp = 0
+            self.probe_rtt_done_stamp = Micros(0)
         if self.mode is Mode.PROBE_RTT:
             mark = True
             if not self.probe_rtt_done_stamp and in_flight <= CWND_MIN_TARGET:
-                self.probe_rtt_done_stamp = now + PROBE_RTT_US
+                self.probe_rtt_done_stamp = Micros(now + PROBE_RTT_US)
                 self.probe_rtt_round_done = False
                 self.next_rtt_delivered = delivered
             elif self.probe_rtt_done_stamp:

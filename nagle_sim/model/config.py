@@ -12,6 +12,37 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+# ---------------------------------------------------------------- kernel constants
+# Sizes the kernel fixes at compile time, the same in every profile here.
+TCP_MSS_DEFAULT = 536
+"""TCP_MSS_DEFAULT (include/net/tcp.h, RFC 1122): the MSS assumed without better news."""
+TCP_MIN_MSS = 88
+"""TCP_MIN_MSS (include/net/tcp.h)."""
+TCP_HEADER_WITH_TIMESTAMPS = 32
+"""20-byte TCP header + 12-byte timestamp option, as Linux sends by default."""
+GSO_MAX_SIZE = 65536
+"""GSO_LEGACY_MAX_SIZE: the largest TSO/GSO skb (include/linux/netdevice.h)."""
+MAX_TCP_HEADER = 320
+"""MAX_TCP_HEADER as tcp_xmit_size_goal subtracts it (include/net/tcp.h, order of)."""
+TCP_BOUND_MIN = 68 - TCP_HEADER_WITH_TIMESTAMPS
+"""tcp_bound_to_half_wnd's floor: 68 bytes (RFC 791's minimum datagram) minus headers."""
+PINGPONG_MAX = 255
+"""icsk_ack.pingpong is a u8: inet_csk_inc_pingpong_cnt saturates here."""
+IPV4_HEADER = 20
+"""tcp_measure_rcv_mss compares segment sizes with the IPv4 header included."""
+PACING_AFTER_SEGS = 10
+"""tcp_update_skb_after_send paces only once tp->data_segs_out >= 10."""
+SK_PACING_SHIFT = 10
+"""sk_pacing_shift default: a TSO skb carries pacing_rate >> 10 bytes, about 1 ms."""
+PACING_SS_RATIO = 2.0
+"""net.ipv4.tcp_pacing_ss_ratio = 200 %: pacing rate over cwnd/SRTT in slow start."""
+PACING_CA_RATIO = 1.2
+"""net.ipv4.tcp_pacing_ca_ratio = 120 %: the same in congestion avoidance."""
+MAX_PROBE_BACKOFF = 6
+"""SIMPLIFICATION: zero-window probes back off at most 2^6 (the kernel caps at TCP_RTO_MAX)."""
+MAX_RTO_BACKOFF = 15
+"""net.ipv4.tcp_retries2 default 15 bounds the RTO backoff."""
+
 
 class NagleStyle(Enum):
     MINSHALL = "minshall"   # Linux tcp_nagle_check + tcp_minshall_check
@@ -110,6 +141,11 @@ class StackProfile:
     def delack_min_j(self) -> int:
         """TCP_DELACK_MIN = TCP_ATO_MIN = HZ/25 for HZ >= 100, else 4 jiffies."""
         return self.hz // 25 if self.hz >= 100 else 4
+
+    @property
+    def ato_max_j(self) -> int:
+        """HZ/2: tcp_send_delayed_ack's cap on ato outside ping-pong and pushed data."""
+        return self.hz // 2
 
     @property
     def delack_max_j(self) -> int:

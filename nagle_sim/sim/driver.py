@@ -143,9 +143,13 @@ class SimDriver:
             why=REASON_TEXT[seg.why], code=REASON_CODE[seg.why]))
         self._at(arrive, lambda: self._deliver(side.peer, seg))
 
+    def _now(self) -> Micros:
+        """simpy's clock as model time (every delay scheduled here is an int µs)."""
+        return Micros(int(self.env.now))
+
     def _deliver(self, to: Side, seg: Segment) -> None:
         ep = self.ep[to]
-        now = self.env.now
+        now = self._now()
         was_established = ep.established
         ep.receive_segment(now, seg)
         self._pump(to, now)
@@ -160,13 +164,14 @@ class SimDriver:
 
     def _on_wake(self, side: Side, deadline: int) -> None:
         self._wakes[side].discard(deadline)
-        self.ep[side].on_deadline(self.env.now)
-        self._pump(side, self.env.now)
+        now = self._now()
+        self.ep[side].on_deadline(now)
+        self._pump(side, now)
 
     # ---------------------------------------------------------------- applications
     def _start(self, side: Side) -> None:
         app = self.apps[side]
-        app.vnow = self.env.now
+        app.vnow = self._now()
         self.trace.ops.append(OpRecord(
             side=side, op="connect" if side is Side.CLIENT else "accept", arg="",
             start=Micros(0), end=Micros(app.vnow)))
@@ -174,7 +179,7 @@ class SimDriver:
 
     def _resume(self, side: Side) -> None:
         app = self.apps[side]
-        app.vnow = self.env.now
+        app.vnow = self._now()
         self._run(app)
 
     def _run(self, app: _App) -> None:
@@ -199,7 +204,7 @@ class SimDriver:
                 if item is None:
                     if not app.closed:
                         app.closed = True
-                        ep.app_close(app.vnow)
+                        ep.app_close(Micros(app.vnow))
                         self._pump(side, app.vnow)
                     app.done = True
                     return
@@ -231,7 +236,7 @@ class SimDriver:
 
     def _call(self, app: _App, stmt: Statement, record: OpRecord) -> int:
         """A non-blocking socket call; returns how many segments it transmitted."""
-        ep, now = self.ep[app.side], app.vnow
+        ep, now = self.ep[app.side], Micros(app.vnow)
         if isinstance(stmt, Write):
             ep.app_write(now, stmt.size, more=stmt.more)
         elif isinstance(stmt, Writev):
@@ -249,7 +254,7 @@ class SimDriver:
         """Copy what is queued; True when the read is complete, False when it must block."""
         stmt, ep = app.reading, self.ep[app.side]
         assert stmt is not None and app.record is not None
-        app.got += ep.app_read(app.vnow, stmt.size - app.got)
+        app.got += ep.app_read(Micros(app.vnow), stmt.size - app.got)
         self._pump(app.side, app.vnow)
         if app.got >= stmt.size:
             app.reading = None
@@ -281,7 +286,7 @@ class SimDriver:
     def _execute(self) -> Trace:
         for app in self.apps.values():
             app.blocked = _Blocked("the handshake", 0)
-        self.ep[Side.CLIENT].connect(0)
+        self.ep[Side.CLIENT].connect(Micros(0))
         self._pump(Side.CLIENT, 0)
         try:
             while self.env.peek() != float("inf") and not self._error:

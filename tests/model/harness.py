@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nagle_sim.model import PROFILES, Endpoint, Segment, Side, SocketOptions, SockOpt
+from nagle_sim.model import PROFILES, Endpoint, Micros, Segment, Side, SocketOptions, SockOpt
 from nagle_sim.model.config import StackProfile
 from nagle_sim.model.events import flag_letters, parse_flags
 
 
-def ms(x: float) -> int:
-    return round(x * 1000)
+def ms(x: float) -> Micros:
+    return Micros(round(x * 1000))
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Harness:
     profile: StackProfile = PROFILES["linux"]
     options: SocketOptions = field(default_factory=SocketOptions)
     mss: int = 1000
-    now: int = 0
+    now: Micros = Micros(0)
     out: list[Sent] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -53,7 +53,7 @@ class Harness:
             self.now = max(self.now, d)
             self.ep.on_deadline(self.now)
             self._collect()
-        self.now = t
+        self.now = Micros(t)
 
     def peer(self, t: int, *, seq: int, ack: int, length: int = 0, flags: str = "A",
              window: int = 65535) -> None:
@@ -77,6 +77,11 @@ class Harness:
     def setopt(self, t: int, opt: str, on: bool) -> None:
         self.advance(t)
         self.ep.set_option(self.now, SockOpt(opt), on)
+        self._collect()
+
+    def close(self, t: int) -> None:
+        self.advance(t)
+        self.ep.app_close(self.now)
         self._collect()
 
     def accept(self, t_syn: int, t_ack: int, window: int = 65535) -> None:

@@ -82,7 +82,7 @@ def test_cork_ceiling_is_the_probe_timer_at_max_rto_200ms() -> None:
     h = established(mss=1000)                      # handshake RTT 1 ms → RTO 201 ms
     h.setopt(ms(2), "cork", True)
     h.write(ms(2), 40)
-    assert h.ep.timers[Timer.PROBE0] == ms(210)   # 51 jiffies from jiffy 1, +1 tick
+    assert h.ep.deadline(Timer.PROBE0) == ms(210)   # 51 jiffies from jiffy 1, +1 tick
     h.advance(ms(300))
     sent = h.take()
     assert [(s.t, s.seg.summary(), s.seg.why) for s in sent] == [
@@ -94,7 +94,7 @@ def test_corked_data_is_not_released_while_data_is_in_flight() -> None:
     h.write(ms(2), 40)                              # in flight, never ACKed
     h.setopt(ms(3), "cork", True)
     h.write(ms(3), 40)
-    assert Timer.PROBE0 not in h.ep.timers
+    assert h.ep.deadline(Timer.PROBE0) is None
     h.advance(ms(150))
     assert lengths(h) == [40]
 
@@ -103,9 +103,7 @@ def test_close_pushes_corked_data_with_the_fin() -> None:
     h = established(mss=1000)
     h.setopt(ms(2), "cork", True)
     h.write(ms(2), 40)
-    h.advance(ms(3))
-    h.ep.app_close(h.now)
-    h._collect()
+    h.close(ms(3))
     (fin,) = h.take()
     assert fin.seg.summary() == "FP. 1:41(40) ack 1"
 
@@ -114,9 +112,7 @@ def test_close_with_unread_data_sends_a_reset() -> None:
     h = established(mss=1000)
     h.peer(ms(2), seq=1, ack=1, length=10, flags="PA")
     h.take()
-    h.advance(ms(3))
-    h.ep.app_close(h.now)
-    h._collect()
+    h.close(ms(3))
     assert [s.seg.summary() for s in h.take()] == ["R. seq 1 ack 11"]
 
 
@@ -127,7 +123,7 @@ def _quick_spent(h: Harness, t: int = ms(2)) -> int:
         h.peer(t + i * 100, seq=1 + i, ack=1, length=1, flags="PA")
         h.read(t + i * 100 + 1)
     assert len([s for s in h.take() if not s.seg.length]) == 16
-    assert h.ep.quick == 0
+    assert h.ep.tcp_info().quick == 0
     return 17
 
 
@@ -136,7 +132,7 @@ def test_first_data_grants_16_quick_acks_then_acks_are_delayed() -> None:
     seq = _quick_spent(h)
     h.peer(ms(50), seq=seq, ack=1, length=1)          # no PSH: not "pushed"
     assert h.take() == []
-    assert h.ep.timers[Timer.DELACK] > ms(50)
+    assert (h.ep.deadline(Timer.DELACK) or 0) > ms(50)
 
 
 def test_read_acks_a_pushed_small_segment_outside_pingpong() -> None:
@@ -153,7 +149,7 @@ def test_read_acks_a_pushed_small_segment_outside_pingpong() -> None:
 def test_more_than_one_full_frame_is_acked_at_once_with_rcv_mss_536() -> None:
     """__tcp_ack_snd_check: rcv_nxt - rcv_wup > rcv_mss, and rcv_mss starts at 536."""
     h = established(mss=1448)
-    h.ep.pingpong = LINUX.pingpong_thresh            # no quick ACKs, no read ACK
+    h.setopt(ms(2), "quickack", False)                # ping-pong: no quick ACKs, no read ACK
     h.peer(ms(2), seq=1, ack=1, length=300, flags="PA")
     assert h.take() == []
     h.peer(ms(3), seq=301, ack=1, length=300, flags="PA")
@@ -165,26 +161,27 @@ def test_delack_firing_outside_pingpong_doubles_ato() -> None:
     h = established(mss=1000)
     seq = _quick_spent(h)
     h.peer(ms(50), seq=seq, ack=1, length=1)
-    before = h.ep.ato_j
+    before = h.ep.tcp_info().ato
     h.advance(ms(120))
     assert [s.seg.why for s in h.take()] == [Reason.DELACK_FIRED]
-    assert h.ep.ato_j == 2 * before
+    assert h.ep.tcp_info().ato == 2 * before
 
 
 def test_ato_adapts_to_the_inter_arrival_gap() -> None:
     """tcp_event_data_recv: a gap m < ato gives ato = ato/2 + m (jiffies)."""
     h = established(mss=1000)
+    jiffy = ms(4)                                      # HZ=250
     h.peer(ms(4), seq=1, ack=1, length=1)              # first data: ato = 10 jiffies
-    assert h.ep.ato_j == 10
+    assert h.ep.tcp_info().ato == 10 * jiffy
     h.peer(ms(4) + ms(28), seq=2, ack=1, length=1)     # m = 7 jiffies > 5, < 10
-    assert h.ep.ato_j == 10 // 2 + 7
+    assert h.ep.tcp_info().ato == (10 // 2 + 7) * jiffy
 
 
 def test_quick_acks_refill_after_idle_longer_than_rto() -> None:
     h = established(mss=1000)
     seq = _quick_spent(h)
     h.peer(ms(1000), seq=seq, ack=1, length=1)         # idle ≫ RTO (≈ 201 ms)
-    assert h.ep.quick == 15 and [s.seg.why for s in h.take()] == [Reason.QUICKACK_MODE]
+    assert h.ep.tcp_info().quick == 15 and [s.seg.why for s in h.take()] == [Reason.QUICKACK_MODE]
 
 
 def test_quick_reply_enters_pingpong_and_delayed_ack_timer_leaves_it() -> None:
@@ -209,11 +206,11 @@ def test_quickack_option_is_one_shot_and_reads_not_pingpong() -> None:
     assert h.take() == [], "ping-pong: the ACK is delayed despite 16 quick ACKs in hand"
     h.read(ms(3) + 5)
     assert h.take() == [], "no read ACK in ping-pong"
-    quick = h.ep.quick
+    quick = h.ep.tcp_info().quick
     h.setopt(ms(4), "quickack", True)
     (ack,) = h.take()
     assert ack.seg.why is Reason.QUICKACK_OPT
-    assert h.ep.quick == quick - 1, "the budget is spent, not refilled"
+    assert h.ep.tcp_info().quick == quick - 1, "the budget is spent, not refilled"
     assert h.ep.get_option(SockOpt.QUICKACK) == 1
 
 
@@ -251,8 +248,8 @@ def test_windows_acks_every_second_segment_or_after_200_ms() -> None:
 
 def test_on_deadline_with_nothing_due_does_nothing() -> None:
     h = established(mss=1000)
+    h.setopt(ms(2), "quickack", False)
     h.peer(ms(2), seq=1, ack=1, length=1)
-    h.ep.pingpong = 1
     h.ep.drain_events()
     h.ep.on_deadline(ms(2))
     assert h.ep.segments_to_send() == [] and h.ep.drain_events() == []
@@ -273,7 +270,7 @@ def test_jiffy_phase_shifts_the_delayed_ack_within_40_to_44_ms() -> None:
     for phase in range(0, 4000, 500):
         profile = dataclasses.replace(LINUX, jiffy_phase_us=phase)
         h = established(mss=1000, profile=profile)
-        h.ep.pingpong = 1
+        h.setopt(ms(10), "quickack", False)
         h.peer(ms(10), seq=1, ack=1, length=1)
         h.advance(ms(100))
         (ack,) = h.take()
@@ -290,7 +287,7 @@ def test_bbr_paces_after_ten_segments_in_two_segment_bursts() -> None:
     h = Harness(mss=1448)
     h.accept(0, ms(20))                       # handshake RTT 20 ms
     h.take()
-    rate = h.ep.pacing_rate
+    rate = h.ep.tcp_info().pacing_rate
     assert rate == pytest.approx(2.885 * 10 * 1448 / 0.020 * 0.99, rel=0.01)
     h.write(ms(21), 30 * 1448)
     first = h.take()
@@ -300,7 +297,7 @@ def test_bbr_paces_after_ten_segments_in_two_segment_bursts() -> None:
     times = [s.t for s in h.take() if s.seg.length]
     assert len(times) == 8
     assert all(times[i] == times[i + 1] for i in range(0, 8, 2)), "TSO bursts of two"
-    pair_us = 2 * 1448 / h.ep.pacing_rate * 1e6
+    pair_us = 2 * 1448 / h.ep.tcp_info().pacing_rate * 1e6
     # the first burst after idle is charged half (tcp_update_skb_after_send's credit),
     # as the kernel's 0.72 ms then 1.41 ms gaps show
     assert times[2] - times[0] == pytest.approx(pair_us / 2, abs=2)
@@ -325,7 +322,7 @@ def test_threshold_three_counts_a_multi_segment_reply_once() -> None:
     h.peer(ms(2), seq=1, ack=1, length=10, flags="PA")
     h.read(ms(2) + 5)
     h.write(ms(2) + 10, 3000)
-    assert h.ep.pingpong == 1
+    assert h.ep.tcp_info().pingpong == 1
 
 
 def test_a_write_ending_on_a_full_segment_carries_psh() -> None:

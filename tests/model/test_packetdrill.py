@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from nagle_sim.model import PROFILES, Side, SocketOptions
+from nagle_sim.model import PROFILES, Side, SocketOptions, SockOpt
 
-from .harness import Harness, connect, ms, within_packetdrill_tolerance
+from .harness import Harness, Sent, connect, ms, within_packetdrill_tolerance
 
 
-def summaries(sent: list) -> list[str]:
+def summaries(sent: list[Sent]) -> list[str]:
     return [s.seg.summary() for s in sent]
 
 
@@ -39,7 +39,7 @@ def test_a_sockopt_cork_nodelay() -> None:
     h.setopt(ms(130), "nodelay", True)          # NODELAY pushes although CORK stays set
     (second,) = h.take()
     assert (second.t, second.seg.summary()) == (ms(130), "P. 81:161(80) ack 1")
-    assert h.ep.get_option(__import__("nagle_sim.model", fromlist=["SockOpt"]).SockOpt.CORK)
+    assert h.ep.get_option(SockOpt.CORK)
 
     h.peer(ms(140), seq=1, ack=161)
     h.write(ms(140), 40, more=True)
@@ -150,7 +150,7 @@ def test_c_https_client_with_nagle_holds_the_tail_until_acked() -> None:
     assert (tail.t, tail.seg.summary()) == (ms(300), "P. 2517:2571(54) ack 1")
 
 
-def _pingpong_run(profile_name: str) -> list:
+def _pingpong_run(profile_name: str) -> tuple[list[Sent], list[Sent], Harness]:
     """psp-rx-rcv-clear-or-cipher.pkt as plain TCP (Linux server, 500-byte exchanges)."""
     h = Harness(mss=1000, profile=PROFILES[profile_name])
     h.accept(ms(100), ms(200))
@@ -167,7 +167,7 @@ def _pingpong_run(profile_name: str) -> list:
     second = h.take()
     h.advance(ms(444))                          # end of the 40-44 ms window
     second += h.take()
-    return [first, second, h]
+    return first, second, h
 
 
 def test_d_pingpong_delays_the_ack_then_leaves_pingpong() -> None:
@@ -203,15 +203,15 @@ def test_f_slow_start_each_ack_of_two_releases_four() -> None:
     h.take()
     h.write(ms(200), 30000)
     burst = h.take()
-    assert [s.seg.length for s in burst] == [1000] * 10 and h.ep.cwnd == 10
+    assert [s.seg.length for s in burst] == [1000] * 10 and h.ep.tcp_info().snd_cwnd == 10
     acked = 1
-    t = ms(305)
+    t: int = ms(305)
     while acked < 10001:                         # 30000 B = IW10 + 5 ACKs x 4 segments
         acked += 2000
         h.peer(t, seq=1, ack=acked)
         assert sum(s.seg.length for s in h.take()) == 4000
         t += ms(5)
-    assert h.ep.cwnd == 20
+    assert h.ep.tcp_info().snd_cwnd == 20
 
 
 def test_hz_changes_the_delayed_ack_granularity() -> None:

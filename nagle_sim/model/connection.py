@@ -1,0 +1,175 @@
+"""Connection state: opening, segment input, the ACK of our data, closing (tcp_input.c's
+tcp_rcv_state_process, tcp_rcv_synsent_state_process, tcp_rcv_established, tcp_ack;
+tcp.c's tcp_close).
+
+Owns: the handshake, which concern an arriving segment goes to, what an ACK of our data
+does (snd_una, RTT, cwnd, timers) and the closing sequence. State changes go through
+``state.TRANSITIONS``. Standard library and lower model modules only.
+"""
+
+from __future__ import annotations
+
+from .config import AckStyle
+from .events import ACK, FIN, RST, SYN, Micros, Reason, Segment, Timer
+from .output import tcp_transmit_control
+from .rate import tcp_cong_control, tcp_init_congestion_control, tcp_rtt_estimator
+from .recv import classic_ack_check, tcp_ack_snd_check, tcp_data_queue, tcp_synack_delayed_ack
+from .send import tcp_push_pending_frames
+from .sock import Sock
+from .state import TRANSITIONS, AckPending, ConnEvent, ModelError, Nonagle, Skb, State
+from .timers import rto_at, tcp_rearm_rto, tcp_schedule_loss_probe
+
+_SYN_ACK = SYN | ACK
+
+
+# ---------------------------------------------------------------- opening
+def tcp_connect(sk: Sock, now: Micros) -> None:
+    """tcp_connect: active open, send SYN (isn 0) and arm its retransmission."""
+    if sk.state is not State.CLOSED:
+        raise ModelError("connect on a socket that is not closed")
+    sk.transition(now, ConnEvent.CONNECT)
+    snd = sk.snd
+    snd.snd_nxt = snd.write_seq = snd.pushed_seq = 1
+    sk.handshake_sent_at = now
+    tcp_transmit_control(sk, now, SYN, 0, Reason.HANDSHAKE)
+    sk.arm(now, Timer.RTO, rto_at(sk, now), Reason.RTO_ARMED, "SYN")
+
+
+def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_v4_rcv → tcp_rcv_state_process / tcp_rcv_established."""
+    snd = sk.snd
+    if seg.flags & RST:
+        sk.timers.clear()
+        sk.rcv.peer_fin = True
+        sk.transition(now, ConnEvent.ABORT)
+        return
+    if sk.state is State.LISTEN:
+        if seg.flags & SYN:
+            sk.rcv.rcv_nxt = seg.seq + 1
+            snd.snd_wnd = seg.window
+            snd.snd_nxt = snd.write_seq = snd.pushed_seq = 1
+            sk.transition(now, ConnEvent.RECV_SYN)
+            sk.handshake_sent_at = now
+            tcp_transmit_control(sk, now, _SYN_ACK, 0, Reason.HANDSHAKE)
+            sk.arm(now, Timer.RTO, rto_at(sk, now), Reason.RTO_ARMED, "SYN-ACK")
+        return
+    if sk.state is State.SYN_SENT:
+        if seg.flags & _SYN_ACK == _SYN_ACK and seg.ack == 1:
+            tcp_rcv_synsent_state_process(sk, now, seg)
+        return
+    if sk.state is State.SYN_RCVD:
+        if not (seg.flags & ACK and seg.ack >= 1):
+            return
+        snd.snd_una = 1
+        tcp_rtt_estimator(sk, now - sk.handshake_sent_at)
+        sk.ack.lrcvtime_j = sk.jiffies(now)
+        sk.cancel(now, Timer.RTO)
+        sk.transition(now, ConnEvent.RECV_HANDSHAKE_ACK)
+        tcp_init_congestion_control(sk, now)
+        snd.snd_wnd = seg.window
+        snd.max_window = max(snd.max_window, seg.window)
+    if sk.state is State.CLOSED:
+        return
+    tcp_rcv_established(sk, now, seg)
+
+
+def tcp_rcv_synsent_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_rcv_synsent_state_process: ACK the SYN-ACK now, or delay it in ping-pong."""
+    snd = sk.snd
+    snd.snd_una = 1
+    sk.rcv.rcv_nxt = seg.seq + 1
+    snd.snd_wnd = seg.window
+    snd.max_window = max(snd.max_window, seg.window)
+    tcp_rtt_estimator(sk, now - sk.handshake_sent_at)
+    sk.cancel(now, Timer.RTO)
+    sk.ack.lrcvtime_j = sk.jiffies(now)
+    sk.transition(now, ConnEvent.RECV_SYNACK)
+    tcp_init_congestion_control(sk, now)
+    if sk.in_pingpong and sk.profile.ack_style is AckStyle.LINUX:
+        tcp_synack_delayed_ack(sk, now)
+    else:
+        tcp_transmit_control(sk, now, ACK, snd.snd_nxt, Reason.HANDSHAKE)
+
+
+def tcp_rcv_established(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_rcv_established: tcp_ack, tcp_data_queue, tcp_data_snd_check, ack check."""
+    prior_packets = len(sk.snd.rtx)
+    if seg.flags & ACK:
+        tcp_ack(sk, now, seg, prior_packets)
+    if seg.length > 0 or seg.flags & FIN:
+        tcp_data_queue(sk, now, seg)
+    if seg.flags & ACK and sk.snd.queue:
+        # tcp_data_snd_check pushes with tp->nonagle, never with MSG_MORE's cork
+        tcp_push_pending_frames(sk, now, sk.snd.nonagle, Reason.ACK_RELEASE)
+    if sk.ack.pending & AckPending.SCHED and sk.state is not State.CLOSED:
+        if sk.profile.ack_style is AckStyle.LINUX:
+            tcp_ack_snd_check(sk, now)
+        else:
+            classic_ack_check(sk, now, seg)
+
+
+# ---------------------------------------------------------------- the ACK of our data
+def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
+    """tcp_ack: advance snd_una, sample RTT (oldest ACKed, never a retransmission: Karn),
+    run congestion control, end a loss-probe episode, re-arm TLP or RTO, update the
+    window; an ACK of our FIN moves the closing states on."""
+    snd = sk.snd
+    snd.snd_wnd = seg.window
+    snd.max_window = max(snd.max_window, seg.window)
+    if snd.snd_una < seg.ack <= snd.snd_nxt:
+        rtx = snd.rtx
+        acked_skbs: list[Skb] = []
+        while rtx and rtx[0].end <= seg.ack:
+            acked_skbs.append(rtx.popleft())
+        first = acked_skbs[0] if acked_skbs else None
+        snd.snd_una = seg.ack
+        if first is not None and not first.retransmitted:
+            tcp_rtt_estimator(sk, now - first.sent_at)   # seq_rtt_us: oldest ACKed
+        sk.cc.backoff = 0
+        tcp_cong_control(sk, now, acked_skbs, prior_packets)
+        if snd.tlp_high_seq and seg.ack >= snd.tlp_high_seq:
+            snd.tlp_high_seq = 0          # the probe's episode is over
+        if not rtx:
+            sk.cc.in_loss = False
+        if not tcp_schedule_loss_probe(sk, now, advancing_rto=True):   # tcp_set_xmit_timer
+            tcp_rearm_rto(sk, now)
+        if snd.fin_queued and snd.snd_una == snd.write_seq \
+                and (sk.state, ConnEvent.OUR_FIN_ACKED) in TRANSITIONS:
+            sk.transition(now, ConnEvent.OUR_FIN_ACKED)
+            if sk.state is State.CLOSED:
+                sk.timers.clear()
+    elif prior_packets == 0 and snd.queue:
+        # tcp_ack_probe: a usable window clears the probe timer; the following
+        # tcp_data_snd_check re-arms it from now if the data is still held.
+        head = snd.queue[0]
+        if head.seq + head.length <= snd.snd_una + snd.snd_wnd:
+            sk.cc.backoff = 0
+            sk.cancel(now, Timer.PROBE0, Reason.ACK_RELEASE)
+    elif seg.ack == snd.snd_una and prior_packets and sk.cc.bbr is not None:
+        # tcp_ack: with nothing in flight it goes to no_queue, skipping tcp_cong_control
+        tcp_cong_control(sk, now, [], prior_packets)
+
+
+# ---------------------------------------------------------------- closing
+def tcp_close(sk: Sock, now: Micros) -> None:
+    """tcp_close: unread data means RST; otherwise queue a FIN and push it (tcp_send_fin)."""
+    if sk.state in (State.CLOSED, State.LISTEN, State.SYN_SENT):
+        sk.transition(now, ConnEvent.CLOSE)
+        return
+    snd = sk.snd
+    if sk.rcv.unread > 0:
+        tcp_transmit_control(sk, now, RST, snd.snd_nxt, Reason.RESET)
+        sk.timers.clear()
+        sk.transition(now, ConnEvent.ABORT)
+        return
+    if (sk.state, ConnEvent.CLOSE) not in TRANSITIONS:
+        return      # already closing
+    sk.transition(now, ConnEvent.CLOSE)
+    tail = snd.queue[-1] if snd.queue else None
+    if tail is not None and not tail.fin:
+        tail.fin = True
+    else:
+        snd.queue.append(Skb(seq=snd.write_seq, length=0, fin=True))
+    snd.write_seq += 1
+    snd.fin_queued = True
+    tcp_push_pending_frames(sk, now, Nonagle.OFF, Reason.CLOSE_PUSH)

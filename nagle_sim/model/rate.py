@@ -1,0 +1,190 @@
+"""Rate and congestion control: RTT and RTO, the congestion window, delivery-rate samples,
+pacing and TSO sizing (tcp_input.c's estimators, tcp_cong.c, tcp_rate.c, tcp_output.c's
+pacing hooks; BBR itself lives in ``bbr.py``).
+
+Owns: how fast and how much may be in flight. Must not send or trace segments (that is
+``output``); standard library and lower model modules only.
+"""
+
+from __future__ import annotations
+
+from .bbr import Bbr, RateSample
+from .config import (
+    GSO_MAX_SIZE,
+    MAX_TCP_HEADER,
+    PACING_AFTER_SEGS,
+    PACING_CA_RATIO,
+    PACING_SS_RATIO,
+    SK_PACING_SHIFT,
+)
+from .events import Kind, Micros, Reason, Timer
+from .sock import Sock
+from .state import Skb
+
+
+# ---------------------------------------------------------------- RTT and RTO
+def tcp_rtt_estimator(sk: Sock, m: int) -> None:
+    """tcp_rtt_estimator + __tcp_set_rto (RFC 6298): rto = srtt + max(4·mdev, rto_min)."""
+    cc = sk.cc
+    m = max(m, 1)
+    if cc.srtt_us == 0:
+        cc.srtt_us = m
+        cc.mdev_us = m // 2
+    else:
+        err = m - cc.srtt_us
+        cc.srtt_us += err // 8
+        cc.mdev_us += (abs(err) - cc.mdev_us) // 4
+    rttvar = max(4 * cc.mdev_us, sk.profile.rto_min_us)
+    cc.rto_us = min(cc.srtt_us + rttvar, sk.profile.rto_max_us)
+
+
+# ---------------------------------------------------------------- congestion window
+def tcp_cwnd_test(cwnd: int, in_flight: int, fin_only: bool) -> int:
+    """tcp_cwnd_test: how many segments the next TSO skb may carry. A lone FIN always may
+    go; otherwise 0 when cwnd is full, else min(cwnd/2, free cwnd) (the cwnd/2 cap keeps
+    one skb from taking the whole window)."""
+    if in_flight >= cwnd:
+        return 1 if fin_only else 0
+    half, free = cwnd >> 1 or 1, cwnd - in_flight
+    return half if half < free else free
+
+
+def tcp_init_congestion_control(sk: Sock, now: Micros) -> None:
+    """tcp_init_congestion_control → bbr_init (pacing from the handshake RTT)."""
+    if sk.profile.bbr:
+        cc = sk.cc
+        cc.bbr = Bbr(sk.mss, now, cc.srtt_us, cc.cwnd, cc.min_rtt_us)
+        cc.pacing_rate = cc.bbr.pacing_rate
+
+
+def tcp_slow_start(sk: Sock, now: Micros, acked: int, prior_packets: int) -> None:
+    """tcp_slow_start (RFC 5681), only while cwnd-limited (tcp_is_cwnd_limited)."""
+    cc = sk.cc
+    if cc.cwnd < cc.ssthresh and 2 * prior_packets > cc.cwnd:
+        new = cc.cwnd + acked
+        sk.event(now, Kind.MODE, Reason.CWND_GROW, f"cwnd {cc.cwnd} → {new}", cwnd=new)
+        cc.cwnd = new
+
+
+def tcp_cwnd_restart(sk: Sock, now: Micros) -> None:
+    """tcp_cwnd_restart (net.ipv4.tcp_slow_start_after_idle, RFC 2861): idle longer than
+    the RTO halves cwnd per RTO idle, down to the initial window."""
+    p, cc = sk.profile, sk.cc
+    if (p.slow_start_after_idle and not sk.snd.rtx and cc.srtt_us
+            and sk.jiffies(now) - sk.snd.lsndtime_j > sk.rto_j
+            and cc.cwnd > p.init_cwnd):
+        idle_rtos = (sk.jiffies(now) - sk.snd.lsndtime_j) // max(1, sk.rto_j)
+        new = max(p.init_cwnd, cc.cwnd >> idle_rtos)
+        sk.event(now, Kind.MODE, Reason.CWND_IDLE, f"cwnd {cc.cwnd} → {new}", cwnd=new)
+        cc.cwnd = new
+
+
+def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets: int) -> None:
+    """tcp_rate_gen + tcp_cong_control: a delivery-rate sample for BBR, or slow start."""
+    cc = sk.cc
+    acked = len(acked_skbs)
+    cc.delivered += acked
+    rs = RateSample(acked=acked, prior_in_flight=prior_packets)
+    newest = (acked_skbs[-1] if len(acked_skbs) < 2
+              else max(acked_skbs, key=lambda k: (k.sent_at, k.end))) if acked_skbs else None
+    prior_mstamp = 0
+    send_us = -1
+    if newest is not None and newest.tx_delivered_mstamp:
+        rs.prior_delivered = newest.tx_delivered
+        prior_mstamp = newest.tx_delivered_mstamp
+        rs.is_app_limited = newest.tx_app_limited
+        cc.first_tx_mstamp = newest.sent_at
+        send_us = newest.sent_at - newest.tx_first_tx
+        if not newest.retransmitted:
+            rs.rtt_us = now - newest.sent_at
+            cc.min_rtt_us = rs.rtt_us if not cc.min_rtt_us else min(cc.min_rtt_us, rs.rtt_us)
+    if cc.app_limited and cc.delivered > cc.app_limited:
+        cc.app_limited = 0
+    if acked:
+        cc.delivered_mstamp = now
+    if prior_mstamp:
+        rs.delivered = cc.delivered - rs.prior_delivered
+        rs.interval_us = max(send_us, now - prior_mstamp)
+        if rs.interval_us < cc.min_rtt_us:
+            rs.interval_us = -1
+    rs.is_ack_delayed = acked == 1
+    if cc.bbr is None:
+        if acked:
+            tcp_slow_start(sk, now, acked, prior_packets)
+        return
+    cwnd, mark = cc.bbr.on_ack(now, rs, cc.delivered, cc.cwnd, sk.packets_out, cc.srtt_us)
+    if mark:
+        cc.app_limited = (cc.delivered + sk.packets_out) or 1
+    if cwnd != cc.cwnd:
+        sk.event(now, Kind.MODE, Reason.BBR_CWND,
+                 f"cwnd {cc.cwnd} → {cwnd} (BBR {cc.bbr.mode.value})", cwnd=cwnd)
+        cc.cwnd = cwnd
+    cc.pacing_rate = cc.bbr.pacing_rate
+
+
+# ---------------------------------------------------------------- delivery rate
+def tcp_rate_check_app_limited(sk: Sock, now: Micros) -> None:
+    """tcp_rate_check_app_limited: less than a segment queued, nothing in the device
+    queue, cwnd not full: later rate samples describe the application, not the path."""
+    snd, cc = sk.snd, sk.cc
+    in_flight = len(snd.rtx)
+    if (snd.write_seq - snd.snd_nxt < sk.mss and snd.tx_busy_until <= now
+            and in_flight < cc.cwnd):
+        cc.app_limited = (cc.delivered + in_flight) or 1
+
+
+def tcp_rate_skb_sent(sk: Sock, now: Micros, skb: Skb) -> None:
+    """tcp_rate_skb_sent: snapshot delivery state in the segment as it leaves."""
+    cc = sk.cc
+    if not sk.snd.rtx:
+        cc.first_tx_mstamp = cc.delivered_mstamp = now
+    skb.tx_first_tx = cc.first_tx_mstamp
+    skb.tx_delivered_mstamp = cc.delivered_mstamp
+    skb.tx_delivered = cc.delivered
+    skb.tx_app_limited = bool(cc.app_limited)
+    skb.sent_at = now
+
+
+# ---------------------------------------------------------------- pacing and TSO sizing
+def tcp_update_skb_after_send(sk: Sock, now: Micros, nbytes: int, nsegs: int) -> None:
+    """tcp_update_skb_after_send: once 10 data segments have left, each TSO skb pushes
+    the next departure time back by its length at the pacing rate; time the socket sat
+    idle is credit for up to half of that."""
+    cc = sk.cc
+    cc.data_segs_out += nsegs
+    sk.snd.tx_busy_until = Micros(now + sk.snd.tx_complete_us)
+    prior = cc.wstamp
+    cc.wstamp = max(cc.wstamp, float(now))
+    if cc.pacing_rate and cc.data_segs_out >= PACING_AFTER_SEGS:
+        length_us = nbytes * 1_000_000 / cc.pacing_rate
+        cc.wstamp += length_us - min(length_us / 2, cc.wstamp - prior)
+
+
+def tcp_pacing_check(sk: Sock, now: Micros) -> bool:
+    """tcp_pacing_check: hold the next segment until its departure time (an hrtimer, so
+    exact, not on jiffies). True means hold."""
+    cc = sk.cc
+    if not cc.pacing_rate or cc.wstamp <= now:
+        return False
+    if Timer.PACING not in sk.timers:
+        sk.timers[Timer.PACING] = Micros(int(-(-cc.wstamp // 1)))
+    if sk.snd.last_hold is not Reason.PACING_HOLD:
+        sk.hold(now, Reason.PACING_HOLD,
+                f"{sk.snd.queued_bytes} B queued; next departure at "
+                f"{cc.wstamp / 1000:.3f} ms ({cc.pacing_rate / 1e6:.2f} MB/s)")
+    return True
+
+
+def tcp_tso_autosize(sk: Sock) -> int:
+    """tcp_tso_autosize: about 1 ms of data at the pacing rate per TSO skb, at least 2
+    (BBR: bbr_tso_segs_goal; otherwise the rate of tcp_update_pacing_rate)."""
+    cc = sk.cc
+    if cc.bbr is not None:
+        return cc.bbr.tso_segs_goal()
+    if cc.srtt_us:
+        ratio = PACING_SS_RATIO if cc.cwnd < cc.ssthresh / 2 else PACING_CA_RATIO
+        rate = sk.mss * max(cc.cwnd, sk.packets_out) * 1e6 / cc.srtt_us * ratio
+    else:
+        rate = float(1 << 40)   # sk_pacing_rate starts unlimited
+    budget = min(int(rate) >> SK_PACING_SHIFT, GSO_MAX_SIZE - 1 - MAX_TCP_HEADER)
+    return max(budget // sk.mss, 2)

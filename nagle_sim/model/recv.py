@@ -1,0 +1,306 @@
+"""The receive path: taking in data and deciding when to ACK it (tcp_input.c's
+tcp_data_queue, tcp_event_data_recv, __tcp_ack_snd_check, tcp_send_delayed_ack;
+tcp_timer.c's tcp_delack_timer_handler; tcp.c's __tcp_cleanup_rbuf and TCP_QUICKACK).
+
+Owns: the delayed-ACK rule, the quick-ACK budget, ato adaptation, ping-pong *exit*, the
+ACK on read, TCP_QUICKACK, and the RFC 1122 receiver of non-Linux profiles. Ping-pong
+*entry* and piggybacking happen when we transmit: see ``output``. Must not decide when
+data is sent (``send``); standard library and lower model modules only.
+"""
+
+from __future__ import annotations
+
+from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
+from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
+from .output import tcp_send_ack
+from .sock import Sock
+from .state import AckPending, ConnEvent, State
+
+
+# ---------------------------------------------------------------- data arrives
+def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_data_queue for in-order data; duplicates get an immediate ACK
+    (tcp_send_dupack → tcp_enter_quickack_mode).
+    SIMPLIFICATION: the link never reorders, so there is no out-of-order queue or SACK."""
+    rcv, p = sk.rcv, sk.profile
+    if seg.seq != rcv.rcv_nxt:
+        if seg.seq + seg.length <= rcv.rcv_nxt:
+            if p.ack_style is AckStyle.LINUX:
+                tcp_enter_quickack_mode(sk, now, p.max_quickacks)
+            sk.ack.pending |= AckPending.SCHED | AckPending.NOW
+            tcp_send_ack(sk, now, Reason.DUPLICATE)
+        return
+    if seg.length:
+        rcv.rcv_nxt += seg.length
+        rcv.unread += seg.length
+        if p.ack_style is AckStyle.LINUX:
+            tcp_event_data_recv(sk, now, seg)
+        else:
+            sk.ack.pending |= AckPending.SCHED
+            rcv.unacked_segs += max(1, -(-seg.length // sk.mss))
+    if seg.flags & FIN:
+        tcp_fin(sk, now)
+
+
+def tcp_fin(sk: Sock, now: Micros) -> None:
+    """tcp_fin: schedule an ACK; ESTABLISHED → CLOSE_WAIT enters ping-pong
+    (inet_csk_enter_pingpong_mode); in FIN_WAIT the ACK goes at once."""
+    rcv = sk.rcv
+    rcv.rcv_nxt += 1
+    rcv.peer_fin = True
+    sk.ack.pending |= AckPending.SCHED
+    sk.event(now, Kind.MODE, Reason.FIN_ACK, "peer closed its side")
+    if sk.state is State.ESTABLISHED:
+        sk.transition(now, ConnEvent.RECV_FIN)
+        sk.ack.pingpong = max(sk.ack.pingpong, sk.profile.pingpong_thresh)
+    elif sk.state is State.FIN_WAIT1:
+        tcp_send_ack(sk, now, Reason.FIN_ACK)
+        sk.transition(now, ConnEvent.RECV_FIN if sk.snd.snd_una < sk.snd.write_seq
+                      else ConnEvent.RECV_FIN_OURS_ACKED)
+    elif sk.state is State.FIN_WAIT2:
+        tcp_send_ack(sk, now, Reason.FIN_ACK)
+        sk.transition(now, ConnEvent.RECV_FIN)
+        sk.timers.clear()
+
+
+def tcp_event_data_recv(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_event_data_recv: schedule an ACK, measure rcv_mss, adapt ato (jiffies): the
+    first data grants quick ACKs; a gap m ≤ ATO_MIN/2 gives ato/2 + ATO_MIN/2, m < ato
+    gives ato/2 + m (capped at the RTO), m > RTO refills the quick-ACK budget."""
+    ack, p = sk.ack, sk.profile
+    ack.pending |= AckPending.SCHED
+    tcp_measure_rcv_mss(sk, seg)
+    now_j = sk.jiffies(now)
+    ato_min = p.delack_min_j
+    if not ack.ato_j:
+        tcp_incr_quickack(sk, now, p.max_quickacks, Reason.QUICK_START)
+        ack.ato_j = ato_min
+    else:
+        m = now_j - ack.lrcvtime_j
+        old = ack.ato_j
+        if m <= ato_min // 2:
+            ack.ato_j = (ack.ato_j >> 1) + ato_min // 2
+        elif m < ack.ato_j:
+            ack.ato_j = min((ack.ato_j >> 1) + m, sk.rto_j)
+        elif m > sk.rto_j:
+            tcp_incr_quickack(sk, now, p.max_quickacks, Reason.QUICK_REFILL)
+        if ack.ato_j != old:
+            sk.event(now, Kind.MODE, Reason.ATO_UPDATE,
+                     f"gap {m} jiffies: ato {old} → {ack.ato_j} jiffies", ato=ack.ato_j)
+    ack.lrcvtime_j = now_j
+
+
+def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
+    """tcp_measure_rcv_mss: learn the peer's MSS; small segments set PUSHED/PUSHED2
+    (and, since 4720852ed9af, an exact-MSS segment with PSH sets PUSHED)."""
+    rcv, ack, p = sk.rcv, sk.ack, sk.profile
+    lss = rcv.last_seg_size
+    rcv.last_seg_size = 0
+    length = seg.length
+    if length >= rcv.rcv_mss:
+        rcv.rcv_mss = min(length, sk.mss)
+        # 4720852ed9af: an exact-MSS segment with PSH; a GSO super-segment is skipped
+        if p.pushed_on_full_psh and seg.flags & PSH and length <= sk.mss:
+            ack.pending |= AckPending.PUSHED
+        return
+    with_hdr = length + TCP_HEADER_WITH_TIMESTAMPS
+    remnant = seg.flags & (FIN | SYN | PSH)
+    if with_hdr >= p.initial_rcv_mss + IPV4_HEADER or (
+            with_hdr >= TCP_MIN_MSS + IPV4_HEADER and not remnant):
+        rcv.last_seg_size = length
+        if length == lss:
+            rcv.rcv_mss = length
+            return
+    if ack.pending & AckPending.PUSHED:
+        ack.pending |= AckPending.PUSHED2
+    ack.pending |= AckPending.PUSHED
+
+
+# ---------------------------------------------------------------- quick-ACK budget
+def tcp_incr_quickack(sk: Sock, now: Micros, max_quickacks: int, reason: Reason) -> None:
+    """tcp_incr_quickack: budget = min(max, rcv_wnd / (2·rcv_mss)), never lowered."""
+    quickacks = sk.rcv.rcv_wnd // (2 * sk.rcv.rcv_mss) or 2
+    quickacks = min(quickacks, max_quickacks)
+    if quickacks > sk.ack.quick:
+        sk.ack.quick = quickacks
+        sk.event(now, Kind.MODE, reason, f"quick = {quickacks}", quick=quickacks)
+
+
+def tcp_enter_quickack_mode(sk: Sock, now: Micros, max_quickacks: int,
+                            exit_pingpong: bool = True) -> None:
+    """tcp_enter_quickack_mode: refill, leave ping-pong, ato = ATO_MIN."""
+    tcp_incr_quickack(sk, now, max_quickacks, Reason.QUICK_REFILL)
+    if exit_pingpong:
+        sk.ack.pingpong = 0
+    sk.ack.ato_j = sk.profile.delack_min_j
+
+
+# ---------------------------------------------------------------- ACK now, or later
+def tcp_ack_snd_check(sk: Sock, now: Micros) -> None:
+    """THE DELAYED-ACK DECISION. __tcp_ack_snd_check: ACK at once when more than one
+    full frame (rcv_mss) is unACKed and the window would not shrink, in quick-ACK mode,
+    or when an ACK is due now (duplicates); otherwise tcp_send_delayed_ack."""
+    rcv = sk.rcv
+    if rcv.rcv_nxt - rcv.rcv_wup > rcv.rcv_mss and tcp_window_would_grow(sk):
+        tcp_send_ack(sk, now, Reason.FULL_FRAME,
+                     f"{rcv.rcv_nxt - rcv.rcv_wup} B unACKed > rcv_mss {rcv.rcv_mss}")
+    elif sk.in_quickack_mode:
+        tcp_send_ack(sk, now, Reason.QUICKACK_MODE, f"{sk.ack.quick} quick ACKs left")
+    elif sk.ack.pending & AckPending.NOW:
+        tcp_send_ack(sk, now, Reason.DUPLICATE)
+    else:
+        tcp_send_delayed_ack(sk, now)
+
+
+def tcp_window_would_grow(sk: Sock) -> bool:
+    """__tcp_select_window() >= tp->rcv_wnd: the window we could offer now is at least
+    the one last advertised (true while the buffer has room)."""
+    p = sk.profile
+    return min(p.rcv_wnd, p.rcv_buf - sk.rcv.unread) >= sk.rcv.rcv_wnd
+
+
+def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
+    """tcp_send_delayed_ack: deadline = now + ato jiffies (ato capped by HZ/2, by
+    TCP_DELACK_MAX in ping-pong or after a pushed segment, by the SRTT), keeping an
+    earlier deadline; if that one is within ato/4, ACK now instead."""
+    p, ack = sk.profile, sk.ack
+    ato = ack.ato_j
+    if ato > p.delack_min_j:
+        max_ato = p.ato_max_j
+        if sk.in_pingpong or ack.pending & AckPending.PUSHED:
+            max_ato = p.delack_max_j
+        if sk.cc.srtt_us:
+            rtt = max(p.us_to_jiffies(sk.cc.srtt_us), p.delack_min_j)
+            max_ato = min(max_ato, rtt)
+        ato = min(ato, max_ato)
+    ato = min(ato, p.delack_max_j)
+    now_j = sk.jiffies(now)
+    timeout_j = now_j + ato
+    if ack.pending & AckPending.TIMER:
+        if ack.timeout_j <= now_j + (ato >> 2):
+            tcp_send_ack(sk, now, Reason.DELACK_DUE)
+            return
+        timeout_j = min(timeout_j, ack.timeout_j)
+    ack.pending |= AckPending.SCHED | AckPending.TIMER
+    ack.timeout_j = timeout_j
+    at = sk.jiffy_timer_at(now, timeout_j)
+    if sk.timers.get(Timer.DELACK) == at:
+        return  # already waiting for this deadline: nothing new to say
+    mode = "ping-pong" if sk.in_pingpong else "no quick ACKs left"
+    detail = f"ato {ato * p.tick_us // 1000} ms, {mode}; fires in {(at - now) / 1000:.1f} ms"
+    sk.event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail, ato=ato)
+    sk.arm(now, Timer.DELACK, at, Reason.DELACK_WAIT, detail)
+
+
+def tcp_delack_timer_handler(sk: Sock, now: Micros) -> None:
+    """tcp_delack_timer_handler: outside ping-pong the missed ACK doubles ato (capped by
+    the RTO and TCP_DELACK_MAX); in ping-pong, leave it (ato = ATO_MIN). Then ACK."""
+    ack, p = sk.ack, sk.profile
+    if p.ack_style is AckStyle.CLASSIC:
+        if ack.pending & AckPending.SCHED:
+            tcp_send_ack(sk, now, Reason.DELACK_FIRED)
+        return
+    if not ack.pending & AckPending.TIMER:
+        return
+    ack.pending &= ~AckPending.TIMER
+    if not ack.pending & AckPending.SCHED:
+        return
+    if not sk.in_pingpong:
+        old = ack.ato_j
+        ack.ato_j = min(ack.ato_j << 1, sk.rto_j, p.delack_max_j)
+        if ack.ato_j != old:
+            sk.event(now, Kind.MODE, Reason.ATO_INFLATE,
+                     f"ato {old} → {ack.ato_j} jiffies", ato=ack.ato_j)
+    else:
+        ack.pingpong = 0
+        ack.ato_j = p.delack_min_j
+        sk.event(now, Kind.MODE, Reason.PINGPONG_EXIT, "ato = ATO_MIN", pingpong=0)
+    tcp_send_ack(sk, now, Reason.DELACK_FIRED)
+
+
+def tcp_synack_delayed_ack(sk: Sock, now: Micros) -> None:
+    """tcp_rcv_synsent_state_process with ping-pong set: enter quick-ACK mode and delay
+    the ACK of the SYN-ACK by TCP_DELACK_MAX.
+    SIMPLIFICATION: the model keeps the ping-pong count here; linux-tcp-rules.md §9 says
+    tcp_enter_quickack_mode leaves ping-pong (so the timer then doubles ato)."""
+    p, ack = sk.profile, sk.ack
+    ack.pending |= AckPending.SCHED
+    tcp_enter_quickack_mode(sk, now, p.max_quickacks, exit_pingpong=False)
+    at = sk.jiffy_timer_at(now, sk.jiffies(now) + p.delack_max_j)
+    ack.pending |= AckPending.TIMER
+    ack.timeout_j = sk.jiffies(now) + p.delack_max_j
+    sk.event(now, Kind.ACK_DELAYED, Reason.SYNACK_DELAYED)
+    sk.arm(now, Timer.DELACK, at, Reason.SYNACK_DELAYED, "TCP_DELACK_MAX")
+
+
+# ---------------------------------------------------------------- the application reads
+def tcp_recvmsg(sk: Sock, now: Micros, max_bytes: int) -> int:
+    """tcp_recvmsg: copy what is queued (up to ``max_bytes``), then tcp_cleanup_rbuf."""
+    rcv = sk.rcv
+    copied = min(rcv.unread, max_bytes)
+    rcv.unread -= copied
+    rcv.copied += copied
+    tcp_cleanup_rbuf(sk, now, copied)
+    return copied
+
+
+def tcp_cleanup_rbuf(sk: Sock, now: Micros, copied: int, why: Reason = Reason.READ_ACK) -> None:
+    """__tcp_cleanup_rbuf: the ACK a read (or TCP_QUICKACK=1) can trigger: more than one
+    frame unACKed, or the queue emptied after a pushed segment (outside ping-pong, or two
+    of them); or a window update when the read at least doubles the window."""
+    if sk.profile.ack_style is not AckStyle.LINUX or (
+            not sk.established and sk.state not in (State.FIN_WAIT1, State.FIN_WAIT2)):
+        return
+    rcv, ack = sk.rcv, sk.ack
+    if ack.pending & AckPending.SCHED:
+        if rcv.rcv_nxt - rcv.rcv_wup > rcv.rcv_mss:
+            tcp_send_ack(sk, now, Reason.FULL_FRAME)
+            return
+        pushed = bool(ack.pending & AckPending.PUSHED2) or (
+            bool(ack.pending & AckPending.PUSHED) and not sk.in_pingpong)
+        if copied > 0 and pushed and rcv.unread == 0:
+            tcp_send_ack(sk, now, why)
+            return
+    if copied > 0 and not rcv.peer_fin:
+        window_now = max(0, rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt)
+        if 2 * window_now <= rcv.window_clamp:
+            new_window = min(sk.profile.rcv_wnd, sk.profile.rcv_buf - rcv.unread)
+            if new_window and new_window >= 2 * window_now:
+                tcp_send_ack(sk, now, Reason.WINDOW_UPDATE)
+
+
+def tcp_sock_set_quickack(sk: Sock, now: Micros, on: bool) -> None:
+    """__tcp_sock_set_quickack: 0 enters ping-pong; 1 leaves it and may ACK now. The
+    quick-ACK budget is not refilled and nothing is sticky (tcp(7))."""
+    ack = sk.ack
+    if not on:
+        if not sk.in_pingpong:
+            sk.event(now, Kind.MODE, Reason.QUICKACK_OFF, "ping-pong on", pingpong=1)
+        ack.pingpong = max(ack.pingpong, sk.profile.pingpong_thresh)
+        return
+    if sk.in_pingpong:
+        sk.event(now, Kind.MODE, Reason.QUICKACK_ON, "ping-pong off", pingpong=0)
+    ack.pingpong = 0
+    if sk.established and ack.pending & AckPending.SCHED:
+        ack.pending |= AckPending.PUSHED
+        tcp_cleanup_rbuf(sk, now, 1, Reason.QUICKACK_OPT)
+
+
+# ---------------------------------------------------------------- RFC 1122 receivers
+def classic_ack_check(sk: Sock, now: Micros, seg: Segment) -> None:
+    """RFC 1122 §4.2.3.2 (Windows, FreeBSD, macOS profiles): ACK every Nth segment, PSH
+    at once on XNU, else a fixed timer."""
+    p, rcv = sk.profile, sk.rcv
+    if sk.ack.pending & AckPending.NOW:
+        return
+    if rcv.unacked_segs >= p.classic_ack_every:
+        tcp_send_ack(sk, now, Reason.EVERY_2ND, f"{rcv.unacked_segs} segments unACKed")
+    elif p.classic_ack_psh_at_once and seg.flags & PSH:
+        tcp_send_ack(sk, now, Reason.PSH_ACK)
+    elif seg.flags & FIN and not seg.length:
+        tcp_send_ack(sk, now, Reason.FIN_ACK)
+    elif Timer.DELACK not in sk.timers:
+        at = Micros(now + p.classic_delack_us)
+        detail = f"timer {p.classic_delack_us // 1000} ms"
+        sk.event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail)
+        sk.arm(now, Timer.DELACK, at, Reason.DELACK_WAIT, detail)

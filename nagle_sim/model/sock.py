@@ -1,0 +1,123 @@
+"""`Sock`: one endpoint's state and the primitives every rule uses (struct sock + helpers).
+
+Owns: the state groups of ``state.py`` in one object, the jiffy clock, the timer slots
+(deadlines, never sleeps), the TCP state machine step (driven by ``TRANSITIONS``), the
+trace of decisions and the list of segments sent. The rule modules (``send``, ``recv``,
+``output``, ``timers``, ``rate``, ``connection``) are functions over a `Sock`, as the
+kernel's are over ``struct sock *sk``. Standard library and lower model modules only.
+"""
+
+from __future__ import annotations
+
+from .config import SocketOptions, StackProfile
+from .events import Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
+from .state import (
+    TRANSITIONS,
+    AckState,
+    CongestionState,
+    ConnEvent,
+    ModelError,
+    Nonagle,
+    RecvState,
+    SendState,
+    State,
+)
+
+
+class Sock:
+    """One side's TCP state. Rules read and change it; only `Endpoint` is public."""
+
+    __slots__ = ("side", "profile", "mss", "state", "established", "snd", "rcv", "ack", "cc",
+                 "timers", "events", "out", "tick_us", "phase", "handshake_sent_at")
+
+    def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
+                 mss: int) -> None:
+        self.side = side
+        self.profile = profile
+        self.mss = mss
+        self.state = State.CLOSED if side is Side.CLIENT else State.LISTEN
+        self.established = False
+        """ESTABLISHED or CLOSE_WAIT (the application may write); kept by `transition`."""
+        self.events: list[TraceEvent] = []
+        self.out: list[Segment] = []
+        self.timers: dict[Timer, Micros] = {}
+        """Armed timers and when they are due; `Endpoint.next_deadline` is their minimum."""
+        self.tick_us = profile.tick_us
+        """µs per jiffy (cached: the clock is read on every segment)."""
+        self.phase = profile.jiffy_phase_us % self.tick_us if profile.jiffy_phase_us >= 0 \
+            else self.tick_us // 2
+        """Where in a tick time 0 falls (µs)."""
+        self.handshake_sent_at = Micros(0)
+        """When our SYN or SYN-ACK left (the first RTT sample)."""
+
+        nonagle = (Nonagle.OFF if options.nodelay else 0) | (Nonagle.CORK if options.cork else 0)
+        self.snd = SendState(nonagle=nonagle)
+        self.rcv = RecvState(rcv_wnd=profile.rcv_wnd, window_clamp=profile.rcv_buf,
+                             rcv_mss=min(profile.initial_rcv_mss, mss))
+        self.ack = AckState(pingpong=profile.pingpong_thresh if options.quickack is False else 0)
+        self.cc = CongestionState(cwnd=profile.init_cwnd, rto_us=profile.rto_initial_us)
+
+    # ---------------------------------------------------------------- derived state
+    @property
+    def packets_out(self) -> int:
+        return len(self.snd.rtx)
+
+    @property
+    def in_pingpong(self) -> bool:
+        """inet_csk_in_pingpong_mode: the ping-pong count reached the threshold."""
+        return self.ack.pingpong >= self.profile.pingpong_thresh
+
+    @property
+    def in_quickack_mode(self) -> bool:
+        """tcp_in_quickack_mode: quick ACKs left and not in ping-pong."""
+        return self.ack.quick > 0 and not self.in_pingpong
+
+    @property
+    def rto_j(self) -> int:
+        return self.profile.us_to_jiffies(self.cc.rto_us)
+
+    # ---------------------------------------------------------------- trace
+    def event(self, now: Micros, kind: Kind, reason: Reason, detail: str = "",
+              timer: Timer | None = None, deadline: Micros | None = None, **data: int) -> None:
+        self.events.append(TraceEvent(
+            at=now, side=self.side, kind=kind, reason=reason, detail=detail,
+            timer=timer, deadline=deadline, data=data))
+
+    def hold(self, now: Micros, reason: Reason, detail: str) -> None:
+        """Trace a send-side hold once per reason: later writes joining it say nothing new."""
+        if reason is self.snd.last_hold:
+            return
+        self.snd.last_hold = reason
+        self.event(now, Kind.HOLD, reason, detail, length=self.snd.queued_bytes)
+
+    # ---------------------------------------------------------------- state machine
+    def transition(self, now: Micros, event: ConnEvent) -> None:
+        """Take ``event`` through `TRANSITIONS`; a pair it does not list is a model bug."""
+        new = TRANSITIONS.get((self.state, event))
+        if new is None:
+            raise ModelError(f"{event.value} in state {self.state.value}")
+        if new is not self.state:
+            self.event(now, Kind.STATE, Reason.STATE_CHANGE,
+                       f"{self.state.value} → {new.value}")
+            self.state = new
+            self.established = new is State.ESTABLISHED or new is State.CLOSE_WAIT
+
+    # ---------------------------------------------------------------- jiffy clock
+    def jiffies(self, now: Micros) -> int:
+        return (now + self.phase) // self.tick_us
+
+    def jiffy_timer_at(self, now: Micros, expires_j: int) -> Micros:
+        """When a timer_list due at jiffy ``expires_j`` runs (the timer wheel rounds up)."""
+        fire_j = expires_j + (1 if self.profile.timer_wheel_round_up else 0)
+        fire_j = max(fire_j, self.jiffies(now) + 1)
+        return Micros(fire_j * self.tick_us - self.phase)
+
+    # ---------------------------------------------------------------- timer slots
+    def arm(self, now: Micros, timer: Timer, at: Micros, reason: Reason,
+            detail: str = "") -> None:
+        self.timers[timer] = at
+        self.event(now, Kind.TIMER_ARMED, reason, detail, timer=timer, deadline=at)
+
+    def cancel(self, now: Micros, timer: Timer, reason: Reason = Reason.TIMER_CLEARED) -> None:
+        if self.timers.pop(timer, None) is not None:
+            self.event(now, Kind.TIMER_CANCELLED, reason, timer=timer)

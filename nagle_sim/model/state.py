@@ -1,0 +1,233 @@
+"""The state one endpoint keeps, grouped as the kernel groups it, and the TCP state table.
+
+Owns: the ``tp->nonagle`` and ``icsk_ack.pending`` bits, the skb record, the four state
+groups (send, receive, ACK, congestion: `SendState`, `RecvState`, `AckState`,
+`CongestionState`), the TCP states and their transition table (data, in the h11
+manner, so docs and lessons can draw the diagram from it), `SockOpt` and `ModelError`.
+Holds data only, no rules. Standard library and ``model.events`` / ``model.bbr`` only.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .bbr import Bbr
+from .events import Micros, Reason
+
+
+class Nonagle:
+    """tp->nonagle bits (include/net/tcp.h). Plain ints: IntFlag is too slow here."""
+
+    OFF = 1     # TCP_NODELAY
+    CORK = 2    # TCP_CORK (or MSG_MORE for one push)
+    PUSH = 4    # "cork is overridden for already queued data"
+
+
+class AckPending:
+    """icsk_ack.pending bits (include/net/inet_connection_sock.h)."""
+
+    SCHED = 1     # an ACK is owed
+    TIMER = 2     # the delayed-ACK timer is running
+    PUSHED = 4    # a small (pushed) segment arrived: a read may ACK at once
+    PUSHED2 = 8   # a second one did
+    NOW = 16      # ACK at once (duplicate data)
+
+
+class SockOpt(Enum):
+    """The setsockopt(IPPROTO_TCP, …) options the model implements."""
+
+    NODELAY = "nodelay"
+    CORK = "cork"
+    QUICKACK = "quickack"
+
+
+class ModelError(Exception):
+    """The application asked for something the socket cannot do in its state."""
+
+
+# ---------------------------------------------------------------- TCP states (RFC 793)
+class State(Enum):
+    CLOSED = "CLOSED"
+    LISTEN = "LISTEN"
+    SYN_SENT = "SYN_SENT"
+    SYN_RCVD = "SYN_RCVD"
+    ESTABLISHED = "ESTABLISHED"
+    FIN_WAIT1 = "FIN_WAIT1"
+    FIN_WAIT2 = "FIN_WAIT2"
+    CLOSE_WAIT = "CLOSE_WAIT"
+    CLOSING = "CLOSING"
+    LAST_ACK = "LAST_ACK"
+    TIME_WAIT = "TIME_WAIT"
+
+
+class ConnEvent(Enum):
+    """What moves the TCP state machine (the labels of the RFC 793 diagram's arrows)."""
+
+    CONNECT = "connect()"
+    CLOSE = "close()"
+    ABORT = "reset sent or received"
+    RECV_SYN = "SYN received"
+    RECV_SYNACK = "SYN-ACK received"
+    RECV_HANDSHAKE_ACK = "ACK of our SYN-ACK received"
+    RECV_FIN = "FIN received"
+    RECV_FIN_OURS_ACKED = "FIN received, our own FIN already ACKed"
+    OUR_FIN_ACKED = "ACK of our FIN received"
+
+
+_CLOSABLE = (State.CLOSED, State.LISTEN, State.SYN_SENT)
+
+TRANSITIONS: dict[tuple[State, ConnEvent], State] = {
+    (State.CLOSED, ConnEvent.CONNECT): State.SYN_SENT,
+    (State.LISTEN, ConnEvent.RECV_SYN): State.SYN_RCVD,
+    (State.SYN_SENT, ConnEvent.RECV_SYNACK): State.ESTABLISHED,
+    (State.SYN_RCVD, ConnEvent.RECV_HANDSHAKE_ACK): State.ESTABLISHED,
+    # closing first (active close)
+    (State.ESTABLISHED, ConnEvent.CLOSE): State.FIN_WAIT1,
+    (State.FIN_WAIT1, ConnEvent.OUR_FIN_ACKED): State.FIN_WAIT2,
+    (State.FIN_WAIT1, ConnEvent.RECV_FIN): State.CLOSING,
+    (State.FIN_WAIT1, ConnEvent.RECV_FIN_OURS_ACKED): State.TIME_WAIT,
+    (State.FIN_WAIT2, ConnEvent.RECV_FIN): State.TIME_WAIT,
+    (State.CLOSING, ConnEvent.OUR_FIN_ACKED): State.TIME_WAIT,
+    # closing second (passive close)
+    (State.ESTABLISHED, ConnEvent.RECV_FIN): State.CLOSE_WAIT,
+    (State.CLOSE_WAIT, ConnEvent.CLOSE): State.LAST_ACK,
+    (State.LAST_ACK, ConnEvent.OUR_FIN_ACKED): State.CLOSED,
+    # close() before the connection exists just closes the socket
+    **{(s, ConnEvent.CLOSE): State.CLOSED for s in _CLOSABLE},
+    # a reset, sent or received, ends the connection from any state
+    **{(s, ConnEvent.ABORT): State.CLOSED for s in State},
+}
+"""(state, event) → next state. A pair not listed means the event changes nothing."""
+
+
+# ---------------------------------------------------------------- the skb
+@dataclass(slots=True)
+class Skb:
+    """One queued or sent piece of data (at most one MSS; a TSO skb is a run of these)."""
+
+    seq: int
+    length: int
+    psh: bool = False
+    fin: bool = False
+    sent_at: Micros = Micros(-1)
+    retransmitted: bool = False
+    # tcp_rate_skb_sent's snapshot (TCP_SKB_CB(skb)->tx)
+    tx_delivered: int = 0
+    tx_delivered_mstamp: Micros = Micros(0)
+    tx_first_tx: Micros = Micros(0)
+    tx_app_limited: bool = False
+
+    @property
+    def end(self) -> int:
+        return self.seq + self.length + (1 if self.fin else 0)
+
+
+# ---------------------------------------------------------------- state groups
+@dataclass(slots=True, kw_only=True)
+class SendState:
+    """The sending half of tcp_sock: sequence numbers, the queues, Nagle's flags."""
+
+    nonagle: int = 0
+    """tp->nonagle: `Nonagle` bits."""
+    snd_una: int = 0
+    """Oldest unACKed sequence number."""
+    snd_nxt: int = 0
+    """Next sequence number to send."""
+    write_seq: int = 0
+    """End of the data the application has written."""
+    pushed_seq: int = 0
+    """write_seq at the last PSH (forced_push)."""
+    snd_sml: int = 0
+    """End of the last sub-MSS segment sent (tcp_minshall_update)."""
+    snd_wnd: int = 65535
+    """The peer's advertised window."""
+    max_window: int = 0
+    """The largest window the peer has offered (size_goal, forced_push)."""
+    queue: deque[Skb] = field(default_factory=deque)
+    """Unsent skbs, send head first (sk_write_queue)."""
+    queued_bytes: int = 0
+    """Sum of the queue's lengths, kept as it changes (summing it was O(N²), issue 9)."""
+    rtx: deque[Skb] = field(default_factory=deque)
+    """Sent, unACKed skbs (the retransmit queue)."""
+    fin_queued: bool = False
+    tlp_high_seq: int = 0
+    """snd_nxt when a loss probe went out; 0 when no probe episode is open."""
+    lsndtime_j: int = 0
+    """Jiffy of the last data sent (ping-pong detection, cwnd restart)."""
+    last_hold: Reason | None = None
+    """The hold last traced, so a write joining the same hold says nothing new."""
+    tx_busy_until: Micros = Micros(-1)
+    """When the last sent packet leaves the device queue (autocork, TSQ)."""
+    tx_complete_us: int = 0
+    """Link property: device-queue residence of a sent packet (0 on loopback)."""
+    gso_wire: bool = False
+    """Link property: a TSO burst crosses the wire whole (loopback)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RecvState:
+    """The receiving half of tcp_sock: what arrived, what the application has read."""
+
+    rcv_nxt: int = 0
+    rcv_wup: int = 0
+    """rcv_nxt when the window was last advertised (rcv_nxt - rcv_wup: unACKed bytes)."""
+    copied: int = 0
+    """Bytes the application has read."""
+    unread: int = 0
+    """Bytes queued for the application."""
+    peer_fin: bool = False
+    rcv_wnd: int
+    """The window last advertised."""
+    window_clamp: int
+    rcv_mss: int
+    """icsk_ack.rcv_mss: the receiver's guess of the peer's MSS."""
+    last_seg_size: int = 0
+    unacked_segs: int = 0
+    """CLASSIC receivers: segments received since the last ACK."""
+
+
+@dataclass(slots=True, kw_only=True)
+class AckState:
+    """icsk_ack: the delayed-ACK engine (Linux receivers)."""
+
+    pending: int = 0
+    """`AckPending` bits."""
+    ato_j: int = 0
+    """ACK timeout (jiffies), adapted to the data's inter-arrival gap."""
+    lrcvtime_j: int = 0
+    """Jiffy the last data arrived."""
+    quick: int = 0
+    """Quick ACKs left in the budget."""
+    pingpong: int = 0
+    """Ping-pong count (interactive mode when >= the profile's threshold)."""
+    timeout_j: int = 0
+    """Jiffy the running delayed-ACK timer is due."""
+
+
+@dataclass(slots=True, kw_only=True)
+class CongestionState:
+    """Congestion window, RTT/RTO estimates, delivery-rate sampling and pacing."""
+
+    cwnd: int
+    ssthresh: int = 1 << 30
+    in_loss: bool = False
+    """icsk_ca_state == TCP_CA_Loss after an RTO."""
+    srtt_us: int = 0
+    mdev_us: int = 0
+    rto_us: int
+    backoff: int = 0
+    min_rtt_us: int = 0
+    # delivery-rate sampling (tcp_rate.c)
+    delivered: int = 0
+    delivered_mstamp: Micros = Micros(0)
+    first_tx_mstamp: Micros = Micros(0)
+    app_limited: int = 0
+    data_segs_out: int = 0
+    # BBR and pacing (EDT, tcp_wstamp_ns)
+    bbr: Bbr | None = None
+    pacing_rate: float = 0.0
+    """Bytes per second; 0: not pacing."""
+    wstamp: float = 0.0
+    """Earliest departure time of the next paced segment (µs)."""

@@ -1,0 +1,103 @@
+"""Timers: which ones exist (a table, in the h11 manner) and when each is armed.
+
+Owns: the timer table `TIMERS` and the arming rules for the transmit-side timers (RTO,
+tail loss probe, zero-window probe). Every timer is a deadline in ``Sock.timers``; none
+sleeps. What a timer does when it fires lives with its concern: the delayed-ACK handler
+in ``recv``, the probe, loss-probe and retransmit handlers in ``send``; ``Endpoint``
+dispatches. Standard library and lower model modules only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .events import Micros, Reason, Timer
+from .sock import Sock
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSpec:
+    kernel: str
+    """The kernel timer and its handler."""
+    clock: str
+    """"jiffies" (a timer_list: fires on a tick) or "exact" (an hrtimer)."""
+    fired: Reason
+    """The reason traced when it fires."""
+    handler: str
+    """Where the model handles it (module.function)."""
+
+
+TIMERS: dict[Timer, TimerSpec] = {
+    Timer.DELACK: TimerSpec("icsk_delack_timer → tcp_delack_timer_handler", "jiffies",
+                            Reason.DELACK_FIRED, "recv.tcp_delack_timer_handler"),
+    Timer.PROBE0: TimerSpec("ICSK_TIME_PROBE0 → tcp_probe_timer", "jiffies",
+                            Reason.PROBE0_RELEASE, "send.tcp_probe_timer"),
+    Timer.RTO: TimerSpec("ICSK_TIME_RETRANS → tcp_retransmit_timer", "jiffies",
+                         Reason.RETRANSMIT, "send.tcp_retransmit_timer"),
+    Timer.TLP: TimerSpec("ICSK_TIME_LOSS_PROBE → tcp_send_loss_probe", "jiffies",
+                         Reason.LOSS_PROBE, "send.tcp_send_loss_probe"),
+    Timer.PACING: TimerSpec("tp->pacing_timer → tcp_pace_kick", "exact",
+                            Reason.PACING_RELEASE, "send.tcp_push_pending_frames"),
+    Timer.TSQ: TimerSpec("TX completion → tcp_tsq_handler", "exact",
+                         Reason.TSQ_RELEASE, "send.tcp_push_pending_frames"),
+}
+"""Every timer of the model. RTO, TLP and PROBE0 share the kernel's one icsk_pending slot:
+arming one clears the others."""
+
+FIRED: dict[Timer, Reason] = {t: spec.fired for t, spec in TIMERS.items()}
+
+
+def rto_at(sk: Sock, now: Micros) -> Micros:
+    """inet_csk_reset_xmit_timer(ICSK_TIME_RETRANS): RTO (rounded up to jiffies, backed
+    off, capped at TCP_RTO_MAX) is a timer_list, so it fires on a tick like the rest."""
+    rto_j = min(sk.rto_j << sk.cc.backoff, sk.profile.us_to_jiffies(sk.profile.rto_max_us))
+    return sk.jiffy_timer_at(now, sk.jiffies(now) + rto_j)
+
+
+def tcp_rearm_rto(sk: Sock, now: Micros) -> None:
+    """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot). Re-arming
+    on every ACK is routine, so only the probe-timer cancellation is traced."""
+    sk.cancel(now, Timer.PROBE0)
+    timers = sk.timers
+    timers.pop(Timer.TLP, None)
+    if sk.snd.rtx:
+        timers[Timer.RTO] = rto_at(sk, now)
+    else:
+        timers.pop(Timer.RTO, None)
+
+
+def tcp_schedule_loss_probe(sk: Sock, now: Micros, advancing_rto: bool) -> bool:
+    """tcp_schedule_loss_probe (RFC 8985 §7; 1c2709cfff1d for the µs rounding): probe
+    after 2·SRTT (+ TCP_RTO_MIN with one packet out, + TCP_TIMEOUT_MIN otherwise), but no
+    later than the RTO would fire. Re-armed after every send and every ACK, so it is not
+    traced; only a probe that fires is. Returns False when no probe is scheduled."""
+    p, rtx = sk.profile, sk.snd.rtx
+    if not p.tail_loss_probe or not rtx or sk.cc.in_loss:
+        return False
+    srtt_us = sk.cc.srtt_us
+    if srtt_us:
+        timeout_j = p.us_to_jiffies(2 * srtt_us) + (
+            p.us_to_jiffies(p.rto_min_us) if len(rtx) == 1 else p.timeout_min_j)
+    else:
+        timeout_j = p.us_to_jiffies(p.rto_initial_us)
+    if advancing_rto:
+        rto_delta = sk.rto_j * p.tick_us
+    else:   # tcp_rto_delta_us: RTO measured from the oldest unACKed segment's send
+        rto_delta = rtx[0].sent_at + sk.rto_j * p.tick_us - now
+    if rto_delta > 0:
+        timeout_j = min(timeout_j, p.us_to_jiffies(rto_delta))
+    sk.timers.pop(Timer.RTO, None)
+    sk.timers[Timer.TLP] = sk.jiffy_timer_at(now, sk.jiffies(now) + timeout_j)
+    return True
+
+
+def tcp_check_probe_timer(sk: Sock, now: Micros) -> None:
+    """tcp_check_probe_timer: with nothing in flight and data held, arm the zero-window
+    probe timer at tcp_probe0_base = max(RTO, TCP_RTO_MIN). This is tcp(7)'s "200 ms
+    ceiling" on TCP_CORK, and what releases MSG_MORE data."""
+    timers = sk.timers
+    if sk.snd.rtx or Timer.PROBE0 in timers or Timer.RTO in timers or Timer.TLP in timers:
+        return
+    base_j = max(sk.rto_j, sk.profile.us_to_jiffies(sk.profile.rto_min_us))
+    at = sk.jiffy_timer_at(now, sk.jiffies(now) + (base_j << sk.cc.backoff))
+    sk.arm(now, Timer.PROBE0, at, Reason.PROBE0_ARMED, f"RTO {sk.cc.rto_us / 1000:g} ms")
