@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..model import PROFILES, Endpoint, ModelError, Segment, Side, SocketOptions, SockOpt
+from ..model import PROFILES, Endpoint, Micros, ModelError, Segment, Side, SocketOptions, SockOpt
 from ..model.config import StackProfile
 from ..model.events import flag_letters, parse_flags
 from .script import (
@@ -164,8 +164,8 @@ def _eval(node: ast.AST, info: dict[str, int], line: int) -> Any:
         return node.value
     if isinstance(node, ast.Name):
         if node.id not in info:
-            raise _Stop(Status.UNSUPPORTED, line, f"{node.id} is not modelled (known: "
-                        f"{', '.join(sorted(info))})")
+            known = ", ".join(sorted(n for n in info if n.startswith("tcpi_")))
+            raise _Stop(Status.UNSUPPORTED, line, f"{node.id} is not modelled (known: {known})")
         return info[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
         return _BIN[type(node.op)](_eval(node.left, info, line), _eval(node.right, info, line))
@@ -249,6 +249,10 @@ def _iov_bytes(expr: Expr) -> int | None:
     return total
 
 
+# include/net/tcp_states.h, by the model's state names
+_TCP_STATES = {"ESTABLISHED": 1, "SYN_SENT": 2, "SYN_RCVD": 3, "FIN_WAIT1": 4, "FIN_WAIT2": 5,
+               "TIME_WAIT": 6, "CLOSED": 7, "CLOSE_WAIT": 8, "LAST_ACK": 9, "LISTEN": 10,
+               "CLOSING": 11}
 _TCP_OPTS = {"TCP_NODELAY": SockOpt.NODELAY, "TCP_CORK": SockOpt.CORK,
              "TCP_QUICKACK": SockOpt.QUICKACK}
 _IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_SNDBUF", "SO_RCVBUF",
@@ -355,7 +359,7 @@ class _Runner:
             while (d := ep.next_deadline()) is not None and d <= until:
                 t = max(self.now, d)
                 self.now = t
-                ep.on_deadline(t)
+                ep.on_deadline(Micros(t))
                 self._collect(t)
                 self._complete_read()
         self.now = max(self.now, until)
@@ -417,12 +421,15 @@ class _Runner:
                         f"{self.pending.call.name}() never returned: no data arrived")
 
     def _tcp_info(self, line: int) -> dict[str, int]:
-        ep = self._endpoint(line)
-        info = getattr(ep, "tcp_info", None)
-        if info is None:
-            raise _Stop(Status.UNSUPPORTED, line, "tcpi_* fields: this model has no "
-                        "tcp_info()")
-        return dict(info(self.now))
+        """The ``tcpi_*`` names a code block may use, from `Endpoint.tcp_info`, with the
+        kernel's units (µs for times) and TCP state numbers (include/net/tcp_states.h)."""
+        info = self._endpoint(line).tcp_info()
+        names = {f"TCP_{state}": number for state, number in _TCP_STATES.items()}
+        return {**names, "tcpi_state": _TCP_STATES[info.state.value],
+                "tcpi_snd_cwnd": info.snd_cwnd, "tcpi_snd_ssthresh": info.snd_ssthresh,
+                "tcpi_snd_mss": info.snd_mss, "tcpi_rcv_mss": info.rcv_mss,
+                "tcpi_unacked": info.unacked, "tcpi_rtt": info.rtt, "tcpi_rto": info.rto,
+                "tcpi_ato": info.ato, "tcpi_pacing_rate": int(info.pacing_rate)}
 
     def _inbound(self, ev: Event, p: Packet) -> None:
         if p.other:
@@ -445,7 +452,7 @@ class _Runner:
             window <<= self.peer_wscale
         seg = Segment(src=self.side.peer, seq=p.seq, ack=p.ack or 0, length=p.length,
                       flags=flags, window=window, sent_at=self.now)  # type: ignore[arg-type]
-        self._input(ev.line, lambda: ep.receive_segment(self.now, seg))
+        self._input(ev.line, lambda: ep.receive_segment(Micros(self.now), seg))
 
     def _outbound(self, ev: Event, p: Packet, start: int, end: int | None, tol: int) -> None:
         anytime = ev.time.kind is TimeKind.ANY
@@ -517,7 +524,7 @@ class _Runner:
             ep = self._create(Side.CLIENT)
             if fd is not None:
                 self.fds[fd] = "conn"
-            self._input(line, lambda: ep.connect(self.now))
+            self._input(line, lambda: ep.connect(Micros(self.now)))
             if call.end_time is not None:      # a blocking connect: returns once established
                 self._block(ev, call, 0, expected, offset, blocking=True)
         elif name == "accept":
@@ -531,7 +538,7 @@ class _Runner:
         elif name == "close":
             if fd is not None and self.fds.get(fd) == "conn":
                 ep = self._endpoint(line)
-                self._input(line, lambda: ep.app_close(self.now))
+                self._input(line, lambda: ep.app_close(Micros(self.now)))
         else:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() is not modelled")
 
@@ -577,7 +584,7 @@ class _Runner:
                           else self.options.quickack))
             if ep is None:
                 return
-        self._input(line, lambda: ep.set_option(self.now, sockopt, bool(value)))
+        self._input(line, lambda: ep.set_option(Micros(self.now), sockopt, bool(value)))
 
     def _getsockopt(self, line: int, args: tuple[Expr, ...]) -> None:
         opt = _words(args[2])[0] if len(args) > 2 and _words(args[2]) else "?"
@@ -615,7 +622,7 @@ class _Runner:
         ep = self._endpoint(line)
         if size:
             more = "MSG_MORE" in flags
-            self._input(line, lambda: ep.app_write(self.now, size, more=more))
+            self._input(line, lambda: ep.app_write(Micros(self.now), size, more=more))
 
     def _recv(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
         size = _int(call.args[2]) if len(call.args) > 2 else None
@@ -624,7 +631,7 @@ class _Runner:
         want = _int(call.result)
         ep = self._endpoint(ev.line)
         if call.errno == "EAGAIN":
-            got = self._input(ev.line, lambda: ep.app_read(self.now, size))
+            got = self._input(ev.line, lambda: ep.app_read(Micros(self.now), size))
             if got or ep.eof:
                 raise _Stop(Status.FAIL, ev.line, f"{call.name}() expected EAGAIN, the model "
                             f"returned {got}")
@@ -661,7 +668,7 @@ class _Runner:
                             "connection, the model's handshake is not complete")
             got: int | None = p.want
         else:
-            got = self._input(p.event.line, lambda: ep.app_read(self.now, p.size))
+            got = self._input(p.event.line, lambda: ep.app_read(Micros(self.now), p.size))
             if got == 0 and not ep.eof and blocking and p.want != 0:
                 return                              # nothing yet: keep waiting
             if p.want is not None and got != p.want:

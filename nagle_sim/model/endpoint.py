@@ -74,6 +74,10 @@ class TcpInfo:
     state: State
     snd_cwnd: int
     """Congestion window (segments)."""
+    snd_ssthresh: int
+    """Slow-start threshold (segments; the kernel's "infinite" 0x7fffffff before a loss)."""
+    snd_mss: int
+    """The MSS the sender cuts data into (payload bytes)."""
     unacked: int
     """Segments in flight (tcpi_unacked, packets_out)."""
     rtt: int
@@ -140,7 +144,9 @@ class Endpoint:
         """A snapshot of the connection's state (see `TcpInfo`)."""
         sk = self._sk
         cc = sk.cc
-        return TcpInfo(state=sk.state, snd_cwnd=cc.cwnd, unacked=sk.packets_out,
+        return TcpInfo(state=sk.state, snd_cwnd=cc.cwnd,
+                       snd_ssthresh=min(cc.ssthresh, 0x7FFFFFFF), snd_mss=sk.mss,
+                       unacked=sk.packets_out,
                        rtt=cc.srtt_us, rto=cc.rto_us,
                        ato=sk.ack.ato_j * sk.profile.tick_us, rcv_mss=sk.rcv.rcv_mss,
                        quick=sk.ack.quick, pingpong=sk.ack.pingpong,

@@ -187,7 +187,7 @@ def test_getsockopt_is_checked() -> None:
     ("   +0 setsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [1], 4) = 0\n", "SO_ZEROCOPY"),
     ("   +0 write(4, ..., 10) = -1 EAGAIN (Resource temporarily unavailable)\n",
      "failing with EAGAIN"),
-    ("   +0 %{ assert tcpi_bogus == 1 }%\n", "tcpi"),
+    ("   +0 %{ assert tcpi_bogus == 1 }%\n", "tcpi_bogus is not modelled"),
     ("   +0 %{ import os }%\n", "only assert statements"),
     ("   +0 `sysctl -q net.ipv4.tcp_autocorking=0`\n", "in the middle of a script"),
 ])
@@ -196,6 +196,17 @@ def test_what_the_model_cannot_play_is_unsupported_with_the_reason(body: str,
     r = play(body)
     assert r.status is Status.UNSUPPORTED, r.one_line()
     assert reason in r.message
+
+
+def test_code_blocks_assert_over_tcp_info() -> None:
+    """The initial window is 10 segments; the MSS is the peer's 1000; after the handshake
+    the connection is ESTABLISHED (state 1)."""
+    ok = play("   +0 %{ assert tcpi_snd_cwnd == 10 and tcpi_snd_mss == 1000 }%\n"
+              "   +0 %{ assert tcpi_state == TCP_ESTABLISHED, tcpi_state }%\n")
+    assert ok.status is Status.PASS, ok.one_line()
+    bad = play("   +0 %{ assert 5 <= tcpi_snd_cwnd < 10 }%\n")
+    assert bad.status is Status.FAIL and bad.line == 9
+    assert "tcpi_snd_cwnd=10" in bad.message
 
 
 def test_a_blocking_read_waits_for_data() -> None:
