@@ -83,7 +83,7 @@ script = "repeat 2 { read 13; write 13 }"
     ("[client]\nscript = \"repeat 2 { write 1; close }\"\n", ":2: client: 'write' after 'close'"),
     ("[client]\ntune = { colour = 1 }\n", "not a tunable profile field"),
     ("[link]\nmss = 20\n", "link.mss: must be ≥ 88"),
-    ("[client]\nscript = \"repeat 100000 { repeat 100000 { write 1 } }\"\n", "operations"),
+    ("[client]\nscript = \"repeat 100000 { repeat 100000 { write 1 } }\"\n", "statements"),
 ])
 def test_bad_input_gives_one_line_naming_the_place(tmp_path: Path, text: str,
                                                    fragment: str) -> None:

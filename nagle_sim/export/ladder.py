@@ -34,6 +34,10 @@ MARGIN = 28
 GAP_MIN = Micros(2_000)
 """In compressed mode, a quiet period at least this long is drawn as a labelled break."""
 
+MAX_ROWS = 50_000
+"""Most ladder rows (segments, app calls, notes, overlay segments) one picture draws: a
+bigger picture is refused with a hint to crop (``--until-ms``), before it is laid out."""
+
 BLOCK_MIN = Micros(1_000)
 """A read that waits at least this long is noted with how long it blocked."""
 
@@ -163,6 +167,9 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     rows = [r for r in build_rows(trace, opts.detail) if keep(r.t)]
     segs = [r.segment for r in rows if r.kind is RowKind.SEGMENT and r.segment is not None]
     over = [s for s in (overlay.segments if overlay else []) if keep(s.t)]
+    if len(rows) + len(over) > MAX_ROWS:
+        raise sc.SceneTooBig(f"the ladder would have {len(rows) + len(over):,} rows (limit "
+                             f"{MAX_ROWS:,}): draw part of the run with --until-ms")
     notes = _notes(rows, opts)
     bars = [b for b in build_bars(trace) if keep(b.start)]
     if until is not None:
