@@ -26,7 +26,7 @@ if _STARTED_AS_COMMAND and signal.getsignal(signal.SIGINT) is signal.default_int
 import argparse  # noqa: E402 - after the start-up Ctrl-C handler, on purpose
 import math  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
 from . import __version__  # noqa: E402
 from .render.rows import DETAIL_LEVELS  # noqa: E402
@@ -268,8 +268,17 @@ def _add_scenario(p: argparse.ArgumentParser) -> None:
                    help="override a scenario key, e.g. client.nodelay=true (repeatable)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's one-line error (``error: nagle-sim run: argument …``, exit
+    2) instead of a usage block; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        _err(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
         "CORK, QUICKACK — simulated, and measured on real sockets.")
     parser.add_argument("--version", action="version", version=f"nagle-sim {__version__}")
