@@ -219,9 +219,13 @@ _MAX_SLEEP_US = 10 * 86_400 * 1_000_000   # ten days: far beyond any run's time 
 
 
 def clip(text: str, limit: int = 60) -> str:
-    """``text`` cut to ``limit`` characters (with an ellipsis), for quoting user input in
+    """``text`` cut to ``limit`` characters (with an ellipsis) and made one printable line
+    (control characters such as newlines shown escaped), for quoting user input in
     one-line messages."""
-    return text if len(text) <= limit else text[:limit] + "…"
+    cut = text if len(text) <= limit else text[:limit] + "…"
+    if cut.isprintable():
+        return cut
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in cut)
 
 
 def shown(value: Any) -> str:

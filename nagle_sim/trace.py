@@ -327,13 +327,23 @@ class Trace:
         except FileTooBig as exc:
             raise TraceError(f"{p}: {exc}") from None
         try:
-            doc = json.loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise TraceError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+        return cls.loads(text, str(p))
+
+    @classmethod
+    def loads(cls, text: str, where: str = "<trace>") -> Trace:
+        """A trace from JSON text (see `load` for the bounds); errors name ``where``."""
+        if len(text) > MAX_TRACE_BYTES:
+            raise TraceError(f"{where}: {len(text):,} characters is too big (limit "
+                             f"{MAX_TRACE_BYTES:,})")
+        try:
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise TraceError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+            raise TraceError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg}") from None
         except RecursionError:
-            raise TraceError(f"{p}: JSON nests more than {MAX_DEPTH} deep") from None
+            raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep") from None
         except ValueError as exc:     # e.g. an integer past Python's 4300-digit limit
-            raise TraceError(f"{p}: invalid JSON: {_shown(str(exc))}") from None
-        return cls.from_json(doc, str(p))
+            raise TraceError(f"{where}: invalid JSON: {_shown(str(exc))}") from None
+        return cls.from_json(doc, where)
