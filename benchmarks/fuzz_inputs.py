@@ -70,8 +70,9 @@ def _classes(tmp: Path) -> list[tuple[str, list[str], float]]:
         f.write('"""\n')
     fifo = tmp / "fifo.svg"
     os.mkfifo(fifo)
-    png1000 = put("png1000.toml", "[client]\nscript = \"repeat 1000 { write 6; write 7; read 13 }\"\n"
-                  "[server]\nscript = \"repeat 1000 { read 13; write 13 }\"\n")
+    png1000 = put("png1000.toml",
+                  '[client]\nscript = "repeat 1000 { write 6; write 7; read 13 }"\n'
+                  '[server]\nscript = "repeat 1000 { read 13; write 13 }"\n')
     return [
         ("markup in file name", ["run", str(tmp / "[" "/].toml")], 1),
         ("markup in TOML key", ["run", put("key.toml", '"[/x]" = 1\n')], 1),

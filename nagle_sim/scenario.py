@@ -231,7 +231,10 @@ def clip(text: str, limit: int = 60) -> str:
 def shown(value: Any) -> str:
     """``repr(value)`` clipped for a message (huge ints are not even converted)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"a {value.bit_length() * 30103 // 100000 + 1}-digit number"
+        try:
+            return f"a {len(str(abs(value)))}-digit number"
+        except ValueError:     # past sys.get_int_max_str_digits()
+            return "a number of thousands of digits"
     if isinstance(value, str):
         return repr(clip(value))
     if isinstance(value, list | dict):

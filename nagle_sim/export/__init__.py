@@ -66,6 +66,12 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
     system accepts."""
     p = Path(os.fspath(path)).expanduser()
     try:
+        limit = os.pathconf(p.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(os.fsencode(p.name)) > limit:
+        raise ExportError(f"cannot write {_clip(p)}: file name longer than {limit} bytes")
+    try:
         info = p.stat() if p.exists() else None
         parent = p.parent
         parent_ok = parent.is_dir()
@@ -82,12 +88,6 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
         raise ExportError(f"cannot write {_clip(p)}: directory {_clip(parent)} {what}")
     if not os.access(parent, os.W_OK) or (info is not None and not os.access(p, os.W_OK)):
         raise ExportError(f"cannot write {_clip(p)}: permission denied")
-    try:
-        limit = os.pathconf(parent, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
-    if len(os.fsencode(p.name)) > limit:
-        raise ExportError(f"cannot write {_clip(p)}: file name longer than {limit} bytes")
     return p
 
 
