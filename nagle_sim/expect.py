@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import scenario as scenario_mod
 from .model.events import Reason, Side
-from .scenario import Scenario, ScenarioError
+from .scenario import Scenario, ScenarioError, clip
 from .summary import iterations, stalls
 from .trace import SegmentRecord, Trace
 
@@ -544,7 +544,8 @@ def parse_claim(raw: Any, index: int, where: str) -> Claim:
     """Validate one ``[[expect]]`` table; errors are one-line `ScenarioError`s."""
 
     def fail(message: str) -> ScenarioError:
-        return ScenarioError(f"{where}: expect[{index}]: {message}")
+        # Messages quote the user's values: clip them to one readable line.
+        return ScenarioError(f"{where}: expect[{index}]: {clip(message, 300)}")
 
     if not isinstance(raw, dict):
         raise fail("must be a table with metric, a comparison and why")

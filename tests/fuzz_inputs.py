@@ -133,7 +133,9 @@ def make_trace_fields(rng: random.Random) -> str:
 
 
 def check_scenario(text: str) -> None:
-    loads(text, "fuzz.toml")
+    """Load the scenario and validate its ``[[expect]]`` claims (nothing is run)."""
+    from nagle_sim.expect import parse_claims
+    parse_claims(loads(text, "fuzz.toml"))
 
 
 def check_script(text: str) -> None:
