@@ -104,6 +104,15 @@ def _classes(tmp: Path) -> list[tuple[str, list[str], float]]:
         ("trace with 10 MB op label (PNG)", [
             "export", put("label.json", _trace(op={"op": "x" * 10_000_000})),
             "--png", str(tmp / "l.png")], 1),
+        ("ping-pong to the record bound", ["run", put("pp.toml", '[client]\nscript = '
+                                                     '"repeat 300000 { write 10; read 10 }"\n'
+                                                     '[server]\nscript = '
+                                                     '"repeat 300000 { read 10; write 10 }"\n'),
+                                           "--limit", "0"], 3),
+        ("write 200000000 (20 ms link)", ["run", put("big.toml", '[link]\ndelay_ms = 10\n'
+                                                     '[client]\nscript = "write 200000000"\n'
+                                                     '[server]\nscript = "read 200000000"\n'),
+                                          "--limit", "0"], 3),
         ("pcap of a 10^10-byte segment", [
             "export", put("len.json", _trace(seg={"len": 10**10, "flags": "PA"})),
             "--pcap", str(tmp / "l.pcap")], 1),
