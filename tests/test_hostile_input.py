@@ -409,3 +409,14 @@ def test_ctrl_c_at_any_moment_of_start_up_gives_no_traceback_from_our_code() -> 
         assert not ours, (delay, err)
         if proc.returncode == 130:
             assert err == "error: interrupted\n", (delay, err)
+
+
+def test_compare_prints_a_markup_title_as_it_is() -> None:
+    """`nagle-sim compare` tables quote the scenario title (user text) verbatim."""
+    from rich.console import Console
+
+    from nagle_sim.compare import compare, print_comparison
+    sim = run_sim(loads('title = "[/] [bold]t"\n' + S1.read_text().split("\n", 1)[1]))
+    console = Console(file=io.StringIO(), width=200)
+    print_comparison(compare(sim, sim), console)
+    assert "[/] [bold]t: model vs kernel" in console.file.getvalue()   # type: ignore[attr-defined]
