@@ -157,9 +157,9 @@ def _measure(argv: list[str], tree: Path, timeout: float, mem_gb: float
     return code, first[:90], wall, usage.ru_maxrss / 1024
 
 
-def run_classes(tree: Path, timeout: float, mem_gb: float) -> None:
+def run_classes(tree: Path, timeout: float, mem_gb: float, only: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        cases = _classes(Path(tmp))
+        cases = [c for c in _classes(Path(tmp)) if only is None or only in c[0]]
         print(f"tree {tree}  timeout {timeout:g} s  address-space cap {mem_gb:g} GB")
         print(f"{'input class':34} {'exit':>9} {'wall s':>8} {'peak MB':>8}  stderr")
         for name, argv, scale in cases:
@@ -209,10 +209,11 @@ def main() -> int:
     parser.add_argument("--fuzz", type=int, default=None, metavar="N",
                         help="generated inputs (default 10000 when --classes is not given)")
     parser.add_argument("--seed", type=int, default=9)
+    parser.add_argument("--only", metavar="TEXT", help="measure only classes naming TEXT")
     args = parser.parse_args()
     status = 0
     if args.classes:
-        run_classes(args.tree.resolve(), args.timeout, args.mem_gb)
+        run_classes(args.tree.resolve(), args.timeout, args.mem_gb, args.only)
     if args.fuzz or not args.classes:
         status = run_fuzz(args.fuzz or 10_000, args.seed)
     return status
