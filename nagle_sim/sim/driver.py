@@ -37,9 +37,9 @@ DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
 DEFAULT_SEGMENT_LIMIT = 5_000_000
 DEFAULT_RECORD_LIMIT = 600_000
 """Most records (segments + app calls + model events) one run's trace may hold: bounds a
-run's memory (about 0.4 KB a record: ~250 MB) and wall time, whatever the script, and keeps
-its JSON (~180 B a record: ~110 MB) under the trace reader's 128 MiB limit, so any run's
-``--json`` can be read back."""
+run's memory (a CLI run at the bound peaks near 400 MB) and wall time, whatever the script,
+and keeps its JSON (~180 B a record: ~110 MB) under the trace reader's 128 MiB limit, so
+any run's ``--json`` can be read back."""
 
 
 class RunLimit(Exception):
