@@ -87,8 +87,9 @@ class _Missing:
 
 # ---------------------------------------------------------------- metric parsing
 _TOKEN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<sel>[^\]]*)\])?$")
-_INDEX = re.compile(r"^\s*(-?\d+)\s*$")
-_SLICE = re.compile(r"^\s*(-?\d+)?\s*:\s*(-?\d+)?\s*$")
+# At most nine digits: a selector never needs more, and int() of a 5000-digit string fails.
+_INDEX = re.compile(r"^\s*(-?\d{1,9})\s*$")
+_SLICE = re.compile(r"^\s*(-?\d{1,9})?\s*:\s*(-?\d{1,9})?\s*$")
 
 
 @dataclass(frozen=True, slots=True)

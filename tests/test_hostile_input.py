@@ -420,3 +420,13 @@ def test_compare_prints_a_markup_title_as_it_is() -> None:
     console = Console(file=io.StringIO(), width=200)
     print_comparison(compare(sim, sim), console)
     assert "[/] [bold]t: model vs kernel" in console.file.getvalue()   # type: ignore[attr-defined]
+
+
+def test_a_huge_claim_selector_is_a_one_line_error() -> None:
+    """Found by benchmarks/fuzz_inputs.py (seed 1): a 5000-digit slice bound in a claim's
+    metric reached int() and raised a bare ValueError."""
+    from nagle_sim.expect import parse_claims
+    metric = "iterations[1:" + "9" * 5000 + "].latency_ms.max"
+    text = S1.read_text() + f'[[expect]]\nmetric = "{metric}"\nat_most = 1\nwhy = "x"\n'
+    with pytest.raises(ScenarioError, match=r"expect\[0\]: bad selector"):
+        parse_claims(loads(text, "s1.toml"))
