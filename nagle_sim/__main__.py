@@ -75,7 +75,8 @@ def _run_trace(scenario: Scenario) -> Trace:
 
 def _emit(trace: Trace, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
-        sys.stdout.write(trace.dumps(indent=None) + "\n")
+        trace.write_json(sys.stdout)    # streamed: a big run's JSON is never one string
+        sys.stdout.write("\n")
     else:
         from rich.console import Console
 

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .model.events import (
     KIND_NAME,
@@ -217,15 +217,33 @@ class Trace:
         times = [s.t for s in self.segments] + [o.end or o.start for o in self.ops]
         return Micros(max(times, default=0))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json_head(self) -> dict[str, Any]:
+        """The top-level keys before the three record lists."""
         return {"format": FORMAT, "source": self.source, "title": self.title,
-                "outcome": self.outcome, "message": self.message, "meta": self.meta,
+                "outcome": self.outcome, "message": self.message, "meta": self.meta}
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.to_json_head(),
                 "segments": [s.to_json() for s in self.segments],
                 "ops": [o.to_json() for o in self.ops],
                 "events": [e.to_json() for e in self.events]}
 
     def dumps(self, indent: int | None = None) -> str:
         return json.dumps(self.to_json(), indent=indent, ensure_ascii=False)
+
+    def write_json(self, out: TextIO) -> None:
+        """Write exactly ``dumps()`` to ``out``, one record at a time: a run at the record
+        bound never holds its whole JSON text (hundreds of MB) in memory."""
+        encode = json.JSONEncoder(ensure_ascii=False).encode
+        head = self.to_json_head()
+        out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
+        for name, records in (("segments", self.segments), ("ops", self.ops),
+                              ("events", self.events)):
+            out.write(f", {encode(name)}: [")
+            for i, record in enumerate(records):
+                out.write((", " if i else "") + encode(record.to_json()))
+            out.write("]")
+        out.write("}")
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "<trace>") -> Trace:

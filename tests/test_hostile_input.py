@@ -430,3 +430,13 @@ def test_a_huge_claim_selector_is_a_one_line_error() -> None:
     text = S1.read_text() + f'[[expect]]\nmetric = "{metric}"\nat_most = 1\nwhy = "x"\n'
     with pytest.raises(ScenarioError, match=r"expect\[0\]: bad selector"):
         parse_claims(loads(text, "s1.toml"))
+
+
+def test_streamed_json_is_byte_identical_to_dumps(capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --json` streams records (bounded memory) yet prints exactly `Trace.dumps()`."""
+    trace = run_sim(scenario.load(S1))
+    out = io.StringIO()
+    trace.write_json(out)
+    assert out.getvalue() == trace.dumps()
+    assert main(["run", str(S1), "--json"]) == 0
+    assert capsys.readouterr().out == trace.dumps() + "\n"
