@@ -148,13 +148,16 @@ def _write(p: Path, data: bytes | str | Callable[[BinaryIO], None]) -> Path:
 def _png_bytes(scene: Scene, scale: float) -> bytes:
     import io
 
-    from .png import PngUnavailable, render
+    from .png import SUPERSAMPLE_MAX_PIXELS, PngUnavailable, render
     try:
         image = render(scene, scale)
     except (PngUnavailable, SceneTooBig) as exc:
         raise ExportError(str(exc)) from None
     buf = io.BytesIO()
-    image.save(buf, format="PNG", optimize=True)
+    # optimize triples the encoding time of a big picture for a few % of size; keep it for
+    # slide-sized ones only (the same bound as supersampling).
+    small = image.width * image.height <= SUPERSAMPLE_MAX_PIXELS
+    image.save(buf, format="PNG", optimize=small)
     return buf.getvalue()
 
 
