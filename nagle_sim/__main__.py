@@ -216,6 +216,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MIN_WIDTH, MAX_WIDTH = 40, 1000
+"""--width bounds: rich pads every ladder line to the width, so a width of a million
+columns made a 321 MB printout and took 1.4 GB."""
+
+
+def _width(text: str) -> int:
+    value = _positive_int(text)
+    if not MIN_WIDTH <= value <= MAX_WIDTH:
+        raise argparse.ArgumentTypeError(f"expected {MIN_WIDTH} to {MAX_WIDTH} columns, "
+                                         f"got {value}")
+    return value
+
+
 def _count(text: str) -> int:
     return 0 if text.strip() == "0" else _positive_int(text)
 
@@ -260,7 +273,8 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
                    help="ladder rows to print (default 200; 0: summary only)")
     p.add_argument("--detail", choices=DETAIL_LEVELS, default="normal",
                    help="which decisions to show beside the segments")
-    p.add_argument("--width", type=_positive_int, help="terminal width to render for")
+    p.add_argument("--width", type=_width, metavar="COLUMNS",
+                   help=f"terminal width to render for ({MIN_WIDTH} to {MAX_WIDTH})")
 
 
 def _add_scenario(p: argparse.ArgumentParser) -> None:

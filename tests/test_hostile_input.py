@@ -440,3 +440,10 @@ def test_streamed_json_is_byte_identical_to_dumps(capsys: pytest.CaptureFixture[
     assert out.getvalue() == trace.dumps()
     assert main(["run", str(S1), "--json"]) == 0
     assert capsys.readouterr().out == trace.dumps() + "\n"
+
+
+@pytest.mark.parametrize("width", ["1000000", "5", "0"])
+def test_an_absurd_terminal_width_is_refused(width: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--width 1000000 used to print a 321 MB ladder with 1.4 GB of memory."""
+    _one_line_error(["run", str(S1), "--width", width], capsys, "argument --width: expected")
