@@ -7,22 +7,40 @@ are imported only by the subcommands that need them.
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
 
-from rich.console import Console
 
-from . import __version__
-from .model.events import Side
-from .render.rows import DETAIL_LEVELS
-from .scenario import Scenario, ScenarioError, load
-from .trace import Trace, TraceError
+def _interrupted_at_start_up(signum: int, frame: object) -> None:
+    # Ctrl-C while the modules below still load: one line and exit 130, not a traceback
+    # from deep inside an import. main() restores Python's handler once it is set up.
+    os.write(2, b"error: interrupted\n")
+    os._exit(130)
+
+
+_STARTED_AS_COMMAND = __name__ == "__main__" or os.path.basename(sys.argv[0]) == "nagle-sim"
+if _STARTED_AS_COMMAND and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_at_start_up)
+
+import argparse  # noqa: E402 - after the start-up Ctrl-C handler, on purpose
+import math  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from typing import TYPE_CHECKING, NoReturn  # noqa: E402
+
+from . import __version__  # noqa: E402
+from .render.rows import DETAIL_LEVELS  # noqa: E402
+from .scenario import ScenarioError, load  # noqa: E402
+from .trace import TraceError  # noqa: E402
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
+    from .trace import Trace
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED = 130
+MAX_MESSAGE = 2000
+"""Longest error message printed (user text inside messages is clipped already)."""
 
 
 class CliError(Exception):
@@ -34,8 +52,16 @@ class CliError(Exception):
 
 
 def _err(message: str) -> None:
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}",
-                                                markup=True, soft_wrap=True)
+    """``error: message`` on one line of stderr. The message is plain text: user input in
+    it (file names, keys, trace labels) is never read as rich markup."""
+    one_line = " ".join(message.split())[:MAX_MESSAGE]
+    try:
+        from rich.console import Console
+        from rich.text import Text
+        Console(stderr=True, highlight=False).print(
+            Text.assemble(("error:", "bold red"), " ", one_line), soft_wrap=True)
+    except Exception:   # rich unusable: a plain line still tells the user what is wrong
+        sys.stderr.write(f"error: {one_line}\n")
 
 
 def _load(args: argparse.Namespace) -> Scenario:
@@ -50,8 +76,11 @@ def _run_trace(scenario: Scenario) -> Trace:
 
 def _emit(trace: Trace, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
-        sys.stdout.write(trace.dumps(indent=None) + "\n")
+        trace.write_json(sys.stdout)    # streamed: a big run's JSON is never one string
+        sys.stdout.write("\n")
     else:
+        from rich.console import Console
+
         from .render.terminal import print_run
         console = Console(width=args.width) if getattr(args, "width", None) else Console()
         print_run(trace, console, limit=None if args.all else args.limit, detail=args.detail)
@@ -94,10 +123,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_lessons(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.text import Text
+
     from .lessons import load_lessons
     console = Console()
     for lesson in load_lessons():
-        console.print(f"[bold]{lesson.slug}[/]  {lesson.title}\n    {lesson.summary}")
+        console.print(Text.assemble((lesson.slug, "bold"), f"  {lesson.title}\n    "
+                                    f"{lesson.summary}"))
     return EXIT_OK
 
 
@@ -147,11 +180,20 @@ def _is_trace_file(path: str) -> bool:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print a saved trace (simulated or real) as a ladder and summary."""
+    from .trace import Trace
     return _emit(Trace.load(args.file), args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .export import ExportError, export_cli
+    from .export import ExportError, check_targets, export_cli
+    from .model.events import Side
+    from .trace import Trace
+    outputs = {"pcap": args.pcap, "svg": args.svg, "png": args.png, "tseq": args.tseq,
+               "markdown": args.markdown, "csv": args.csv, "json": args.json_out}
+    try:   # bad output paths fail before a slow run, not after it
+        check_targets({fmt: p for fmt, p in outputs.items() if p is not None})
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
     if _is_trace_file(args.file):
         if args.real or args.overlay_real or args.set:
             raise CliError(f"{args.file}: a saved trace is exported as it is; --real, "
@@ -162,10 +204,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         trace = _real_trace(scenario) if args.real else _run_trace(scenario)
         overlay = _real_trace(scenario) if args.overlay_real and not args.real else None
     try:
-        paths = export_cli(trace, pcap=args.pcap, svg=args.svg, png=args.png, tseq=args.tseq,
-                           markdown=args.markdown, csv=args.csv, json=args.json_out,
-                           overlay=overlay, until_ms=args.until_ms, linear=args.linear,
-                           sender=Side(args.sender), png_scale=args.png_scale)
+        paths = export_cli(trace, **outputs, overlay=overlay, until_ms=args.until_ms,
+                           linear=args.linear, sender=Side(args.sender),
+                           png_scale=args.png_scale)
     except ExportError as exc:
         raise CliError(str(exc)) from None
     if not paths:
@@ -186,6 +227,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MIN_WIDTH, MAX_WIDTH = 40, 1000
+"""--width bounds: rich pads every ladder line to the width, so a width of a million
+columns made a 321 MB printout and took 1.4 GB."""
+
+
+def _width(text: str) -> int:
+    value = _positive_int(text)
+    if not MIN_WIDTH <= value <= MAX_WIDTH:
+        raise argparse.ArgumentTypeError(f"expected {MIN_WIDTH} to {MAX_WIDTH} columns, "
+                                         f"got {value}")
+    return value
+
+
 def _count(text: str) -> int:
     return 0 if text.strip() == "0" else _positive_int(text)
 
@@ -203,18 +257,24 @@ def _positive_float(limit: float) -> Callable[[str], float]:
     return parse
 
 
+def _scale(text: str) -> float:
+    from .export import PNG_SCALE_RANGE
+    low, high = PNG_SCALE_RANGE
+    value = _positive_float(high)(text)
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {low:g} to {high:g}, got {text}")
+    return value
+
+
 def _check_output(path: str | None) -> None:
     """Fail before a slow run, not after it, when an output file cannot be written."""
     if not path:
         return
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise CliError(f"{path}: is a directory, not a file")
-    if not parent.is_dir():
-        raise CliError(f"cannot write {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise CliError(f"cannot write {path}: permission denied")
+    from .export import ExportError, check_writable
+    try:
+        check_writable(path)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _add_view_options(p: argparse.ArgumentParser) -> None:
@@ -224,7 +284,8 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
                    help="ladder rows to print (default 200; 0: summary only)")
     p.add_argument("--detail", choices=DETAIL_LEVELS, default="normal",
                    help="which decisions to show beside the segments")
-    p.add_argument("--width", type=_positive_int, help="terminal width to render for")
+    p.add_argument("--width", type=_width, metavar="COLUMNS",
+                   help=f"terminal width to render for ({MIN_WIDTH} to {MAX_WIDTH})")
 
 
 def _add_scenario(p: argparse.ArgumentParser) -> None:
@@ -235,8 +296,17 @@ def _add_scenario(p: argparse.ArgumentParser) -> None:
                    help="set one of the scenario's [params], e.g. sleep=10ms (repeatable)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's one-line error (``error: nagle-sim run: argument …``, exit
+    2) instead of a usage block; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        _err(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
         "CORK, QUICKACK — simulated, and measured on real sockets.")
     parser.add_argument("--version", action="version", version=f"nagle-sim {__version__}")
@@ -279,8 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw time to scale instead of compressing quiet gaps")
     p.add_argument("--sender", choices=("client", "server"), default="client",
                    help="whose data the time-sequence plot shows (default client)")
-    p.add_argument("--png-scale", type=_positive_float(8.0), default=1.0, metavar="X",
-                   help="scale PNG pictures (default 1.0)")
+    p.add_argument("--png-scale", type=_scale, default=1.0, metavar="X",
+                   help="scale PNG pictures, 0.25 to 8 (default 1.0)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("compare", help="run on the model and on real sockets; match segments")
@@ -323,19 +393,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args.file = None
-        args.func = cmd_tui
+    if signal.getsignal(signal.SIGINT) is _interrupted_at_start_up:
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # set up: normal Ctrl-C
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args.file = None
+            args.func = cmd_tui
         return int(args.func(args))
     except (ScenarioError, TraceError, CliError) as exc:
         _err(str(exc))
         return exc.code if isinstance(exc, CliError) else EXIT_BAD_INPUT
     except KeyboardInterrupt:
         _err("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
 

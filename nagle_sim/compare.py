@@ -646,16 +646,19 @@ def _console() -> Any:
 
 
 def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None:
+    """Print the comparison tables. Cells and titles are plain `Text`: a scenario title or
+    label such as ``[/]`` is shown as written, never read as rich markup."""
     from rich.table import Table
+    from rich.text import Text
 
     headers, rows = match_rows(cmp)
-    table = Table(title=f"{cmp.title}: model vs kernel", show_lines=False, expand=False)
+    table = Table(title=Text(f"{cmp.title}: model vs kernel"), show_lines=False, expand=False)
     for h in headers:
         table.add_column(h, overflow="fold")
     shown = rows if len(rows) <= limit else [r for r in rows if r[8] == "✗"][:limit] or \
         rows[:limit]
     for row in shown:
-        table.add_row(*row, style=None if row[8] == "✓" else "red")
+        table.add_row(*map(Text, row), style=None if row[8] == "✓" else "red")
     console.print(table)
     if len(shown) < len(rows):
         console.print(f"… {len(rows) - len(shown)} more segment rows (all of them are in --json)")
@@ -665,7 +668,7 @@ def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None
         for h in headers:
             it.add_column(h)
         for row in rows:
-            it.add_row(*row, style=None if row[-1] == "✓" else "red")
+            it.add_row(*map(Text, row), style=None if row[-1] == "✓" else "red")
         console.print(it)
     headers, rows = stall_rows(cmp)
     if rows:
@@ -673,7 +676,7 @@ def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None
         for h in headers:
             st.add_column(h, overflow="fold")
         for row in rows:
-            st.add_row(*row, style=None if row[6] == "✓" else "red")
+            st.add_row(*map(Text, row), style=None if row[6] == "✓" else "red")
         console.print(st)
     for note in cmp.notes:
         console.print(f"note: {note}", markup=False)
@@ -681,7 +684,7 @@ def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None
         console.print(f"difference: {problem}", markup=False, style="red")
     if len(cmp.problems) > 40:
         console.print(f"… {len(cmp.problems) - 40} more differences (see --json)")
-    console.print(("[bold green]" if cmp.agree else "[bold red]") + cmp.verdict + "[/]")
+    console.print(Text(cmp.verdict, style="bold green" if cmp.agree else "bold red"))
 
 
 def _stderr(msg: str) -> None:

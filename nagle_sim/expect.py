@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import scenario as scenario_mod
 from .model.events import Reason, Side
-from .scenario import Scenario, ScenarioError
+from .scenario import Scenario, ScenarioError, clip
 from .summary import iterations, stalls
 from .trace import SegmentRecord, Trace
 
@@ -87,8 +87,9 @@ class _Missing:
 
 # ---------------------------------------------------------------- metric parsing
 _TOKEN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<sel>[^\]]*)\])?$")
-_INDEX = re.compile(r"^\s*(-?\d+)\s*$")
-_SLICE = re.compile(r"^\s*(-?\d+)?\s*:\s*(-?\d+)?\s*$")
+# At most nine digits: a selector never needs more, and int() of a 5000-digit string fails.
+_INDEX = re.compile(r"^\s*(-?\d{1,9})\s*$")
+_SLICE = re.compile(r"^\s*(-?\d{1,9})?\s*:\s*(-?\d{1,9})?\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,7 +545,8 @@ def parse_claim(raw: Any, index: int, where: str) -> Claim:
     """Validate one ``[[expect]]`` table; errors are one-line `ScenarioError`s."""
 
     def fail(message: str) -> ScenarioError:
-        return ScenarioError(f"{where}: expect[{index}]: {message}")
+        # Messages quote the user's values: clip them to one readable line.
+        return ScenarioError(f"{where}: expect[{index}]: {clip(message, 300)}")
 
     if not isinstance(raw, dict):
         raise fail("must be a table with metric, a comparison and why")

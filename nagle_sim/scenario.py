@@ -7,8 +7,11 @@ consume `Scenario`. Must not import simpy, asyncio, textual or rich.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,36 +90,58 @@ Statement = Write | Writev | Read | Sleep | SetOpt | GetOpt | Repeat | Close
 OPTIONS = ("nodelay", "cork", "quickack")
 
 
-def flatten(body: tuple[Statement, ...], path: tuple[int, ...] = ()
-            ) -> Iterator[tuple[Statement, tuple[int, ...]]]:
+def flatten(body: tuple[Statement, ...]) -> Iterator[tuple[Statement, tuple[int, ...]]]:
     """Statements in execution order, each with its iteration path (the indexes of the
     enclosing ``repeat`` loops, outermost first). Both executors run scripts through this;
-    `outermost_loops` names the loop a path belongs to."""
-    for stmt in body:
-        if isinstance(stmt, Repeat):
-            for i in range(stmt.count):
-                yield from flatten(stmt.body, path + (i,))
+    `outermost_loops` names the loop a path belongs to. Iterative (an explicit stack), so
+    nesting depth costs no Python recursion; an empty loop body is skipped, not spun."""
+    # A frame: [statements, next index, path of this pass, iteration, count, enclosing path]
+    frames: list[list[Any]] = [[body, 0, (), 0, 1, ()]]
+    while frames:
+        frame = frames[-1]
+        stmts, i = frame[0], frame[1]
+        if i < len(stmts):
+            frame[1] = i + 1
+            stmt = stmts[i]
+            if isinstance(stmt, Repeat):
+                if stmt.count and stmt.body:
+                    path = frame[2]
+                    frames.append([stmt.body, 0, (*path, 0), 0, stmt.count, path])
+            else:
+                yield stmt, frame[2]
+        elif frame[3] + 1 < frame[4]:
+            frame[1], frame[3] = 0, frame[3] + 1
+            frame[2] = (*frame[5], frame[3])
         else:
-            yield stmt, path
+            frames.pop()
 
 
 def outermost_loops(body: tuple[Statement, ...]) -> dict[int, int]:
     """``id(statement)`` → number of its outermost enclosing top-level ``repeat`` (1 for
     the script's first statement, 2 for the second, …; 0 outside any loop)."""
     out: dict[int, int] = {}
-
-    def walk(stmts: tuple[Statement, ...], loop: int) -> None:
-        for stmt in stmts:
+    for number, top in enumerate(body, start=1):
+        if not isinstance(top, Repeat):
+            out[id(top)] = 0
+            continue
+        pending = list(top.body)
+        while pending:
+            stmt = pending.pop()
             if isinstance(stmt, Repeat):
-                walk(stmt.body, loop)
+                pending.extend(stmt.body)
             else:
-                out[id(stmt)] = loop
-    for number, stmt in enumerate(body, start=1):
-        if isinstance(stmt, Repeat):
-            walk(stmt.body, number)
-        else:
-            out[id(stmt)] = 0
+                out[id(stmt)] = number
     return out
+
+
+def walk(body: tuple[Statement, ...]) -> Iterator[Statement]:
+    """Every statement of ``body`` once (loops included, not expanded), without recursion."""
+    pending = list(reversed(body))
+    while pending:
+        stmt = pending.pop()
+        yield stmt
+        if isinstance(stmt, Repeat):
+            pending.extend(reversed(stmt.body))
 
 
 def describe(stmt: Statement) -> tuple[str, str]:
@@ -181,8 +206,41 @@ class Scenario:
 _TOKEN = re.compile(r"\s*(?:(?P<brace>[{};])|(?P<word>[^\s{};]+))")
 _DURATION = re.compile(r"^(?P<num>[0-9]{1,12}(?:\.[0-9]{1,9})?)(?P<unit>us|ms|s)$")
 _UNIT_US = {"us": 1, "ms": 1000, "s": 1_000_000}
-_MAX_REPEAT_OPS = 2_000_000
+MAX_STATEMENTS = 1_000_000
+"""A script may run at most this many statements, counting every loop iteration as at
+least one (so ``repeat 1000000000 { }`` is refused, not spun): bounds a run's wall time
+and the memory of its trace."""
+MAX_NESTING = 64
+"""``repeat`` blocks nest at most this deep (TOML and JSON values likewise)."""
+MAX_FILE_BYTES = 1_048_576
+"""A scenario file (or script text) is refused above this size, before any parsing."""
+MAX_WRITEV_PARTS = 1024
+"""As Linux's IOV_MAX: the most buffers one ``writev`` takes."""
 _MAX_SLEEP_US = 10 * 86_400 * 1_000_000   # ten days: far beyond any run's time limit
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters (with an ellipsis) and made one printable line
+    (control characters such as newlines shown escaped), for quoting user input in
+    one-line messages."""
+    cut = text if len(text) <= limit else text[:limit] + "…"
+    if cut.isprintable():
+        return cut
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in cut)
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` clipped for a message (huge ints are not even converted)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        try:
+            return f"a {len(str(abs(value)))}-digit number"
+        except ValueError:     # past sys.get_int_max_str_digits()
+            return "a number of thousands of digits"
+    if isinstance(value, str):
+        return repr(clip(value))
+    if isinstance(value, list | dict):
+        return "a table" if isinstance(value, dict) else "an array"
+    return clip(repr(value))
 
 
 def _tokenize(text: str, where: str, first_line: int) -> list[tuple[str, int]]:
@@ -203,6 +261,14 @@ def _tokenize(text: str, where: str, first_line: int) -> list[tuple[str, int]]:
     return tokens
 
 
+@dataclass(frozen=True, slots=True)
+class _Open:
+    """A ``repeat N {`` whose block is being parsed."""
+
+    line: int
+    count: int
+
+
 class _Parser:
     def __init__(self, tokens: list[tuple[str, int]], where: str) -> None:
         self.tokens = tokens
@@ -212,7 +278,10 @@ class _Parser:
     def error(self, line: int, message: str) -> ScenarioError:
         return ScenarioError(f"{self.where}:{line}: {message}")
 
-    def parse_block(self, closing: bool) -> tuple[Statement, ...]:
+    def parse_body(self) -> tuple[Statement, ...]:
+        """The whole token list as a statement tuple; ``repeat`` blocks are kept on an
+        explicit stack (no recursion), at most `MAX_NESTING` deep."""
+        open_blocks: list[tuple[_Open, list[Statement]]] = []
         body: list[Statement] = []
         while self.pos < len(self.tokens):
             tok, line = self.tokens[self.pos]
@@ -220,12 +289,23 @@ class _Parser:
                 self.pos += 1
                 continue
             if tok == "}":
-                if not closing:
+                if not open_blocks:
                     raise self.error(line, "unexpected '}' with no open 'repeat {'")
                 self.pos += 1
-                return tuple(body)
-            body.append(self.parse_statement())
-        if closing:
+                opened, outer = open_blocks.pop()
+                outer.append(Repeat(opened.line, opened.count, tuple(body)))
+                body = outer
+                continue
+            stmt = self.parse_statement()
+            if isinstance(stmt, _Open):
+                if len(open_blocks) >= MAX_NESTING:
+                    raise self.error(line, f"'repeat' blocks nest more than {MAX_NESTING} "
+                                           "deep")
+                open_blocks.append((stmt, body))
+                body = []
+            else:
+                body.append(stmt)
+        if open_blocks:
             last = self.tokens[-1][1] if self.tokens else 0
             raise self.error(last, "'repeat {' is never closed with '}'")
         return tuple(body)
@@ -241,11 +321,11 @@ class _Parser:
             self.pos += 1
         return words, line
 
-    def parse_statement(self) -> Statement:
+    def parse_statement(self) -> Statement | _Open:
         words, line = self._words()
         if not words:
             tok = self.tokens[self.pos][0]
-            raise self.error(line, f"unexpected {tok!r}")
+            raise self.error(line, f"unexpected {clip(tok)!r}")
         verb, args = words[0].lower(), words[1:]
         if verb == "repeat":
             if len(args) != 1:
@@ -254,9 +334,10 @@ class _Parser:
             if self.pos >= len(self.tokens) or self.tokens[self.pos][0] != "{":
                 raise self.error(line, "'repeat N' must be followed by '{'")
             self.pos += 1
-            return Repeat(line, count, self.parse_block(closing=True))
+            return _Open(line, count)
         if self.pos < len(self.tokens) and self.tokens[self.pos][0] == "{":
-            raise self.error(line, f"'{{' is only allowed after 'repeat N', not after {verb!r}")
+            raise self.error(line, f"'{{' is only allowed after 'repeat N', not after "
+                                   f"{clip(verb)!r}")
         if verb == "write":
             if len(args) == 2 and args[1].lower() == "more":
                 return Write(line, self.positive_int(args[0], line, "write size"), more=True)
@@ -266,6 +347,9 @@ class _Parser:
         if verb == "writev":
             if not args:
                 raise self.error(line, "use 'writev A B ...' with at least one size")
+            if len(args) > MAX_WRITEV_PARTS:
+                raise self.error(line, f"writev takes at most {MAX_WRITEV_PARTS} sizes "
+                                       f"(IOV_MAX), got {len(args)}")
             return Writev(line, tuple(self.positive_int(a, line, "writev part") for a in args))
         if verb == "read":
             if len(args) != 1:
@@ -276,17 +360,18 @@ class _Parser:
                 raise self.error(line, "use 'sleep 15ms' (units us, ms, s)")
             m = _DURATION.match(args[0].lower())
             if m is None:
-                raise self.error(line, f"bad duration {args[0]!r}: use e.g. 15ms, 250us, 1.5s")
+                raise self.error(line, f"bad duration {clip(args[0])!r}: use e.g. 15ms, "
+                                       "250us, 1.5s")
             us = round(float(m.group("num")) * _UNIT_US[m.group("unit")])
             if us > _MAX_SLEEP_US:
-                raise self.error(line, f"sleep {args[0]} is longer than ten days")
+                raise self.error(line, f"sleep {clip(args[0])} is longer than ten days")
             return Sleep(line, Micros(us))
         if verb == "set":
             if len(args) != 2 or args[0].lower() not in OPTIONS:
                 raise self.error(line, "use 'set nodelay|cork|quickack on|off'")
             value = args[1].lower()
             if value not in ("on", "off", "1", "0", "true", "false"):
-                raise self.error(line, f"bad value {args[1]!r} for set: use on or off")
+                raise self.error(line, f"bad value {clip(args[1])!r} for set: use on or off")
             return SetOpt(line, args[0].lower(), value in ("on", "1", "true"))
         if verb == "get":
             if len(args) != 1 or args[0].lower() not in OPTIONS:
@@ -296,12 +381,13 @@ class _Parser:
             if args:
                 raise self.error(line, "'close' takes no arguments")
             return Close(line)
-        raise self.error(line, f"unknown statement {words[0]!r} (expected write, writev, "
+        raise self.error(line, f"unknown statement {clip(words[0])!r} (expected write, "
+                               "writev, "
                                "read, sleep, set, get, repeat or close)")
 
     def positive_int(self, text: str, line: int, what: str, allow_zero: bool = False) -> int:
         if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise self.error(line, f"{what} must be a whole number, got {text!r}")
+            raise self.error(line, f"{what} must be a whole number, got {clip(text)!r}")
         if len(text.lstrip("+-")) > 12:
             raise self.error(line, f"{what} {text[:16]}… is too large")
         value = int(text)
@@ -315,26 +401,49 @@ class _Parser:
 
 def parse_script(text: str, where: str = "<script>", first_line: int = 1
                  ) -> tuple[Statement, ...]:
-    """Parse a script; errors name ``where:line``."""
+    """Parse a script; errors name ``where:line``. Refuses text over `MAX_FILE_BYTES`,
+    nesting over `MAX_NESTING` and scripts running over `MAX_STATEMENTS` statements."""
+    if len(text) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{where}:{first_line}: script is {len(text):,} characters "
+                            f"(limit {MAX_FILE_BYTES:,})")
     parser = _Parser(_tokenize(text, where, first_line), where)
-    body = parser.parse_block(closing=False)
+    body = parser.parse_body()
     ops = count_ops(body)
-    if ops > _MAX_REPEAT_OPS:
-        raise ScenarioError(f"{where}:{first_line}: script expands to {ops:,} operations "
-                            f"(limit {_MAX_REPEAT_OPS:,})")
+    if ops > MAX_STATEMENTS:
+        raise ScenarioError(f"{where}:{first_line}: script runs more than "
+                            f"{MAX_STATEMENTS:,} statements and loop iterations "
+                            f"(limit {MAX_STATEMENTS:,}; an empty iteration counts as one)")
     return body
 
 
-def count_ops(body: tuple[Statement, ...]) -> int:
-    total = 0
-    for stmt in body:
-        if isinstance(stmt, Repeat):
-            total += stmt.count * count_ops(stmt.body)
-            if total > _MAX_REPEAT_OPS:
-                return total
+def count_ops(body: tuple[Statement, ...], limit: int = MAX_STATEMENTS) -> int:
+    """How many statements ``body`` runs, a loop iteration counting as at least one (so
+    empty loops cost their iterations). Stops counting, and returns a number above
+    ``limit``, once the count passes ``limit``. Iterative."""
+    # A frame: [statements, next index, running total]
+    frames: list[list[Any]] = [[body, 0, 0]]
+    while True:
+        frame = frames[-1]
+        stmts, i = frame[0], frame[1]
+        if i < len(stmts):
+            stmt = stmts[i]
+            if isinstance(stmt, Repeat) and stmt.count:
+                frames.append([stmt.body, 0, 0])
+                continue
+            frame[1] = i + 1
+            if not isinstance(stmt, Repeat):
+                frame[2] += 1
+            updated = frame
         else:
-            total += 1
-    return total
+            frames.pop()
+            if not frames:
+                return int(frame[2])
+            updated = frames[-1]
+            loop = updated[0][updated[1]]
+            updated[1] += 1
+            updated[2] += loop.count * max(1, frame[2])
+        if updated[2] > limit:
+            return int(updated[2])   # the whole script runs at least this many
 
 
 # ---------------------------------------------------------------- TOML loading
@@ -380,9 +489,12 @@ class _Loader:
                minimum: float = 0.0) -> float:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(table, key, f"expected a number, got {value!r}")
-        if not math.isfinite(value) or abs(value) > 1e12:
-            raise self.fail(table, key, f"expected a finite number, got {value!r}")
+            raise self.fail(table, key, f"expected a number, got {shown(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(table, key, f"expected a finite number, got {shown(value)}")
+        if abs(value) > 10**12:    # compared as int: a 400-digit int overflows a float
+            raise self.fail(table, key, f"expected a number of at most 10^12, got "
+                                        f"{shown(value)}")
         if value < minimum:
             raise self.fail(table, key, f"must be ≥ {minimum:g}, got {value}")
         return float(value)
@@ -390,13 +502,14 @@ class _Loader:
     def boolean(self, table: str, data: dict[str, Any], key: str, default: bool) -> bool:
         value = data.get(key, default)
         if not isinstance(value, bool):
-            raise self.fail(table, key, f"expected true or false, got {value!r}")
+            raise self.fail(table, key, f"expected true or false, got {shown(value)}")
         return value
 
     def unknown(self, table: str, data: dict[str, Any], allowed: set[str]) -> None:
         for key in data:
             if key not in allowed:
-                raise self.fail(table, key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+                raise self.fail(table, clip(str(key)),
+                                f"unknown key (allowed: {', '.join(sorted(allowed))})")
 
     def link(self, data: Any) -> Link:
         if not isinstance(data, dict):
@@ -426,7 +539,7 @@ class _Loader:
         self.unknown(name, data, _SIDE_KEYS)
         profile_name = data.get("profile", "linux")
         if not isinstance(profile_name, str) or profile_name not in PROFILES:
-            raise self.fail(name, "profile", f"unknown profile {profile_name!r} "
+            raise self.fail(name, "profile", f"unknown profile {shown(profile_name)} "
                                              f"(known: {', '.join(PROFILES)})")
         profile = PROFILES[profile_name]
         tune = data.get("tune", {})
@@ -435,17 +548,19 @@ class _Loader:
         changes: dict[str, Any] = {}
         for key, value in tune.items():
             if key not in TUNABLE:
-                raise self.fail(f"{name}.tune", key,
+                raise self.fail(f"{name}.tune", clip(str(key)),
                                 "not a tunable profile field (see docs/scenarios.md)")
             current = getattr(profile, key)
             if isinstance(current, bool):
                 if not isinstance(value, bool):
-                    raise self.fail(f"{name}.tune", key, f"expected true or false, got {value!r}")
+                    raise self.fail(f"{name}.tune", key,
+                                    f"expected true or false, got {shown(value)}")
             elif isinstance(value, bool) or not isinstance(value, int):
-                raise self.fail(f"{name}.tune", key, f"expected a whole number, got {value!r}")
+                raise self.fail(f"{name}.tune", key,
+                                f"expected a whole number, got {shown(value)}")
             elif not _TUNE_MIN.get(key, 1) <= value <= 10**12:
                 raise self.fail(f"{name}.tune", key, f"must be from {_TUNE_MIN.get(key, 1)} to "
-                                f"10^12, got {value}")
+                                f"10^12, got {shown(value)}")
             if key == "hz" and not 1 <= value <= 1_000_000:
                 raise self.fail(f"{name}.tune", key, "HZ must be between 1 and 1000000")
             if key in ("max_quickacks", "pingpong_thresh") and not 1 <= value <= 255:
@@ -460,7 +575,7 @@ class _Loader:
             quickack = None
         if quickack is not None and not isinstance(quickack, bool):
             raise self.fail(name, "quickack", f"expected true, false or \"default\", "
-                                              f"got {quickack!r}")
+                                              f"got {shown(quickack)}")
         if cork and not profile.supports_cork:
             raise self.fail(name, "cork", f"profile {profile.name!r} has no TCP_CORK")
         if quickack is not None and not profile.supports_quickack:
@@ -474,34 +589,49 @@ class _Loader:
             first += 1
         script = parse_script(script_text, self.where, first or 1)
         self._check_profile_support(name, profile, script)
-        self._check_close(name, script, closed=False)
+        self._check_close(name, script)
         return SideSpec(profile=profile, options=SocketOptions(
             nodelay=nodelay, cork=cork, quickack=quickack), script=script,
             script_line=first, tune=changes)
 
-    def _check_close(self, name: str, body: tuple[Statement, ...], closed: bool) -> bool:
-        """Only `sleep` may follow `close` (in execution order, loops included)."""
-        for stmt in body:
+    def _check_close(self, name: str, body: tuple[Statement, ...]) -> None:
+        """Only `sleep` may follow `close` (in execution order, loops included). A loop
+        body runs a second time, already closed, when its first pass closes the socket;
+        further passes add nothing. Iterative, like `flatten`."""
+        closed = False
+        # A frame: [statements, next index, closed on entry, pass (1 or 2)]; the loop a
+        # frame belongs to is the statement at its parent's index.
+        frames: list[list[Any]] = [[body, 0, False, 1]]
+        while frames:
+            frame = frames[-1]
+            stmts, i = frame[0], frame[1]
+            if i == len(stmts):
+                frames.pop()
+                if not frames:
+                    return
+                parent = frames[-1]
+                loop = parent[0][parent[1]]
+                if frame[3] == 1 and loop.count > 1 and closed and not frame[2]:
+                    frames.append([loop.body, 0, True, 2])
+                else:
+                    parent[1] += 1
+                continue
+            stmt = stmts[i]
             if isinstance(stmt, Repeat):
-                if not stmt.count:
+                if stmt.count:
+                    frames.append([stmt.body, 0, closed, 1])
                     continue
-                after = self._check_close(name, stmt.body, closed)
-                if stmt.count > 1 and after and not closed:
-                    self._check_close(name, stmt.body, True)   # the second pass
-                closed = after
             elif closed and not isinstance(stmt, Sleep):
                 raise ScenarioError(f"{self.where}:{stmt.line}: {name}: "
                                     f"'{describe(stmt)[0]}' after 'close'")
             elif isinstance(stmt, Close):
                 closed = True
-        return closed
+            frame[1] = i + 1
 
     def _check_profile_support(self, name: str, profile: StackProfile,
                                script: tuple[Statement, ...]) -> None:
-        for stmt in script:
-            if isinstance(stmt, Repeat):
-                self._check_profile_support(name, profile, stmt.body)
-            elif isinstance(stmt, SetOpt | GetOpt):
+        for stmt in walk(script):
+            if isinstance(stmt, SetOpt | GetOpt):
                 if stmt.option == "cork" and not profile.supports_cork:
                     raise ScenarioError(f"{self.where}:{stmt.line}: {name} profile "
                                         f"{profile.name!r} has no TCP_CORK")
@@ -515,27 +645,34 @@ class _Loader:
 
 def _apply_overrides(doc: dict[str, Any], overrides: list[str], where: str) -> None:
     for item in overrides:
+        said = f"--set {clip(item)!r}"
         if "=" not in item:
-            raise ScenarioError(f"--set {item!r}: use KEY=VALUE, e.g. client.nodelay=true")
+            raise ScenarioError(f"{said}: use KEY=VALUE, e.g. client.nodelay=true")
+        if len(item) > MAX_FILE_BYTES:
+            raise ScenarioError(f"{said}: {len(item):,} characters (limit {MAX_FILE_BYTES:,})")
         key, _, value_text = item.partition("=")
         path = key.strip().split(".")
         if not all(path):
-            raise ScenarioError(f"--set {item!r}: bad key {key!r}")
+            raise ScenarioError(f"{said}: bad key {clip(key)!r}")
+        if len(path) > MAX_NESTING:
+            raise ScenarioError(f"{said}: key nests more than {MAX_NESTING} tables deep")
         try:
-            value = tomllib.loads(f"v = {value_text.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = value_text.strip()
+            value = _parse_toml(f"v = {value_text.strip()}", said)["v"]
+        except ScenarioError:
+            value = value_text.strip()    # not a TOML value: take the text as a string
         node = doc
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ScenarioError(f"--set {item!r}: {part!r} is not a table")
+                raise ScenarioError(f"{said}: {clip(part)!r} is not a table")
             node = child
         node[path[-1]] = value
 
 
-def loads(text: str, where: str = "<string>", overrides: list[str] | None = None) -> Scenario:
-    """Parse scenario TOML text; raise `ScenarioError` with a one-line message."""
+def _parse_toml(text: str, where: str) -> dict[str, Any]:
+    """tomllib's document, or a one-line `ScenarioError` for anything it refuses (bad
+    syntax, an integer over Python's 4300-digit limit, nesting too deep to parse) or for
+    values nested deeper than `MAX_NESTING`."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -546,6 +683,42 @@ def loads(text: str, where: str = "<string>", overrides: list[str] | None = None
             raise ScenarioError(f"{where}:{m.group(1)}: invalid TOML: {msg} "
                                 f"(column {m.group(2)})") from None
         raise ScenarioError(f"{where}: invalid TOML: {msg}") from None
+    except ValueError as exc:    # int() past sys.get_int_max_str_digits()
+        raise ScenarioError(f"{where}: invalid TOML: {clip(str(exc), 80)}") from None
+    except RecursionError:
+        raise ScenarioError(f"{where}: invalid TOML: values nest more than "
+                            f"{MAX_NESTING} deep") from None
+    if nesting_depth(doc) > MAX_NESTING:
+        raise ScenarioError(f"{where}: invalid TOML: values nest more than "
+                            f"{MAX_NESTING} deep")
+    return doc
+
+
+def nesting_depth(value: Any, stop: int = MAX_NESTING) -> int:
+    """How deep lists and dicts nest in ``value`` (a scalar is 0), counted without
+    recursion; stops looking once past ``stop``."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, depth + 1)
+            if deepest > stop:
+                return deepest
+            pending.extend((child, depth + 1) for child in node
+                           if isinstance(child, list | dict))
+    return deepest
+
+
+def loads(text: str, where: str = "<string>", overrides: list[str] | None = None) -> Scenario:
+    """Parse scenario TOML text; raise `ScenarioError` with a one-line message. Text over
+    `MAX_FILE_BYTES` is refused before parsing."""
+    if len(text) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{where}: {len(text):,} characters is too big for a scenario "
+                            f"(limit {MAX_FILE_BYTES:,})")
+    doc = _parse_toml(text, where)
     # [params] as the file declares it: --param/--set params.… must name one of these
     declared = doc.get("params")
     declared = dict(declared) if isinstance(declared, dict) else declared
@@ -580,22 +753,61 @@ def load(path: str | Path, overrides: list[str] | None = None) -> Scenario:
     return loads(read_text(path), str(path), overrides)
 
 
-def read_text(path: str | Path) -> str:
-    """A scenario file's text; unreadable files raise a one-line `ScenarioError`."""
+def read_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
+    """A scenario file's text; unreadable, non-regular (a FIFO would block), oversized or
+    non-UTF-8 files raise a one-line `ScenarioError` before anything is parsed."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_regular_file(p, limit)
     except FileNotFoundError:
         raise ScenarioError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise ScenarioError(f"{p}: is a directory, not a scenario file") from None
     except OSError as exc:
-        raise ScenarioError(f"{p}: cannot read: {exc.strerror}") from None
+        raise ScenarioError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except FileTooBig as exc:
+        raise ScenarioError(f"{p}: {exc}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{p}: not UTF-8 text (byte {exc.start})") from None
     return text
+
+
+class FileTooBig(Exception):
+    """`read_regular_file` refused a file; ``str(err)`` says why, without the path."""
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes. Opens
+    without blocking (a FIFO with no writer would hang a plain open) and reads at most
+    ``limit + 1`` bytes, so a huge or growing file costs no more than the limit.
+
+    Raises:
+        OSError: the file cannot be opened or read (FileNotFoundError, IsADirectoryError…).
+        FileTooBig: it is not a regular file, or is bigger than ``limit``.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise FileTooBig("not a regular file (a FIFO, device or socket is refused)")
+        if info.st_size > limit:
+            raise FileTooBig(f"{info.st_size:,} bytes is too big (limit {limit:,})")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise FileTooBig(f"more than {limit:,} bytes is too big (limit {limit:,})")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def real_run_caveats(scenario: Scenario) -> list[str]:

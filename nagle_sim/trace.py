@@ -8,9 +8,10 @@ SYN leaving. Must not import simpy, asyncio, textual or rich.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .model.events import (
     KIND_NAME,
@@ -33,10 +34,73 @@ def _ms(us: int | None) -> float | None:
     return None if us is None else round(us / 1000, 3)
 
 
+MAX_TRACE_BYTES = 128 * 1_048_576
+"""A trace file is refused above this size, before parsing (JSON costs ~10× its size in
+memory once parsed)."""
+MAX_TEXT = 16_384
+"""Longest string a trace field may hold (an op label, a reason, a title...)."""
+MAX_MS = 1e10
+"""Largest time (ms, about 115 days) a trace may carry, either sign."""
+MAX_NUMBER = 2**63 - 1
+"""Largest sequence number, length, window or count a trace may carry."""
+MAX_DEPTH = 64
+"""Deepest nesting of JSON arrays and objects a trace may have (``meta`` is free-form)."""
+
+
 def _us(value: Any, where: str) -> Micros:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TraceError(f"{where}: expected a number of milliseconds, got {value!r}")
+        raise TraceError(f"{where}: expected a number of milliseconds, got {_shown(value)}")
+    if not (math.isfinite(value) and abs(value) <= MAX_MS):
+        raise TraceError(f"{where}: time {_shown(value)} ms is not a finite number of at "
+                         f"most {MAX_MS:g} ms")
     return Micros(round(value * 1000))
+
+
+def _int(value: Any, where: str, low: int = 0, high: int = MAX_NUMBER) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceError(f"{where}: expected a whole number, got {_shown(value)}")
+    if not low <= value <= high:
+        raise TraceError(f"{where}: {_shown(value)} is out of range ({low} to {high})")
+    return value
+
+
+def _text(value: Any, where: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if isinstance(value, list | dict):
+        raise TraceError(f"{where}: expected text, got {_shown(value)}")
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > MAX_TEXT:
+        raise TraceError(f"{where}: {len(text):,} characters of text (limit {MAX_TEXT:,})")
+    return text
+
+
+def _side(value: Any, where: str) -> Side:
+    try:
+        return Side(value)
+    except (ValueError, TypeError):
+        raise TraceError(f"{where}: expected \"client\" or \"server\", got "
+                         f"{_shown(value)}") from None
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` clipped for a one-line message."""
+    if isinstance(value, list | dict):
+        return "an array" if isinstance(value, list) else "an object"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in ``value``, without recursion (stops past
+    `MAX_DEPTH`)."""
+    deepest, pending = 0, [(value, 0)]
+    while pending and deepest <= MAX_DEPTH:
+        node, depth = pending.pop()
+        children = node.values() if isinstance(node, dict) else node
+        deepest = max(deepest, depth + 1)
+        pending.extend((c, depth + 1) for c in children if isinstance(c, list | dict))
+    return deepest
 
 
 @dataclass(slots=True, kw_only=True)
@@ -153,9 +217,13 @@ class Trace:
         times = [s.t for s in self.segments] + [o.end or o.start for o in self.ops]
         return Micros(max(times, default=0))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json_head(self) -> dict[str, Any]:
+        """The top-level keys before the three record lists."""
         return {"format": FORMAT, "source": self.source, "title": self.title,
-                "outcome": self.outcome, "message": self.message, "meta": self.meta,
+                "outcome": self.outcome, "message": self.message, "meta": self.meta}
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.to_json_head(),
                 "segments": [s.to_json() for s in self.segments],
                 "ops": [o.to_json() for o in self.ops],
                 "events": [e.to_json() for e in self.events]}
@@ -163,53 +231,137 @@ class Trace:
     def dumps(self, indent: int | None = None) -> str:
         return json.dumps(self.to_json(), indent=indent, ensure_ascii=False)
 
+    def write_json(self, out: TextIO) -> None:
+        """Write exactly ``dumps()`` to ``out``, one record at a time: a run at the record
+        bound never holds its whole JSON text (hundreds of MB) in memory."""
+        encode = json.JSONEncoder(ensure_ascii=False).encode
+        head = self.to_json_head()
+        out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
+        for name, records in (("segments", self.segments), ("ops", self.ops),
+                              ("events", self.events)):
+            out.write(f", {encode(name)}: [")
+            for i, record in enumerate(records):
+                out.write((", " if i else "") + encode(record.to_json()))
+            out.write("]")
+        out.write("}")
+
     @classmethod
     def from_json(cls, doc: Any, where: str = "<trace>") -> Trace:
+        """A `Trace` from a parsed ``nagle-sim-trace/1`` document. Every field is checked
+        (types, finite bounded numbers, text at most `MAX_TEXT` characters); anything else
+        raises `TraceError` naming the record, e.g. ``t.json: segments[3].t_ms: …``."""
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise TraceError(f"{where}: not a {FORMAT} trace")
-        try:
-            trace = cls(source=str(doc.get("source", "?")), title=str(doc.get("title", "")),
-                        meta=dict(doc.get("meta", {})), outcome=str(doc.get("outcome", "ok")),
-                        message=str(doc.get("message", "")))
-            for i, s in enumerate(doc.get("segments", [])):
-                at = f"{where}: segments[{i}]"
+        if _depth(doc) > MAX_DEPTH:
+            raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep")
+        meta = doc.get("meta", {})
+        if not isinstance(meta, dict):
+            raise TraceError(f"{where}: meta: expected an object, got {_shown(meta)}")
+        trace = cls(source=_text(doc.get("source"), f"{where}: source", "?"),
+                    title=_text(doc.get("title"), f"{where}: title"), meta=dict(meta),
+                    outcome=_text(doc.get("outcome"), f"{where}: outcome", "ok"),
+                    message=_text(doc.get("message"), f"{where}: message"))
+        for name in ("segments", "ops", "events"):
+            if not isinstance(doc.get(name, []), list):
+                raise TraceError(f"{where}: {name}: expected an array, got "
+                                 f"{_shown(doc[name])}")
+        for i, s in enumerate(doc.get("segments", [])):
+            at = f"{where}: segments[{i}]"
+            if not isinstance(s, dict):
+                raise TraceError(f"{at}: expected an object, got {_shown(s)}")
+            try:
+                arrive = s.get("arrive_ms")
                 trace.segments.append(SegmentRecord(
-                    t=_us(s["t_ms"], at), src=Side(s["from"]), seq=int(s["seq"]),
-                    ack=int(s["ack"]), length=int(s["len"]), flags=str(s["flags"]),
-                    window=int(s.get("win", 0)),
-                    arrive=_us(s["arrive_ms"], at) if s.get("arrive_ms") is not None else None,
-                    why=str(s.get("why", "")), code=str(s.get("code", ""))))
-            for i, o in enumerate(doc.get("ops", [])):
-                at = f"{where}: ops[{i}]"
+                    t=_us(s["t_ms"], f"{at}.t_ms"), src=_side(s["from"], f"{at}.from"),
+                    seq=_int(s["seq"], f"{at}.seq"), ack=_int(s["ack"], f"{at}.ack"),
+                    length=_int(s["len"], f"{at}.len"),
+                    flags=_text(s["flags"], f"{at}.flags"),
+                    window=_int(s.get("win", 0), f"{at}.win"),
+                    arrive=None if arrive is None else _us(arrive, f"{at}.arrive_ms"),
+                    why=_text(s.get("why"), f"{at}.why"),
+                    code=_text(s.get("code"), f"{at}.code")))
+            except KeyError as exc:
+                raise TraceError(f"{at}: missing {exc}") from None
+        for i, o in enumerate(doc.get("ops", [])):
+            at = f"{where}: ops[{i}]"
+            if not isinstance(o, dict):
+                raise TraceError(f"{at}: expected an object, got {_shown(o)}")
+            iteration = o.get("iter", [])
+            if not isinstance(iteration, list) or len(iteration) > MAX_DEPTH:
+                raise TraceError(f"{at}.iter: expected an array of at most {MAX_DEPTH} "
+                                 f"loop indexes, got {_shown(iteration)}")
+            try:
+                end = o.get("end_ms")
+                result = o.get("result")
                 trace.ops.append(OpRecord(
-                    side=Side(o["side"]), op=str(o["op"]), arg=str(o.get("arg", "")),
-                    start=_us(o["start_ms"], at),
-                    end=_us(o["end_ms"], at) if o.get("end_ms") is not None else None,
-                    line=int(o.get("line", 0)), iteration=tuple(o.get("iter", ())),
-                    loop=int(o.get("loop", 0)), result=o.get("result")))
-            for i, e in enumerate(doc.get("events", [])):
-                at = f"{where}: events[{i}]"
+                    side=_side(o["side"], f"{at}.side"), op=_text(o["op"], f"{at}.op"),
+                    arg=_text(o.get("arg"), f"{at}.arg"),
+                    start=_us(o["start_ms"], f"{at}.start_ms"),
+                    end=None if end is None else _us(end, f"{at}.end_ms"),
+                    line=_int(o.get("line", 0), f"{at}.line"),
+                    iteration=tuple(_int(n, f"{at}.iter") for n in iteration),
+                    loop=_int(o.get("loop", 0), f"{at}.loop"),
+                    result=None if result is None else _text(result, f"{at}.result")))
+            except KeyError as exc:
+                raise TraceError(f"{at}: missing {exc}") from None
+        for i, e in enumerate(doc.get("events", [])):
+            at = f"{where}: events[{i}]"
+            if not isinstance(e, dict):
+                raise TraceError(f"{at}: expected an object, got {_shown(e)}")
+            data = e.get("data", {})
+            if not isinstance(data, dict):
+                raise TraceError(f"{at}.data: expected an object, got {_shown(data)}")
+            try:
+                deadline, timer = e.get("deadline_ms"), e.get("timer")
                 trace.events.append(EventRecord(
-                    t=_us(e["t_ms"], at), side=Side(e["side"]), kind=str(e["kind"]),
-                    code=str(e.get("code", "")), reason=str(e.get("reason", "")),
-                    detail=str(e.get("detail", "")), timer=e.get("timer"),
-                    deadline=_us(e["deadline_ms"], at) if e.get("deadline_ms") is not None
-                    else None, data=dict(e.get("data", {}))))
-        except (KeyError, ValueError, TypeError) as exc:
-            if isinstance(exc, TraceError):
-                raise
-            raise TraceError(f"{where}: malformed trace: {exc!r}") from None
+                    t=_us(e["t_ms"], f"{at}.t_ms"), side=_side(e["side"], f"{at}.side"),
+                    kind=_text(e["kind"], f"{at}.kind"),
+                    code=_text(e.get("code"), f"{at}.code"),
+                    reason=_text(e.get("reason"), f"{at}.reason"),
+                    detail=_text(e.get("detail"), f"{at}.detail"),
+                    timer=None if timer is None else _text(timer, f"{at}.timer"),
+                    deadline=None if deadline is None else _us(deadline, f"{at}.deadline_ms"),
+                    data={_text(k, f"{at}.data"): _int(v, f"{at}.data.{_text(k, at)[:40]}",
+                                                       -MAX_NUMBER)
+                          for k, v in data.items()}))
+            except KeyError as exc:
+                raise TraceError(f"{at}: missing {exc}") from None
         return trace
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
+        """Read a trace file: a regular file of at most `MAX_TRACE_BYTES`, UTF-8 JSON
+        nested at most `MAX_DEPTH` deep; any problem is a one-line `TraceError`."""
+        from .scenario import FileTooBig, read_regular_file
         p = Path(path)
         try:
-            doc = json.loads(p.read_text("utf-8"))
+            raw = read_regular_file(p, MAX_TRACE_BYTES)
         except FileNotFoundError:
             raise TraceError(f"{p}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TraceError(f"{p}: cannot read: {exc}") from None
+        except IsADirectoryError:
+            raise TraceError(f"{p}: is a directory, not a trace file") from None
+        except OSError as exc:
+            raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        except FileTooBig as exc:
+            raise TraceError(f"{p}: {exc}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+        return cls.loads(text, str(p))
+
+    @classmethod
+    def loads(cls, text: str, where: str = "<trace>") -> Trace:
+        """A trace from JSON text (see `load` for the bounds); errors name ``where``."""
+        if len(text) > MAX_TRACE_BYTES:
+            raise TraceError(f"{where}: {len(text):,} characters is too big (limit "
+                             f"{MAX_TRACE_BYTES:,})")
+        try:
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise TraceError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-        return cls.from_json(doc, str(p))
+            raise TraceError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep") from None
+        except ValueError as exc:     # e.g. an integer past Python's 4300-digit limit
+            raise TraceError(f"{where}: invalid JSON: {_shown(str(exc))}") from None
+        return cls.from_json(doc, where)

@@ -81,13 +81,33 @@ script = "repeat 2 { read 13; write 13 }"
     ("[client]\nscript = \"write \u0661\u0662\"\n", "write size must be a whole number"),
     ("[client]\nscript = \"close; write 5\"\n", ":2: client: 'write' after 'close'"),
     ("[client]\nscript = \"repeat 2 { write 1; close }\"\n", ":2: client: 'write' after 'close'"),
+    ("[client]\nscript = \"repeat 2 { repeat 1 { sleep 1ms; read 1 }; close }\"\n",
+     ":2: client: 'read' after 'close'"),     # the loop's second pass, one level down
+    ("[client]\nscript = \"repeat 3 { sleep 1ms; close }\"\n",
+     ":2: client: 'close' after 'close'"),
+    ("[client]\nscript = \"repeat 1 { close }; repeat 2 { sleep 1ms }; write 1\"\n",
+     ":2: client: 'write' after 'close'"),
+    ("[client]\nscript = \"repeat 1000000000 { }\"\n", "statements and loop iterations"),
+    ("[client]\nscript = \"writev " + "1 " * 1025 + "\"\n", "at most 1024 sizes (IOV_MAX)"),
     ("[client]\ntune = { colour = 1 }\n", "not a tunable profile field"),
     ("[link]\nmss = 20\n", "link.mss: must be ≥ 88"),
-    ("[client]\nscript = \"repeat 100000 { repeat 100000 { write 1 } }\"\n", "operations"),
+    ("[client]\nscript = \"repeat 100000 { repeat 100000 { write 1 } }\"\n", "statements"),
 ])
 def test_bad_input_gives_one_line_naming_the_place(tmp_path: Path, text: str,
                                                    fragment: str) -> None:
     assert fragment in error_of(tmp_path, text)
+
+
+@pytest.mark.parametrize("script", [
+    "close; sleep 1ms; repeat 0 { write 1 }",
+    "repeat 1 { write 1; close }; sleep 1ms",
+    "repeat 0 { close }; write 1",
+    "repeat 2 { write 1 }; repeat 1 { repeat 1 { close } }; sleep 2ms",
+])
+def test_close_rules_allow_what_runs_before_close_or_never(tmp_path: Path,
+                                                           script: str) -> None:
+    """The iterative close check accepts exactly what the execution order allows."""
+    assert load_text(tmp_path, f'[client]\nscript = "{script}"\n').client.script
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:

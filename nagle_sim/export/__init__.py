@@ -10,14 +10,16 @@ Must not import textual, simpy or asyncio (Pillow only lazily, for PNG).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from ..model.events import Micros, Side
 from ..trace import Trace
 from .ladder import LadderOptions, build_ladder
-from .pcap import to_pcap
-from .scene import Scene
+from .pcap import write_pcap_to
+from .scene import Scene, SceneTooBig
 from .svg import to_svg
 from .tables import (
     CSV_SUFFIXES,
@@ -30,7 +32,8 @@ from .tables import (
 )
 from .tseq import TseqOptions, build_tseq
 
-__all__ = ["FORMATS", "ExportError", "LadderOptions", "TseqOptions", "export_cli",
+__all__ = ["FORMATS", "PNG_SCALE_RANGE", "ExportError", "LadderOptions", "check_targets",
+           "check_writable", "TseqOptions", "export_cli",
            "export_default", "export_to", "ladder_scene", "tseq_scene", "write_table"]
 
 
@@ -51,7 +54,48 @@ FORMATS = tuple(SUFFIXES)
 """Format names, in the order `export_cli` writes them (also its keyword names)."""
 
 
+PNG_SCALE_RANGE = (0.25, 8.0)
+"""Smallest and largest ``png_scale`` (below 0.25 the text is unreadable, fonts vanish)."""
+
+
 # ---------------------------------------------------------------- paths
+def check_writable(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path that a file can be written to, or `ExportError` (one line): not
+    an existing directory or other non-regular file (a FIFO would block the export, a
+    device would swallow it), in an existing writable directory, with a name the file
+    system accepts."""
+    p = Path(os.fspath(path)).expanduser()
+    try:
+        limit = os.pathconf(p.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(os.fsencode(p.name)) > limit:
+        raise ExportError(f"cannot write {_clip(p)}: file name longer than {limit} bytes")
+    try:
+        info = p.stat() if p.exists() else None
+        parent = p.parent
+        parent_ok = parent.is_dir()
+        parent_exists = parent_ok or parent.exists()
+    except OSError as exc:    # ENAMETOOLONG, ELOOP, EACCES on a parent...
+        raise ExportError(f"cannot write {_clip(p)}: {exc.strerror or exc}") from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise ExportError(f"{_clip(p)}: is a directory, not a file")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise ExportError(f"cannot write {_clip(p)}: not a regular file (a FIFO, device or "
+                          "socket is refused)")
+    if not parent_ok:
+        what = "is not a directory" if parent_exists else "does not exist"
+        raise ExportError(f"cannot write {_clip(p)}: directory {_clip(parent)} {what}")
+    if not os.access(parent, os.W_OK) or (info is not None and not os.access(p, os.W_OK)):
+        raise ExportError(f"cannot write {_clip(p)}: permission denied")
+    return p
+
+
+def _clip(path: Path | str, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else text[:limit // 2] + "…" + text[-limit // 2:]
+
+
 def _check_target(path: str | os.PathLike[str], fmt: str) -> Path:
     """``path`` as a Path that looks writable for ``fmt``, or ExportError."""
     text = os.fspath(path)
@@ -60,40 +104,60 @@ def _check_target(path: str | os.PathLike[str], fmt: str) -> Path:
     p = Path(text).expanduser()
     suffixes = SUFFIXES[fmt]
     if p.suffix.lower() not in suffixes:
-        raise ExportError(f"--{fmt} {p}: expected a file name ending in "
+        raise ExportError(f"--{fmt} {_clip(p)}: expected a file name ending in "
                           f"{' or '.join(suffixes)}")
-    if p.is_dir():
-        raise ExportError(f"--{fmt} {p}: is a directory")
-    parent = p.parent
-    if not parent.is_dir():
-        what = "is not a directory" if parent.exists() else "does not exist"
-        raise ExportError(f"cannot write {p}: directory {parent} {what}")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise ExportError(f"cannot write {p}: permission denied")
-    return p
+    return check_writable(p)
 
 
-def _write(p: Path, data: bytes | str) -> Path:
+def check_targets(wanted: dict[str, str | os.PathLike[str]]) -> dict[str, Path]:
+    """Check every output path (see `check_writable`) and that no two outputs name the same
+    file (one would silently overwrite the other); return them as Paths.
+
+    Raises:
+        ExportError: with a one-line message, before anything is written.
+    """
+    if not wanted:
+        raise ExportError("nothing to export: give at least one of "
+                          + ", ".join(f"--{f}" for f in FORMATS))
+    targets = {fmt: _check_target(p, fmt) for fmt, p in wanted.items()}
+    seen: dict[Path, str] = {}
+    for fmt, p in targets.items():
+        key = Path(os.path.realpath(p))
+        if key in seen:
+            raise ExportError(f"--{seen[key]} and --{fmt} both write {_clip(p)}: give each "
+                              "output its own file")
+        seen[key] = fmt
+    return targets
+
+
+def _write(p: Path, data: bytes | str | Callable[[BinaryIO], None]) -> Path:
+    """Write ``data`` (text, bytes, or a function streaming bytes to a file) to ``p``."""
     try:
         if isinstance(data, str):
             p.write_text(data, "utf-8", newline="")
-        else:
+        elif isinstance(data, bytes):
             p.write_bytes(data)
+        else:
+            with p.open("wb") as out:
+                data(out)
     except OSError as exc:
-        raise ExportError(f"cannot write {p}: {exc.strerror or exc}") from None
+        raise ExportError(f"cannot write {_clip(p)}: {exc.strerror or exc}") from None
     return p
 
 
 def _png_bytes(scene: Scene, scale: float) -> bytes:
     import io
 
-    from .png import PngUnavailable, render
+    from .png import SUPERSAMPLE_MAX_PIXELS, PngUnavailable, render
     try:
         image = render(scene, scale)
-    except PngUnavailable as exc:
+    except (PngUnavailable, SceneTooBig) as exc:
         raise ExportError(str(exc)) from None
     buf = io.BytesIO()
-    image.save(buf, format="PNG", optimize=True)
+    # optimize triples the encoding time of a big picture for a few % of size; keep it for
+    # slide-sized ones only (the same bound as supersampling).
+    small = image.width * image.height <= SUPERSAMPLE_MAX_PIXELS
+    image.save(buf, format="PNG", optimize=small)
     return buf.getvalue()
 
 
@@ -102,8 +166,11 @@ def ladder_scene(trace: Trace, overlay: Trace | None = None, *, until_ms: float 
                  linear: bool = False, detail: str = "wire") -> Scene:
     """The ladder picture (SVG/PNG) of ``trace``, ``overlay`` drawn dashed orange on top."""
     until = None if until_ms is None else Micros(round(until_ms * 1000))
-    return build_ladder(trace, overlay, LadderOptions(compress=not linear, until=until,
-                                                      detail=detail))
+    try:
+        return build_ladder(trace, overlay, LadderOptions(compress=not linear, until=until,
+                                                          detail=detail))
+    except SceneTooBig as exc:
+        raise ExportError(str(exc)) from None
 
 
 def tseq_scene(trace: Trace, overlay: Trace | None = None, *, until_ms: float | None = None,
@@ -133,12 +200,10 @@ def export_cli(trace: Trace, *, pcap: str | os.PathLike[str] | None = None,
     `ExportError` with a one-line message."""
     wanted = {"pcap": pcap, "svg": svg, "png": png, "tseq": tseq, "markdown": markdown,
               "csv": csv, "json": json}
-    targets = {fmt: _check_target(p, fmt) for fmt, p in wanted.items() if p is not None}
-    if not targets:
-        raise ExportError("nothing to export: give at least one of "
-                          + ", ".join(f"--{f}" for f in FORMATS))
-    if not png_scale > 0:
-        raise ExportError(f"PNG scale must be positive, got {png_scale}")
+    targets = check_targets({fmt: p for fmt, p in wanted.items() if p is not None})
+    low, high = PNG_SCALE_RANGE
+    if not low <= png_scale <= high:
+        raise ExportError(f"PNG scale must be from {low:g} to {high:g}, got {png_scale:g}")
     ladder: Scene | None = None
 
     def get_ladder() -> Scene:
@@ -147,8 +212,8 @@ def export_cli(trace: Trace, *, pcap: str | os.PathLike[str] | None = None,
             ladder = ladder_scene(trace, overlay, until_ms=until_ms, linear=linear)
         return ladder
 
-    producers: dict[str, Callable[[Path], bytes | str]] = {
-        "pcap": lambda p: to_pcap(trace),
+    producers: dict[str, Callable[[Path], bytes | str | Callable[[BinaryIO], None]]] = {
+        "pcap": lambda p: lambda out: write_pcap_to(trace, out),
         "svg": lambda p: to_svg(get_ladder()),
         "png": lambda p: _png_bytes(get_ladder(), png_scale),
         "tseq": lambda p: _tseq_output(trace, overlay, p, until_ms, sender, png_scale),

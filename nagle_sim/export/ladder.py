@@ -10,7 +10,7 @@ what the terminal and TUI ladders say. Must not import textual, simpy, asyncio o
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +33,10 @@ LANE_W = 12            # one hold/timer bar lane
 MARGIN = 28
 GAP_MIN = Micros(2_000)
 """In compressed mode, a quiet period at least this long is drawn as a labelled break."""
+
+MAX_ROWS = 50_000
+"""Most ladder rows (segments, app calls, notes, overlay segments) one picture draws: a
+bigger picture is refused with a hint to crop (``--until-ms``), before it is laid out."""
 
 BLOCK_MIN = Micros(1_000)
 """A read that waits at least this long is noted with how long it blocked."""
@@ -163,6 +167,9 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     rows = [r for r in build_rows(trace, opts.detail) if keep(r.t)]
     segs = [r.segment for r in rows if r.kind is RowKind.SEGMENT and r.segment is not None]
     over = [s for s in (overlay.segments if overlay else []) if keep(s.t)]
+    if len(rows) + len(over) > MAX_ROWS:
+        raise sc.SceneTooBig(f"the ladder would have {len(rows) + len(over):,} rows (limit "
+                             f"{MAX_ROWS:,}): draw part of the run with --until-ms")
     notes = _notes(rows, opts)
     bars = [b for b in build_bars(trace) if keep(b.start)]
     if until is not None:
@@ -264,11 +271,14 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
         scene.add(Line(x_time + 6, y, x_time + 18, y, sc.GRID, 1.5))
 
     # ---- bars (drawn under the arrows)
-    taken: dict[Side, list[tuple[float, float]]] = {Side.CLIENT: [], Side.SERVER: []}
+    # Tops of the note lines taken on each side, sorted (every line is NOTE_H tall), so
+    # placing a note or a bar label looks only at its neighbours: linear-ish, not
+    # quadratic, in the number of notes.
+    taken: dict[Side, list[float]] = {Side.CLIENT: [], Side.SERVER: []}
     for n_side, t in ((n.side, n.t) for n in notes):
-        k = len([1 for y0, _ in taken[n_side] if abs(y0 - tmap.y(t)) < 1])
-        y = tmap.y(t) + k * NOTE_H
-        taken[n_side].append((y, y + NOTE_H))
+        ty, tops = tmap.y(t), taken[n_side]
+        k = bisect_left(tops, ty + 1) - bisect_right(tops, ty - 1)
+        insort(tops, ty + k * NOTE_H)
     for b, lane in zip(bars, lanes, strict=True):
         color = _BAR_COLOR.get(b.what, sc.MUTED)
         x = x_of[b.side] + out[b.side] * (10 + lane * (LANE_W + 4))
@@ -279,7 +289,7 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
         if long_enough and y1 - y0 >= 2 * NOTE_H:
             ly = _free_y(taken[b.side], (y0 + y1) / 2 - NOTE_H / 2, y0, y1)
             if ly is not None:
-                taken[b.side].append((ly, ly + NOTE_H))
+                insort(taken[b.side], ly)
                 nx = x_of[b.side] + out[b.side] * (16 + n_lanes[b.side] * (LANE_W + 4))
                 scene.add(Text(nx, ly + NOTE_SIZE * 0.35 + NOTE_H / 2 - 4, b.label, NOTE_SIZE,
                                color, anchor="start" if b.side is Side.SERVER else "end",
@@ -315,11 +325,15 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     return scene
 
 
-def _free_y(taken: list[tuple[float, float]], want: float, lo: float, hi: float) -> float | None:
-    """A y near ``want`` in [lo, hi - NOTE_H] where a note line does not collide."""
+def _free_y(tops: list[float], want: float, lo: float, hi: float) -> float | None:
+    """A y near ``want`` in [lo, hi - NOTE_H] where a note line does not collide with the
+    lines at ``tops`` (sorted; each NOTE_H tall). Only lines starting within (lo - NOTE_H,
+    hi) can collide with a line inside [lo, hi], so only those are looked at."""
+    near = tops[bisect_right(tops, lo - NOTE_H):bisect_left(tops, hi)]
     for delta in range(0, int(hi - lo) + 1, 6):
         for y in (want + delta, want - delta):
-            if lo <= y <= hi - NOTE_H and all(y + NOTE_H <= a or y >= b for a, b in taken):
+            if lo <= y <= hi - NOTE_H and all(y + NOTE_H <= a or y >= a + NOTE_H
+                                              for a in near):
                 return y
     return None
 

@@ -12,13 +12,21 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .scene import Line, Polyline, Rect, Scene, Text, arrowhead, shortened
+from .scene import Line, Polyline, Rect, Scene, SceneTooBig, Text, arrowhead, shortened
 
 if TYPE_CHECKING:
     from PIL import ImageDraw, ImageFont
 
 SUPERSAMPLE = 2
 """Draw at this multiple of the output size, then downsample (smooth slanted arrows)."""
+SUPERSAMPLE_MAX_PIXELS = 4_000_000
+"""Bigger pictures are drawn at their output size (no supersampling), to bound memory."""
+MAX_PIXELS = 20_000_000
+"""Largest PNG (output pixels, e.g. 1300 × 15,000): a bigger one is refused with a hint
+to crop or scale down. With `SUPERSAMPLE_MAX_PIXELS` this bounds rendering to ~10 bytes
+a pixel, about 200 MB."""
+MAX_SIDE = 65_000
+"""Largest PNG width or height in pixels (the PNG viewers' common limit)."""
 
 _FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu",
               "/usr/local/share/fonts", "/Library/Fonts", "C:/Windows/Fonts")
@@ -79,9 +87,19 @@ def _dashed(draw: ImageDraw.ImageDraw, pts: list[tuple[float, float]], dash: tup
 
 
 def render(scene: Scene, scale: float = 1.0) -> Any:
-    """The scene as a Pillow RGB image of ``round(width*scale)`` × ``round(height*scale)``."""
+    """The scene as a Pillow RGB image of ``round(width*scale)`` × ``round(height*scale)``.
+
+    Raises:
+        SceneTooBig: the image would pass `MAX_PIXELS` or `MAX_SIDE`.
+    """
+    size = (max(1, round(scene.width * scale)), max(1, round(scene.height * scale)))
+    if size[0] * size[1] > MAX_PIXELS or max(size) > MAX_SIDE:
+        raise SceneTooBig(f"the PNG would be {size[0]:,} × {size[1]:,} px (limit "
+                          f"{MAX_PIXELS / 1e6:g} Mpx, {MAX_SIDE:,} px a side): draw part of "
+                          "the run with --until-ms, lower --png-scale, or export SVG")
     image_mod, draw_mod, _ = _pil()
-    k = scale * SUPERSAMPLE
+    sample = SUPERSAMPLE if size[0] * size[1] <= SUPERSAMPLE_MAX_PIXELS else 1
+    k = scale * sample
     big = image_mod.new("RGBA", (round(scene.width * k), round(scene.height * k)),
                         _rgba(scene.background))
     draw = draw_mod.Draw(big)
@@ -124,12 +142,12 @@ def render(scene: Scene, scale: float = 1.0) -> Any:
         elif isinstance(item, Text):
             _text(draw, item, k)
     out = big.convert("RGB")
-    size = (round(scene.width * scale), round(scene.height * scale))
-    return out.resize(size, image_mod.Resampling.LANCZOS)
+    del big, draw
+    return out if out.size == size else out.resize(size, image_mod.Resampling.LANCZOS)
 
 
 def _text(draw: ImageDraw.ImageDraw, item: Text, k: float) -> None:
-    font, dejavu = _font(round(item.size * k), item.mono, item.bold, item.italic)
+    font, dejavu = _font(max(1, round(item.size * k)), item.mono, item.bold, item.italic)
     text = item.text if dejavu else item.text.translate(_ASCII)
     anchor = {"start": "ls", "middle": "ms", "end": "rs"}[item.anchor]
     xy = (item.x * k, item.y * k)

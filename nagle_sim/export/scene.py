@@ -8,7 +8,7 @@ relies on that). Standard library only: must not import textual, simpy, asyncio 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Anchor = Literal["start", "middle", "end"]
@@ -29,9 +29,24 @@ FONT_FAMILY = "DejaVu Sans, Verdana, Arial, Helvetica, sans-serif"
 MONO_FAMILY = "DejaVu Sans Mono, Consolas, Menlo, monospace"
 
 
+MAX_LABEL = 120
+"""Longest text drawn in a picture (characters); longer labels end in an ellipsis, so a
+hostile trace label cannot widen a picture without bound."""
+
+
+class SceneTooBig(ValueError):
+    """A picture over its documented size bound; ``str(err)`` is a one-line message."""
+
+
+def fit(text: str) -> str:
+    """``text`` cut to `MAX_LABEL` characters (the last one an ellipsis when cut)."""
+    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+
+
 def text_width(text: str, size: float, mono: bool = False, bold: bool = False) -> float:
-    """A generous estimate of the rendered width of ``text`` (DejaVu-like metrics)."""
-    return len(text) * size * (0.61 if mono else 0.66 if bold else 0.58)
+    """A generous estimate of the rendered width of ``text`` as drawn (after `fit`),
+    with DejaVu-like metrics."""
+    return min(len(text), MAX_LABEL) * size * (0.61 if mono else 0.66 if bold else 0.58)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +107,10 @@ class Scene:
     items: list[Item] = field(default_factory=list)
 
     def add(self, *items: Item) -> None:
-        self.items.extend(items)
+        """Append ``items``; text longer than `MAX_LABEL` is cut (see `fit`)."""
+        self.items.extend(replace(i, text=fit(i.text))
+                          if isinstance(i, Text) and len(i.text) > MAX_LABEL else i
+                          for i in items)
 
 
 def arrowhead(line: Line, length: float = 16.0, half: float = 6.5) -> tuple[tuple[float, float],

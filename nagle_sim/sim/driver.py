@@ -35,6 +35,11 @@ from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
 
 DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
 DEFAULT_SEGMENT_LIMIT = 5_000_000
+DEFAULT_RECORD_LIMIT = 600_000
+"""Most records (segments + app calls + model events) one run's trace may hold: bounds a
+run's memory (a CLI run at the bound peaks near 400 MB) and wall time, whatever the script,
+and keeps its JSON (~180 B a record: ~110 MB) under the trace reader's 128 MiB limit, so
+any run's ``--json`` can be read back."""
 
 
 class RunLimit(Exception):
@@ -76,11 +81,13 @@ class SimDriver:
     """
 
     def __init__(self, scenario: Scenario, *, time_limit: Micros = DEFAULT_TIME_LIMIT,
-                 segment_limit: int = DEFAULT_SEGMENT_LIMIT) -> None:
+                 segment_limit: int = DEFAULT_SEGMENT_LIMIT,
+                 record_limit: int = DEFAULT_RECORD_LIMIT) -> None:
         self.scenario = scenario
         self.env = simpy.Environment()
         self.time_limit = time_limit
         self.segment_limit = segment_limit
+        self.record_limit = record_limit
         self.ep = {side: Endpoint(side, scenario.side(side).profile,
                                   scenario.side(side).options, scenario.link.mss)
                    for side in Side}
@@ -122,6 +129,7 @@ class SimDriver:
         events = ep.drain_events()
         if events:
             self.trace.events.extend(map(EventRecord.from_model, events))
+            self._check_records()
         deadline = ep.next_deadline()
         pending = self._wakes[side]
         # A wake is needed only when the deadline comes before every pending one: a wake
@@ -146,6 +154,12 @@ class SimDriver:
     def _now(self) -> Micros:
         """simpy's clock as model time (every delay scheduled here is an int µs)."""
         return Micros(int(self.env.now))
+
+    def _check_records(self) -> None:
+        trace = self.trace
+        if len(trace.events) + len(trace.segments) + len(trace.ops) > self.record_limit:
+            raise RunLimit(f"the trace grew past {self.record_limit:,} records (segments, "
+                           "calls and model events)")
 
     def _deliver(self, to: Side, seg: Segment) -> None:
         ep = self.ep[to]
@@ -215,6 +229,7 @@ class SimDriver:
                                                line=stmt.line, iteration=path,
                                                loop=self.loops[side][id(stmt)])
                 self.trace.ops.append(record)
+                self._check_records()
                 if app.closed and not isinstance(stmt, Sleep):
                     raise ModelError(f"{op} after close")
                 if isinstance(stmt, Read):

@@ -142,6 +142,7 @@ def test_write_failure_becomes_export_error(s1: Trace, tmp_path: Path,
     def boom(self: Path, *a: object, **k: object) -> None:
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(Path, "write_bytes", boom)
+    monkeypatch.setattr(Path, "open", boom)     # pcap streams its frames to an open file
     with pytest.raises(ExportError, match=r"cannot write .*x.pcap: No space left on device"):
         export_cli(s1, pcap=tmp_path / "x.pcap")
 
