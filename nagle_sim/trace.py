@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from .model.events import (
     KIND_NAME,
@@ -24,6 +25,10 @@ from .model.events import (
 )
 
 FORMAT = "nagle-sim-trace/1"
+
+
+class _Record(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class TraceError(ValueError):
@@ -237,8 +242,9 @@ class Trace:
         encode = json.JSONEncoder(ensure_ascii=False).encode
         head = self.to_json_head()
         out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
-        for name, records in (("segments", self.segments), ("ops", self.ops),
-                              ("events", self.events)):
+        groups: tuple[tuple[str, Sequence[_Record]], ...] = (
+            ("segments", self.segments), ("ops", self.ops), ("events", self.events))
+        for name, records in groups:
             out.write(f", {encode(name)}: [")
             for i, record in enumerate(records):
                 out.write((", " if i else "") + encode(record.to_json()))
