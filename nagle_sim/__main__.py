@@ -152,14 +152,14 @@ def cmd_realnet_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_cli
+    from .compare_run import compare_cli
     _check_output(args.markdown)
     _check_output(args.csv)
     return compare_cli(_load(args), args)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .compare import validate_cli
+    from .compare_run import validate_cli
     _check_output(args.markdown)
     return validate_cli(args)
 

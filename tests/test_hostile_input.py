@@ -415,7 +415,8 @@ def test_compare_prints_a_markup_title_as_it_is() -> None:
     """`nagle-sim compare` tables quote the scenario title (user text) verbatim."""
     from rich.console import Console
 
-    from nagle_sim.compare import compare, print_comparison
+    from nagle_sim.compare import compare
+    from nagle_sim.compare_run import print_comparison
     sim = run_sim(loads('title = "[/] [bold]t"\n' + S1.read_text().split("\n", 1)[1]))
     console = Console(file=io.StringIO(), width=200)
     print_comparison(compare(sim, sim), console)

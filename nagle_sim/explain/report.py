@@ -101,7 +101,7 @@ def _model_text(s: Stall) -> str:
 
 
 def markdown(ex: Explanation) -> str:
-    from ..compare import markdown_table
+    from ..export.tables import render_markdown as markdown_table
     c = ex.chosen
     lines = [f"# Explain: {ex.capture.path}", "",
              f"Connection {c.number}: {c.label()}, {len(c.packets)} packets, "
