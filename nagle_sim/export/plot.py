@@ -9,9 +9,12 @@ whisker. Must not import textual, simpy, asyncio or PIL.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from ..sweep import SweepResult
 from .scene import GRID, INK, MUTED, Line, Polyline, Rect, Scene, Text, text_width
+
+if TYPE_CHECKING:      # for the type only: drawing never runs a sweep
+    from ..sweep import SweepResult
 
 # Okabe–Ito colours: distinguishable with the common colour-vision deficiencies and when
 # projected (yellow is left out: it vanishes on white).
