@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from . import scenario as scenario_mod
 from .model.events import Reason, Side
 from .scenario import Scenario, ScenarioError, clip
-from .summary import iterations, stalls
+from .summary import iterations, stalls, write_spans
 from .trace import SegmentRecord, Trace
 
 if TYPE_CHECKING:
@@ -346,29 +346,10 @@ class _Run:
                 if o["arg"] == key]
 
     def _rec_writes(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        side = side or Side.CLIENT
-        firsts: dict[int, SegmentRecord] = {}
-        for s in self._segs(side):
-            if s.length and s.seq not in firsts:
-                firsts[s.seq] = s
-        data = sorted(firsts.values(), key=lambda s: s.seq)
-        out = []
-        offset = 1                           # the SYN takes sequence number 0
-        for o in self.trace.ops:
-            if o.side is not side or o.op not in ("write", "writev"):
-                continue
-            size = sum(int(w) for w in o.arg.split() if w.isdigit())
-            lo, hi = offset, offset + size
-            offset = hi
-            carrying = [s for s in data if s.seq < hi and s.seq + s.length > lo]
-            last = next((s for s in carrying if s.seq + s.length >= hi), None)
-            out.append({
-                "start_ms": _ms(o.start), "size": size,
-                "send_delay_ms": None if last is None else _ms(last.t - o.start),
-                "alone": len(carrying) == 1 and carrying[0].seq == lo
-                and carrying[0].seq + carrying[0].length == hi,
-                "segments": len(carrying)})
-        return out
+        return [{"start_ms": _ms(w.start), "size": w.size,
+                 "send_delay_ms": None if w.sent_at is None else _ms(w.sent_at - w.start),
+                 "alone": w.alone, "segments": w.segments}
+                for w in write_spans(self.trace, side or Side.CLIENT)]
 
     def _rec_ack_delay(self, side: Side | None, _key: str) -> list[float | None]:
         """For each data segment ``side`` received: ms until ``side`` ACKed all of it."""

@@ -33,8 +33,30 @@ class ParamError(ValueError):
 
 
 def _where(where: str, text: str, needle: str) -> str:
+    """``FILE:LINE`` of the first ``needle`` in the text (``FILE`` if there is none)."""
     at = text.find(needle)
     return f"{where}:{text.count(chr(10), 0, at) + 1}" if at >= 0 else where
+
+
+def _declared_at(where: str, text: str, name: str) -> str:
+    """``FILE:LINE`` where parameter ``name`` is declared: its ``name =`` line inside a
+    ``[params…]`` table, or its own ``[params.name]`` header."""
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            table = stripped.strip("[] ")
+            if table == f"params.{name}":
+                return f"{where}:{number}"
+            continue
+        if table.split(".")[0] == "params" and re.match(
+                rf"""["']?{re.escape(name)}["']?\s*=""", stripped):
+            return f"{where}:{number}"
+    return _where(where, text, "params")
+
+
+_SUBSTITUTED = ("link", "client", "server", "expect")
+"""The tables whose strings may use parameters (titles and prose keep their braces)."""
 
 
 def _text_of(value: Any) -> str:
@@ -54,7 +76,7 @@ def _resolve(declared: dict[str, Any], given: dict[str, Any], text: str,
             raise ParamError(f"--param {name}: {where} declares no parameter {name!r} "
                              f"(declared: {', '.join(declared) or 'none'})")
     for name, spec in declared.items():
-        here = _where(where, text, name)
+        here = _declared_at(where, text, name)
         if not _NAME.fullmatch(name):
             raise ParamError(f"{here}: params.{name}: a parameter name is letters, digits "
                              "and _, not starting with a digit")
@@ -79,7 +101,7 @@ def _resolve(declared: dict[str, Any], given: dict[str, Any], text: str,
             for sub_name, sub_value in entry.items():
                 if sub_name in declared or not _NAME.fullmatch(sub_name) or not isinstance(
                         sub_value, _SCALAR):
-                    raise ParamError(f"{_where(where, text, sub_name)}: params.{name}."
+                    raise ParamError(f"{_declared_at(where, text, name)}: params.{name}."
                                      f"{chosen}.{sub_name}: an entry sets new parameters "
                                      "(names not declared elsewhere) to strings, numbers "
                                      "or booleans")
@@ -142,10 +164,23 @@ def apply_params(doc: dict[str, Any], text: str, where: str,
             return [sub(v) for v in value]
         return value
 
-    for key in list(doc):
-        doc[key] = sub(doc[key])
+    # a choice entry's text may use the plain parameters (one level: not other entries)
+    plain = {k for k, v in declared.items() if not isinstance(v, dict)}
+
+    def plain_only(m: re.Match[str]) -> str:
+        if m.group(1) not in plain:
+            return m.group(0)
+        used.add(m.group(1))
+        return _text_of(values[m.group(1)])
+
+    for name in list(values):
+        if name not in plain and isinstance(values[name], str):
+            values[name] = _REF.sub(plain_only, values[name])
+    for key in _SUBSTITUTED:
+        if key in doc:
+            doc[key] = sub(doc[key])
     unused = sorted(must_use - used)
     if unused:
         name = unused[0]
-        raise ParamError(f"{_where(where, text, name)}: params: {name!r} is never used "
-                         "as {" + name + "}")
+        raise ParamError(f"{_declared_at(where, text, name)}: params: {name!r} is never "
+                         "used as {" + name + "}")

@@ -174,3 +174,58 @@ def summarize(trace: Trace) -> Summary:
         s.pure_acks[side] = sum(1 for g in mine if not g.length and g.flags in ("A",))
         s.bytes_sent[side] = sum(g.length for g in mine)
     return s
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSpan:
+    """One application write and the segments that carried its bytes."""
+
+    start: Micros                  # when the write call began
+    size: int
+    segments: int                  # distinct data segments carrying any of its bytes
+    alone: bool
+    """Every segment carrying its bytes carried only its bytes, and all of them left — the
+    write was not coalesced with another (seed S5's "sent as its own packet"; a write
+    larger than the MSS may take several segments and still be alone)."""
+    sent_at: Micros | None         # when its last byte first left, None if never
+
+
+_WRITE_OPS = ("write", "writev")
+
+
+def write_spans(trace: Trace, side: Side = Side.CLIENT) -> list[WriteSpan]:
+    """Each of ``side``'s writes (``write``, ``writev``) with the segments that carried it.
+    A retransmission repeats a segment's boundaries, so only first transmissions count."""
+    firsts: dict[int, SegmentRecord] = {}
+    syn_seq = None
+    for s in trace.segments:
+        if s.src is not side:
+            continue
+        if "S" in s.flags and syn_seq is None:
+            syn_seq = s.seq
+        if s.length and s.seq not in firsts:
+            firsts[s.seq] = s
+    data = sorted(firsts.values(), key=lambda s: s.seq)
+    offset = syn_seq + 1 if syn_seq is not None else (data[0].seq if data else 1)
+    out: list[WriteSpan] = []
+    j = 0
+    for op in trace.ops:
+        if op.side is not side or op.op not in _WRITE_OPS:
+            continue
+        size = sum(int(word) for word in op.arg.split() if word.isdigit())
+        lo, hi = offset, offset + size
+        offset = hi
+        while j < len(data) and data[j].seq + data[j].length <= lo:
+            j += 1                      # segments wholly before this write
+        carrying: list[SegmentRecord] = []
+        k = j
+        while k < len(data) and data[k].seq < hi:
+            carrying.append(data[k])
+            k += 1
+        covered = max((s.seq + s.length for s in carrying), default=lo)
+        alone = bool(carrying) and covered >= hi and all(
+            s.seq >= lo and s.seq + s.length <= hi for s in carrying)
+        last = next((s for s in carrying if s.seq + s.length >= hi), None)
+        out.append(WriteSpan(start=op.start, size=size, segments=len(carrying), alone=alone,
+                             sent_at=None if last is None else last.t))
+    return out

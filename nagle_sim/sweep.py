@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import itertools
 import math
+import multiprocessing
 import os
 import statistics
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from .model.events import Side
 from .scenario import Scenario, ScenarioError, loads
-from .summary import iterations, stalls
+from .summary import iterations, stalls, write_spans
 from .trace import Trace
 
 MAX_CELLS = 10_000
@@ -121,51 +121,15 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _data_segments(trace: Trace, side: Side) -> list[tuple[int, int]]:
-    """(first byte, end) of each data segment ``side`` sent, in sending order."""
-    return [(s.seq, s.seq + s.length) for s in trace.segments if s.src is side and s.length]
-
-
-_WRITE_OPS = ("write", "writev")
-
-
-def _write_sizes(trace: Trace, side: Side) -> list[int]:
-    sizes = []
-    for op in trace.ops:
-        if op.side is side and op.op in _WRITE_OPS:
-            sizes.append(sum(int(word) for word in op.arg.split() if word.isdigit()))
-    return sizes
+def _data_segments(trace: Trace, side: Side) -> int:
+    return sum(1 for s in trace.segments if s.src is side and s.length)
 
 
 def writes_alone(trace: Trace, side: Side = Side.CLIENT) -> tuple[int, int]:
-    """(writes that left as their own segments, writes): a write is alone when no
-    segment carrying any of its bytes also carried bytes of another write — as the S5
-    experiment counted. Retransmissions count like first transmissions (they repeat a
-    segment's boundaries)."""
-    sizes = _write_sizes(trace, side)
-    segs = _data_segments(trace, side)
-    if not sizes:
-        return 0, 0
-    syn = next((s for s in trace.segments if s.src is side and "S" in s.flags), None)
-    base = syn.seq + 1 if syn is not None else (min(a for a, _ in segs) if segs else 0)
-    bounds = list(itertools.accumulate(sizes, initial=base))
-    segs.sort()
-    alone = 0
-    j = 0
-    for start, end in zip(bounds, bounds[1:], strict=False):
-        while j < len(segs) and segs[j][1] <= start:
-            j += 1                    # segments wholly before this write
-        k, ok, covered = j, True, start
-        while k < len(segs) and segs[k][0] < end:
-            a, b = segs[k]
-            if a < start or b > end:
-                ok = False            # this segment also carried another write's bytes
-                break
-            covered = max(covered, b)
-            k += 1
-        if ok and covered >= end:
-            alone += 1
-    return alone, len(sizes)
+    """(writes that left as their own segments, writes), by `summary.write_spans`'s rule:
+    no segment carrying any of a write's bytes also carried another write's."""
+    spans = write_spans(trace, side)
+    return sum(1 for w in spans if w.alone), len(spans)
 
 
 def _writes_alone_pct(trace: Trace) -> float | None:
@@ -191,7 +155,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("segments_server", "segments the server sent",
            lambda t: sum(1 for s in t.segments if s.src is Side.SERVER)),
     Metric("data_segments_client", "client segments that carried data",
-           lambda t: len(_data_segments(t, Side.CLIENT))),
+           lambda t: _data_segments(t, Side.CLIENT)),
     Metric("writes_alone_pct", "share of client writes whose bytes left in segments of "
            "their own, not coalesced with another write (%), as S5 counted",
            _writes_alone_pct),
@@ -261,7 +225,9 @@ def _run_model_cell(text: str, where: str, overrides: list[str],
     return measure(trace, metrics), _note(trace)
 
 
-Progress = Callable[[str], None]
+def _run_cell_args(args: tuple[str, str, list[str], tuple[str, ...]]
+                   ) -> tuple[dict[str, float | None], str]:
+    return _run_model_cell(*args)
 
 
 def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str] = ()
@@ -273,7 +239,8 @@ def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str]
         try:
             out.append((cell, loads(text, where, [*base, *cell.overrides])))
         except ScenarioError as exc:
-            raise SweepError(f"{exc} (in the cell {cell.label()})") from None
+            where_in = f" (in the cell {cell.label()})" if cell.settings else ""
+            raise SweepError(f"{exc}{where_in}") from None
     return out
 
 
@@ -318,12 +285,14 @@ def run_sweep(text: str, where: str, axes: Sequence[Axis], metrics: Sequence[str
                 text, where, [*base, *res.cell.overrides], metrics)
             tick()
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_run_model_cell, text, where,
-                                   [*base, *res.cell.overrides], metrics)
-                       for res in results]
-            for res, fut in zip(results, futures, strict=True):
-                res.model, res.model_note = fut.result()
+        # multiprocessing.Pool (not concurrent.futures): leaving its `with` block, also on
+        # Ctrl-C, terminates the workers at once instead of waiting for queued cells
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            jobs_args = [(text, where, [*base, *res.cell.overrides], metrics)
+                         for res in results]
+            for res, outcome in zip(results, pool.imap(_run_cell_args, jobs_args),
+                                    strict=True):
+                res.model, res.model_note = outcome
                 tick()
     if real:
         if real_runner is None:

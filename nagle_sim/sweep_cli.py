@@ -8,6 +8,7 @@ with ETA on stderr). The grid, metrics and runs are `nagle_sim.sweep`'s; drawing
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from .export.scene import Scene, SceneTooBig
 from .scenario import Scenario, read_text
 from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, run_sweep, table
 from .trace import Trace
@@ -73,6 +75,18 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
         check_output(path)
     axes = [parse_vary(v) for v in args.vary or []]
     metrics = parse_metrics(args.metric or [])
+    fixed = {item.partition("=")[0].strip() for item in args.set or []}
+    fixed |= {"params." + item.partition("=")[0].strip() for item in args.param or []}
+    for axis in axes:
+        key = axis.key if "." in axis.key else f"params.{axis.key}"
+        if key in fixed:
+            raise SweepError(f"--vary {axis.key}: also fixed by --set/--param; give it once")
+    if args.png or args.svg:
+        from .export.plot import MAX_SERIES
+        series = math.prod(len(a.values) for a in axes[1:])
+        if series > MAX_SERIES:
+            raise SweepError(f"--png/--svg: {series} lines per panel (the keys after the "
+                             f"first) cannot be told apart; at most {MAX_SERIES}")
     if (args.remote or args.repeat != 1) and not args.real:
         raise SweepError("--remote and --repeat go with --real")
     text = read_text(args.file)
@@ -108,15 +122,22 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
     if args.png or args.svg:
         from .export.plot import build_plot
         scene = build_plot(result, title=args.title)
-        if args.svg:
-            from .export.svg import to_svg
-            Path(args.svg).write_text(to_svg(scene), "utf-8")
-            err.print(f"wrote {escape(args.svg)}", markup=True)
-        if args.png:
-            from .export.png import write_png
-            write_png(scene, args.png)
-            err.print(f"wrote {escape(args.png)}", markup=True)
+        try:
+            _write_plot(scene, args.svg, args.png, err)
+        except SceneTooBig as exc:
+            raise SweepError(f"the plot is too big: {exc}") from None
     return 0
+
+
+def _write_plot(scene: Scene, svg: str | None, png: str | None, err: Console) -> None:
+    if svg:
+        from .export.svg import to_svg
+        Path(svg).write_text(to_svg(scene), "utf-8")
+        err.print(f"wrote {escape(svg)}", markup=True)
+    if png:
+        from .export.png import write_png
+        write_png(scene, png)
+        err.print(f"wrote {escape(png)}", markup=True)
 
 
 def add_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], int]) -> None:

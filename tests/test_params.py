@@ -52,11 +52,13 @@ def test_a_param_override_replaces_the_default() -> None:
 @pytest.mark.parametrize("text, overrides, message", [
     (BASE.replace("{pause}", "{paws}"), [], r"p\.toml:11: unknown parameter 'paws'"),
     (BASE.replace("sleep {pause}", "sleep 1ms"), [], r"p\.toml:4: params: 'pause' is never used"),
+    (BASE.replace("n = 3", "n = 3\nm = 1"), [], r"p\.toml:4: params: 'm' is never used"),
     (BASE, ["params.speed=3"], r"--param speed: p\.toml declares no parameter 'speed'"),
     (BASE.replace('pause = "5ms"', "pause = [1, 2]"), [], "must be a string, number"),
     (BASE.replace("n = 3", '"2x" = 3'), [], "a parameter name is letters"),
     ("params = 3\n[client]\nscript='write 1'", [], "params must be a table"),
-], ids=["unknown", "unused", "undeclared-override", "list-value", "bad-name", "not-a-table"])
+], ids=["unknown", "unused", "unused-line", "undeclared-override", "list-value", "bad-name",
+        "not-a-table"])
 def test_parameter_errors_name_file_and_line(text: str, overrides: list[str],
                                              message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
@@ -93,6 +95,22 @@ def test_a_choice_sets_several_parameters() -> None:
     cork = scenario.loads(CHOICE, "c.toml", ["params.mode=cork"])
     assert [op for op, _ in _ops(plain)] == ["write"]
     assert [op for op, _ in _ops(cork)] == ["set", "write", "set"]
+
+
+def test_choice_entries_use_plain_parameters_and_prose_keeps_its_braces() -> None:
+    text = CHOICE.replace('default = "plain"', 'default = "plain"').replace(
+        'plain = { setup = "", message = "write 2" }',
+        'plain = { setup = "", message = "repeat {n} { write 2 }" }').replace(
+        "[params]\n", "title = \"a {literal} title\"\n[params]\nn = 4\n").replace(
+        'script = "read 2"', 'script = "read {n}"')
+    sc = scenario.loads(text, "c.toml")
+    assert sc.title == "a {literal} title"
+    assert [op for op, _ in _ops(sc)] == ["write"] * 4
+
+
+def test_a_bad_choice_names_its_own_table_line() -> None:
+    with pytest.raises(ScenarioError, match=r"c\.toml:3: params\.mode: choose one of"):
+        scenario.loads(CHOICE, "c.toml", ["params.mode=fast"])
 
 
 def test_a_choice_outside_its_entries_names_them() -> None:

@@ -207,6 +207,24 @@ def test_csv_has_one_column_per_key_then_per_metric(tmp_path: Path) -> None:
     assert "latency_p50_ms" in proc.stdout
 
 
+def test_ctrl_c_stops_a_parallel_sweep_at_once() -> None:
+    """SIGINT ends the command with 130 without waiting for the queued cells (a pool of
+    workers is terminated, not drained)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nagle_sim", "sweep", str(EXAMPLES / "s3.toml"), "--vary",
+         "mode=plain,nodelay,cork", "--vary", "client.tune.init_cwnd=4,10,20", "--param",
+         "messages=3000", "--jobs", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(3)                       # the workers are busy with the first cells
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+
+
 def test_plot_files_are_written(tmp_path: Path) -> None:
     svg, png = tmp_path / "p.svg", tmp_path / "p.png"
     proc = subprocess.run(
@@ -227,6 +245,10 @@ def test_plot_files_are_written(tmp_path: Path) -> None:
     (["--repeat", "3"], "go with --real"),
     (["--csv", "/nonexistent-dir/x.csv"], "does not exist"),
     (["--svg", "same.svg", "--png", "same.svg"], "same file"),
+    (["--param", "x=1", "--vary", "x=1,2"], "also fixed by --set/--param"),
+    (["--set", "client.nodelay=true", "--vary", "client.nodelay=false,true"], "also fixed"),
+    (["--vary", "client.nodelay=false,true", "--vary", "link.delay_ms=" +
+      ",".join(map(str, range(13))), "--png", "p.png"], "13 lines per panel"),
 ])
 def test_cli_errors_are_one_line_exit_2(args: list[str], message: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "nagle_sim", "sweep", str(S1), *args],
@@ -240,7 +262,7 @@ def test_cli_errors_are_one_line_exit_2(args: list[str], message: str) -> None:
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def test_s5_table_matches_what_this_kernel_did() -> None:
+def test_s5_table_in_the_model_matches_the_seed_measurement() -> None:
     """Seed S5 over a 12 ms RTT (measured here on 6.18): with Nagle, 0 or 5 ms sleeps let
     only the first write leave alone; 15 ms sleeps (more than the RTT) all ten; with
     NODELAY every write leaves alone at every sleep (TUN: no device queue)."""
@@ -267,3 +289,4 @@ def test_s3_modes_send_what_the_seed_describes() -> None:
     assert plain["latency_p50_ms"] == 44.0
     assert nodelay["data_segments_client"] == 20 * 15 and nodelay["latency_p50_ms"] < 1
     assert cork["data_segments_client"] == 20 and cork["latency_p50_ms"] < 1
+

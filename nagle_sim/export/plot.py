@@ -19,6 +19,8 @@ if TYPE_CHECKING:      # for the type only: drawing never runs a sweep
 # Okabe–Ito colours: distinguishable with the common colour-vision deficiencies and when
 # projected (yellow is left out: it vanishes on white).
 SERIES = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
+MAX_SERIES = 12
+"""More lines than this on one panel cannot be told apart (the palette has 7 colours)."""
 WIDTH = 1200
 PANEL_H = 430
 LEFT = 130
