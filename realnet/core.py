@@ -453,9 +453,9 @@ class SideRunner:
                 os._exit(code)
         self.pid = pid
         os.close(self._go_r)
-        for s in (self.sock, self.listener):
-            if s is not None:
-                s.close()
+        for own in (self.sock, self.listener):
+            if own is not None:
+                own.close()
 
     def go(self) -> None:
         """Let the child start its script (an EOF, e.g. the parent dying, also releases it,

@@ -49,6 +49,7 @@ from typing import Any
 
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, ScenarioError, flatten, loads, outermost_loops
+from nagle_sim.trace import Trace
 from realnet import sockopts
 from realnet.core import (
     LogReader,
@@ -441,6 +442,7 @@ class _Session:
         if not _nonce_ok(client_nonce):
             self.error("hello: 'nonce' must be 32 hex digits")
             raise ProtocolError("hello without a valid nonce")
+        client_nonce = str(client_nonce)
         reply: dict[str, Any] = {"type": "hello", "protocol": PROTOCOL}
         if token is not None:
             proof = hello.get("proof")
@@ -726,7 +728,7 @@ def _raise_error(msg: dict[str, Any]) -> None:
 
 
 def run_remote(scenario: Scenario, remote: str, *, progress: Progress | None = None,
-               timeout_s: float | None = None, token: str | None = None) -> Any:
+               timeout_s: float | None = None, token: str | None = None) -> Trace:
     """Client side here, server side on ``remote``; both sides' records merged into one trace.
 
     Raises:
@@ -777,13 +779,14 @@ def _explain(exc: ProtocolError) -> str:
 
 def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
                 chan: Channel, ctl: socket.socket, say: Progress, timeout_s: float | None,
-                capture_cls: Any) -> Any:
+                capture_cls: Any) -> Trace:
     challenge = chan.recv(REPLY_TIMEOUT_S)
     _raise_error(challenge)
     nonce, auth = challenge.get("nonce"), challenge.get("auth")
     if challenge.get("type") != "challenge" or challenge.get("protocol") != PROTOCOL \
             or not _nonce_ok(nonce) or auth not in ("token", "none"):
         raise ProtocolError("this is not a nagle-sim realnet serve (no valid challenge)")
+    nonce = str(nonce)
     if auth == "token" and token is None:
         raise RealnetError(f"--remote {remote}: the server needs its token: pass --token, "
                            f"TOKEN@HOST:PORT or set {TOKEN_ENV} (serve prints it at start)")
