@@ -1099,6 +1099,9 @@ def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[_Seg],
         if log.infos:
             retrans[side.value] = log.infos[-1].data.get("total_retrans", 0)
     meta["retransmissions"] = retrans
+    rests = {side.value: log.rt_rests for side, log in logs.items() if log.rt_rests}
+    if rests:
+        meta["rt_rests"] = rests
     # TCP_INFO cannot be read after close(); the capture sees later ones (e.g. a FIN's TLP).
     seen: dict[str, int] = {}
     for side in Side:
