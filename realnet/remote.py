@@ -435,6 +435,8 @@ class _Session:
         self.chan.send({"type": "challenge", "protocol": PROTOCOL,
                         "auth": "none" if token is None else "token", "nonce": nonce})
         hello = self.recv(self.opened + HANDSHAKE_TIMEOUT_S)
+        if hello.get("type") == "bye":     # e.g. a client without the token we ask for
+            return
         if hello.get("type") != "hello":
             self.error("expected hello")
             raise ProtocolError("expected hello")
@@ -753,7 +755,9 @@ def run_remote(scenario: Scenario, remote: str, *, progress: Progress | None = N
     try:
         return _run_remote(scenario, shown, host, token, chan, ctl, say, timeout_s, Capture)
     except RealnetError as exc:
-        raise RealnetError(printable(exc, 2000)) from None
+        text = printable(exc, 2000)
+        raise RealnetError(text if text.startswith("--remote") else
+                           f"--remote {shown}: {text}") from None
     except ProtocolError as exc:
         raise RealnetError(f"--remote {shown}: {_explain(exc)}") from None
     except OSError as exc:
