@@ -443,7 +443,7 @@ class SideRunner:
             try:
                 for s in foreign:
                     s.close()
-                os.close(self._go_w)
+                self._close_go()
                 self._prepare_child()
                 os.read(self._go_r, 1)
                 self._child()
@@ -453,6 +453,7 @@ class SideRunner:
                 os._exit(code)
         self.pid = pid
         os.close(self._go_r)
+        self._go_r = -1
         for own in (self.sock, self.listener):
             if own is not None:
                 own.close()
@@ -460,9 +461,18 @@ class SideRunner:
     def go(self) -> None:
         """Let the child start its script (an EOF, e.g. the parent dying, also releases it,
         but PDEATHSIG then kills it)."""
+        self._close_go(write=True)
+
+    def _close_go(self, write: bool = False) -> None:
+        """Close the go pipe's write end once: a second close() could hit a descriptor
+        number another thread has been given since (a capture's pipe, a socket)."""
+        fd, self._go_w = self._go_w, -1
+        if fd < 0:
+            return
         with contextlib.suppress(OSError):
-            os.write(self._go_w, b"g")
-            os.close(self._go_w)
+            if write:
+                os.write(fd, b"g")
+        os.close(fd)
 
     def _state(self) -> tuple[int, int, int, int, int, int]:
         return _STATE.unpack_from(self._shm, 0)
@@ -544,8 +554,7 @@ class SideRunner:
                               "without a report (killed?)")
 
     def cleanup(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._go_w)
+        self._close_go()
         if self.pid and not self._exited:
             self.abort()
             self.join(2.0)

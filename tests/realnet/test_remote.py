@@ -497,3 +497,62 @@ def test_scenario_text_round_trips() -> None:
         again = loads(scenario_text(original))
         assert again.server.script and again.client.options.nodelay
         assert again.link == original.link
+
+
+def test_connections_beyond_the_cap_are_told_busy_at_once(server: Serve) -> None:
+    from realnet.remote import MAX_CLIENTS
+
+    idle = [server.connect() for _ in range(MAX_CLIENTS)]
+    try:
+        for s in idle:
+            assert _lines(s)()["type"] == "challenge"     # each has its own session
+        start = time.monotonic()
+        with server.connect() as extra:
+            reply = _lines(extra)()
+        assert time.monotonic() - start < 1.0
+        assert reply["type"] == "error" and "busy" in str(reply["error"])
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.monotonic() + 5
+    while True:         # the sessions end as their clients go
+        try:
+            _healthy(server)
+            break
+        except (AssertionError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_no_auth_on_loopback_runs_without_a_token() -> None:
+    port = _free_port()
+    thread = threading.Thread(target=serve_forever, args=(f"127.0.0.1:{port}",),
+                              kwargs={"no_auth": True, "once": True, "log": lambda _m: None},
+                              daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    thread.join(10)       # that probe was the one connection; serve again for the run
+    thread = threading.Thread(target=serve_forever, args=(f"127.0.0.1:{port}",),
+                              kwargs={"no_auth": True, "once": True, "log": lambda _m: None},
+                              daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    env_token = os.environ.pop("NAGLE_SIM_REALNET_TOKEN", None)
+    try:
+        trace = run_real(loads('[client]\nscript = "write 1; read 1"\n'
+                               '[server]\nscript = "read 1; write 1"'), remote=f"127.0.0.1:{port}")
+    finally:
+        if env_token is not None:
+            os.environ["NAGLE_SIM_REALNET_TOKEN"] = env_token
+    thread.join(10)
+    assert trace.outcome == "ok", trace.message
+    assert {o.side for o in trace.ops} == {Side.CLIENT, Side.SERVER}
