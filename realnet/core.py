@@ -301,6 +301,8 @@ bucket's refill rate). A side that uses more rests at normal priority until half
 bucket has refilled; a normal task on its CPU then waits at most ~20 ms plus its CFS share. See
 docs/realnet.md, "Real-time priority"."""
 RT_RESUME_NS = RT_BURST_NS // 2
+RT_TICK_NS = 200_000
+"""The governor accounts at most this often (the budget is charged in arrears)."""
 
 SPIN_S = 0.00003
 """The last part of a `sleep` the runner spins instead of sleeping. A SCHED_FIFO task
@@ -371,7 +373,10 @@ class RtGovernor:
         """Between ops and while spinning: charge the CPU used, rest or resume."""
         if not self.priority:
             return
-        cpu, wall = time.process_time_ns(), time.monotonic_ns()
+        wall = time.monotonic_ns()
+        if wall - self._wall < RT_TICK_NS:
+            return      # reading the CPU clock is a system call (~2 µs): not every op
+        cpu = time.process_time_ns()
         used = cpu - self._cpu if self.on else 0
         self._budget = min(RT_BURST_NS, self._budget + (wall - self._wall) * RT_SHARE - used)
         self._cpu, self._wall = cpu, wall
