@@ -178,7 +178,7 @@ class OpLog:
         if not isinstance(rec, list) or len(rec) != 8:
             raise ValueError("an op record is not a list of 8 fields")
         op, arg, start, end, line, iteration, result, loop = rec
-        if op not in OP_NAMES:
+        if not isinstance(op, str) or op not in OP_NAMES:
             raise ValueError(f"unknown op {str(op)[:20]!r}")
         if not isinstance(arg, str) or len(arg) > MAX_ARG_CHARS:
             raise ValueError("an op argument is not a short string")

@@ -50,7 +50,7 @@ from typing import Any
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, ScenarioError, flatten, loads, outermost_loops
 from nagle_sim.trace import Trace
-from realnet import sockopts
+from realnet import cleanup, sockopts
 from realnet.core import (
     LogReader,
     Outcome,
@@ -115,15 +115,13 @@ class ProtocolError(Exception):
     """A broken or refused control exchange; ``str`` is the one-line reason."""
 
 
-_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]|[\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
 def printable(text: object, limit: int = 500) -> str:
-    """One line of text safe for a terminal: control characters and escapes (ESC, CR, LF,
-    C1 controls, bidi overrides) become ``?``; long text is cut."""
+    """One line of text safe for a terminal: every character Python does not call
+    printable (C0/C1 controls such as ESC, CR, LF; format characters such as bidi
+    overrides and soft hyphens; line separators) becomes ``?``; long text is cut."""
     s = str(text)
-    s = _UNPRINTABLE.sub("?", s[:limit])
-    return s + ("..." if len(str(text)) > limit else "")
+    out = "".join(ch if ch.isprintable() else "?" for ch in s[:limit])
+    return out + ("..." if len(s) > limit else "")
 
 
 def _proof(token: str, role: str, server_nonce: str, client_nonce: str) -> str:
@@ -324,6 +322,9 @@ def serve_forever(listen: str = "127.0.0.1:7070", *, token: str | None = None,
     say(f"realnet serve: listening on {bound[0]}:{bound[1]} "
         f"(protocol {PROTOCOL} v{PROTOCOL_VERSION}, "
         f"{'no authentication' if token is None else 'token required'})")
+    removed = cleanup.remove_stale_quietly()
+    if removed:
+        say(f"realnet serve: removed {len(removed)} leftovers of dead runs")
     server = _Server(token, say, limits or Limits())
     try:
         return server.accept_loop(srv, once)
