@@ -358,7 +358,12 @@ class _Server:
                 continue
             thread = threading.Thread(target=self.session, args=(conn, name), daemon=True,
                                       name=f"realnet-serve {name}")
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError:        # no more threads: refuse, never end the serve
+                self.slots.release()
+                _refuse(conn, "busy: the server cannot take another connection now")
+                continue
             if once:
                 thread.join()
                 return 0
