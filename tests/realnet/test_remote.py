@@ -556,3 +556,31 @@ def test_no_auth_on_loopback_runs_without_a_token() -> None:
     thread.join(10)
     assert trace.outcome == "ok", trace.message
     assert {o.side for o in trace.ops} == {Side.CLIENT, Side.SERVER}
+
+
+def test_keep_alive_clock_requests_cannot_hold_a_session(server: Serve) -> None:
+    from realnet.remote import MAX_CLOCKS
+
+    s, read, _hello = _authenticated(server)
+    with s:
+        for _ in range(MAX_CLOCKS):
+            _send(s, {"type": "clock"})
+            assert read()["type"] == "clock"
+        _send(s, {"type": "clock"})
+        reply = read()
+    assert reply["type"] == "error" and "too many" in str(reply["error"])
+    _healthy(server)
+
+
+def test_a_trickling_client_is_dropped_at_the_handshake_deadline(server: Serve) -> None:
+    with server.connect() as s:
+        read = _lines(s)
+        assert read()["type"] == "challenge"
+        start = time.monotonic()
+        with contextlib.suppress(OSError):
+            for byte in b'{"v": 2, "type": "hello", "nonce": "':
+                s.sendall(bytes([byte]))
+                time.sleep(0.25)
+        reply = read()
+        assert time.monotonic() - start < 8
+    assert reply["type"] == "error" and "timeout" in str(reply["error"])
