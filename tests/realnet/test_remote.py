@@ -584,3 +584,16 @@ def test_a_trickling_client_is_dropped_at_the_handshake_deadline(server: Serve) 
         reply = read()
         assert time.monotonic() - start < 8
     assert reply["type"] == "error" and "timeout" in str(reply["error"])
+
+
+@pytest.mark.realnet
+@pytest.mark.usefixtures("requires_root_netns")
+def test_remote_gigabyte_write_is_sent_not_called_a_deadlock(server: Serve) -> None:
+    """Issue 18: the serve allocated the whole write, and the run was reported as a
+    deadlock with no byte sent. It now sends from one buffer."""
+    scenario = loads('[client]\nscript = "read 1000000000"\n'
+                     '[server]\nscript = "write 1000000000"\n', "gigabyte.toml")
+    trace = run_real(scenario, remote=server.address, token=TOKEN)
+    assert trace.outcome == "ok", trace.message
+    read = next(o for o in trace.ops if o.side is Side.CLIENT and o.op == "read")
+    assert read.arg == "1000000000" and read.end is not None
