@@ -319,6 +319,18 @@ FLUSH_RECORDS = 4096
 """Records a side holds (~1.5 KB each) before it encodes and writes them out."""
 
 
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    """The C library, loaded in the parent before any fork: a child of a multi-threaded
+    process (the serve) should not take the dynamic loader's lock."""
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
 def rt_priority_available() -> int:
     """`SIDE_RT_PRIORITY` if this process may use SCHED_FIFO, else 0."""
     if not hasattr(os, "SCHED_FIFO"):
@@ -420,6 +432,8 @@ class SideRunner:
         self.log = SideLog()
         self.pid = 0
         self._shm = mmap.mmap(-1, _STATE.size)
+        with contextlib.suppress(OSError):
+            _libc()
         self._log_fd = os.memfd_create(f"nsim-{side.value}-log", os.MFD_CLOEXEC)
         self._go_r, self._go_w = os.pipe2(os.O_CLOEXEC)
         self._exited = False
@@ -572,7 +586,7 @@ class SideRunner:
     def _prepare_child(self) -> None:
         """Everything before the clock starts (the child then only waits for `go`)."""
         with contextlib.suppress(Exception):
-            libc = ctypes.CDLL(None, use_errno=True)
+            libc = _libc()
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             # time.sleep at normal priority wakes up to 50 µs late (the default timer
             # slack); a FIFO task has none. 1 ns keeps the spin short either way.
