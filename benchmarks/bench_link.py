@@ -1,18 +1,23 @@
 """Benchmark the emulated link and the capture (prints numbers, asserts nothing).
 
     sudo python -m benchmarks.bench_link [--delays-ms 10,100] [--segments 10000]
+    sudo python -m benchmarks.bench_link --starvation    # only (3), see below
 
 Owns: measuring (1) the relay's added-delay error -- capture timestamps of each
 packet on the sending TUN vs the receiving TUN, minus the configured one-way
 delay -- and (2) capture completeness: segments the kernel says it sent
-(TCP_INFO tcpi_segs_out) vs segments captured, and PACKET_STATISTICS drops.
+(TCP_INFO tcpi_segs_out) vs segments captured, and PACKET_STATISTICS drops; (3) what a
+real run's SCHED_FIFO side processes cost the rest of the machine: the longest a
+normal-priority process pinned on the same CPU waits, while realnet runs scripts that spin
+(`repeat 10000 { sleep 199us }`) or keep the CPU busy (`repeat 100000 { write 1 }`).
 
-Must not import: textual, rich, simpy, nagle_sim.
+Must not import: textual, rich, simpy; nagle_sim only in (3) (a scenario to run).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import statistics
 import struct
@@ -216,14 +221,84 @@ def bench_completeness_lo(segments: int) -> None:
     )
 
 
+STARVATION_SCRIPTS = {
+    "repeat 10000 { sleep 199us }":
+        '[client]\nscript = "repeat 10000 { sleep 199us }"\n[server]\nscript = "sleep 1ms"\n',
+    "repeat 100000 { write 1 }":
+        '[client]\nscript = "repeat 100000 { write 1 }"\n'
+        '[server]\nscript = "read 100000"\n',
+}
+
+PROBE = """
+import os, signal, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
+print("ready", flush=True)
+last = time.perf_counter()
+worst = 0.0
+while not stop:
+    now = time.perf_counter()
+    worst = max(worst, now - last)
+    last = now
+print(worst * 1000, flush=True)
+"""
+
+
+def starvation(text: str | None, cpu: int = 0) -> tuple[float, float]:
+    """(longest wait in ms of a normal process on ``cpu``, run seconds) while realnet runs
+    the scenario ``text`` with its side processes pinned to the same CPU (None: while
+    nothing runs, the machine's own noise)."""
+    import os
+    import subprocess
+
+    from nagle_sim.scenario import loads
+    from realnet.runner import run_real
+
+    scenario = loads(text, "starvation.toml") if text is not None else None
+    saved = os.sched_getaffinity(0)
+    probe = subprocess.Popen([sys.executable, "-c", PROBE, str(cpu)],
+                             stdout=subprocess.PIPE, text=True)
+    assert probe.stdout is not None
+    probe.stdout.readline()
+    try:
+        os.sched_setaffinity(0, {cpu})      # the side processes inherit it
+        start = time.monotonic()
+        if scenario is None:
+            time.sleep(3)
+        else:
+            trace = run_real(scenario)
+            if trace.outcome != "ok":
+                raise RuntimeError(trace.message)
+        took = time.monotonic() - start
+    finally:
+        os.sched_setaffinity(0, saved)
+        probe.send_signal(signal.SIGUSR1)
+    worst = float(probe.stdout.readline())
+    probe.wait()
+    return worst, took
+
+
+def bench_starvation() -> None:
+    for name, text in {"nothing (3 s)": None, **STARVATION_SCRIPTS}.items():
+        worst, took = starvation(text)
+        print(f"starvation: {name}: run {took:.2f} s, a normal process on the same CPU "
+              f"waited at most {worst:.1f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--starvation", action="store_true",
+                    help="only measure what the real-time side processes cost others")
     ap.add_argument("--delays-ms", default="10,100")
     ap.add_argument("--writes", type=int, default=2000, help="paced writes per delay run")
     ap.add_argument("--segments", type=int, default=10_000)
     # Long enough that NODELAY writes never queue behind cwnd: one write, one segment.
     ap.add_argument("--gap-us", type=float, default=300.0)
     args = ap.parse_args()
+    if args.starvation:
+        bench_starvation()
+        return
     for d in args.delays_ms.split(","):
         bench_delay(float(d), args.writes)
     # Autocorking off first: then every write is its own segment (10,000 segments);

@@ -134,21 +134,32 @@ def cmd_lessons(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _real_trace(scenario: Scenario, remote: str | None = None) -> Trace:
+def _real_trace(scenario: Scenario, remote: str | None = None,
+                token: str | None = None) -> Trace:
     try:
         from realnet.runner import run_real
     except ImportError as exc:
         raise CliError(f"realnet is unavailable: {exc}") from None
-    return run_real(scenario, remote=remote)
+    return run_real(scenario, remote=remote, token=token)
 
 
 def cmd_realnet_run(args: argparse.Namespace) -> int:
-    return _emit(_real_trace(_load(args), args.remote), args)
+    return _emit(_real_trace(_load(args), args.remote, args.token), args)
 
 
 def cmd_realnet_serve(args: argparse.Namespace) -> int:
     from realnet.remote import serve_forever
-    return int(serve_forever(args.listen) or 0)
+    return int(serve_forever(args.listen, token=args.token, no_auth=args.no_auth) or 0)
+
+
+def cmd_realnet_cleanup(args: argparse.Namespace) -> int:
+    from realnet.cleanup import remove_stale
+    try:
+        removed = remove_stale()
+    except OSError as exc:
+        raise CliError(f"realnet cleanup: {exc.strerror or exc} (run as root?)") from None
+    print("\n".join(f"removed {name}" for name in removed) or "nothing to remove")
+    return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -383,12 +394,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder")
     _add_scenario(p)
     _add_view_options(p)
-    p.add_argument("--remote", metavar="HOST:PORT",
+    p.add_argument("--remote", metavar="[TOKEN@]HOST:PORT",
                    help="run the server side on a remote `nagle-sim realnet serve`")
+    p.add_argument("--token", help="the serve's token (default $NAGLE_SIM_REALNET_TOKEN)")
     p.set_defaults(func=cmd_realnet_run)
     p = rsub.add_parser("serve", help="serve the server side of scenarios to remote clients")
     p.add_argument("--listen", default="127.0.0.1:7070", metavar="HOST:PORT")
+    p.add_argument("--token", help="shared secret clients must know (default "
+                   "$NAGLE_SIM_REALNET_TOKEN, else a random one, printed)")
+    p.add_argument("--no-auth", action="store_true",
+                   help="no token (allowed on a loopback address only)")
     p.set_defaults(func=cmd_realnet_serve)
+    p = rsub.add_parser("cleanup", help="remove namespaces, relays and temp files of dead runs")
+    p.set_defaults(func=cmd_realnet_cleanup)
     return parser
 
 

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="accepted for symmetry with nagle-sim; the output is always JSON")
     parser.add_argument("--remote", metavar="HOST:PORT",
                         help="run the server side on a `nagle-sim realnet serve`")
+    parser.add_argument("--token", help="the serve's token (default $NAGLE_SIM_REALNET_TOKEN)")
     parser.add_argument("--timeout", type=float, metavar="SECONDS",
                         help="whole-run limit (default: derived from the scenario)")
     args = parser.parse_args(argv)
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         from realnet.runner import run_real
 
         scenario = load(args.file, args.set)
-        trace = run_real(scenario, remote=args.remote, timeout_s=args.timeout,
+        trace = run_real(scenario, remote=args.remote, timeout_s=args.timeout, token=args.token,
                          progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,9 +1,11 @@
 """Naming conventions and stale-resource cleanup for realnet.
 
 Owns: how realnet names its kernel resources (network namespaces
-``<prefix><owner-pid>-<seq>-c|s`` and relay processes tagged in their argv), and
-finding/removing those whose owner process is dead (e.g. a test run that was
-SIGKILLed and never reached ``__exit__``).
+``<prefix><owner-pid>-<seq>-c|s`` and relay processes tagged in their argv) and its temp
+files (``nsim-<owner-pid>-*.json``, written by older versions; side logs are now anonymous
+memfds that vanish with their last descriptor), and finding/removing those whose owner
+process is dead (e.g. a run that was SIGKILLed and never reached ``__exit__``). Every realnet
+run calls `remove_stale_quietly` first; ``nagle-sim realnet cleanup`` calls `remove_stale`.
 
 Must not import: textual, rich, simpy, nagle_sim, or `realnet.netns` (netns imports
 us; keep this module dependency-free apart from pyroute2.netns).
@@ -15,8 +17,10 @@ import contextlib
 import os
 import re
 import signal
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pyroute2 import netns as pr_netns
 
@@ -74,9 +78,10 @@ class Ours:
 
     namespaces: list[str] = field(default_factory=list)
     relays: list[RelayProc] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.namespaces or self.relays)
+        return bool(self.namespaces or self.relays or self.files)
 
 
 def list_namespaces(prefix: str = NS_PREFIX) -> list[str]:
@@ -105,14 +110,32 @@ def list_relays(prefix: str = NS_PREFIX) -> list[RelayProc]:
     return found
 
 
+def file_owner(path: Path, prefix: str = NS_PREFIX) -> int | None:
+    """Owner PID of a realnet temp file ``<prefix><pid>-<side>-<random>.json``."""
+    m = re.fullmatch(re.escape(prefix) + r"(\d+)-(?:client|server)-\w+\.json", path.name)
+    return int(m.group(1)) if m else None
+
+
+def list_files(prefix: str = NS_PREFIX, directory: str | None = None) -> list[Path]:
+    """realnet temp files in the temp directory (by name pattern)."""
+    base = Path(directory or tempfile.gettempdir())
+    try:
+        return sorted(p for p in base.glob(f"{prefix}*.json")
+                      if file_owner(p, prefix) is not None)
+    except OSError:
+        return []
+
+
 def list_ours(prefix: str = NS_PREFIX, owner_pid: int | None = None) -> Ours:
-    """Our namespaces and relays, optionally only those owned by `owner_pid`."""
+    """Our namespaces, relays and temp files, optionally only those owned by `owner_pid`."""
     namespaces = list_namespaces(prefix)
     relays = list_relays(prefix)
+    files = list_files(prefix)
     if owner_pid is not None:
         namespaces = [n for n in namespaces if owner_of(n, prefix) == owner_pid]
         relays = [r for r in relays if r.owner_pid == owner_pid]
-    return Ours(namespaces=namespaces, relays=relays)
+        files = [f for f in files if file_owner(f, prefix) == owner_pid]
+    return Ours(namespaces=namespaces, relays=relays, files=files)
 
 
 def list_stale(prefix: str = NS_PREFIX) -> Ours:
@@ -121,6 +144,7 @@ def list_stale(prefix: str = NS_PREFIX) -> Ours:
     return Ours(
         namespaces=[n for n in ours.namespaces if not pid_alive(owner_of(n, prefix) or 0)],
         relays=[r for r in ours.relays if not pid_alive(r.owner_pid)],
+        files=[f for f in ours.files if not pid_alive(file_owner(f, prefix) or 0)],
     )
 
 
@@ -171,4 +195,17 @@ def remove_stale(prefix: str = NS_PREFIX) -> list[str]:
     for name in stale.namespaces:
         if remove_namespace(name):
             removed.append(name)
+    for path in stale.files:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(str(path))
     return removed
+
+
+def remove_stale_quietly(prefix: str = NS_PREFIX) -> list[str]:
+    """`remove_stale` for the start of every run: what cannot be removed here (no root, a
+    namespace still busy) is left for a later run or ``nagle-sim realnet cleanup``."""
+    try:
+        return remove_stale(prefix)
+    except (OSError, ValueError):
+        return []

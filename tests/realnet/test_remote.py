@@ -1,16 +1,23 @@
-"""`nagle-sim realnet serve` + `realnet run --remote` on loopback: both sides' records are
-merged, a version mismatch and an oversized message are refused clearly. Needs root (the
-run captures on lo); the protocol checks themselves need no privilege."""
+"""`nagle-sim realnet serve` + `realnet run --remote`: both sides' records are merged; the
+serve authenticates with a token, answers every hostile input with an error reply and keeps
+serving the next client, is never held by an idle client, says "busy" at once; the client
+turns every malformed or missing reply into one line (exit 2).
+
+Most checks need no privilege (the serve runs a side without capture); the merged run is
+marked realnet (it captures on lo)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,12 +26,21 @@ if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
 from nagle_sim.model.events import Side
-from nagle_sim.scenario import load
-from realnet.remote import MAX_REQUEST_BYTES, PROTOCOL_VERSION, scenario_text
+from nagle_sim.scenario import load, loads
+from realnet.remote import (
+    MAX_HELLO_BYTES,
+    PROTOCOL,
+    PROTOCOL_VERSION,
+    _proof,
+    printable,
+    scenario_text,
+    serve_forever,
+)
 from realnet.runner import RealnetError, run_real
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
+TOKEN = "test-token-0123456789"
 
 
 def _free_port() -> int:
@@ -33,50 +49,413 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class Serve:
+    def __init__(self, address: str, log: Path) -> None:
+        self.address = address
+        self.log = log
+        host, port = address.rsplit(":", 1)
+        self.host, self.port = host, int(port)
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection((self.host, self.port), timeout=10)
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     port = _free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "nagle_sim", "realnet", "serve", "--listen",
-                             f"127.0.0.1:{port}"], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
+    env.pop("NAGLE_SIM_REALNET_TOKEN", None)
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "nagle_sim", "realnet", "serve",
+                                 "--listen", f"127.0.0.1:{port}", "--token", TOKEN],
+                                env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        if b"listening on" in log.read_bytes():
             break
-        except OSError:
-            time.sleep(0.05)
+        time.sleep(0.05)
     else:
         proc.kill()
-        raise AssertionError("realnet serve did not start")
+        raise AssertionError(f"realnet serve did not start: {log.read_text()}")
     try:
-        yield f"127.0.0.1:{port}"
+        yield Serve(f"127.0.0.1:{port}", log)
     finally:
         proc.terminate()
         proc.wait(10)
-        assert proc.stderr is not None
-        proc.stderr.close()
+    # the serve survived every test in this module (no crash ends it early)
+    assert proc.returncode in (0, -15), log.read_text()
 
 
-def _exchange(address: str, payload: bytes) -> dict[str, object]:
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(payload)
-        buf = b""
-        while b"\n" not in buf:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    return json.loads(buf.split(b"\n")[0])
+def _lines(s: socket.socket) -> Callable[[], dict[str, object]]:
+    f = s.makefile("rb")
+
+    def next_line() -> dict[str, object]:
+        line = f.readline()
+        assert line.endswith(b"\n"), f"no reply line, got {line[:200]!r}"
+        return json.loads(line)
+    return next_line
 
 
+def _send(s: socket.socket, msg: dict[str, object]) -> None:
+    s.sendall(json.dumps({"v": PROTOCOL_VERSION, **msg}).encode() + b"\n")
+
+
+def _authenticated(serve: Serve, token: str = TOKEN
+                   ) -> tuple[socket.socket, Callable[[], dict[str, object]], dict[str, object]]:
+    s = serve.connect()
+    read = _lines(s)
+    challenge = read()
+    assert challenge["type"] == "challenge" and challenge["auth"] == "token"
+    cnonce = "ab" * 16
+    _send(s, {"type": "hello", "nonce": cnonce,
+              "proof": _proof(token, "client", str(challenge["nonce"]), cnonce)})
+    return s, read, read()
+
+
+def _healthy(serve: Serve) -> None:
+    """The serve answers a new client: authenticates it and answers a clock request."""
+    s, read, hello = _authenticated(serve)
+    with s:
+        assert hello["type"] == "hello", hello
+        _send(s, {"type": "clock"})
+        assert read()["type"] == "clock"
+
+
+def _raw_reply(serve: Serve, payload: bytes) -> dict[str, object]:
+    """Send ``payload`` before authenticating; the serve's reply after its challenge."""
+    with serve.connect() as s:
+        read = _lines(s)
+        assert read()["type"] == "challenge"
+        # the serve may close before it read everything: it still answered
+        with contextlib.suppress(OSError):
+            s.sendall(payload)
+        return read()
+
+
+# ---------------------------------------------------------------- hostile input, pre-auth
+PRE_AUTH = {
+    "deep JSON": b"[" * 100_000 + b"\n",
+    "deep JSON within the line limit": b"[" * (MAX_HELLO_BYTES - 10) + b"\n",
+    "5001-digit integer": b'{"v": 2, "type": "hello", "nonce": ' + b"9" * 5001 + b"}\n",
+    "garbage bytes": bytes(range(256)) * 4 + b"\n",
+    "invalid UTF-8": b'{"v": 2, "type": "\xff\xfe"}\n',
+    "huge line": b"x" * (4 << 20),
+    "not an object": b"[1, 2, 3]\n",
+    "wrong version": json.dumps({"v": PROTOCOL_VERSION + 1, "type": "hello"}).encode() + b"\n",
+    "no nonce": json.dumps({"v": PROTOCOL_VERSION, "type": "hello"}).encode() + b"\n",
+    "wrong type": json.dumps({"v": PROTOCOL_VERSION, "type": "run"}).encode() + b"\n",
+    "float version": b'{"v": 1e400, "type": "hello"}\n',
+}
+
+
+@pytest.mark.parametrize("payload", PRE_AUTH.values(), ids=PRE_AUTH.keys())
+def test_hostile_line_before_auth_gets_an_error_and_the_serve_goes_on(
+        server: Serve, payload: bytes) -> None:
+    reply = _raw_reply(server, payload)
+    assert reply["type"] == "error" and reply["error"], reply
+    assert platform.release() not in json.dumps(reply)
+    _healthy(server)
+
+
+def test_wrong_token_is_refused_without_host_facts(server: Serve) -> None:
+    s, _read, reply = _authenticated(server, token="not-the-token-at-all")
+    s.close()
+    assert reply["type"] == "error" and "authentication failed" in str(reply["error"])
+    assert "kernel" not in reply and platform.release() not in json.dumps(reply)
+    _healthy(server)
+
+
+def test_challenge_says_nothing_about_the_host(server: Serve) -> None:
+    with server.connect() as s:
+        challenge = _lines(s)()
+    assert set(challenge) == {"v", "type", "protocol", "auth", "nonce"}
+    assert challenge["protocol"] == PROTOCOL
+
+
+def test_version_mismatch_is_refused_clearly(server: Serve) -> None:
+    reply = _raw_reply(server, json.dumps({"v": PROTOCOL_VERSION + 1, "type": "hello"})
+                       .encode() + b"\n")
+    assert reply["type"] == "error"
+    assert "protocol version mismatch" in str(reply["error"])
+
+
+# ---------------------------------------------------------------- hostile input, after auth
+NESTED = "repeat 2 { " * 1000 + "write 1" + " }" * 1000
+HOSTILE_SCENARIOS = {
+    "1000 nested repeat": f'[server]\nscript = "{NESTED}"\n',
+    "mss of 400 digits": "[link]\nmss = " + "9" * 400 + "\n",
+    "5001-digit integer": "[link]\nmss = " + "1" * 5001 + "\n",
+    "deep TOML": "a = " + "[" * 100_000 + "\n",
+    "deep inline tables": "a = " + "{b = " * 5000 + "1" + "}" * 5000 + "\n",
+    "endless empty loop": '[server]\nscript = "repeat 1000000000 { }"\n',
+    "a terabyte write": '[server]\nscript = "write 1000000000000"\n',
+    "a day of sleep": '[server]\nscript = "sleep 86400s"\n',
+    "unknown statement": "[server]\nscript='rm -rf'\n",
+    "not TOML": "\x00\x01garbage = = [\n",
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE_SCENARIOS.values(), ids=HOSTILE_SCENARIOS.keys())
+def test_hostile_scenario_is_rejected_and_the_serve_goes_on(server: Serve, text: str) -> None:
+    s, read, hello = _authenticated(server)
+    with s:
+        assert hello["type"] == "hello"
+        _send(s, {"type": "run", "scenario": text, "where": "fuzz.toml"})
+        start = time.monotonic()
+        reply = read()
+        assert time.monotonic() - start < 10
+    assert reply["type"] == "error" and "rejected" in str(reply["error"]), reply
+    _healthy(server)
+
+
+AFTER_AUTH = {
+    "deep JSON": b"[" * 500_000 + b"\n",
+    "5001-digit integer": b'{"v": 2, "type": "clock", "x": ' + b"7" * 5001 + b"}\n",
+    "garbage bytes": bytes(range(256)) * 100 + b"\n",
+    "huge line": b"y" * (2 << 20) + b"\n",
+    "unknown message": json.dumps({"v": PROTOCOL_VERSION, "type": "format-disk"}).encode()
+    + b"\n",
+    "scenario not text": json.dumps({"v": PROTOCOL_VERSION, "type": "run", "scenario": 7})
+    .encode() + b"\n",
+}
+
+
+@pytest.mark.parametrize("payload", AFTER_AUTH.values(), ids=AFTER_AUTH.keys())
+def test_hostile_line_after_auth_gets_an_error_and_the_serve_goes_on(
+        server: Serve, payload: bytes) -> None:
+    s, read, hello = _authenticated(server)
+    with s:
+        assert hello["type"] == "hello"
+        with contextlib.suppress(OSError):
+            s.sendall(payload)
+        reply = read()
+    assert reply["type"] == "error" and reply["error"], reply
+    _healthy(server)
+
+
+def test_terminal_escapes_never_reach_the_operators_log(server: Serve) -> None:
+    s, read, _hello = _authenticated(server)
+    with s:
+        _send(s, {"type": "run", "where": "\x1b]0;owned\x07\x1b[2J\rname\x9b31m",
+                  "scenario": '[server]\nscript = "repeat 1000000000 { }"\n'})
+        assert read()["type"] == "error"
+    _send_run_of(server, "\x1b[31mred\x1b[0m.toml")
+    log = server.log.read_bytes()
+    assert b"\x1b" not in log and b"\x07" not in log
+    assert "\x9b" not in log.decode("utf-8", "replace")
+
+
+def _send_run_of(serve: Serve, where: str) -> None:
+    """A tiny run that really starts (so the serve logs its ``where``); the client then
+    vanishes and the serve aborts it after the client's silence."""
+    s, read, _hello = _authenticated(serve)
+    with s:
+        _send(s, {"type": "run", "where": where,
+                  "scenario": '[server]\nscript = "sleep 1ms"\n[client]\nscript = "sleep 1ms"\n'})
+        reply = read()
+        assert reply["type"] == "ready", reply
+        _send(s, {"type": "abort"})
+        while read()["type"] != "result":
+            pass
+
+
+def test_printable_strips_escapes() -> None:
+    assert printable("a\x1b[2Jb\r\nc\x9bd\u202ee") == "a?[2Jb??c?d?e"
+
+
+# ---------------------------------------------------------------- idle, slow and busy clients
+def test_idle_client_does_not_delay_another_clients_run(server: Serve) -> None:
+    scenario = load(DATA / "s4_quickack.toml")
+    start = time.monotonic()
+    run_real(scenario, remote=server.address, token=TOKEN)
+    alone = time.monotonic() - start
+    idle = server.connect()         # connects and says nothing
+    idle_authenticated, _read, hello = _authenticated(server)
+    assert hello["type"] == "hello"
+    try:
+        start = time.monotonic()
+        trace = run_real(scenario, remote=server.address, token=TOKEN)
+        beside_idle = time.monotonic() - start
+    finally:
+        idle.close()
+        idle_authenticated.close()
+    assert trace.outcome == "ok", trace.message
+    assert beside_idle < alone + 1.0, (alone, beside_idle)
+
+
+def test_idle_client_is_dropped_after_the_handshake_timeout(server: Serve) -> None:
+    with server.connect() as s:
+        read = _lines(s)
+        assert read()["type"] == "challenge"
+        start = time.monotonic()
+        reply = read()
+        waited = time.monotonic() - start
+    assert reply["type"] == "error" and "timeout" in str(reply["error"])
+    assert 3 < waited < 8, waited
+
+
+def test_second_run_is_told_busy_at_once(server: Serve) -> None:
+    first, read_first, _ = _authenticated(server)
+    with first:
+        _send(first, {"type": "run", "where": "long.toml",
+                      "scenario": '[server]\nscript = "sleep 3s"\n[client]\nscript = "sleep 3s"'})
+        assert read_first()["type"] == "ready"
+        second, read_second, _ = _authenticated(server)
+        with second:
+            _send(second, {"type": "run", "where": "second.toml",
+                           "scenario": '[server]\nscript = "sleep 1ms"\n'})
+            start = time.monotonic()
+            reply = read_second()
+            assert time.monotonic() - start < 1.0
+        assert reply["type"] == "error" and "busy" in str(reply["error"])
+        _send(first, {"type": "abort"})
+        while read_first()["type"] != "result":
+            pass
+    _healthy(server)
+
+
+def test_no_auth_is_refused_off_loopback() -> None:
+    with pytest.raises(RealnetError, match="loopback"):
+        serve_forever("0.0.0.0:0", no_auth=True, once=True, log=lambda _m: None)
+
+
+# ---------------------------------------------------------------- the client side
+def _fake_server(script: Callable[[socket.socket], None]) -> tuple[str, threading.Thread]:
+    """A one-connection server that behaves as ``script`` says."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        with srv:
+            conn, _ = srv.accept()
+            with conn, contextlib.suppress(OSError):
+                script(conn)
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"127.0.0.1:{port}", thread
+
+
+def _challenge(conn: socket.socket, auth: str = "none") -> None:
+    conn.sendall(json.dumps({"v": PROTOCOL_VERSION, "type": "challenge", "protocol": PROTOCOL,
+                             "auth": auth, "nonce": "cd" * 16}).encode() + b"\n")
+
+
+def _then(*replies: bytes, close: bool = True) -> Callable[[socket.socket], None]:
+    """Challenge (no auth), then for every client line one of ``replies``."""
+    def script(conn: socket.socket) -> None:
+        _challenge(conn)
+        f = conn.makefile("rb")
+        for reply in replies:
+            if not f.readline():
+                return
+            conn.sendall(reply)
+        if not close:
+            time.sleep(60)
+    return script
+
+
+def _ok(msg: dict[str, object]) -> bytes:
+    return json.dumps({"v": PROTOCOL_VERSION, **msg}).encode() + b"\n"
+
+
+HELLO = _ok({"type": "hello", "kernel": "x"})
+CLOCK = _ok({"type": "clock", "perf_ns": 1})
+BAD_REPLIES: dict[str, Callable[[socket.socket], None]] = {
+    "garbage": lambda c: c.sendall(bytes(range(256)) * 10 + b"\n"),
+    "deep JSON": lambda c: c.sendall(b"[" * 200_000 + b"\n"),
+    "closes at once": lambda c: None,
+    "truncated line": lambda c: c.sendall(b'{"v": 2, "type": "chall'),
+    "not our protocol": lambda c: c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n"),
+    "huge line": lambda c: c.sendall(b"z" * (9 << 20)),
+    "garbage after hello": _then(b"\xff\xfe\n"),
+    "5001-digit clock": _then(HELLO, b'{"v": 2, "type": "clock", "perf_ns": '
+                              + b"1" * 5001 + b"}\n"),
+    "string clock": _then(HELLO, _ok({"type": "clock", "perf_ns": "soon"})),
+    "bad port": _then(HELLO, *[CLOCK] * 8, _ok({"type": "ready", "port": 10 ** 30})),
+    "error with escapes": _then(_ok({"type": "error", "error": "\x1b[2Jboom\r"})),
+    "gone after ready": _then(HELLO, *[CLOCK] * 8, _ok({"type": "ready", "port": 1})),
+}
+
+
+@pytest.mark.parametrize("behaviour", BAD_REPLIES.values(), ids=BAD_REPLIES.keys())
+def test_client_turns_any_bad_reply_into_one_line(
+        behaviour: Callable[[socket.socket], None]) -> None:
+    address, thread = _fake_server(behaviour)
+    scenario = load(DATA / "s4_quickack.toml")
+    start = time.monotonic()
+    with pytest.raises(RealnetError) as info:
+        run_real(scenario, remote=address)
+    message = str(info.value)
+    assert "\n" not in message and "\x1b" not in message and "\r" not in message, message
+    assert time.monotonic() - start < 40
+    thread.join(5)
+
+
+def test_client_needs_the_token_the_server_asks_for() -> None:
+    address, thread = _fake_server(lambda c: (_challenge(c, auth="token"), time.sleep(1)))
+    env_token = os.environ.pop("NAGLE_SIM_REALNET_TOKEN", None)
+    try:
+        with pytest.raises(RealnetError, match="needs its token"):
+            run_real(load(DATA / "s4_quickack.toml"), remote=address)
+    finally:
+        if env_token is not None:
+            os.environ["NAGLE_SIM_REALNET_TOKEN"] = env_token
+    thread.join(5)
+
+
+def test_cli_prints_one_line_and_exits_2_on_a_garbage_reply() -> None:
+    address, thread = _fake_server(lambda c: c.sendall(b"\x00\x01garbage\n"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "nagle_sim", "realnet", "run",
+                           str(DATA / "s4_quickack.toml"), "--remote", address],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    thread.join(5)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unreachable_remote_is_a_one_line_error() -> None:
+    scenario = load(DATA / "s4_quickack.toml")
+    with pytest.raises(RealnetError, match="cannot connect"):
+        run_real(scenario, remote=f"127.0.0.1:{_free_port()}")
+
+
+def test_remote_dying_mid_run_is_named_not_a_deadlock(server: Serve) -> None:
+    """The server answers the handshake, then vanishes: "went away", not "deadlock"."""
+    def script(conn: socket.socket) -> None:
+        _challenge(conn)
+        f = conn.makefile("rb")
+        f.readline()
+        conn.sendall(HELLO)
+        for _ in range(8):
+            f.readline()
+            conn.sendall(CLOCK)
+        f.readline()
+        listener = socket.create_server(("127.0.0.1", 0))
+        conn.sendall(_ok({"type": "ready", "port": listener.getsockname()[1]}))
+        data, _ = listener.accept()
+        f.readline()               # the first status poll: die without answering
+        conn.shutdown(socket.SHUT_RDWR)
+        time.sleep(3)              # the data connection stays open meanwhile
+        data.close()
+        listener.close()
+    address, thread = _fake_server(script)
+    scenario = loads('[client]\nscript = "write 1; read 1"\n[server]\nscript = "read 1; write 1"')
+    with pytest.raises(RealnetError) as info:
+        run_real(scenario, remote=address)
+    assert "went away" in str(info.value) and "deadlock" not in str(info.value)
+    thread.join(5)
+
+
+# ---------------------------------------------------------------- real runs
 @pytest.mark.realnet
 @pytest.mark.usefixtures("requires_root_netns")
-def test_remote_run_merges_both_sides(server: str) -> None:
+def test_remote_run_merges_both_sides(server: Serve) -> None:
     scenario = load(DATA / "s1_write_write_read.toml", ["client.nodelay=true"])
-    trace = run_real(scenario, remote=server)
+    trace = run_real(scenario, remote=server.address, token=TOKEN)
     assert trace.outcome == "ok", trace.message
     sides = {o.side for o in trace.ops}
     assert sides == {Side.CLIENT, Side.SERVER}
@@ -88,44 +467,133 @@ def test_remote_run_merges_both_sides(server: str) -> None:
     first_write = next(o for o in trace.ops if o.side is Side.CLIENT and o.op == "write")
     assert server_ops[1].end is not None and server_ops[1].end >= first_write.start
     assert trace.meta["link"] == "remote" and trace.segments
+    assert trace.meta["server_kernel"] == platform.release()
     assert any(e.side is Side.SERVER and e.kind == "tcp_info" for e in trace.events)
 
 
-def test_version_mismatch_is_refused_clearly(server: str) -> None:
-    reply = _exchange(server, json.dumps({"v": PROTOCOL_VERSION + 1, "type": "hello"}).encode()
-                      + b"\n")
-    assert reply["type"] == "error"
-    assert "protocol version mismatch" in str(reply["error"])
+@pytest.mark.realnet
+@pytest.mark.usefixtures("requires_root_netns")
+def test_remote_run_of_100k_server_ops_succeeds(server: Serve) -> None:
+    """Issue 18: results are streamed in chunks, so a long run has no reply cap."""
+    scenario = loads('[client]\nscript = "write 100000; read 1"\n'
+                     '[server]\nscript = "repeat 100000 { read 1 }; write 1"\n', "big.toml")
+    trace = run_real(scenario, remote=server.address, token=TOKEN)
+    assert trace.outcome == "ok", trace.message
+    server_ops = [o for o in trace.ops if o.side is Side.SERVER]
+    assert len(server_ops) == 1 + 100_000 + 1     # accept, the reads, the write
+    assert [o.op for o in server_ops[-2:]] == ["read", "write"]
 
 
-def test_oversized_message_is_rejected(server: str) -> None:
-    big = b'{"v": 1, "type": "hello", "pad": "' + b"x" * (MAX_REQUEST_BYTES + 10) + b'"}\n'
-    reply = _exchange(server, big)
-    assert reply["type"] == "error" and "too large" in str(reply["error"])
-
-
-def test_bad_scenario_text_is_rejected(server: str) -> None:
-    host, port = server.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=5) as s:
-        f = s.makefile("rwb")
-        for msg in ({"type": "hello"}, {"type": "run", "scenario": "[server]\nscript='rm -rf'"}):
-            f.write(json.dumps({"v": PROTOCOL_VERSION, **msg}).encode() + b"\n")
-            f.flush()
-            reply = json.loads(f.readline())
-        assert reply["type"] == "error" and "unknown statement" in str(reply["error"])
-
-
-def test_unreachable_remote_is_a_one_line_error() -> None:
-    scenario = load(DATA / "s4_quickack.toml")
-    with pytest.raises(RealnetError, match="cannot connect"):
-        run_real(scenario, remote=f"127.0.0.1:{_free_port()}")
+def test_bad_scenario_text_is_rejected_by_the_client_as_one_line(server: Serve) -> None:
+    scenario = loads('[server]\nscript = "repeat 1500000 { read 1 }"\n'
+                     '[client]\nscript = "write 1"', "toolong.toml")
+    with pytest.raises(RealnetError, match="statements"):
+        run_real(scenario, remote=server.address, token=TOKEN)
 
 
 def test_scenario_text_round_trips() -> None:
-    from nagle_sim.scenario import loads
-
     for name in ("s1_write_write_read.toml", "s2_node_ten_bytes.toml", "s3_cork_vs_nodelay.toml"):
         original = load(DATA / name, ["client.nodelay=true"])
         again = loads(scenario_text(original))
         assert again.server.script and again.client.options.nodelay
         assert again.link == original.link
+
+
+def test_connections_beyond_the_cap_are_told_busy_at_once(server: Serve) -> None:
+    from realnet.remote import MAX_CLIENTS
+
+    idle = [server.connect() for _ in range(MAX_CLIENTS)]
+    try:
+        for s in idle:
+            assert _lines(s)()["type"] == "challenge"     # each has its own session
+        start = time.monotonic()
+        with server.connect() as extra:
+            reply = _lines(extra)()
+        assert time.monotonic() - start < 1.0
+        assert reply["type"] == "error" and "busy" in str(reply["error"])
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.monotonic() + 5
+    while True:         # the sessions end as their clients go
+        try:
+            _healthy(server)
+            break
+        except (AssertionError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_no_auth_on_loopback_runs_without_a_token() -> None:
+    port = _free_port()
+    thread = threading.Thread(target=serve_forever, args=(f"127.0.0.1:{port}",),
+                              kwargs={"no_auth": True, "once": True, "log": lambda _m: None},
+                              daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    thread.join(10)       # that probe was the one connection; serve again for the run
+    thread = threading.Thread(target=serve_forever, args=(f"127.0.0.1:{port}",),
+                              kwargs={"no_auth": True, "once": True, "log": lambda _m: None},
+                              daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    env_token = os.environ.pop("NAGLE_SIM_REALNET_TOKEN", None)
+    try:
+        trace = run_real(loads('[client]\nscript = "write 1; read 1"\n'
+                               '[server]\nscript = "read 1; write 1"'), remote=f"127.0.0.1:{port}")
+    finally:
+        if env_token is not None:
+            os.environ["NAGLE_SIM_REALNET_TOKEN"] = env_token
+    thread.join(10)
+    assert trace.outcome == "ok", trace.message
+    assert {o.side for o in trace.ops} == {Side.CLIENT, Side.SERVER}
+
+
+def test_keep_alive_clock_requests_cannot_hold_a_session(server: Serve) -> None:
+    from realnet.remote import MAX_CLOCKS
+
+    s, read, _hello = _authenticated(server)
+    with s:
+        for _ in range(MAX_CLOCKS):
+            _send(s, {"type": "clock"})
+            assert read()["type"] == "clock"
+        _send(s, {"type": "clock"})
+        reply = read()
+    assert reply["type"] == "error" and "too many" in str(reply["error"])
+    _healthy(server)
+
+
+def test_a_trickling_client_is_dropped_at_the_handshake_deadline(server: Serve) -> None:
+    with server.connect() as s:
+        read = _lines(s)
+        assert read()["type"] == "challenge"
+        start = time.monotonic()
+        with contextlib.suppress(OSError):
+            for byte in b'{"v": 2, "type": "hello", "nonce": "':
+                s.sendall(bytes([byte]))
+                time.sleep(0.25)
+        reply = read()
+        assert time.monotonic() - start < 8
+    assert reply["type"] == "error" and "timeout" in str(reply["error"])
+
+
+@pytest.mark.realnet
+@pytest.mark.usefixtures("requires_root_netns")
+def test_remote_gigabyte_write_is_sent_not_called_a_deadlock(server: Serve) -> None:
+    """Issue 18: the serve allocated the whole write, and the run was reported as a
+    deadlock with no byte sent. It now sends from one buffer."""
+    scenario = loads('[client]\nscript = "read 1000000000"\n'
+                     '[server]\nscript = "write 1000000000"\n', "gigabyte.toml")
+    trace = run_real(scenario, remote=server.address, token=TOKEN)
+    assert trace.outcome == "ok", trace.message
+    read = next(o for o in trace.ops if o.side is Side.CLIENT and o.op == "read")
+    assert read.arg == "1000000000" and read.end is not None

@@ -36,6 +36,16 @@ S3_CORK = ('client.script="repeat 20 { set cork on; repeat 15 { write 2 }; set c
            'read 2 }"')
 S4_DEFAULT = 'client.script="repeat 4 { write 1; read 1; sleep 300ms }"'
 
+# Real-kernel timing is asserted in jiffies, on what the kernel decided (which segment,
+# which timer), never in sub-millisecond wall time: a loaded VM runs a timer a jiffy or
+# two late and stalls a few ms now and then.
+JIFFY_MS = 4                   # HZ=250 on this kernel
+DELACK_MIN_MS = 40             # TCP_DELACK_MIN: the shortest delayed-ACK timer
+NO_TIMER_MS = DELACK_MIN_MS - 2 * JIFFY_MS
+"""A wait shorter than this cannot have been a delayed-ACK (or longer) timer's."""
+DELACK_MAX_MS = 44 + 2 * JIFFY_MS
+"""The delayed-ACK timer fires 10-11 jiffies after arming (40-44 ms), here up to 2 late."""
+
 
 def real(name: str, *overrides: str) -> Trace:
     trace = run_real(load(DATA / name, list(overrides)))
@@ -52,46 +62,81 @@ def data(trace: Trace, side: Side) -> list[int]:
     return [s.length for s in trace.segments if s.src is side and s.length]
 
 
-def test_s1_split_writes_stall_on_delayed_ack() -> None:
-    """Lesson 03: first request fast (quick-ACK mode), then ≈ 44 ms each.
+def released_after_ms(trace: Trace, op: str, arg: str | None, count: int) -> list[float]:
+    """For the client's first ``count`` ``op`` calls (with ``arg``, if given) paired in order
+    with its first ``count`` data segments: how long after the call began the segment left.
+    This is the kernel's decision (sent on the call, or held for an ACK or a timer);
+    unlike an iteration's latency it does not grow when the VM stalls the process."""
+    calls = [o for o in trace.ops if o.side is Side.CLIENT and o.op == op
+             and (arg is None or o.arg == arg)][:count]
+    segs = [s for s in trace.segments if s.src is Side.CLIENT and s.length][:count]
+    assert len(calls) == len(segs) == count, (len(calls), len(segs))
+    return [(seg.t - call.start) / 1000 for call, seg in zip(calls, segs, strict=True)]
 
-    This VM sometimes fires the 11-jiffy delayed-ACK timer one jiffy late (48 ms), so each
-    later request is bounded by 40-49 ms and the median by 40-45 ms."""
-    lat = latencies_ms(real("s1_write_write_read.toml"))
-    assert len(lat) == 12
-    assert lat[0] < 1, lat
-    assert 40 <= statistics.median(lat[1:]) <= 45, lat
-    assert all(39 <= x <= 49 for x in lat[1:]), lat
+
+def _ack_waits_ms(trace: Trace) -> list[float]:
+    """Per 7-byte segment of S1: how long the server's pure ACK that released it came
+    after the 6-byte segment before it."""
+    segs = trace.segments
+    out = []
+    for i, seven in enumerate(segs):
+        if seven.src is not Side.CLIENT or seven.length != 7:
+            continue
+        six = next(s for s in reversed(segs[:i]) if s.src is Side.CLIENT and s.length)
+        ack = next(s for s in reversed(segs[:i]) if s.src is Side.SERVER)
+        assert ack.length == 0 and ack.ack == six.seq + six.length, (six, ack)
+        out.append((ack.t - six.t) / 1000)
+    return out
+
+
+def test_s1_split_writes_stall_on_delayed_ack() -> None:
+    """Lesson 03: in the first request the server ACKs at once (quick-ACK mode); in every
+    later one Nagle holds the 7-byte write until the server's delayed-ACK timer fires."""
+    trace = real("s1_write_write_read.toml")
+    assert len(latencies_ms(trace)) == 12
+    assert data(trace, Side.CLIENT) == [6, 7] * 12
+    waits = _ack_waits_ms(trace)
+    assert waits[0] < NO_TIMER_MS, waits
+    assert all(DELACK_MIN_MS - JIFFY_MS <= w <= DELACK_MAX_MS for w in waits[1:]), waits
 
 
 def test_s1_nodelay_is_fast() -> None:
-    """Lesson 04: TCP_NODELAY removes the stall."""
-    lat = latencies_ms(real("s1_write_write_read.toml", "client.nodelay=true"))
-    assert max(lat) < 1, lat
+    """Lesson 04: TCP_NODELAY removes the stall: every write leaves on its call."""
+    trace = real("s1_write_write_read.toml", "client.nodelay=true")
+    assert data(trace, Side.CLIENT) == [6, 7] * 12
+    released = released_after_ms(trace, "write", None, 24)
+    assert max(released) < NO_TIMER_MS, released
 
 
 def test_s3_default_fifteen_small_writes_then_two_plus_twenty_eight() -> None:
     """Lesson 05: first message leaves as 15 × 2 B (quick ACKs), later ones as 2 B + 28 B."""
     trace = real("s3_cork_vs_nodelay.toml")
     lat = latencies_ms(trace)
-    assert len(lat) == 20 and lat[0] < 5, lat     # not stalled (15 Python sends ≈ 0.5 ms)
-    assert 40 <= statistics.median(lat[1:]) <= 45, lat
+    assert len(lat) == 20
+    assert DELACK_MIN_MS - JIFFY_MS <= statistics.median(lat[1:]) <= DELACK_MAX_MS, lat
     sizes = data(trace, Side.CLIENT)
     assert sizes[:15] == [2] * 15, sizes[:20]
     assert sizes[15:] == [2, 28] * 19, sizes[15:]
+    released = released_after_ms(trace, "write", None, 15)      # not stalled
+    assert max(released) < NO_TIMER_MS, released
 
 
 def test_s3_cork_one_thirty_byte_segment_per_message() -> None:
+    """Lesson 05: uncorking sends each message as one 30-byte segment, on the uncork call
+    (not on the 200 ms cork ceiling, not after a delayed ACK)."""
     trace = real("s3_cork_vs_nodelay.toml", S3_CORK)
     assert data(trace, Side.CLIENT) == [30] * 20
-    assert max(latencies_ms(trace)) < 1
+    released = released_after_ms(trace, "set", "cork off", 20)
+    assert max(released) < NO_TIMER_MS, released
 
 
 def test_s3_nodelay_one_segment_per_write_loopback_does_not_autocork() -> None:
-    """On loopback TX completion is immediate, so autocorking never merges writes."""
+    """On loopback TX completion is immediate, so autocorking never merges writes: each
+    write leaves as its own segment on its call."""
     trace = real("s3_cork_vs_nodelay.toml", "client.nodelay=true")
     assert data(trace, Side.CLIENT) == [2] * 300
-    assert max(latencies_ms(trace)) < 2
+    released = released_after_ms(trace, "write", None, 300)
+    assert max(released) < NO_TIMER_MS, released
     assert trace.meta["tcp_autocorking"] == 1
 
 
@@ -116,12 +161,13 @@ def test_s4_quickack_off_delays_the_ack_every_round() -> None:
     The server stays open after the last round: a FIN right behind the last byte would be
     re-sent by the tail-loss probe (~35 ms) and draw an early ACK (see test_compare)."""
     delays = _pure_ack_delays_ms(real("s4_quickack.toml", S4_SERVER_STAYS))
-    assert len(delays) == 4 and all(39 <= d <= 49 for d in delays), delays
+    assert len(delays) == 4, delays
+    assert all(DELACK_MIN_MS - JIFFY_MS <= d <= DELACK_MAX_MS for d in delays), delays
 
 
 def test_s4_default_acks_at_once() -> None:
     delays = _pure_ack_delays_ms(real("s4_quickack.toml", S4_DEFAULT, S4_SERVER_STAYS))
-    assert len(delays) == 4 and all(d < 1 for d in delays), delays
+    assert len(delays) == 4 and all(d < NO_TIMER_MS for d in delays), delays
 
 
 def test_s2_emulated_link_one_byte_then_nine_one_delay_later() -> None:
@@ -210,7 +256,9 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def test_sigkilled_runner_leaves_nothing_that_cleanup_cannot_remove() -> None:
+def test_sigkilled_runner_leaves_nothing_the_next_loopback_run_does_not_remove() -> None:
+    """Issue 9: a SIGKILLed emulated-link run leaves no temp file (the side logs are
+    memfds) and its namespaces are removed by the next run of any kind, loopback too."""
     child = _spawn_runner(str(DATA / "s2_node_ten_bytes.toml"), "--json")
     try:
         names = _wait_for_namespaces(child.pid)
@@ -226,11 +274,91 @@ def test_sigkilled_runner_leaves_nothing_that_cleanup_cannot_remove() -> None:
     while any(cleanup.pid_alive(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not [k for k in kids if cleanup.pid_alive(k)], "side/relay processes outlived it"
+    assert not list(Path(tempfile.gettempdir()).glob(f"nsim-{child.pid}-*"))
     assert set(names) <= set(cleanup.list_stale().namespaces)
-    cleanup.remove_stale()
+    trace = run_real(loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n'))
+    assert trace.outcome == "ok" and trace.meta["link"] == "loopback"
     assert not set(names) & set(cleanup.list_namespaces())
-    for leftover in Path(tempfile.gettempdir()).glob(f"nsim-{child.pid}-*.json"):
-        leftover.unlink()   # the side logs a SIGKILLed runner never collected
+    assert not cleanup.list_stale()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_realnet_cleanup_command_removes_stale_leftovers() -> None:
+    from pyroute2 import netns
+
+    dead = _dead_pid()
+    name = cleanup.link_tag(dead, 1) + "-c"
+    netns.create(name)
+    stale_file = Path(tempfile.gettempdir()) / f"nsim-{dead}-client-abc123.json"
+    stale_file.write_text("{}")
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.run([sys.executable, "-m", "nagle_sim", "realnet", "cleanup"],
+                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert name in proc.stdout and stale_file.name in proc.stdout
+        assert name not in cleanup.list_namespaces() and not stale_file.exists()
+    finally:
+        cleanup.remove_namespace(name)
+        stale_file.unlink(missing_ok=True)
+
+
+def test_sigterm_cleans_up() -> None:
+    child = _spawn_runner(str(DATA / "s2_node_ten_bytes.toml"), "--json")
+    try:
+        names = _wait_for_namespaces(child.pid)
+        time.sleep(0.3)
+        kids = _children(child.pid)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(15) == 130
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    assert not set(names) & set(cleanup.list_namespaces())
+    assert not [k for k in kids if cleanup.pid_alive(k)]
+    assert not cleanup.list_ours(owner_pid=child.pid)
+
+
+MEASURE_SIDES = """
+import resource, sys
+from nagle_sim.scenario import loads
+from realnet.runner import run_real
+trace = run_real(loads(sys.argv[1], "mem.toml"))
+assert trace.outcome == "ok", trace.message
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+"""
+
+
+def _side_peak_mib(text: str) -> int:
+    """Peak RSS of the larger side process of a run (MiB), measured in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", MEASURE_SIDES, text], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split()[-1])
+
+
+def test_a_gigabyte_write_sends_from_a_bounded_buffer() -> None:
+    """Issue 9: `write 1000000000` no longer allocates the gigabyte."""
+    small = _side_peak_mib('[client]\nscript = "write 1000"\n[server]\nscript = "read 1000"')
+    big = _side_peak_mib('[client]\nscript = "write 1000000000"\n'
+                         '[server]\nscript = "read 1000000000"')
+    assert big - small < 64, (small, big)
+
+
+def test_side_records_are_streamed_not_held() -> None:
+    """Issue 9: 30,000 ops cost a side no more memory than 300 (records go to a memfd)."""
+    few = _side_peak_mib('[client]\nscript = "repeat 300 { write 1 }"\n'
+                         '[server]\nscript = "read 300"')
+    many = _side_peak_mib('[client]\nscript = "repeat 30000 { write 1 }"\n'
+                          '[server]\nscript = "read 30000"')
+    assert many - few < 24, (few, many)
 
 
 def test_ctrl_c_cleans_up() -> None:
@@ -271,3 +399,54 @@ def test_sockets_use_the_profiles_congestion_control() -> None:
     trace = real("s1_write_write_read.toml", "client.tune.bbr=false")
     assert trace.meta["congestion_control"] == {"client": "cubic", "server": "bbr"}
     assert not trace.meta.get("notes"), trace.meta.get("notes")
+
+
+PROBE = """
+import os, signal, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
+print("ready", flush=True)
+last = time.perf_counter()
+worst = 0.0
+while not stop:
+    now = time.perf_counter()
+    worst = max(worst, now - last)
+    last = now
+print(worst * 1000, flush=True)
+"""
+
+
+def _starved_ms(text: str, cpu: int = 0) -> float:
+    """Longest wait (ms) of a normal process pinned to ``cpu`` while the run's side
+    processes are pinned there too."""
+    saved = os.sched_getaffinity(0)
+    probe = subprocess.Popen([sys.executable, "-c", PROBE, str(cpu)], stdout=subprocess.PIPE,
+                             text=True)
+    assert probe.stdout is not None
+    probe.stdout.readline()
+    try:
+        os.sched_setaffinity(0, {cpu})
+        trace = run_real(loads(text, "spin.toml"))
+    finally:
+        os.sched_setaffinity(0, saved)
+        probe.send_signal(signal.SIGUSR1)
+    worst = float(probe.stdout.readline())
+    probe.wait()
+    assert trace.outcome == "ok", trace.message
+    return worst
+
+
+def test_a_run_of_short_sleeps_does_not_starve_the_machine() -> None:
+    """Issue 8: `repeat 10000 { sleep 199us }` at SCHED_FIFO kept a normal process on the
+    same CPU waiting up to 950 ms (the kernel's RT throttling limit); with the short spin
+    and the real-time budget it waits tens of ms at most (benchmarks/bench_link.py
+    --starvation). Another load on this VM can stall the probe too, so one clean run of
+    two is required (before: every run ≈ 950 ms)."""
+    text = '[client]\nscript = "repeat 10000 { sleep 199us }"\n[server]\nscript = "sleep 1ms"'
+    waits = []
+    for _ in range(2):
+        waits.append(_starved_ms(text))
+        if waits[-1] < 250:
+            break
+    assert min(waits) < 250, waits

@@ -1,0 +1,25 @@
+"""Issue 10: no import cycle inside realnet. `realnet.core` (what local and remote runs
+share) imports neither `realnet.runner` nor `realnet.remote`, and `realnet.remote` does not
+import `realnet.runner`; only runner -> remote -> core. Checked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("module", "forbidden"), [
+    ("realnet.core", ("realnet.runner", "realnet.remote")),
+    ("realnet.remote", ("realnet.runner",)),
+])
+def test_realnet_imports_flow_one_way(module: str, forbidden: tuple[str, ...]) -> None:
+    code = (f"import sys, {module}\n"
+            f"print(','.join(m for m in {forbidden!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.strip()
+    assert out == "", f"{module} imports {out}"
