@@ -11,6 +11,7 @@ from typing import Protocol
 from ..lessons import Lesson
 from ..scenario import Scenario
 from ..trace import Trace
+from .classroom import Classroom
 
 Runner = Callable[[Scenario], Trace]
 """Scenario in, finished trace out (the simulator, or realnet on loopback)."""
@@ -21,6 +22,8 @@ class AppServices(Protocol):
 
     run_sim: Runner
     run_real: Runner | None
+    real_blocker: str
+    classroom: Classroom | None
     ask_questions: bool
     projector: bool
 

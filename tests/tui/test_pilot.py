@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-import types
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -213,13 +212,15 @@ async def test_an_impossible_what_if_is_an_error_not_a_crash(make_app: MakeApp) 
         assert ladder.rows and ladder.rows is not rows
 
 
-async def test_real_run_is_offered_only_when_a_runner_is_injected(make_app: MakeApp) -> None:
-    app = make_app(ask_questions=False)
+async def test_r_without_a_real_runner_says_why_and_runs_nothing(make_app: MakeApp) -> None:
+    """Without realnet here, r explains itself instead of drawing an empty capture."""
+    app = make_app(ask_questions=False, real_blocker="real-socket runs need Linux")
     async with app.run_test(size=(100, 30)) as pilot:
-        await _open_first_lesson(pilot)
-        assert app.screen.check_action("run_real", ()) is False
-        titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert "Run on real sockets" not in titles
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert "need Linux" in _text(app, "#diff")
+        assert ladder.overlay("measured") is None
 
 
 async def test_real_run_overlays_measured_segments_with_the_time_difference(
@@ -242,44 +243,25 @@ async def test_real_run_overlays_measured_segments_with_the_time_difference(
         assert "Δ +0.120 ms" in explain
 
 
-async def test_export_without_the_module_says_so(make_app: MakeApp,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import nagle_sim
-
-    # Hide the package even after another test imported it: `from .. import export`
-    # would otherwise find the attribute on the parent package.
-    monkeypatch.setitem(sys.modules, "nagle_sim.export", None)
-    monkeypatch.delattr(nagle_sim, "export", raising=False)
-    app = make_app(ask_questions=False)
-    notes = _record_notes(app)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await _open_first_lesson(pilot)
-        await pilot.press("e")
-        await settle(pilot)
-        assert any("not available" in n for n in notes)
-
-
-async def test_export_calls_export_default_and_lists_the_paths(
+async def test_export_writes_lesson_and_variant_named_files_in_the_current_directory(
         make_app: MakeApp, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    calls = []
-    module = types.ModuleType("nagle_sim.export")
-
-    def export_default(trace, scenario_path):  # type: ignore[no-untyped-def]
-        calls.append(scenario_path)
-        return [tmp_path / "out.svg"]
-
-    module.export_default = export_default  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "nagle_sim.export", module)
-    import nagle_sim
-    monkeypatch.setattr(nagle_sim, "export", module, raising=False)
+    """e writes <lesson>-<variant>.svg/.pcap where the user is, never beside the lesson."""
+    monkeypatch.chdir(tmp_path)
     app = make_app(ask_questions=False)
     notes = _record_notes(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await _open_first_lesson(pilot)
         await pilot.press("e")
         await settle(pilot)
-        assert calls and calls[0].name == "scenario.toml"
-        assert any("out.svg" in n for n in notes)
+        await pilot.press("d")
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["01-tiny-client-nodelay.pcap", "01-tiny-client-nodelay.svg",
+                     "01-tiny.pcap", "01-tiny.svg"]
+    assert (tmp_path / "01-tiny.svg").read_text("utf-8").startswith("<")
+    assert any("01-tiny.svg" in n for n in notes)
 
 
 async def test_help_lists_every_binding(make_app: MakeApp) -> None:

@@ -7,6 +7,7 @@ move waits until the student has answered. No simpy, no realnet.
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown
 
@@ -19,6 +20,11 @@ from .run import RunScreen
 class LessonScreen(RunScreen):
     """Prose | ladder, explanation, what-if bar."""
 
+    BINDINGS: list[BindingType] = [
+        Binding("s", "sandbox_copy", "Sandbox", id="lesson.sandbox",
+                tooltip="Edit this lesson's scenario in the sandbox (a copy in memory)"),
+    ]
+
     def __init__(self, lesson: Lesson) -> None:
         toml = lesson.path / "scenario.toml"
         try:
@@ -29,12 +35,18 @@ class LessonScreen(RunScreen):
         super().__init__(text=text, where=str(toml), title=lesson.title, scenario_path=toml,
                          error=error)
         self.lesson = lesson
+        self.export_name = lesson.slug
         self.asked: set[int] = set()
         self.answers: dict[int, int] = {}
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
             yield Markdown(self.lesson.prose, id="prose")
+
+    def action_sandbox_copy(self) -> None:
+        from .sandbox import SandboxScreen  # the sandbox imports this module's siblings
+        if self.text is not None:
+            self.app.push_screen(SandboxScreen(text=self.text, name=self.lesson.slug))
 
     def move_to(self, index: int) -> None:
         ladder = self.query_one(Ladder)

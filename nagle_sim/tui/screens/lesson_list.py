@@ -31,6 +31,10 @@ class LessonListScreen(Screen[None]):
         super().__init__()
         self.lessons: list[Lesson] = []
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # a served session never browses the server's files
+        return not (action == "open" and cast(AppServices, self.app).classroom is not None)
+
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("Pick a lesson (Enter), or press s for the sandbox.", id="intro")
@@ -49,7 +53,8 @@ class LessonListScreen(Screen[None]):
                 text.append("\n" + lesson.summary, style="dim")
             options.add_option(Option(text, id=f"lesson-{i}"))
         if error:
-            self.query_one("#intro", Static).update(f"[b red]error:[/] {error}")
+            self.query_one("#intro", Static).update(Text.assemble(("error: ", "bold red"),
+                                                                  error))
         elif not lessons:
             self.query_one("#intro", Static).update(
                 "No lessons found. Press s for the sandbox or o to open a scenario file.")
@@ -68,6 +73,9 @@ class LessonListScreen(Screen[None]):
         self.app.push_screen(SandboxScreen())
 
     def action_open(self) -> None:
+        if cast(AppServices, self.app).classroom is not None:
+            return
+
         def opened(path: str | None) -> None:
             if path:
                 self.app.push_screen(SandboxScreen(path))

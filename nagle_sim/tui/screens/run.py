@@ -8,11 +8,13 @@ Subclasses supply the left pane (`compose_side`). No simpy, no realnet: runners 
 from __future__ import annotations
 
 import bisect
+import io
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -25,6 +27,7 @@ from textual.worker import get_current_worker
 from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import SegmentRecord, Trace
+from ..classroom import export_stem
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, fmt_ms
@@ -83,7 +86,8 @@ class RunScreen(Screen[None]):
         _b("g", "ghost", "Ghost", "Show or hide the previous run's segments, drawn faintly"),
         _b("r", "run_real", "Real sockets", "Run this scenario on real sockets and overlay "
            "the measured segments", show=True),
-        _b("e", "export", "Export", "Export the trace (nagle_sim.export)"),
+        _b("e", "export", "Export", "Export the ladder (SVG) and a pcap, named after the "
+           "lesson and what-if variant (a download in a browser)"),
         _b("p", "side_pane", "Pane", "Show or hide the left pane (prose or editor)"),
         Binding("escape", "app.pop_screen", "Back", show=True, id="run.back",
                 tooltip="Back to the previous screen"),
@@ -107,6 +111,9 @@ class RunScreen(Screen[None]):
         self._play: Timer | None = None
         self._speed = 2
         self._compare_pending = False
+        self._real_variant: WhatIf | None = None
+        self.export_name = Path(where).stem
+        """File-name stem of exports (the lesson's folder name for a lesson)."""
 
     # ------------------------------------------------------------------ layout
     @property
@@ -163,12 +170,13 @@ class RunScreen(Screen[None]):
 
     def show_error(self, message: str) -> None:
         """Show a one-line error (the CLI's message) without leaving the screen."""
-        self.query_one("#diff", Static).update(f"[b red]error:[/] {message}")
+        # the message quotes user text: never let it be read as markup
+        self.query_one("#diff", Static).update(Text.assemble(("error: ", "bold red"), message))
         ladder = self.query_one(Ladder)
         if not ladder.rows:
             ladder.placeholder = message
             ladder.refresh()
-        self.notify(message, title="Scenario error", severity="error", timeout=8)
+        self.notify(message, markup=False, title="Scenario error", severity="error", timeout=8)
 
     # ------------------------------------------------------------------ simulation
     @work(thread=True, exclusive=True, group="sim")
@@ -363,16 +371,18 @@ class RunScreen(Screen[None]):
                     timeout=2)
 
     # ------------------------------------------------------------------ real sockets
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "run_real":
-            return self.services.run_real is not None
-        return True
-
     def action_run_real(self) -> None:
-        if self.services.run_real is None or self.result is None:
+        if self.services.run_real is None:
+            reason = self.services.real_blocker or "real-socket runs are not available here"
+            self.query_one("#diff", Static).update(Text(reason))
+            self.notify(reason, markup=False, title="Real sockets", severity="warning")
             return
+        if self.result is None:
+            return
+        self._real_variant = self.whatif
         self.query_one("#progress").display = True
-        self.query_one("#diff", Static).update("running on real sockets…")
+        waiting = " (waiting for its turn)" if self.services.classroom is not None else ""
+        self.query_one("#diff", Static).update(f"running on real sockets{waiting}…")
         self._run_real(self.result.scenario)
 
     @work(thread=True, exclusive=True, group="real")
@@ -389,6 +399,14 @@ class RunScreen(Screen[None]):
     @on(RealRunFinished)
     def _real_finished(self, message: RealRunFinished) -> None:
         self.query_one("#progress").display = False
+        if self._real_variant != self.whatif:
+            # the student toggled a what-if while it ran: never draw a measurement of one
+            # variant over the model of another
+            text = ("real run discarded: it measured another what-if variant than the one "
+                    "shown; press r again")
+            self.query_one("#diff", Static).update(text)
+            self.notify(text, title="Real sockets", severity="warning")
+            return
         self.measured = message.trace
         index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
         for seg in message.trace.segments:
@@ -425,27 +443,55 @@ class RunScreen(Screen[None]):
         return f"measured at {real.t / 1000:.3f} ms (Δ {sign}{fmt_ms(abs(delta))} vs sim)"
 
     # ------------------------------------------------------------------ export
+    def export_stem(self) -> str:
+        """``<lesson>-<variant>``: the name both exports share."""
+        overrides = (self.whatif.overrides(self.base_whatif)
+                     if self.whatif is not None and self.base_whatif is not None else [])
+        return export_stem(self.export_name, overrides)
+
     def action_export(self) -> None:
         if self.result is None:
             return
-        path = self.scenario_path or Path(self.where)
-        self._export(self.result.trace, path)
+        overlay = self.measured if self._real_variant == self.whatif else None
+        if self.services.classroom is not None:
+            self._deliver(self.result.trace, overlay, self.export_stem())
+        else:
+            self._export(self.result.trace, overlay, Path.cwd() / self.export_stem())
 
     @work(thread=True, group="export")
-    def _export(self, trace: Trace, path: Path) -> None:
+    def _export(self, trace: Trace, overlay: Trace | None, stem: Path) -> None:
+        """Write ``<stem>.svg`` and ``<stem>.pcap`` (the current directory, never the
+        package's folder: lessons may live in site-packages)."""
+        from ...export import ExportError, export_cli
         try:
-            from ... import export  # type: ignore[attr-defined]  # written by another team
-        except ImportError:
-            self.app.call_from_thread(self.notify, "export is not available yet "
-                                      "(nagle_sim.export is missing)", severity="warning")
+            paths = export_cli(trace, pcap=stem.with_suffix(".pcap"),
+                               svg=stem.with_suffix(".svg"), overlay=overlay)
+        except ExportError as exc:
+            self.app.call_from_thread(self.notify, str(exc), markup=False,
+                                      title="Export failed", severity="error")
             return
+        text = "\n".join(str(p) for p in paths)
+        self.app.call_from_thread(self.notify, text, markup=False, title="Exported")
+
+    @work(thread=True, group="export")
+    def _deliver(self, trace: Trace, overlay: Trace | None, stem: str) -> None:
+        """Classroom: hand the files to the student's browser as downloads (Textual's
+        delivery API); nothing is written on the server."""
+        from ...export import ExportError, ladder_scene, to_pcap
+        from ...export.svg import to_svg
         try:
-            paths = export.export_default(trace, path)
-        except Exception as exc:
-            self.app.call_from_thread(self.notify, f"export failed: {exc}", severity="error")
+            files = [(f"{stem}.svg", to_svg(ladder_scene(trace, overlay)).encode("utf-8"),
+                      "image/svg+xml"),
+                     (f"{stem}.pcap", to_pcap(trace), "application/vnd.tcpdump.pcap")]
+        except ExportError as exc:
+            self.app.call_from_thread(self.notify, str(exc), markup=False,
+                                      title="Export failed", severity="error")
             return
-        text = "\n".join(str(p) for p in paths) or "(nothing written)"
-        self.app.call_from_thread(self.notify, text, title="Exported")
+        for name, data, mime in files:
+            self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data),
+                                      save_filename=name, mime_type=mime)
+        self.app.call_from_thread(self.notify, ", ".join(f[0] for f in files), markup=False,
+                                  title="Sent to your browser")
 
     def action_side_pane(self) -> None:
         for pane in self.query("#side"):
