@@ -107,7 +107,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(host=args.host, port=args.port, token=token,
                            max_sessions=args.max_sessions, idle_s=args.idle_minutes * 60,
                            allow_real=args.allow_real, real_timeout_s=args.real_timeout,
-                           public_url=args.public_url)
+                           public_url=args.public_url,
+                           warm=args.warm if args.warm is not None
+                           else (1 if is_loopback(args.host) else args.max_sessions))
     try:
         serve(options)
     except OSError as exc:
@@ -311,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let students run scenarios on real sockets (one at a time)")
     p.add_argument("--real-timeout", type=_positive_float(600.0), default=20.0, metavar="S",
                    help="wall-time bound of one real-socket run (default 20 s)")
+    p.add_argument("--warm", type=_bounded_int(0, 500), metavar="N",
+                   help="app processes started ahead of students (default: --max-sessions "
+                   "when open to a class, 1 on loopback; each ~50 MiB)")
     p.add_argument("--public-url", metavar="URL",
                    help="the base URL students use, if not http://<this host>:<port>")
     p.set_defaults(func=cmd_serve)

@@ -28,7 +28,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from aiohttp import WSMsgType, web
 from textual_serve.app_service import AppService
@@ -65,6 +66,10 @@ class ServeOptions:
     kill_grace_s: float = 3.0
     """How long an app process gets to quit before it is killed."""
     public_url: str | None = None
+    warm: int = 0
+    """App processes started ahead of students (each costs ~1 s of CPU to start and
+    ~50 MiB to keep): a class that arrives at once gets its first screens without
+    queueing behind each other's start-up."""
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -124,28 +129,120 @@ def serve_command() -> str:
     return shlex.join(app_argv(ServeOptions(), None))
 
 
+async def spawn_app(argv: Sequence[str], environment: dict[str, str]
+                    ) -> asyncio.subprocess.Process:
+    """Start one app process: exec, not a shell, so the pid we hold is the app; a new
+    session so that a kill reaches anything it started and the terminal's Ctrl-C reaches
+    only serve."""
+    return await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=environment, start_new_session=True)
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+async def _settled(pid: int, limit_s: float = 20.0) -> None:
+    """Wait until a new app process has finished starting (its CPU time stops growing);
+    where /proc is missing, a fixed pause of about one start-up."""
+    deadline = time.monotonic() + limit_s
+    last = _cpu_ticks(pid)
+    if last is None:
+        await asyncio.sleep(1.5)
+        return
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        now = _cpu_ticks(pid)
+        if now is None or (now == last and now > 0):
+            return
+        last = now
+
+
+def kill_group(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+class WarmPool:
+    """App processes started before anyone asks, handed to the next tab that opens.
+
+    A warm app has drawn its first screen at 80×24 into its stdout pipe; the tab that takes
+    it replays that and sends its real size at once. Refilled one process at a time, so
+    warming never competes with a class for more than one core."""
+
+    def __init__(self, argv: Sequence[str], environment: dict[str, str], size: int) -> None:
+        self.argv = list(argv)
+        self.environment = environment
+        self.size = size
+        self.ready: list[asyncio.subprocess.Process] = []
+        self._filling: asyncio.Task[None] | None = None
+        self.room: Any = None
+        """Callable returning how many more processes the class may still use."""
+
+    def take(self) -> asyncio.subprocess.Process | None:
+        while self.ready:
+            process = self.ready.pop(0)
+            if process.returncode is None:
+                self.refill()
+                return process
+        self.refill()
+        return None
+
+    def refill(self) -> None:
+        if self.size and (self._filling is None or self._filling.done()):
+            self._filling = asyncio.create_task(self._fill())
+
+    async def _fill(self) -> None:
+        while len(self.ready) < self.size and (self.room is None or self.room() > 0):
+            process = await spawn_app(self.argv, self.environment)
+            self.ready.append(process)
+            await _settled(process.pid)  # one start-up at a time: warming uses ≤ 1 core
+
+    async def close(self) -> None:
+        if self._filling is not None:
+            self._filling.cancel()
+            with contextlib.suppress(BaseException):
+                await self._filling
+        for process in self.ready:
+            kill_group(process)
+        for process in self.ready:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait(), 5)
+        self.ready.clear()
+
+
 class ClassroomAppService(AppService):
     """One app process per tab, in its own process group, killed if it will not quit."""
 
     def __init__(self, argv: Sequence[str], *, kill_grace_s: float, extra_env: dict[str, str],
-                 **kwargs: Any) -> None:
+                 pool: WarmPool | None = None, **kwargs: Any) -> None:
         super().__init__(shlex.join(argv), **kwargs)
         self.argv = list(argv)
         self.kill_grace_s = kill_grace_s
         self.extra_env = extra_env
+        self.pool = pool
         self.last_activity = time.monotonic()
 
     async def _open_app_process(self, width: int = 80, height: int = 24
                                 ) -> asyncio.subprocess.Process:
-        environment = self._build_environment(width=width, height=height)
-        environment.update(self.extra_env)
-        # exec, not a shell: the pid we hold is the app; a new session so that a kill
-        # reaches anything it started, and the terminal's Ctrl-C reaches only serve
-        self._process = process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=environment, start_new_session=True)
+        warm = self.pool.take() if self.pool is not None else None
+        if warm is not None:
+            self._process = process = warm
+        else:
+            environment = self._build_environment(width=width, height=height)
+            environment.update(self.extra_env)
+            self._process = process = await spawn_app(self.argv, environment)
         assert process.stdin is not None
         self._stdin = process.stdin
+        if warm is not None:
+            await self.set_terminal_size(width, height)
         return process
 
     @property
@@ -154,11 +251,8 @@ class ClassroomAppService(AppService):
 
     def kill(self) -> None:
         """SIGKILL the app's process group (idempotent)."""
-        process = self._process
-        if process is None or process.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        if self._process is not None:
+            kill_group(self._process)
 
     async def stop(self) -> None:
         """Ask the app to quit; kill it after the grace period (textual-serve's own stop
@@ -202,6 +296,12 @@ class ClassroomServer(Server):
                          title="nagle-sim", public_url=public_base(options))
         self.sessions: dict[str, tuple[ClassroomAppService, web.WebSocketResponse]] = {}
         self._pending = 0
+        environment = AppService._build_environment(
+            cast(AppService, SimpleNamespace(debug=False)), width=80, height=24)
+        environment.update(options.extra_env)
+        self.pool = WarmPool(self.argv, environment, min(options.warm, options.max_sessions))
+        self.pool.room = lambda: (self.options.max_sessions - len(self.sessions)
+                                  - self._pending - len(self.pool.ready))
 
     # ---------------------------------------------------------------- access
     def _token_ok(self, given: str | None) -> bool:
@@ -259,7 +359,7 @@ class ClassroomServer(Server):
             height = _size(request.query.get("height"), 24)
             await websocket.prepare(request)
             service = ClassroomAppService(
-                self.argv, kill_grace_s=self.options.kill_grace_s,
+                self.argv, kill_grace_s=self.options.kill_grace_s, pool=self.pool,
                 extra_env=self.options.extra_env, write_bytes=websocket.send_bytes,
                 write_str=websocket.send_str, close=websocket.close,
                 download_manager=self.download_manager, debug=self.debug)
@@ -336,6 +436,7 @@ class ClassroomServer(Server):
                                for _, ws in sessions), return_exceptions=True)
 
     async def on_shutdown(self, app: web.Application) -> None:
+        await self.pool.close()
         await self.end_all_sessions()
         if self._lock_dir is not None:
             with contextlib.suppress(OSError):
@@ -345,6 +446,7 @@ class ClassroomServer(Server):
 
     async def on_startup(self, app: web.Application) -> None:
         announce(self.options, self.console.file)
+        self.pool.refill()
 
     def initialize_logging(self) -> None:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -371,6 +473,9 @@ def announce(options: ServeOptions, out: Any) -> None:
     lines.append(f"  at most {options.max_sessions} sessions; idle ones end after "
                  f"{options.idle_s / 60:g} min; real-socket runs "
                  + ("allowed, one at a time" if options.allow_real else "off"))
+    if options.warm:
+        lines.append(f"  starting {min(options.warm, options.max_sessions)} app processes "
+                     "ahead of the students (--warm)")
     lines.append("  Ctrl-C ends the class (every session)")
     out.write("\n".join(lines) + "\n")
     if not is_loopback(options.host):
@@ -398,7 +503,9 @@ if __name__ == "__main__":  # lets tests start the server without the CLI
     parser.add_argument("--idle-s", type=float, default=20 * 60)
     parser.add_argument("--kill-grace-s", type=float, default=3.0)
     parser.add_argument("--allow-real", action="store_true")
+    parser.add_argument("--warm", type=int, default=0)
     cli = parser.parse_args()
     serve(ServeOptions(host=cli.host, port=cli.port, token=cli.token,
                        max_sessions=cli.max_sessions, idle_s=cli.idle_s,
-                       kill_grace_s=cli.kill_grace_s, allow_real=cli.allow_real))
+                       kill_grace_s=cli.kill_grace_s, allow_real=cli.allow_real,
+                       warm=cli.warm))

@@ -51,13 +51,22 @@ async def _open_first_lesson(pilot) -> Ladder:  # type: ignore[no-untyped-def]
 
 async def test_enter_opens_the_lesson_with_prose_and_a_ladder(make_app: MakeApp) -> None:
     """Lesson 01: the lesson screen shows prose beside a simulated ladder."""
-    app = make_app()
+    app = make_app(ask_questions=False)
     async with app.run_test(size=(100, 30)) as pilot:
         ladder = await _open_first_lesson(pilot)
         assert ladder.rows and ladder.cursor == 0
         assert app.screen.query_one(Markdown)
         latency = re.search(r"per-request latency ([\d.]+) ms", _text(app, "#diff"))
         assert latency and float(latency.group(1)) > 30, "the delayed-ACK stall shows"
+
+
+async def test_with_a_question_pending_the_summary_waits(make_app: MakeApp) -> None:
+    """Predict first: the run's summary (its latency) is not shown before the answer."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        assert "latency" not in _text(app, "#diff")
+        assert "shown up to" in _text(app, "#diff")
 
 
 async def test_arrows_step_forward_and_back_home_and_end(make_app: MakeApp) -> None:

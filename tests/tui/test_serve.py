@@ -133,6 +133,33 @@ async def test_closing_a_busy_tab_kills_its_app_process() -> None:
         await client.close()
 
 
+async def test_a_warm_process_serves_the_next_tab_and_is_replaced() -> None:
+    """Issue 8: processes started ahead of the class serve the first tabs at once."""
+    server, client = await _client(ServeOptions(warm=1, kill_grace_s=0.3), POLITE)
+    try:
+        server.pool.refill()
+        for _ in range(200):
+            if server.pool.ready:
+                break
+            await asyncio.sleep(0.02)
+        warm_pid = server.pool.ready[0].pid
+        ws = await client.ws_connect("/ws")
+        await _wait_sessions(server, 1)
+        (service, _), = server.sessions.values()
+        assert service.pid == warm_pid
+        for _ in range(200):
+            if server.pool.ready:
+                break
+            await asyncio.sleep(0.02)
+        assert server.pool.ready and server.pool.ready[0].pid != warm_pid
+        spare = server.pool.ready[0].pid
+        await ws.close()
+        await client.server.close()
+        assert await _gone(warm_pid, within=5.0) and await _gone(spare, within=5.0)
+    finally:
+        await client.close()
+
+
 async def test_an_idle_session_ends() -> None:
     server, client = await _client(ServeOptions(idle_s=0.3, kill_grace_s=0.3), POLITE)
     try:

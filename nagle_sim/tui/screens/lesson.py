@@ -37,11 +37,33 @@ class LessonScreen(RunScreen):
         self.lesson = lesson
         self.export_name = lesson.slug
         self.asked: set[int] = set()
+        """Questions behind the student (answered or skipped with Esc)."""
         self.answers: dict[int, int] = {}
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
-            yield Markdown(self.lesson.prose, id="prose")
+            yield Markdown(self.lesson.visible_prose(self.done()), id="prose")
+
+    def done(self) -> int:
+        """How many questions, in time order, are behind the student (answered or
+        skipped): the reveals of lesson.md up to that count are shown."""
+        count = 0
+        while count in self.asked:
+            count += 1
+        return count if self.services.ask_questions else len(self.lesson.questions)
+
+    def pending(self) -> tuple[int, Question] | None:
+        """The next question not yet asked (questions are sorted by ``at_ms``)."""
+        if not self.services.ask_questions:
+            return None
+        for number, q in enumerate(self.lesson.questions):
+            if number not in self.asked:
+                return number, q
+        return None
+
+    def current_horizon(self) -> int | None:
+        pending = self.pending()
+        return None if pending is None else round(pending[1].at_ms * 1000)
 
     def action_sandbox_copy(self) -> None:
         from .sandbox import SandboxScreen  # the sandbox imports this module's siblings
@@ -50,34 +72,27 @@ class LessonScreen(RunScreen):
 
     def move_to(self, index: int) -> None:
         ladder = self.query_one(Ladder)
-        if not ladder.rows:
+        pending = self.pending()
+        if pending is not None and self.result is not None and index > len(ladder.rows) - 1:
+            # the move would pass the pending question's time: ask first
+            if ladder.rows:
+                ladder.cursor = len(ladder.rows) - 1
+            self.ask(*pending, then=index)
             return
-        index = ladder.validate_cursor(index)
-        question = self._question_between(ladder, ladder.cursor, index)
-        if question is None:
-            ladder.cursor = index
-            return
-        number, q = question
-        self.asked.add(number)
+        if ladder.rows:
+            ladder.cursor = ladder.validate_cursor(index)
+
+    def ask(self, number: int, question: Question, then: int | None = None) -> None:
         self.pause()
 
         def answered(choice: int | None) -> None:
+            self.asked.add(number)
             if choice is not None:
                 self.answers[number] = choice
-            self.move_to(index)
+            self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))
+            self.refresh_view()
+            if then is not None:
+                self.move_to(then)
 
-        self.app.push_screen(QuestionScreen(q, number=number + 1,
+        self.app.push_screen(QuestionScreen(question, number=number + 1,
                                             total=len(self.lesson.questions)), answered)
-
-    def _question_between(self, ladder: Ladder, old: int, new: int
-                          ) -> tuple[int, Question] | None:
-        if new <= old or not self.services.ask_questions:
-            return None
-        before, after = ladder.rows[old].t, ladder.rows[new].t
-        for number, q in enumerate(self.lesson.questions):
-            at = round(q.at_ms * 1000)
-            if number not in self.asked and before < at <= after:
-                return number, q
-            if number not in self.asked and old == 0 and at <= before:
-                return number, q
-        return None

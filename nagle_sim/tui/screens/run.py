@@ -28,6 +28,7 @@ from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import SegmentRecord, Trace
 from ..classroom import export_stem
+from ..horizon import NOT_YET, running_label, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, fmt_ms
@@ -112,6 +113,8 @@ class RunScreen(Screen[None]):
         self._speed = 2
         self._compare_pending = False
         self._real_variant: WhatIf | None = None
+        self.horizon: int | None = None
+        """While a question is pending: the time (µs) after which nothing is shown."""
         self.export_name = Path(where).stem
         """File-name stem of exports (the lesson's folder name for a lesson)."""
 
@@ -202,13 +205,13 @@ class RunScreen(Screen[None]):
         new = message.result
         ladder = self.query_one(Ladder)
         old_time = ladder.current_row.t if ladder.current_row else 0
+        self.horizon = self.current_horizon()
         if message.compare and self.result is not None:
             self.previous = self.result
-            diff = compare_text(self.previous, new)
-            self.query_one("#diff", Static).update(diff)
-            self.notify(diff, title="What changed")
-        else:
-            self.query_one("#diff", Static).update(new.headline())
+            if self.horizon is None:
+                diff = compare_text(self.previous, new)
+                self.query_one("#diff", Static).update(diff)
+                self.notify(diff, title="What changed", timeout=4)
         self.result = new
         self.measured = None
         self._measured_index = {}
@@ -216,12 +219,38 @@ class RunScreen(Screen[None]):
         self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms)
         self.query_one(WhatIfBar).show(self.whatif, new.scenario)
         self._stall_rows = [i for i, _ in new.stall_rows()]
-        ladder.set_overlay("measured", None)
-        ladder.set_overlay("ghost", self.previous.trace.segments if self.previous else None)
         times = [r.t for r in new.rows]
         cursor = max(0, bisect.bisect_right(times, old_time) - 1) if message.compare else 0
-        ladder.set_rows(new.rows, new.bars, cursor)
+        self.refresh_view(cursor)
         self.on_result(new)
+
+    def current_horizon(self) -> int | None:
+        """The time after which nothing may show (a pending question's); None: no limit."""
+        return None
+
+    def refresh_view(self, cursor: int | None = None) -> None:
+        """Draw the current run up to the horizon: ladder, overlays and the status line."""
+        if self.result is None:
+            return
+        ladder = self.query_one(Ladder)
+        self.horizon = horizon = self.current_horizon()
+        ladder.horizon = horizon
+        ladder.set_overlay("measured", visible_segments(
+            self.measured.segments if self.measured is not None else None, horizon))
+        ladder.set_overlay("ghost", visible_segments(
+            self.previous.trace.segments if self.previous else None, horizon))
+        ladder.set_rows(visible_rows(self.result.rows, horizon),
+                        visible_bars(self.result.bars, horizon),
+                        ladder.cursor if cursor is None else cursor)
+        if horizon is None:
+            if self.previous is not None:
+                self.query_one("#diff", Static).update(compare_text(self.previous,
+                                                                    self.result))
+            else:
+                self.query_one("#diff", Static).update(self.result.headline())
+        else:
+            self.query_one("#diff", Static).update(
+                f"shown up to {horizon / 1000:.3f} ms — {NOT_YET}; the summary follows")
 
     def on_result(self, result: RunResult) -> None:
         """Hook for subclasses after every finished simulation."""
@@ -243,7 +272,8 @@ class RunScreen(Screen[None]):
         self.move_to(0)
 
     def action_last(self) -> None:
-        self.move_to(len(self.query_one(Ladder).rows) - 1)
+        rows = self.result.rows if self.result is not None else self.query_one(Ladder).rows
+        self.move_to(len(rows) - 1)
 
     def action_stall(self, direction: int) -> None:
         cursor = self.query_one(Ladder).cursor
@@ -273,10 +303,10 @@ class RunScreen(Screen[None]):
 
     def _tick(self) -> None:
         ladder = self.query_one(Ladder)
-        if ladder.cursor >= len(ladder.rows) - 1:
+        if ladder.cursor >= len(ladder.rows) - 1 and self.horizon is None:
             self.pause()
             return
-        self.move_to(ladder.cursor + 1)
+        self.move_to(ladder.cursor + 1)  # at a horizon this asks the pending question
 
     def action_speed(self, delta: int) -> None:
         self._speed = max(0, min(len(SPEEDS) - 1, self._speed + delta))
@@ -325,15 +355,21 @@ class RunScreen(Screen[None]):
         if self.result is None or not self.result.rows:
             return []
         row = self.result.rows[min(index, len(self.result.rows) - 1)]
+        horizon = self.horizon
         lines: list[str] = []
         for bar in self.result.bars_at(row.t):
             if bar.what in ("hold", "delack", "probe0"):
                 who = "holds data" if bar.what == "hold" else "waits"
-                lines.append(f"{bar.side.value} {who}: {bar.label} "
+                label = bar.label if horizon is None or bar.end <= horizon \
+                    else running_label(bar)
+                lines.append(f"{bar.side.value} {who}: {label} "
                              f"(from {bar.start / 1000:.3f} ms)")
         stall = self.result.stall_at(row.t)
         if stall is not None:
-            lines.append(f"Stall {stall.text()}")
+            if horizon is None or stall.end <= horizon:
+                lines.append(f"Stall {stall.text()}")
+            else:
+                lines.append(f"Silent since {stall.start / 1000:.3f} ms, so far")
         if row.segment is not None and self.measured is not None:
             lines.append(self._measured_delta(row.segment))
         return lines[:4]
@@ -413,9 +449,9 @@ class RunScreen(Screen[None]):
             index.setdefault((seg.src.value, seg.seq, seg.length, seg.flags), []).append(seg)
         self._measured_index = index
         ladder = self.query_one(Ladder)
-        ladder.set_overlay("measured", message.trace.segments)
+        ladder.set_overlay("measured", visible_segments(message.trace.segments, self.horizon))
         text = f"measured {len(message.trace.segments)} segments on real sockets (┄ overlay)"
-        if self.result is not None:
+        if self.result is not None and self.horizon is None:
             real = RunResult.build(self.result.scenario, message.trace)
             text = f"sim vs real: {compare_text(self.result, real)}"
         self.query_one("#diff", Static).update(text)

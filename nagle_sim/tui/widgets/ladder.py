@@ -33,6 +33,8 @@ _ROW_CLASS = {RowKind.OP: "ladder--op", RowKind.HOLD: "ladder--held",
               RowKind.MODE: "ladder--note", RowKind.OPTION: "ladder--note",
               RowKind.STATE: "ladder--note"}
 _MIRROR = str.maketrans("╮╰▶╲┄─", "╭╯◀╱┄─")
+_TAIL = 3
+"""Lines after the last row while a question is pending."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,9 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         self._styles: dict[str, Style] = {}
         self._cols: _Cols | None = None
         self.placeholder = "simulating…"
+        self.horizon: int | None = None
+        """Set while a question is pending: rows end there, and segments still in flight
+        run off the bottom without an arrival (set before `set_rows`)."""
 
     # ------------------------------------------------------------------ data
     def set_rows(self, rows: list[Row], bars: list[Bar], cursor: int = 0) -> None:
@@ -245,8 +250,12 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             bar_lines[side] = (y0s, [v[1] for v in ys], reach, [v[2] for v in ys])
         self._bar_lines = bar_lines
         self._build_arrows()
-        self.virtual_size = Size(0, self.layout_.height)
+        self.virtual_size = Size(0, self.layout_.height + self._tail())
         self._invalidate()
+
+    def _tail(self) -> int:
+        """Lines drawn after the last row at a horizon: in-flight arrows and a "next?"."""
+        return _TAIL if self.horizon is not None and self.rows else 0
 
     def _build_arrows(self) -> None:
         lay = self.layout_
@@ -256,14 +265,20 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             run = "┄" if name == "measured" else "─"
             for s in segs:
                 y0 = lay.line_of_time(s.t)
-                y1 = max(y0, lay.line_of_time(s.arrive if s.arrive is not None else s.t))
+                if s.arrive is None and self.horizon is not None:
+                    y1 = lay.height + _TAIL  # still in flight: no head is ever drawn
+                else:
+                    y1 = max(y0, lay.line_of_time(s.arrive if s.arrive is not None else s.t))
                 arrows.append(_Arrow(y0, y1, s.src, "", cls, run))
         for i, row in enumerate(self.rows):
             seg = row.segment
             if seg is None:
                 continue
             y0 = lay.row_y[i]
-            y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
+            if seg.arrive is None and self.horizon is not None:
+                y1 = lay.height + _TAIL
+            else:
+                y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
             cls = "ladder--segment" if seg.length else "ladder--ack"
             arrows.append(_Arrow(y0, y1, seg.src, seg.label(), cls, "─"))
         arrows.sort(key=lambda a: a.y0)
@@ -357,6 +372,8 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 canvas.put(2, self.placeholder, base + self._style("ladder--note"))
             return canvas.strip()
         if line >= self.layout_.height:
+            if line < self.layout_.height + self._tail():
+                self._draw_tail(canvas, line - self.layout_.height, width)
             return canvas.strip()
         cols = self._columns(width)
         lay = self.layout_
@@ -383,6 +400,17 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             canvas.put(0, "▶", base + self._style("ladder--segment"))
             canvas.overlay(self._style("ladder--cursor"))
         return canvas.strip()
+
+    def _draw_tail(self, canvas: _Canvas, k: int, width: int) -> None:
+        cols = self._columns(width)
+        axis_style = self.rich_style + self._style("ladder--axis")
+        canvas.put(cols.ca_x, "┊", axis_style)
+        canvas.put(cols.sa_x, "┊", axis_style)
+        self._draw_arrows(canvas, cols, self.layout_.height + k)
+        if k == _TAIL - 1:
+            note = _fit("? predict what happens next", max(1, cols.wire_w - 2))
+            canvas.put(cols.wire_x + (cols.wire_w - len(note)) // 2, note,
+                       self.rich_style + self._style("ladder--gap"))
 
     def _draw_row(self, canvas: _Canvas, cols: _Cols, row: Row) -> None:
         base = self.rich_style
