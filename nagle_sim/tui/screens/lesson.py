@@ -73,7 +73,10 @@ class LessonScreen(RunScreen):
     def move_to(self, index: int) -> None:
         ladder = self.query_one(Ladder)
         pending = self.pending()
-        if pending is not None and self.result is not None and index > len(ladder.rows) - 1:
+        last = len(ladder.rows) - 1
+        at_end = self.result is not None and last == len(self.result.rows) - 1
+        if pending is not None and self.result is not None and (
+                index > last or (at_end and index >= last)):
             # the move would pass the pending question's time: ask first
             if ladder.rows:
                 ladder.cursor = len(ladder.rows) - 1
