@@ -152,6 +152,46 @@ def load_lesson(folder: str | Path) -> Lesson:
                   setup=setup, reveals=reveals)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variant:
+    """A what-if a lesson offers: a toggle (``"server.nodelay"``) or the ``--set`` list of
+    a claim's ``when``."""
+
+    label: str
+    toggle: str = ""
+    overrides: tuple[str, ...] = ()
+
+
+def _pretty(override: str) -> str:
+    key, _, value = override.partition("=")
+    value = value.strip().strip("'\"")
+    side, _, rest = key.partition(".")
+    if rest == "script":
+        return f"{side} script: {value}"
+    if value in ("true", "false"):
+        return f"{side} {rest.upper()} {'on' if value == 'true' else 'off'}"
+    return f"{side} {rest} = {value}"
+
+
+def variants(lesson: Lesson) -> list[Variant]:
+    """The lesson's what-ifs, in order: its toggles, then each distinct claim variant that
+    is not just one of those toggles switched on."""
+    out = [Variant(label=_pretty(f"{t}=true").replace(" on", ""), toggle=t)
+           for t in lesson.toggles]
+    same_as_toggle = {(f"{t}=true",) for t in lesson.toggles}
+    seen: set[tuple[str, ...]] = set()
+    for claim in lesson.scenario.raw.get("expect", ()):
+        when = claim.get("when") if isinstance(claim, dict) else None
+        if not when:
+            continue
+        key = tuple(str(w) for w in when)
+        if key in seen or key in same_as_toggle:
+            continue
+        seen.add(key)
+        out.append(Variant(label="; ".join(_pretty(w) for w in key), overrides=key))
+    return out
+
+
 TOGGLE_OPTIONS = ("nodelay", "cork", "quickack")
 """Socket options a lesson toggle may flip: ``"<client|server>.<option>"``."""
 

@@ -9,6 +9,7 @@ textual, simpy or realnet (the real runner arrives as a callable).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import time
@@ -95,6 +96,8 @@ def variant_name(overrides: list[str]) -> str:
             parts.append(f"{side}-no-{option}")
         elif option == "profile":
             parts.append(f"{side}-{value}")
+        elif len(value) > 16:  # a script: a short digest keeps the name a name
+            parts.append(f"{side}-{option}-{hashlib.sha1(value.encode()).hexdigest()[:6]}")
         else:
             parts.append(f"{side}-{option}-{value}")
     return "-".join(parts)

@@ -6,12 +6,15 @@ move waits until the student has answered. No simpy, no realnet.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown
+from textual.widgets import Markdown, Static
 
-from ...lessons import Lesson, Question
+from ...lessons import Lesson, Question, Variant, variants
+from ...model.events import Side
+from ..whatif import Knob
 from ..widgets.ladder import Ladder
 from .question import QuestionScreen
 from .run import RunScreen
@@ -23,6 +26,15 @@ class LessonScreen(RunScreen):
     BINDINGS: list[BindingType] = [
         Binding("s", "sandbox_copy", "Sandbox", id="lesson.sandbox",
                 tooltip="Edit this lesson's scenario in the sandbox (a copy in memory)"),
+        Binding("1", "variant(0)", "What-ifs", show=True, key_display="1-9",
+                id="lesson.variant-1", tooltip="The lesson's what-ifs (listed above the prose): "
+                "press a number to switch one on or off"),
+        *(Binding(str(n), f"variant({n - 1})", f"What-if {n}", show=False,
+                  id=f"lesson.variant-{n}", tooltip=f"Switch the lesson's what-if {n}")
+          for n in range(2, 10)),
+        # the lesson's own what-ifs replace the generic NODELAY key in the footer
+        Binding("d", "flip('client','nodelay')", "NODELAY", show=False, id="lesson.nodelay",
+                tooltip="What if the client set TCP_NODELAY?"),
     ]
 
     def __init__(self, lesson: Lesson) -> None:
@@ -36,13 +48,59 @@ class LessonScreen(RunScreen):
                          error=error)
         self.lesson = lesson
         self.export_name = lesson.slug
+        self.variants: list[Variant] = variants(lesson)
         self.asked: set[int] = set()
         """Questions behind the student (answered or skipped with Esc)."""
         self.answers: dict[int, int] = {}
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
+            yield Static(self.variants_text(), id="variants")
             yield Markdown(self.lesson.visible_prose(self.done()), id="prose")
+
+    def variants_text(self) -> Text:
+        text = Text("What-ifs: ", style="bold")
+        if not self.variants:
+            text.append("none in this lesson (the keys in help still work)", style="dim")
+        scripts = 0
+        for i, variant in enumerate(self.variants[:9]):
+            on = self._variant_on(variant)
+            label = variant.label
+            if "script:" in label and self.current_horizon() is not None:
+                # a script spells out writes and reads: shown after the predictions
+                scripts += 1
+                label = f"another script ({scripts}), shown after the questions"
+            text.append(f"\n {i + 1} ", style="reverse" if on else "bold")
+            text.append(" " + label, style="bold" if on else "")
+        return text
+
+    def _variant_on(self, variant: Variant) -> bool:
+        if variant.overrides:
+            return self.extra == variant.overrides
+        side, _, option = variant.toggle.partition(".")
+        if self.whatif is None or self.base_whatif is None:
+            return False
+        return getattr(self.whatif.side(Side(side)), option) != \
+            getattr((self.extra_whatif or self.base_whatif).side(Side(side)), option)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "variant":
+            index = parameters[0] if parameters else 0
+            return isinstance(index, int) and index < len(self.variants)
+        return super().check_action(action, parameters)
+
+    def action_variant(self, index: int) -> None:
+        if not 0 <= index < len(self.variants):
+            return
+        variant = self.variants[index]
+        if variant.overrides:
+            self.set_variant(() if self.extra == variant.overrides else variant.overrides)
+        else:
+            side, _, option = variant.toggle.partition(".")
+            self.action_flip(side, Knob(option).value)
+
+    def on_result(self, result: object) -> None:
+        self.query_one("#variants", Static).update(self.variants_text())
 
     def done(self) -> int:
         """How many questions, in time order, are behind the student (answered or
@@ -93,6 +151,7 @@ class LessonScreen(RunScreen):
             if choice is not None:
                 self.answers[number] = choice
             self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))
+            self.query_one("#variants", Static).update(self.variants_text())
             self.refresh_view()
             if then is not None:
                 self.move_to(then)

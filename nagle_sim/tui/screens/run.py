@@ -112,7 +112,11 @@ class RunScreen(Screen[None]):
         self._play: Timer | None = None
         self._speed = 2
         self._compare_pending = False
-        self._real_variant: WhatIf | None = None
+        self._real_variant: tuple[WhatIf | None, tuple[str, ...]] | None = None
+        self.extra: tuple[str, ...] = ()
+        """A lesson variant's ``--set`` overrides (a claim's ``when``), applied first."""
+        self.extra_whatif: WhatIf | None = None
+        """The option state of the scenario with `extra` applied (what toggles flip from)."""
         self.horizon: int | None = None
         """While a question is pending: the time (µs) after which nothing is shown."""
         self.export_name = Path(where).stem
@@ -167,6 +171,7 @@ class RunScreen(Screen[None]):
         self.text, self.where = text, where
         self.base_whatif = WhatIf.of(base)
         self.whatif = self.base_whatif
+        self.extra, self.extra_whatif = (), None
         self.previous = None
         self.query_one(WhatIfBar).show(self.whatif, base)
         self.simulate(compare=False)
@@ -188,7 +193,7 @@ class RunScreen(Screen[None]):
         assert self.text is not None and self.base_whatif is not None
         assert self.whatif is not None
         try:
-            scenario = loads(self.text, self.where, self.whatif.overrides(self.base_whatif))
+            scenario = loads(self.text, self.where, self.overrides())
             trace = self.services.run_sim(scenario)
             result = RunResult.build(scenario, trace)
         except ScenarioError as exc:
@@ -199,6 +204,30 @@ class RunScreen(Screen[None]):
             return
         if not get_current_worker().is_cancelled:
             self.post_message(SimFinished(result, compare))
+
+    def overrides(self) -> list[str]:
+        """``--set`` list of the state shown: the variant, then the toggles on top of it."""
+        assert self.whatif is not None and self.base_whatif is not None
+        return [*self.extra, *self.whatif.overrides(self.extra_whatif or self.base_whatif)]
+
+    def variant_key(self) -> tuple[WhatIf | None, tuple[str, ...]]:
+        return (self.whatif, self.extra)
+
+    def set_variant(self, overrides: tuple[str, ...]) -> None:
+        """Show the scenario with ``overrides`` applied (a lesson's what-if); () = base."""
+        if self.text is None or self.base_whatif is None:
+            return
+        if overrides:
+            try:
+                self.extra_whatif = WhatIf.of(loads(self.text, self.where, list(overrides)))
+            except ScenarioError as exc:
+                self.show_error(str(exc))
+                return
+        else:
+            self.extra_whatif = None
+        self.extra = overrides
+        self.whatif = self.extra_whatif or self.base_whatif
+        self.simulate(compare=True)
 
     @on(SimFinished)
     def _sim_finished(self, message: SimFinished) -> None:
@@ -398,6 +427,7 @@ class RunScreen(Screen[None]):
         if self.base_whatif is None:
             return
         self.whatif = self.base_whatif
+        self.extra, self.extra_whatif = (), None
         self.simulate(compare=True)
 
     def action_ghost(self) -> None:
@@ -415,7 +445,7 @@ class RunScreen(Screen[None]):
             return
         if self.result is None:
             return
-        self._real_variant = self.whatif
+        self._real_variant = self.variant_key()
         self.query_one("#progress").display = True
         waiting = " (waiting for its turn)" if self.services.classroom is not None else ""
         self.query_one("#diff", Static).update(f"running on real sockets{waiting}…")
@@ -435,7 +465,7 @@ class RunScreen(Screen[None]):
     @on(RealRunFinished)
     def _real_finished(self, message: RealRunFinished) -> None:
         self.query_one("#progress").display = False
-        if self._real_variant != self.whatif:
+        if self._real_variant != self.variant_key():
             # the student toggled a what-if while it ran: never draw a measurement of one
             # variant over the model of another
             text = ("real run discarded: it measured another what-if variant than the one "
@@ -481,14 +511,14 @@ class RunScreen(Screen[None]):
     # ------------------------------------------------------------------ export
     def export_stem(self) -> str:
         """``<lesson>-<variant>``: the name both exports share."""
-        overrides = (self.whatif.overrides(self.base_whatif)
+        overrides = (self.overrides()
                      if self.whatif is not None and self.base_whatif is not None else [])
         return export_stem(self.export_name, overrides)
 
     def action_export(self) -> None:
         if self.result is None:
             return
-        overlay = self.measured if self._real_variant == self.whatif else None
+        overlay = self.measured if self._real_variant == self.variant_key() else None
         if self.services.classroom is not None:
             self._deliver(self.result.trace, overlay, self.export_stem())
         else:
