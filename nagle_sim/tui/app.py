@@ -52,12 +52,12 @@ class NagleApp(App[int]):
     BINDINGS: list[BindingType] = [
         Binding("question_mark,f1", "help", "Help", show=True, id="app.help",
                 key_display="?", tooltip="Show every key binding"),
-        Binding("f2", "high_contrast", "Contrast", id="app.high_contrast",
+        Binding("f2", "high_contrast", "Contrast", show=False, id="app.high_contrast",
                 tooltip="Switch the high-contrast theme on or off"),
-        Binding("f3", "projector", "Projector", id="app.projector",
+        Binding("f3", "projector", "Projector", show=False, id="app.projector",
                 tooltip="Projector mode: double row spacing and bolder text"),
-        Binding("ctrl+q", "quit", "Quit", show=True, id="app.quit", tooltip="Quit nagle-sim",
-                priority=True),
+        Binding("ctrl+q", "quit", "Quit", show=False, id="app.quit",
+                tooltip="Quit nagle-sim (also in the palette)", priority=True),
     ]
 
     def __init__(self, *, run_sim: Runner, run_real: Runner | None = None,

@@ -14,8 +14,6 @@ from dataclasses import replace
 from ..render.rows import Bar, Row, RowKind
 from ..trace import SegmentRecord
 
-NOT_YET = "what happens next? answer the question first"
-
 
 def visible_rows(rows: list[Row], horizon: int | None) -> list[Row]:
     """The rows at or before ``horizon``, each told only what was known then."""

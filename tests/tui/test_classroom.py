@@ -24,6 +24,7 @@ from nagle_sim.tui.screens.lesson import LessonScreen
 from nagle_sim.tui.screens.lesson_list import LessonListScreen
 from nagle_sim.tui.screens.open_file import OpenFileScreen
 from nagle_sim.tui.screens.sandbox import SandboxScreen
+from nagle_sim.tui.widgets.ladder import Ladder
 
 from .conftest import settle
 
@@ -196,6 +197,14 @@ async def test_a_real_run_of_another_variant_is_never_drawn(
         return sim(scenario)
 
     app.run_real = fake_real
+    notes: list[str] = []
+    original = app.notify
+
+    def notify(message: str, **kwargs: object) -> None:
+        notes.append(message)
+        original(message, **kwargs)  # type: ignore[arg-type]
+
+    app.notify = notify  # type: ignore[method-assign]
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("enter")
         await settle(pilot)
@@ -203,8 +212,9 @@ async def test_a_real_run_of_another_variant_is_never_drawn(
         await settle(pilot)
         await settle(pilot)
         screen = app.screen
-        assert "discarded" in str(screen.query_one("#diff").render())
+        assert any("discarded" in n for n in notes)
         assert screen.measured is None
+        assert screen.query_one(Ladder).overlay("measured") is None
 
 
 def test_real_runs_take_turns_across_processes(tmp_path: Path) -> None:

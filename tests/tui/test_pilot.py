@@ -93,7 +93,7 @@ async def test_n_jumps_to_the_stall_and_explains_what_is_held(make_app: MakeApp)
         await pilot.press("n")
         row = ladder.current_row
         assert row is not None and row.kind is RowKind.HOLD and row.code == "NAGLE_HOLD"
-        explain = str(app.screen.query_one(ExplainPanel).render())
+        explain = str(app.screen.query_one(ExplainPanel).body.render())
         assert "Nagle" in explain and "delayed ACK" in explain
         first = ladder.cursor
         await pilot.press("n")
@@ -248,7 +248,7 @@ async def test_real_run_overlays_measured_segments_with_the_time_difference(
         assert ladder.overlay("measured")
         while ladder.current_row is not None and ladder.current_row.segment is None:
             await pilot.press("right")
-        explain = str(app.screen.query_one(ExplainPanel).render())
+        explain = str(app.screen.query_one(ExplainPanel).body.render())
         assert "Δ +0.120 ms" in explain
 
 
@@ -280,8 +280,8 @@ async def test_help_lists_every_binding(make_app: MakeApp) -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        text = app.screen.query_one(Markdown).source
-        for needle in ("Next stall", "NODELAY", "Play/Pause", "Contrast", "Projector"):
+        text = app.screen.query_one("#keys", Markdown).source
+        for needle in ("next stall", "NODELAY", "Play", "Contrast", "Projector"):
             assert needle in text
         await pilot.press("escape")
         assert isinstance(app.screen, LessonScreen)

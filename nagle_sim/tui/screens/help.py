@@ -9,16 +9,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Markdown
+from textual.widgets import Markdown, Static
+
+from ..palette import legend_text
 
 INTRO = """\
-# nagle-sim keys
-
 The ladder shows **client | wire | server** with time flowing down. Arrows are segments
-(`P. 1:7(6)` = flags, sequence range, length). Coloured bars beside an axis are periods
-when that side held something back: **yellow** = data held (Nagle, cork, MSG_MORE),
-**red** = a delayed ACK waiting. `┄` arrows are measured on real sockets, faint ones are
-the previous run (ghost). `+44.0ms` marks a compressed gap.
+(`P. 1:7(6)` = flags, sequence range, length); bars beside an axis are periods when that
+side held something back. Each colour means what it means in the SVG/PNG exports:
 """
 
 
@@ -61,7 +59,7 @@ class HelpScreen(ModalScreen[None]):
         self.underneath = underneath
 
     def compose(self) -> ComposeResult:
-        parts = [INTRO]
+        parts: list[str] = ["# nagle-sim keys"]
         screen = self.underneath
         if screen is not None:
             seen: list[BindingType] = []
@@ -77,7 +75,9 @@ class HelpScreen(ModalScreen[None]):
         parts.append(binding_table("Everywhere", list(type(self.app).BINDINGS)))
         parts.append("Press **ctrl+p** for the command palette (every main action is there).")
         with VerticalScroll():
-            yield Markdown("\n".join(parts))
+            yield Markdown("# Legend\n\n" + INTRO, id="legend-intro")
+            yield Static(legend_text(), id="legend")
+            yield Markdown("\n".join(parts), id="keys")
 
 
 def _ladder_bindings() -> list[BindingType]:

@@ -24,7 +24,7 @@ class LessonScreen(RunScreen):
     """Prose | ladder, explanation, what-if bar."""
 
     BINDINGS: list[BindingType] = [
-        Binding("s", "sandbox_copy", "Sandbox", id="lesson.sandbox",
+        Binding("s", "sandbox_copy", "Sandbox", show=False, id="lesson.sandbox",
                 tooltip="Edit this lesson's scenario in the sandbox (a copy in memory)"),
         Binding("1", "variant(0)", "What-ifs", show=True, key_display="1-9",
                 id="lesson.variant-1", tooltip="The lesson's what-ifs (listed above the prose): "

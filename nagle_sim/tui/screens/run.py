@@ -28,7 +28,7 @@ from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import SegmentRecord, Trace
 from ..classroom import export_stem
-from ..horizon import NOT_YET, running_label, visible_bars, visible_rows, visible_segments
+from ..horizon import running_label, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, fmt_ms
@@ -53,15 +53,17 @@ class RunScreen(Screen[None]):
     """Ladder + explanation + what-if bar over one scenario."""
 
     BINDINGS: list[BindingType] = [
-        _b("right", "step(1)", "Next", "Select the next event", show=True, key_display="→"),
-        _b("left", "step(-1)", "Prev", "Select the previous event", show=True,
-           key_display="←"),
+        # the footer has room for about eight keys at 80 columns: one entry per group, the
+        # rest in help (?) and the palette (ctrl+p)
+        _b("right", "step(1)", "Step", "Select the next event (← the previous one)",
+           show=True, key_display="←→"),
+        _b("left", "step(-1)", "Prev", "Select the previous event", key_display="←"),
         _b("home", "first", "First", "Jump to the first event"),
         _b("end", "last", "Last", "Jump to the last event"),
-        _b("n", "stall(1)", "Next stall", "Jump to the next stall (a silent gap ≥ 10 ms)",
+        _b("n", "stall(1)", "Stall", "Jump to the next stall (a silent gap ≥ 10 ms)",
            show=True),
         _b("N", "stall(-1)", "Prev stall", "Jump to the previous stall"),
-        _b("space", "play", "Play/Pause", "Play the run forward, one event at a time",
+        _b("space", "play", "Play", "Play the run forward, one event at a time; again to pause",
            show=True),
         _b("full_stop", "speed(1)", "Faster", "Play faster", key_display="."),
         _b("comma", "speed(-1)", "Slower", "Play slower", key_display=","),
@@ -85,11 +87,15 @@ class RunScreen(Screen[None]):
         _b("l", "delay", "Link delay", "Cycle the one-way link delay"),
         _b("u", "reset_whatif", "Undo what-ifs", "Back to the scenario's own options"),
         _b("g", "ghost", "Ghost", "Show or hide the previous run's segments, drawn faintly"),
-        _b("r", "run_real", "Real sockets", "Run this scenario on real sockets and overlay "
+        _b("r", "run_real", "Real", "Run this scenario on real sockets and overlay "
            "the measured segments", show=True),
         _b("e", "export", "Export", "Export the ladder (SVG) and a pcap, named after the "
            "lesson and what-if variant (a download in a browser)"),
         _b("p", "side_pane", "Pane", "Show or hide the left pane (prose or editor)"),
+        _b("shift+down", "explain_scroll(1)", "Explain ↓", "Scroll the explanation down",
+           key_display="shift+↓"),
+        _b("shift+up", "explain_scroll(-1)", "Explain ↑", "Scroll the explanation up",
+           key_display="shift+↑"),
         Binding("escape", "app.pop_screen", "Back", show=True, id="run.back",
                 tooltip="Back to the previous screen"),
     ]
@@ -141,7 +147,7 @@ class RunScreen(Screen[None]):
         with Horizontal(id="status"):
             yield Static("", id="diff")
             yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="progress")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = self.title_text
@@ -176,6 +182,12 @@ class RunScreen(Screen[None]):
         self.query_one(WhatIfBar).show(self.whatif, base)
         self.simulate(compare=False)
 
+    def say(self, message: str, **kwargs: object) -> None:
+        """Notify, replacing the previous notification: toasts must not pile up over the
+        ladder or a question."""
+        self.app.clear_notifications()
+        self.notify(message, **kwargs)  # type: ignore[arg-type]
+
     def show_error(self, message: str) -> None:
         """Show a one-line error (the CLI's message) without leaving the screen."""
         # the message quotes user text: never let it be read as markup
@@ -184,7 +196,7 @@ class RunScreen(Screen[None]):
         if not ladder.rows:
             ladder.placeholder = message
             ladder.refresh()
-        self.notify(message, markup=False, title="Scenario error", severity="error", timeout=8)
+        self.say(message, markup=False, title="Scenario error", severity="error", timeout=8)
 
     # ------------------------------------------------------------------ simulation
     @work(thread=True, exclusive=True, group="sim")
@@ -240,7 +252,7 @@ class RunScreen(Screen[None]):
             if self.horizon is None:
                 diff = compare_text(self.previous, new)
                 self.query_one("#diff", Static).update(diff)
-                self.notify(diff, title="What changed", timeout=4)
+                self.say(diff, title="What changed", timeout=4)
         self.result = new
         self.measured = None
         self._measured_index = {}
@@ -279,7 +291,7 @@ class RunScreen(Screen[None]):
                 self.query_one("#diff", Static).update(self.result.headline())
         else:
             self.query_one("#diff", Static).update(
-                f"shown up to {horizon / 1000:.3f} ms — {NOT_YET}; the summary follows")
+                f"predict first: shown up to {horizon / 1000:.3f} ms; the summary follows")
 
     def on_result(self, result: RunResult) -> None:
         """Hook for subclasses after every finished simulation."""
@@ -313,7 +325,7 @@ class RunScreen(Screen[None]):
             targets = [i for i in self._stall_rows if i < cursor]
             target = targets[-1] if targets else None
         if target is None:
-            self.notify("No more stalls that way.", timeout=2)
+            self.say("No more stalls that way.", timeout=2)
             return
         self.move_to(target)
 
@@ -433,7 +445,7 @@ class RunScreen(Screen[None]):
     def action_ghost(self) -> None:
         ladder = self.query_one(Ladder)
         ladder.show_ghost = not ladder.show_ghost
-        self.notify("ghost of the previous run " + ("shown" if ladder.show_ghost else "hidden"),
+        self.say("ghost of the previous run " + ("shown" if ladder.show_ghost else "hidden"),
                     timeout=2)
 
     # ------------------------------------------------------------------ real sockets
@@ -441,7 +453,7 @@ class RunScreen(Screen[None]):
         if self.services.run_real is None:
             reason = self.services.real_blocker or "real-socket runs are not available here"
             self.query_one("#diff", Static).update(Text(reason))
-            self.notify(reason, markup=False, title="Real sockets", severity="warning")
+            self.say(reason, markup=False, title="Real sockets", severity="warning")
             return
         if self.result is None:
             return
@@ -471,7 +483,7 @@ class RunScreen(Screen[None]):
             text = ("real run discarded: it measured another what-if variant than the one "
                     "shown; press r again")
             self.query_one("#diff", Static).update(text)
-            self.notify(text, title="Real sockets", severity="warning")
+            self.say(text, title="Real sockets", severity="warning")
             return
         self.measured = message.trace
         index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
@@ -485,7 +497,7 @@ class RunScreen(Screen[None]):
             real = RunResult.build(self.result.scenario, message.trace)
             text = f"sim vs real: {compare_text(self.result, real)}"
         self.query_one("#diff", Static).update(text)
-        self.notify(text, title="Real sockets")
+        self.say(text, title="Real sockets")
         self.query_one(ExplainPanel).explain(ladder.current_row, ladder.cursor,
                                              len(ladder.rows), self.context_lines(ladder.cursor))
 
@@ -533,11 +545,11 @@ class RunScreen(Screen[None]):
             paths = export_cli(trace, pcap=stem.with_suffix(".pcap"),
                                svg=stem.with_suffix(".svg"), overlay=overlay)
         except ExportError as exc:
-            self.app.call_from_thread(self.notify, str(exc), markup=False,
+            self.app.call_from_thread(self.say, str(exc), markup=False,
                                       title="Export failed", severity="error")
             return
         text = "\n".join(str(p) for p in paths)
-        self.app.call_from_thread(self.notify, text, markup=False, title="Exported")
+        self.app.call_from_thread(self.say, text, markup=False, title="Exported")
 
     @work(thread=True, group="export")
     def _deliver(self, trace: Trace, overlay: Trace | None, stem: str) -> None:
@@ -550,14 +562,18 @@ class RunScreen(Screen[None]):
                       "image/svg+xml"),
                      (f"{stem}.pcap", to_pcap(trace), "application/vnd.tcpdump.pcap")]
         except ExportError as exc:
-            self.app.call_from_thread(self.notify, str(exc), markup=False,
+            self.app.call_from_thread(self.say, str(exc), markup=False,
                                       title="Export failed", severity="error")
             return
         for name, data, mime in files:
             self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data),
                                       save_filename=name, mime_type=mime)
-        self.app.call_from_thread(self.notify, ", ".join(f[0] for f in files), markup=False,
+        self.app.call_from_thread(self.say, ", ".join(f[0] for f in files), markup=False,
                                   title="Sent to your browser")
+
+    def action_explain_scroll(self, direction: int) -> None:
+        panel = self.query_one(ExplainPanel)
+        panel.scroll_to(y=panel.scroll_y + 2 * direction, animate=False)
 
     def action_side_pane(self) -> None:
         for pane in self.query("#side"):
