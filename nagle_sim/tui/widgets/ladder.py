@@ -522,12 +522,13 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             lo, hi = cols.wire_x, cols.wire_x + w - stub - 1
             if arrow.src is Side.SERVER:
                 lo, hi = cols.wire_x + stub + 1, cols.wire_x + w
-            run = _free_run(canvas.chars, lo, hi, near_end=arrow.src is Side.CLIENT)
+            run = _free_run(canvas.chars, lo, hi, near_end=arrow.src is Side.CLIENT, least=7)
             if run is None:
                 continue
             start, end = run
             room = end - start - 1
-            label = _fit(f"{arrow.label} arrives", room)
+            label = f"{arrow.label} arrives"
+            label = _fit(label if len(label) <= room else arrow.label, room)
             x = end - 1 - len(label) if arrow.src is Side.CLIENT else start + 1
             canvas.put(x, label, style, limit=cols.wire_x + w)
 
