@@ -74,6 +74,7 @@ class NagleApp(App[int]):
         """Why `r` cannot run here (empty when it can); shown instead of running."""
         self.ask_questions = ask_questions
         self.projector = False
+        self.scores: dict[str, tuple[int, int]] = {}
         self.start_path = path
         self._lessons = list(lessons) if lessons is not None else None
         self._lessons_root = lessons_root

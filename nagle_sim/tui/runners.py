@@ -26,6 +26,8 @@ class AppServices(Protocol):
     classroom: Classroom | None
     ask_questions: bool
     projector: bool
+    scores: dict[str, tuple[int, int]]
+    """Per lesson slug: (right answers, questions), shown in the lesson list."""
 
     def lesson_list(self) -> tuple[list[Lesson], str]:
         """The lessons, and a one-line error if loading them failed."""

@@ -357,3 +357,37 @@ def test_the_tui_imports_neither_simpy_nor_realnet() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def test_a_skipped_question_can_be_reopened_and_the_list_shows_the_score(
+        make_app: MakeApp) -> None:
+    """Issue 12: Esc skips; q lists the questions and reopens the skipped one; the lesson
+    list shows the score."""
+    from nagle_sim.tui.screens.lesson_list import LessonListScreen
+    from nagle_sim.tui.screens.questions import QuestionsScreen
+
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.press("end")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("escape")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen) and screen.asked == {0}
+        assert screen.answers == {}
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionsScreen)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("2", "enter")
+        await settle(pilot)
+        assert screen.answers == {0: 1}
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, LessonListScreen)
+        first = app.screen.query_one("#lessons").get_option_at_index(0).prompt
+        assert "1/1 right" in str(first)

@@ -24,6 +24,8 @@ class LessonScreen(RunScreen):
     """Prose | ladder, explanation, what-if bar."""
 
     BINDINGS: list[BindingType] = [
+        Binding("q", "questions", "Questions", show=False, id="lesson.questions",
+                tooltip="List the lesson's questions; reopen one you skipped or answered"),
         Binding("s", "sandbox_copy", "Sandbox", show=False, id="lesson.sandbox",
                 tooltip="Edit this lesson's scenario in the sandbox (a copy in memory)"),
         Binding("1", "variant(0)", "What-ifs", show=True, key_display="1-9",
@@ -123,6 +125,21 @@ class LessonScreen(RunScreen):
         pending = self.pending()
         return None if pending is None else round(pending[1].at_ms * 1000)
 
+    def record_score(self) -> None:
+        """The lesson list shows right answers / questions for each lesson."""
+        right = sum(1 for n, c in self.answers.items() if c == self.lesson.questions[n].answer)
+        self.services.scores[self.lesson.slug] = (right, len(self.lesson.questions))
+
+    def action_questions(self) -> None:
+        from .questions import QuestionsScreen
+
+        def chosen(number: int | None) -> None:
+            if number is not None and number in self.asked:
+                self.ask(number, self.lesson.questions[number])
+
+        self.app.push_screen(QuestionsScreen(self.lesson.questions, self.asked,
+                                             self.answers), chosen)
+
     def action_sandbox_copy(self) -> None:
         from .sandbox import SandboxScreen  # the sandbox imports this module's siblings
         if self.text is not None:
@@ -150,6 +167,7 @@ class LessonScreen(RunScreen):
             self.asked.add(number)
             if choice is not None:
                 self.answers[number] = choice
+            self.record_score()
             self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))
             self.query_one("#variants", Static).update(self.variants_text())
             self.refresh_view()
