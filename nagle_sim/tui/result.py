@@ -34,7 +34,8 @@ class RunResult:
     _stall_starts: list[int] = field(default_factory=list)
 
     @classmethod
-    def build(cls, scenario: Scenario, trace: Trace) -> RunResult:
+    def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal") -> RunResult:
+        """Rows at ``detail`` (render.rows.DETAIL_LEVELS: wire, normal, all)."""
         bars = sorted(build_bars(trace), key=lambda b: b.start)
         reach: list[int] = []
         top = -1
@@ -42,7 +43,7 @@ class RunResult:
             top = max(top, bar.end)
             reach.append(top)
         summary = summarize(trace)
-        return cls(scenario, trace, build_rows(trace), bars, summary,
+        return cls(scenario, trace, build_rows(trace, detail), bars, summary,
                    [b.start for b in bars], reach, [s.start for s in summary.stalls])
 
     def bars_at(self, t: int) -> list[Bar]:

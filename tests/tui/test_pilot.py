@@ -391,3 +391,19 @@ async def test_a_skipped_question_can_be_reopened_and_the_list_shows_the_score(
         assert isinstance(app.screen, LessonListScreen)
         first = app.screen.query_one("#lessons").get_option_at_index(0).prompt
         assert "1/1 right" in str(first)
+
+
+async def test_v_cycles_the_detail_level_like_the_cli(make_app: MakeApp) -> None:
+    """Issue 12: routine rows fold away under a detail level (wire < normal < all)."""
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        normal = len(ladder.rows)
+        await pilot.press("v")
+        await pilot.pause()
+        assert app.screen.detail == "all" and len(ladder.rows) >= normal
+        await pilot.press("v")
+        await pilot.pause()
+        assert app.screen.detail == "wire" and len(ladder.rows) < normal
+        assert all(r.kind in (RowKind.SEGMENT, RowKind.OP) for r in ladder.rows)
+        assert all(r.explain for r in ladder.rows)

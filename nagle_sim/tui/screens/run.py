@@ -87,6 +87,8 @@ class RunScreen(Screen[None]):
         _b("l", "delay", "Link delay", "Cycle the one-way link delay"),
         _b("u", "reset_whatif", "Undo what-ifs", "Back to the scenario's own options"),
         _b("g", "ghost", "Ghost", "Show or hide the previous run's segments, drawn faintly"),
+        _b("v", "detail", "Detail", "Cycle the detail level: wire (segments and calls), "
+           "normal (the decisions lessons talk about), all (cwnd, pacing, quick-ACK budget…)"),
         _b("r", "run_real", "Real", "Run this scenario on real sockets and overlay "
            "the measured segments", show=True),
         _b("e", "export", "Export", "Export the ladder (SVG) and a pcap, named after the "
@@ -124,6 +126,8 @@ class RunScreen(Screen[None]):
         self.extra_whatif: WhatIf | None = None
         """The option state of the scenario with `extra` applied (what toggles flip from)."""
         self.horizon: int | None = None
+        self.detail = "normal"
+        """Which rows the ladder shows (render.rows.DETAIL_LEVELS), as the CLI's --detail."""
         """While a question is pending: the time (µs) after which nothing is shown."""
         self.export_name = Path(where).stem
         """File-name stem of exports (the lesson's folder name for a lesson)."""
@@ -207,7 +211,7 @@ class RunScreen(Screen[None]):
         try:
             scenario = loads(self.text, self.where, self.overrides())
             trace = self.services.run_sim(scenario)
-            result = RunResult.build(scenario, trace)
+            result = RunResult.build(scenario, trace, self.detail)
         except ScenarioError as exc:
             self.post_message(SimFailed(str(exc)))
             return
@@ -441,6 +445,19 @@ class RunScreen(Screen[None]):
         self.whatif = self.base_whatif
         self.extra, self.extra_whatif = (), None
         self.simulate(compare=True)
+
+    def action_detail(self) -> None:
+        if self.result is None:
+            return
+        from ...render.rows import DETAIL_LEVELS
+        self.detail = DETAIL_LEVELS[(DETAIL_LEVELS.index(self.detail) + 1) % len(DETAIL_LEVELS)]
+        ladder = self.query_one(Ladder)
+        old_time = ladder.current_row.t if ladder.current_row else 0
+        self.result = RunResult.build(self.result.scenario, self.result.trace, self.detail)
+        self._stall_rows = [i for i, _ in self.result.stall_rows()]
+        times = [r.t for r in self.result.rows]
+        self.refresh_view(max(0, bisect.bisect_right(times, old_time) - 1))
+        self.say(f"detail: {self.detail}", timeout=2)
 
     def action_ghost(self) -> None:
         ladder = self.query_one(Ladder)
