@@ -12,7 +12,7 @@ import bisect
 from dataclasses import replace
 
 from ..render.rows import Bar, Row, RowKind
-from ..trace import SegmentRecord
+from ..trace import SegmentRecord, Trace
 
 
 def visible_rows(rows: list[Row], horizon: int | None) -> list[Row]:
@@ -67,3 +67,18 @@ def visible_segments(segments: list[SegmentRecord] | None, horizon: int | None
         return segments
     return [s if s.arrive is None or s.arrive <= horizon else replace(s, arrive=None)
             for s in segments if s.t <= horizon]
+
+
+def trace_until(trace: Trace, horizon: int | None) -> Trace:
+    """What an export may contain while a question is pending: the trace cut at
+    ``horizon`` (segments in flight lose their arrival, calls not returned their result)."""
+    if horizon is None:
+        return trace
+    return replace(
+        trace,
+        segments=visible_segments(trace.segments, horizon) or [],
+        ops=[op if op.end is not None and op.end <= horizon
+             else replace(op, end=None, result=None)
+             for op in trace.ops if op.start <= horizon],
+        events=[e for e in trace.events if e.t <= horizon],
+        outcome="ok", message="")

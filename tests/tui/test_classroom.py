@@ -296,3 +296,34 @@ async def test_a_lesson_offers_its_own_what_ifs_as_number_keys(sim) -> None:  # 
         await settle(pilot)
         assert screen.extra == ()
         assert screen.result.scenario.client.tune.get("init_cwnd") != 4
+
+
+async def test_an_export_while_a_question_is_pending_stops_at_its_time(
+        make_app: MakeApp, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 12: e before answering must not hand out the rest of the run."""
+    monkeypatch.chdir(tmp_path)
+    app = make_app(classroom=Classroom())
+    got: list[bytes] = []
+
+    def deliver_binary(file, *, save_filename=None, mime_type=None, **kwargs):  # type: ignore[no-untyped-def]
+        got.append(file.read())
+        return "key"
+
+    app.deliver_binary = deliver_binary  # type: ignore[method-assign]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen) and screen.horizon is not None
+        full = screen.result
+        assert full is not None
+        await pilot.press("e")
+        await settle(pilot)
+    later = [s for s in full.trace.segments if s.t > screen.horizon]
+    assert later, "the fixture lesson has segments after its question"
+    pcap = got[1]
+    shown = len(full.trace.segments) - len(later)
+    from nagle_sim.export.pcap import to_pcap
+    from nagle_sim.tui.horizon import trace_until
+    assert pcap == to_pcap(trace_until(full.trace, screen.horizon))
+    assert len(pcap) < len(to_pcap(full.trace)) and shown >= 0

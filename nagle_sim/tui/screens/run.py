@@ -28,7 +28,7 @@ from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import SegmentRecord, Trace
 from ..classroom import export_stem
-from ..horizon import running_label, visible_bars, visible_rows, visible_segments
+from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, fmt_ms
@@ -548,10 +548,13 @@ class RunScreen(Screen[None]):
         if self.result is None:
             return
         overlay = self.measured if self._real_variant == self.variant_key() else None
+        # while a question is pending an export must not show what comes next either
+        trace = trace_until(self.result.trace, self.horizon)
+        overlay = trace_until(overlay, self.horizon) if overlay is not None else None
         if self.services.classroom is not None:
-            self._deliver(self.result.trace, overlay, self.export_stem())
+            self._deliver(trace, overlay, self.export_stem())
         else:
-            self._export(self.result.trace, overlay, Path.cwd() / self.export_stem())
+            self._export(trace, overlay, Path.cwd() / self.export_stem())
 
     @work(thread=True, group="export")
     def _export(self, trace: Trace, overlay: Trace | None, stem: Path) -> None:
