@@ -407,3 +407,21 @@ async def test_v_cycles_the_detail_level_like_the_cli(make_app: MakeApp) -> None
         assert app.screen.detail == "wire" and len(ladder.rows) < normal
         assert all(r.kind in (RowKind.SEGMENT, RowKind.OP) for r in ladder.rows)
         assert all(r.explain for r in ladder.rows)
+
+
+async def test_an_empty_capture_is_a_failed_real_run_not_zero_segments(
+        make_app: MakeApp, sim: Callable) -> None:  # type: ignore[type-arg]
+    """Issue 12: never "segments 67 → 0" from a capture that saw nothing."""
+    def empty_real(scenario):  # type: ignore[no-untyped-def]
+        trace = sim(scenario)
+        trace.source = "realnet"
+        trace.segments = []
+        return trace
+
+    app = make_app(ask_questions=False, run_real=empty_real)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert "real run failed" in _text(app, "#diff")
+        assert ladder.overlay("measured") is None

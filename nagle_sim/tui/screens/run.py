@@ -502,6 +502,12 @@ class RunScreen(Screen[None]):
             self.query_one("#diff", Static).update(text)
             self.say(text, title="Real sockets", severity="warning")
             return
+        if not message.trace.segments and self.result is not None and self.result.trace.segments:
+            # an empty capture is a failed measurement, never "segments 67 → 0"
+            reason = message.trace.message or "the capture saw no segments (capturing needs "
+            reason += "" if message.trace.message else "root or network namespaces here)"
+            self.show_error(f"real run failed: {reason}")
+            return
         self.measured = message.trace
         index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
         for seg in message.trace.segments:
