@@ -16,7 +16,6 @@ from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
 from ..trace import Trace
 
-
 ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "CWND_IDLE"})
 """Bookkeeping rows no lesson talks about (BBR's cwnd updates, pacing holds, the cwnd
 restart after idle): the app's "normal" detail folds them away; "all" shows them."""
