@@ -259,3 +259,15 @@ def test_serve_end_to_end_first_screen_then_ctrl_c_ends_everything() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_a_port_in_use_is_one_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "nagle_sim", "serve", "--port", str(port),
+                               "--warm", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "cannot listen" in done.stderr
+    assert "Traceback" not in done.stderr
