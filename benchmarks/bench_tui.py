@@ -1,4 +1,5 @@
-"""TUI benchmarks (print, never assert): first paint, stepping a 100k-event trace, what-if.
+"""TUI benchmarks (print, never assert): first paint, stepping a 100k-event trace, what-if,
+help open and lesson open → explanation.
 
 Run: ``python benchmarks/bench_tui.py [--repeat N]``. Targets: start to first paint ≤ 1.0 s,
 one step on a 100,000-event trace ≤ 30 ms, re-simulate after a toggle ≤ 150 ms per lesson.
@@ -179,6 +180,43 @@ async def resimulate(lessons: list[Lesson], repeat: int) -> None:
             await pilot.pause()
 
 
+async def help_and_explanation(lessons: list[Lesson], repeat: int) -> None:
+    """Help open (target < 150 ms) and lesson open → explanation filled, per lesson."""
+    from nagle_sim.tui.screens.help import HelpScreen
+    from nagle_sim.tui.widgets.explain import ExplainPanel
+
+    app = NagleApp(run_sim=run_sim, lessons=lessons)
+    async with app.run_test(size=(120, 40)) as pilot:
+        opened: list[float] = []
+        for lesson in lessons:
+            t = time.perf_counter()
+            await app.push_screen(LessonScreen(lesson))
+            panel = app.screen.query_one(ExplainPanel)
+            while "No trace yet" in str(panel.body.render()):
+                await asyncio.sleep(0.0005)
+            opened.append((time.perf_counter() - t) * 1000)
+            await _settle(pilot)
+            if lesson is lessons[0]:
+                helps, cpu = [], []
+                for _ in range(repeat):
+                    t, c = time.perf_counter(), time.process_time()
+                    app.action_help()
+                    while not isinstance(app.screen, HelpScreen):
+                        await asyncio.sleep(0.0005)
+                    await pilot.pause()  # composed and laid out once
+                    helps.append((time.perf_counter() - t) * 1000)
+                    cpu.append((time.process_time() - c) * 1000)
+                    app.pop_screen()
+                    await pilot.pause()
+                print(f"  help open (legend + keys composed and painted): wall median "
+                      f"{statistics.median(helps):.0f} ms, max {max(helps):.0f} ms; CPU median "
+                      f"{statistics.median(cpu):.0f} ms (n={len(helps)}; target < 150 ms)")
+            app.pop_screen()
+            await pilot.pause()
+        print(f"  lesson open → explanation filled: median {statistics.median(opened):.0f} ms,"
+              f" max {max(opened):.0f} ms over {len(opened)} lessons")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=3000)
@@ -193,6 +231,8 @@ def main() -> None:
     print("step latency on a big trace (target ≤ 30 ms)")
     asyncio.run(pilot_overhead(lessons))
     asyncio.run(big_trace(args.messages, args.steps))
+    print("help and explanation (target: help < 150 ms)")
+    asyncio.run(help_and_explanation(lessons, args.repeat))
     print(f"re-simulate after toggling client NODELAY, per lesson from {where} "
           "(target ≤ 150 ms)")
     asyncio.run(resimulate(lessons, args.repeat))

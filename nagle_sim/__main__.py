@@ -110,16 +110,61 @@ def _real_runner() -> Callable[[Scenario], Trace] | None:
 def cmd_tui(args: argparse.Namespace) -> int:
     try:
         from .tui.app import run_app
+        from .tui.classroom import Classroom, queued_runner
     except ImportError as exc:  # pragma: no cover - only when textual is missing
         raise CliError(f"the TUI is unavailable: {exc}") from None
     from .sim.driver import run_sim
-    return run_app(getattr(args, "file", None), run_sim=run_sim, run_real=_real_runner())
+    run_real = _real_runner()
+    blocker = "" if run_real else "real-socket runs need Linux and the realnet package"
+    classroom = None
+    if getattr(args, "classroom", False):  # started by `nagle-sim serve`, one per tab
+        classroom = Classroom(allow_real=args.allow_real, real_timeout_s=args.real_timeout,
+                              real_lock=Path(args.real_lock) if args.real_lock else None)
+        if run_real is not None and args.allow_real:
+            run_real = queued_runner(run_real, classroom)
+    return run_app(None if classroom else getattr(args, "file", None), run_sim=run_sim,
+                   run_real=run_real, classroom=classroom, real_blocker=blocker)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .tui.serve import serve
-    serve(args.host, args.port)
+    from .tui.serve import ServeOptions, is_loopback, new_token, serve
+    if args.public_url and not args.public_url.startswith(("http://", "https://")):
+        raise CliError(f"serve --public-url {args.public_url!r}: must start with http:// or "
+                       "https://")
+    token = args.token
+    if token is None and not is_loopback(args.host):
+        token = new_token()  # open to a network: never without a key
+    options = ServeOptions(host=args.host, port=args.port, token=token,
+                           max_sessions=args.max_sessions, idle_s=args.idle_minutes * 60,
+                           allow_real=args.allow_real, real_timeout_s=args.real_timeout,
+                           public_url=args.public_url,
+                           warm=args.warm if args.warm is not None
+                           else (1 if is_loopback(args.host) else args.max_sessions))
+    try:
+        serve(options)
+    except OSError as exc:
+        raise CliError(f"serve: cannot listen on {args.host}:{args.port}: "
+                       f"{exc.strerror or exc}") from None
     return EXIT_OK
+
+
+def _class_token(text: str) -> str:
+    if not 8 <= len(text) <= 128 or not all(c.isascii() and (c.isalnum() or c in "-_")
+                                            for c in text):
+        raise argparse.ArgumentTypeError("use 8-128 letters, digits, '-' or '_'")
+    return text
+
+
+def _bounded_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}-{high}, got {value}")
+        return value
+    return parse
 
 
 def cmd_lessons(args: argparse.Namespace) -> int:
@@ -335,11 +380,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tui", help="open the teaching app (on a scenario file if given)")
     p.add_argument("file", nargs="?")
+    # set by `serve` for each browser tab (hidden: not for people)
+    p.add_argument("--classroom", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--allow-real", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--real-lock", help=argparse.SUPPRESS)
+    p.add_argument("--real-timeout", type=_positive_float(600.0), default=20.0,
+                   help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_tui)
 
-    p = sub.add_parser("serve", help="serve the teaching app to a browser (classroom mode)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p = sub.add_parser("serve", help="serve the teaching app to browsers (classroom mode)",
+                       description="Serve the teaching app to browsers. Each tab runs its own "
+                       "app in classroom mode: no server files, exports as downloads, no "
+                       "real-socket runs unless --allow-real.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; "
+                   "0.0.0.0 opens it to the class, with a token)")
+    p.add_argument("--port", type=_bounded_int(1, 65535), default=8000)
+    p.add_argument("--token", type=_class_token,
+                   help="the class's key in the URL (default: random when not on loopback)")
+    p.add_argument("--max-sessions", type=_bounded_int(1, 500), default=40,
+                   help="browser sessions at once (default 40); more get a 'class is full' "
+                   "page")
+    p.add_argument("--idle-minutes", type=_positive_float(24 * 60.0), default=20.0,
+                   help="end a session after this long without input (default 20)")
+    p.add_argument("--allow-real", action="store_true",
+                   help="let students run scenarios on real sockets (one at a time)")
+    p.add_argument("--real-timeout", type=_positive_float(600.0), default=20.0, metavar="S",
+                   help="wall-time bound of one real-socket run (default 20 s)")
+    p.add_argument("--warm", type=_bounded_int(0, 500), metavar="N",
+                   help="app processes started ahead of students (default: --max-sessions "
+                   "when open to a class, 1 on loopback; each ~50 MiB)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the base URL students use, if not http://<this host>:<port>")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("lessons", help="list the lessons")

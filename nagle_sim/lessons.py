@@ -1,23 +1,50 @@
-"""Lessons: prose + scenario + expectations + prediction questions, loaded from `lessons/`.
+"""Lessons: prose + scenario + expectations + prediction questions.
 
-Owns: the lesson directory format (docs/lessons.md) and its loader. A lesson is a folder
-``lessons/NN-slug/`` holding ``lesson.md`` (Markdown prose) and ``scenario.toml`` (a normal
-scenario with an ``[expect]`` list and a ``[lesson]`` table). Must not import simpy,
-asyncio, textual or rich.
+Owns: the lesson directory format (docs/lessons.md), its loader, and where the shipped
+lessons are found. A lesson is a folder ``NN-slug/`` holding ``lesson.md`` (Markdown prose,
+split into setup and reveals by ``<!-- reveal -->`` markers) and ``scenario.toml`` (a
+normal scenario with an ``[expect]`` list and a ``[lesson]`` table). The shipped lessons
+live in the repository's ``lessons/`` folder and are installed as package data of
+``nagle_sim`` (``nagle_sim.lesson_files``), never as a top-level package, so a ``lessons/``
+folder in the user's directory cannot shadow them. Must not import simpy, asyncio, textual
+or rich.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import lessons as _lesson_data
 
 from . import scenario as scenario_mod
 from .scenario import Scenario, ScenarioError
 
-LESSONS_DIR = Path(_lesson_data.__file__).resolve().parent
+
+def _shipped_lessons() -> Path:
+    """The installed lessons (package data), or the checkout's ``lessons/`` folder when
+    running from a source tree that was installed before the lessons became package data."""
+    try:
+        root = resources.files("nagle_sim.lesson_files")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "lessons"
+    # an installed package is a real folder (zip imports are not supported)
+    return Path(str(root))
+
+
+LESSONS_DIR = _shipped_lessons()
+
+REVEAL = re.compile(r"^<!--\s*reveal(?:\s+after\s+(\d+))?\s*-->\s*$", re.MULTILINE)
+"""A line ``<!-- reveal -->`` (after every question) or ``<!-- reveal after N -->`` (after
+the first N questions, in time order) starts prose that stays hidden until then."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reveal:
+    after: int
+    """How many of the lesson's questions (in ``at_ms`` order) must be done first."""
+    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,12 +64,46 @@ class Lesson:
     title: str
     summary: str
     prose: str
+    """The whole lesson.md (markers included)."""
     scenario: Scenario
     path: Path
     questions: tuple[Question, ...] = ()
     toggles: tuple[str, ...] = ()
     """What-if toggles the lesson suggests, e.g. "client.nodelay"."""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    setup: str = ""
+    """Prose shown from the start: it must not answer any question."""
+    reveals: tuple[Reveal, ...] = ()
+
+    def visible_prose(self, done: int) -> str:
+        """Setup plus every reveal whose questions are done (``done`` = answered or skipped,
+        counted in time order)."""
+        parts = [self.setup] + [r.text for r in self.reveals if r.after <= done]
+        return "\n\n".join(p.strip("\n") for p in parts if p.strip())
+
+
+def split_prose(prose: str, questions: int, where: Path) -> tuple[str, tuple[Reveal, ...]]:
+    """``(setup, reveals)`` of a lesson.md; a marker asking for more questions than the
+    lesson has is an error (the text would never show)."""
+    marks = list(REVEAL.finditer(prose))
+    if not marks:
+        return prose, ()
+    setup = prose[:marks[0].start()]
+    reveals = []
+    last = 0
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(prose)
+        after = int(mark.group(1)) if mark.group(1) else questions
+        line = prose.count("\n", 0, mark.start()) + 1
+        if not 0 <= after <= questions:
+            raise ScenarioError(f"{where}:{line}: reveal after {after}: the lesson has "
+                                f"{questions} question(s)")
+        if after < last:
+            raise ScenarioError(f"{where}:{line}: reveal markers must not go back in time "
+                                f"({after} after {last})")
+        last = after
+        reveals.append(Reveal(after=after, text=prose[mark.end():end]))
+    return setup, tuple(reveals)
 
 
 def _fail(where: Path, key: str, message: str) -> ScenarioError:
@@ -81,11 +142,54 @@ def load_lesson(folder: str | Path) -> Lesson:
     if not isinstance(meta, dict):
         raise _fail(toml_path, "", "must be a table")
     questions = tuple(_question(toml_path, i, q) for i, q in enumerate(meta.get("question", [])))
+    questions = tuple(sorted(questions, key=lambda q: q.at_ms))
+    setup, reveals = split_prose(prose, len(questions), md_path)
     return Lesson(slug=folder.name, title=str(meta.get("title", scenario.title)),
                   summary=str(meta.get("summary", scenario.description)), prose=prose,
                   scenario=scenario, path=folder, questions=questions,
                   toggles=tuple(str(t) for t in meta.get("toggles", ())),
-                  tags=tuple(str(t) for t in meta.get("tags", ())))
+                  tags=tuple(str(t) for t in meta.get("tags", ())),
+                  setup=setup, reveals=reveals)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variant:
+    """A what-if a lesson offers: a toggle (``"server.nodelay"``) or the ``--set`` list of
+    a claim's ``when``."""
+
+    label: str
+    toggle: str = ""
+    overrides: tuple[str, ...] = ()
+
+
+def _pretty(override: str) -> str:
+    key, _, value = override.partition("=")
+    value = value.strip().strip("'\"")
+    side, _, rest = key.partition(".")
+    if rest == "script":
+        return f"{side} script: {value}"
+    if value in ("true", "false"):
+        return f"{side} {rest.upper()} {'on' if value == 'true' else 'off'}"
+    return f"{side} {rest} = {value}"
+
+
+def variants(lesson: Lesson) -> list[Variant]:
+    """The lesson's what-ifs, in order: its toggles, then each distinct claim variant that
+    is not just one of those toggles switched on."""
+    out = [Variant(label=_pretty(f"{t}=true").replace(" on", ""), toggle=t)
+           for t in lesson.toggles]
+    same_as_toggle = {(f"{t}=true",) for t in lesson.toggles}
+    seen: set[tuple[str, ...]] = set()
+    for claim in lesson.scenario.raw.get("expect", ()):
+        when = claim.get("when") if isinstance(claim, dict) else None
+        if not when:
+            continue
+        key = tuple(str(w) for w in when)
+        if key in seen or key in same_as_toggle:
+            continue
+        seen.add(key)
+        out.append(Variant(label="; ".join(_pretty(w) for w in key), overrides=key))
+    return out
 
 
 TOGGLE_OPTIONS = ("nodelay", "cork", "quickack")

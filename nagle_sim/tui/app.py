@@ -18,6 +18,7 @@ from textual.theme import Theme
 
 from ..lessons import Lesson, load_lessons
 from ..scenario import ScenarioError
+from .classroom import NO_FILES, REAL_OFF, Classroom
 from .runners import Runner
 from .screens.help import HelpScreen
 from .screens.lesson_list import LessonListScreen
@@ -51,22 +52,29 @@ class NagleApp(App[int]):
     BINDINGS: list[BindingType] = [
         Binding("question_mark,f1", "help", "Help", show=True, id="app.help",
                 key_display="?", tooltip="Show every key binding"),
-        Binding("f2", "high_contrast", "Contrast", id="app.high_contrast",
+        Binding("f2", "high_contrast", "Contrast", show=False, id="app.high_contrast",
                 tooltip="Switch the high-contrast theme on or off"),
-        Binding("f3", "projector", "Projector", id="app.projector",
+        Binding("f3", "projector", "Projector", show=False, id="app.projector",
                 tooltip="Projector mode: double row spacing and bolder text"),
-        Binding("ctrl+q", "quit", "Quit", show=True, id="app.quit", tooltip="Quit nagle-sim",
-                priority=True),
+        Binding("ctrl+q", "quit", "Quit", show=False, id="app.quit",
+                tooltip="Quit nagle-sim (also in the palette)", priority=True),
     ]
 
     def __init__(self, *, run_sim: Runner, run_real: Runner | None = None,
                  lessons: Sequence[Lesson] | None = None, lessons_root: Path | None = None,
-                 path: str | None = None, ask_questions: bool = True) -> None:
+                 path: str | None = None, ask_questions: bool = True,
+                 classroom: Classroom | None = None, real_blocker: str = "") -> None:
         super().__init__()
         self.run_sim = run_sim
+        self.classroom = classroom
+        if classroom is not None and not classroom.allow_real:
+            run_real, real_blocker = None, REAL_OFF
         self.run_real = run_real
+        self.real_blocker = real_blocker
+        """Why `r` cannot run here (empty when it can); shown instead of running."""
         self.ask_questions = ask_questions
         self.projector = False
+        self.scores: dict[str, tuple[int, int]] = {}
         self.start_path = path
         self._lessons = list(lessons) if lessons is not None else None
         self._lessons_root = lessons_root
@@ -85,7 +93,10 @@ class NagleApp(App[int]):
         self.register_theme(HIGH_CONTRAST)
         self.push_screen(LessonListScreen())
         if self.start_path is not None:
-            self.push_screen(SandboxScreen(self.start_path))
+            if self.classroom is not None:  # a served session never opens server files
+                self.notify(NO_FILES, severity="warning")
+            else:
+                self.push_screen(SandboxScreen(self.start_path))
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:
@@ -106,8 +117,8 @@ class NagleApp(App[int]):
             if isinstance(screen, RunScreen):
                 screen.set_projector(self.projector)
 
-    def action_sandbox(self, path: str | None = None) -> None:
-        self.push_screen(SandboxScreen(path))
+    def action_sandbox(self) -> None:
+        self.push_screen(SandboxScreen())
 
     # ------------------------------------------------------------------ palette
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
@@ -142,17 +153,18 @@ class NagleApp(App[int]):
             ("Cycle link delay", "0, 1, 10, 40, 200 ms or the scenario's own", "delay"),
             ("Undo what-ifs", "Back to the scenario's own options", "reset_whatif"),
             ("Compressed gaps / linear time", "Switch the ladder's time axis", "compress"),
-            ("Export trace", "Write the trace via nagle_sim.export", "export"),
+            ("Export trace", "SVG ladder and pcap, named after lesson and variant",
+             "export"),
         ]
-        if self.run_real is not None:
-            entries.append(("Run on real sockets", "Measure and overlay the real segments",
-                            "run_real"))
+        entries.append(("Run on real sockets", "Measure and overlay the real segments",
+                        "run_real"))
         for title, help_text, action in entries:
             yield SystemCommand(title, help_text, partial(run, action))
 
 
 def run_app(path: str | None = None, *, run_sim: Runner | None = None,
-            run_real: Runner | None = None) -> int:
+            run_real: Runner | None = None, classroom: Classroom | None = None,
+            real_blocker: str = "") -> int:
     """Run the TUI: the lesson list, or the sandbox on ``path``. Returns an exit code.
 
     The executors are injected (the CLI passes realnet's when it can run here); without
@@ -160,6 +172,7 @@ def run_app(path: str | None = None, *, run_sim: Runner | None = None,
     if run_sim is None:
         from ..sim.driver import run_sim
 
-    app = NagleApp(run_sim=run_sim, run_real=run_real, path=path)
+    app = NagleApp(run_sim=run_sim, run_real=run_real, path=path, classroom=classroom,
+                   real_blocker=real_blocker)
     result = app.run()
     return result if isinstance(result, int) else 0

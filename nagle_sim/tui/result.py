@@ -16,6 +16,10 @@ from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
 from ..trace import Trace
 
+ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "CWND_IDLE"})
+"""Bookkeeping rows no lesson talks about (BBR's cwnd updates, pacing holds, the cwnd
+restart after idle): the app's "normal" detail folds them away; "all" shows them."""
+
 
 def fmt_ms(us: float) -> str:
     """44.0 ms, 0.041 ms: one decimal when it is readable, three below 1 ms."""
@@ -34,7 +38,8 @@ class RunResult:
     _stall_starts: list[int] = field(default_factory=list)
 
     @classmethod
-    def build(cls, scenario: Scenario, trace: Trace) -> RunResult:
+    def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal") -> RunResult:
+        """Rows at ``detail`` (render.rows.DETAIL_LEVELS: wire, normal, all)."""
         bars = sorted(build_bars(trace), key=lambda b: b.start)
         reach: list[int] = []
         top = -1
@@ -42,7 +47,10 @@ class RunResult:
             top = max(top, bar.end)
             reach.append(top)
         summary = summarize(trace)
-        return cls(scenario, trace, build_rows(trace), bars, summary,
+        rows = build_rows(trace, detail)
+        if detail == "normal":
+            rows = [r for r in rows if r.code not in ROUTINE_CODES]
+        return cls(scenario, trace, rows, bars, summary,
                    [b.start for b in bars], reach, [s.start for s in summary.stalls])
 
     def bars_at(self, t: int) -> list[Bar]:

@@ -11,6 +11,7 @@ from typing import Protocol
 from ..lessons import Lesson
 from ..scenario import Scenario
 from ..trace import Trace
+from .classroom import Classroom
 
 Runner = Callable[[Scenario], Trace]
 """Scenario in, finished trace out (the simulator, or realnet on loopback)."""
@@ -21,8 +22,12 @@ class AppServices(Protocol):
 
     run_sim: Runner
     run_real: Runner | None
+    real_blocker: str
+    classroom: Classroom | None
     ask_questions: bool
     projector: bool
+    scores: dict[str, tuple[int, int]]
+    """Per lesson slug: (right answers, questions), shown in the lesson list."""
 
     def lesson_list(self) -> tuple[list[Lesson], str]:
         """The lessons, and a one-line error if loading them failed."""

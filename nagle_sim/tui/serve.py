@@ -1,33 +1,511 @@
-"""Classroom mode: serve the TUI to browsers with textual-serve.
+"""`nagle-sim serve`: the teaching app in browsers, safe to open to a class.
 
-Each browser tab gets its own ``python -m nagle_sim`` process (the lesson list).
-Must not import simpy or realnet.
+Wraps textual-serve (subclassing its `Server` and `AppService`, not replacing them): every
+browser tab gets its own ``python -m nagle_sim tui --classroom`` process, started in its
+own session so it can be killed as a group. On top of textual-serve this module adds a
+per-class access token, a session cap with a "class is full" page, an idle limit, a kill
+after a grace period for app processes that do not quit (a busy simulation), and the end
+of every session on Ctrl-C. Must not import simpy, realnet or textual.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hmac
+import html
+import ipaddress
+import json
+import logging
+import os
+import secrets
 import shlex
+import signal
+import socket
 import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from aiohttp import WSMsgType, web
+from textual_serve.app_service import AppService
+from textual_serve.server import Server
+
+log = logging.getLogger("nagle-sim.serve")
+
+FULL_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>nagle-sim: class is full
+</title><meta http-equiv="refresh" content="20"></head>
+<body style="font-family: sans-serif; background: #12232d; color: #eee; padding: 3em">
+<h1>The class is full</h1><p>All {limit} places of this nagle-sim class are taken.
+This page tries again every 20 seconds; a place frees up when someone closes their tab.</p>
+</body></html>"""
+
+DENIED_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>nagle-sim</title>
+</head><body style="font-family: sans-serif; padding: 3em"><h1>Ask your teacher for the
+link</h1><p>This nagle-sim class needs the full address, including its
+<code>?token=</code> part.</p></body></html>"""
+
+
+@dataclass(slots=True, kw_only=True)
+class ServeOptions:
+    """How `nagle-sim serve` runs (command-line options, validated by the CLI)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    """Required in every URL; None: none needed (only sensible on loopback)."""
+    max_sessions: int = 40
+    idle_s: float = 20 * 60
+    """A session with no key, mouse or resize for this long ends."""
+    allow_real: bool = False
+    real_timeout_s: float = 20.0
+    kill_grace_s: float = 3.0
+    """How long an app process gets to quit before it is killed."""
+    public_url: str | None = None
+    warm: int = 0
+    """App processes started ahead of students (each costs ~1 s of CPU to start and
+    ~50 MiB to keep): a class that arrives at once gets its first screens without
+    queueing behind each other's start-up."""
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(9)
+
+
+def lan_address() -> str:
+    """This machine's address on its default route (no packet is sent: a UDP 'connect'
+    only picks the route); loopback when there is no network."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed anywhere real
+            return str(s.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+def public_base(options: ServeOptions) -> str:
+    """The URL students type (without the token)."""
+    if options.public_url:
+        return options.public_url.rstrip("/")
+    host = options.host
+    if host in ("0.0.0.0", "::", ""):
+        host = lan_address()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{options.port}"
+
+
+def student_url(options: ServeOptions) -> str:
+    base = public_base(options)
+    return f"{base}/?token={options.token}" if options.token else f"{base}/"
+
+
+def app_argv(options: ServeOptions, real_lock: Path | None) -> list[str]:
+    """The per-tab command: the app in classroom mode (no file system, no writes)."""
+    argv = [sys.executable, "-m", "nagle_sim", "tui", "--classroom"]
+    if options.allow_real:
+        argv += ["--allow-real", "--real-timeout", f"{options.real_timeout_s:g}"]
+        if real_lock is not None:
+            argv += ["--real-lock", str(real_lock)]
+    return argv
 
 
 def serve_command() -> str:
-    """The command textual-serve runs per browser session (``nagle-sim`` with no args)."""
-    return f"{shlex.quote(sys.executable)} -m nagle_sim"
+    """The per-tab command as one shell line (for the log)."""
+    return shlex.join(app_argv(ServeOptions(), None))
 
 
-def serve(host: str = "localhost", port: int = 8000, *, public_url: str | None = None) -> None:
-    """Serve nagle-sim on http://host:port until interrupted (Ctrl+C)."""
-    from textual_serve.server import Server
+async def spawn_app(argv: Sequence[str], environment: dict[str, str]
+                    ) -> asyncio.subprocess.Process:
+    """Start one app process: exec, not a shell, so the pid we hold is the app; a new
+    session so that a kill reaches anything it started and the terminal's Ctrl-C reaches
+    only serve."""
+    return await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=environment, start_new_session=True)
 
-    Server(serve_command(), host=host, port=port, title="nagle-sim",
-           public_url=public_url).serve()
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+async def _settled(pid: int, limit_s: float = 20.0) -> None:
+    """Wait until a new app process has finished starting (its CPU time stops growing);
+    where /proc is missing, a fixed pause of about one start-up."""
+    deadline = time.monotonic() + limit_s
+    last = _cpu_ticks(pid)
+    if last is None:
+        await asyncio.sleep(1.5)
+        return
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
+        now = _cpu_ticks(pid)
+        if now is None or (now == last and now > 0):
+            return
+        last = now
+
+
+def kill_group(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+class WarmPool:
+    """App processes started before anyone asks, handed to the next tab that opens.
+
+    A warm app has drawn its first screen at 80×24 into its stdout pipe; the tab that takes
+    it replays that and sends its real size at once. Refilled one process at a time, so
+    warming never competes with a class for more than one core."""
+
+    def __init__(self, argv: Sequence[str], environment: dict[str, str], size: int) -> None:
+        self.argv = list(argv)
+        self.environment = environment
+        self.size = size
+        self.ready: list[asyncio.subprocess.Process] = []
+        self._filling: asyncio.Task[None] | None = None
+        self.room: Any = None
+        """Callable returning how many more processes the class may still use."""
+
+    def take(self) -> asyncio.subprocess.Process | None:
+        while self.ready:
+            process = self.ready.pop(0)
+            if process.returncode is None:
+                self.refill()
+                return process
+        self.refill()
+        return None
+
+    def refill(self) -> None:
+        if self.size and (self._filling is None or self._filling.done()):
+            self._filling = asyncio.create_task(self._fill())
+
+    async def _fill(self) -> None:
+        while len(self.ready) < self.size and (self.room is None or self.room() > 0):
+            process = await spawn_app(self.argv, self.environment)
+            self.ready.append(process)
+            await _settled(process.pid)  # one start-up at a time: warming uses ≤ 1 core
+
+    async def close(self) -> None:
+        if self._filling is not None:
+            self._filling.cancel()
+            with contextlib.suppress(BaseException):
+                await self._filling
+        for process in self.ready:
+            kill_group(process)
+        for process in self.ready:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait(), 5)
+        self.ready.clear()
+
+
+class ClassroomAppService(AppService):
+    """One app process per tab, in its own process group, killed if it will not quit."""
+
+    def __init__(self, argv: Sequence[str], *, kill_grace_s: float, extra_env: dict[str, str],
+                 pool: WarmPool | None = None, **kwargs: Any) -> None:
+        super().__init__(shlex.join(argv), **kwargs)
+        self.argv = list(argv)
+        self.kill_grace_s = kill_grace_s
+        self.extra_env = extra_env
+        self.pool = pool
+        self.last_activity = time.monotonic()
+
+    async def _open_app_process(self, width: int = 80, height: int = 24
+                                ) -> asyncio.subprocess.Process:
+        warm = self.pool.take() if self.pool is not None else None
+        if warm is not None:
+            self._process = process = warm
+        else:
+            environment = self._build_environment(width=width, height=height)
+            environment.update(self.extra_env)
+            self._process = process = await spawn_app(self.argv, environment)
+        assert process.stdin is not None
+        self._stdin = process.stdin
+        if warm is not None:
+            await self.set_terminal_size(width, height)
+        return process
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL the app's process group (idempotent)."""
+        if self._process is not None:
+            kill_group(self._process)
+
+    async def stop(self) -> None:
+        """Ask the app to quit; kill it after the grace period (textual-serve's own stop
+        waits forever for an app whose event loop is busy)."""
+        task = self._task
+        if task is None:
+            self.kill()
+            return
+        self._task = None
+        with contextlib.suppress(Exception):
+            await self._download_manager.cancel_app_downloads(
+                app_service_id=self.app_service_id)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.send_meta({"type": "quit"}), self.kill_grace_s)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), self.kill_grace_s)
+        except TimeoutError:
+            log.warning("app process %s did not quit; killing it", self.pid)
+        self.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, self.kill_grace_s)
+        process = self._process
+        if process is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait(), self.kill_grace_s)
+
+
+class ClassroomServer(Server):
+    """textual-serve's server with a token, a session cap, idle limits and hard stops."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        self._lock_dir: str | None = None
+        real_lock = None
+        if options.allow_real:
+            self._lock_dir = tempfile.mkdtemp(prefix="nagle-sim-serve-")
+            real_lock = Path(self._lock_dir) / "real.lock"
+            real_lock.touch()
+        self.argv = app_argv(options, real_lock)
+        super().__init__(shlex.join(self.argv), host=options.host, port=options.port,
+                         title="nagle-sim", public_url=public_base(options))
+        self.sessions: dict[str, tuple[ClassroomAppService, web.WebSocketResponse]] = {}
+        self._pending = 0
+        environment = AppService._build_environment(
+            cast(AppService, SimpleNamespace(debug=False)), width=80, height=24)
+        environment.update(options.extra_env)
+        self.pool = WarmPool(self.argv, environment, min(options.warm, options.max_sessions))
+        self.pool.room = lambda: (self.options.max_sessions - len(self.sessions)
+                                  - self._pending - len(self.pool.ready))
+
+    # ---------------------------------------------------------------- access
+    def _token_ok(self, given: str | None) -> bool:
+        want = self.options.token
+        if want is None:
+            return True
+        return given is not None and hmac.compare_digest(given.encode(), want.encode())
+
+    def _full(self) -> bool:
+        return len(self.sessions) + self._pending >= self.options.max_sessions
+
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        app.router.add_get("/ws/{token}", self.handle_websocket, name="websocket_token")
+        return app
+
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        if not self._token_ok(request.query.get("token")):
+            return web.Response(status=403, text=DENIED_PAGE, content_type="text/html")
+        if self._full():
+            return web.Response(status=503, content_type="text/html",
+                                text=FULL_PAGE.format(limit=self.options.max_sessions))
+        response: web.StreamResponse = await super().handle_index(request)
+        if self.options.token and isinstance(response, web.Response) and response.text:
+            # the page's script appends ?width=…&height=… to the socket URL, so the token
+            # travels in the path
+            plain = f'"{html.escape(self._ws_url(""))}"'
+            with_token = f'"{html.escape(self._ws_url(self.options.token))}"'
+            if plain not in response.text:  # a textual-serve change we must not paper over
+                raise web.HTTPInternalServerError(text="nagle-sim: unexpected app page")
+            response.text = response.text.replace(plain, with_token)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
+
+    def _ws_url(self, token: str) -> str:
+        base = self.public_url
+        scheme = "wss:" if base.startswith("https") else "ws:"
+        path = f"/ws/{token}" if token else "/ws"
+        return scheme + base.split(":", 1)[1] + path
+
+    # ---------------------------------------------------------------- sessions
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if not self._token_ok(request.match_info.get("token")):
+            raise web.HTTPForbidden(text="nagle-sim: wrong or missing class token")
+        websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=1 << 20)
+        if self._full():
+            await websocket.prepare(request)
+            await websocket.close(code=1013, message=b"the class is full")
+            return websocket
+        self._pending += 1
+        service: ClassroomAppService | None = None
+        try:
+            width = _size(request.query.get("width"), 80)
+            height = _size(request.query.get("height"), 24)
+            await websocket.prepare(request)
+            service = ClassroomAppService(
+                self.argv, kill_grace_s=self.options.kill_grace_s, pool=self.pool,
+                extra_env=self.options.extra_env, write_bytes=websocket.send_bytes,
+                write_str=websocket.send_str, close=websocket.close,
+                download_manager=self.download_manager, debug=self.debug)
+            self.sessions[service.app_service_id] = (service, websocket)
+            self._pending -= 1
+            await service.start(width, height)
+            idle = asyncio.create_task(self._end_when_idle(service, websocket))
+            try:
+                await self._process_messages(websocket, service)
+            finally:
+                idle.cancel()
+        except asyncio.CancelledError:
+            await websocket.close()
+        except Exception as error:  # one tab's failure must not end the class
+            log.warning("session ended: %s", error)
+        finally:
+            if service is None:
+                self._pending -= 1
+            else:
+                self.sessions.pop(service.app_service_id, None)
+                await service.stop()
+            if not websocket.closed:
+                with contextlib.suppress(Exception):
+                    await websocket.close()
+        return websocket
+
+    async def _process_messages(self, websocket: web.WebSocketResponse,
+                                app_service: AppService) -> None:
+        """The browser's messages (as textual-serve reads them), tolerant of junk, and
+        noting activity for the idle limit (pings are not activity)."""
+        assert isinstance(app_service, ClassroomAppService)
+        async for message in websocket:
+            if message.type != WSMsgType.TEXT:
+                continue
+            try:
+                envelope = json.loads(message.data)
+                kind, data = envelope[0], envelope[1]
+            except (ValueError, TypeError, IndexError, KeyError):
+                break
+            if kind == "ping":
+                await websocket.send_json(["pong", data])
+                continue
+            app_service.last_activity = time.monotonic()
+            if kind == "stdin" and isinstance(data, str):
+                await app_service.send_bytes(data.encode("utf-8"))
+            elif kind == "resize" and isinstance(data, dict):
+                await app_service.set_terminal_size(_size(data.get("width"), 80),
+                                                    _size(data.get("height"), 24))
+            elif kind == "blur":
+                await app_service.blur()
+            elif kind == "focus":
+                await app_service.focus()
+
+    async def _end_when_idle(self, service: ClassroomAppService,
+                             websocket: web.WebSocketResponse) -> None:
+        limit = self.options.idle_s
+        while True:
+            left = service.last_activity + limit - time.monotonic()
+            if left <= 0:
+                log.info("session %s idle for %gs: ending it", service.pid, limit)
+                await service.stop()
+                await websocket.close(code=1000, message=b"idle for too long")
+                return
+            await asyncio.sleep(min(left, 30.0))
+
+    async def end_all_sessions(self) -> None:
+        sessions = list(self.sessions.values())
+        self.sessions.clear()
+        for service, _ in sessions:
+            service.kill()  # Ctrl-C on serve: no grace, every app ends now
+        await asyncio.gather(*(service.stop() for service, _ in sessions),
+                             return_exceptions=True)
+        await asyncio.gather(*(ws.close(code=1001, message=b"the class has ended")
+                               for _, ws in sessions), return_exceptions=True)
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        await self.pool.close()
+        await self.end_all_sessions()
+        if self._lock_dir is not None:
+            with contextlib.suppress(OSError):
+                for name in os.listdir(self._lock_dir):
+                    os.unlink(os.path.join(self._lock_dir, name))
+                os.rmdir(self._lock_dir)
+
+    async def on_startup(self, app: web.Application) -> None:
+        announce(self.options, self.console.file)
+        self.pool.refill()
+
+    def initialize_logging(self) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+
+def _size(value: object, default: int) -> int:
+    """A terminal dimension from the browser, clamped (a tab cannot ask for 10⁹ columns)."""
+    try:
+        number = int(str(value))
+    except ValueError:
+        return default
+    return max(10, min(number, 500))
+
+
+def announce(options: ServeOptions, out: Any) -> None:
+    """Print where the class is, with a QR code of the student URL when opened to a class."""
+    url = student_url(options)
+    lines = [f"nagle-sim classroom: {url}"]
+    if is_loopback(options.host):
+        lines.append("  only this machine can connect (use --host 0.0.0.0 to open it to a "
+                     "class)")
+    else:
+        lines.append("  give students this URL (the token is the class's key)")
+    lines.append(f"  at most {options.max_sessions} sessions; idle ones end after "
+                 f"{options.idle_s / 60:g} min; real-socket runs "
+                 + ("allowed, one at a time" if options.allow_real else "off"))
+    if options.warm:
+        lines.append(f"  starting {min(options.warm, options.max_sessions)} app processes "
+                     "ahead of the students (--warm)")
+    lines.append("  Ctrl-C ends the class (every session)")
+    out.write("\n".join(lines) + "\n")
+    if not is_loopback(options.host):
+        try:
+            import segno
+        except ImportError:  # pragma: no cover - segno is a dependency
+            return
+        segno.make(url, error="l").terminal(out=out, compact=True)
+    out.flush()
+
+
+def serve(options: ServeOptions) -> None:
+    """Serve until interrupted (Ctrl-C or SIGTERM end every session)."""
+    ClassroomServer(options).serve()
 
 
 if __name__ == "__main__":  # lets tests start the server without the CLI
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="localhost")
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args()
-    serve(args.host, args.port)
+    parser.add_argument("--token")
+    parser.add_argument("--max-sessions", type=int, default=40)
+    parser.add_argument("--idle-s", type=float, default=20 * 60)
+    parser.add_argument("--kill-grace-s", type=float, default=3.0)
+    parser.add_argument("--allow-real", action="store_true")
+    parser.add_argument("--warm", type=int, default=0)
+    cli = parser.parse_args()
+    serve(ServeOptions(host=cli.host, port=cli.port, token=cli.token,
+                       max_sessions=cli.max_sessions, idle_s=cli.idle_s,
+                       kill_grace_s=cli.kill_grace_s, allow_real=cli.allow_real,
+                       warm=cli.warm))

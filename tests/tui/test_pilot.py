@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-import types
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -52,13 +51,22 @@ async def _open_first_lesson(pilot) -> Ladder:  # type: ignore[no-untyped-def]
 
 async def test_enter_opens_the_lesson_with_prose_and_a_ladder(make_app: MakeApp) -> None:
     """Lesson 01: the lesson screen shows prose beside a simulated ladder."""
-    app = make_app()
+    app = make_app(ask_questions=False)
     async with app.run_test(size=(100, 30)) as pilot:
         ladder = await _open_first_lesson(pilot)
         assert ladder.rows and ladder.cursor == 0
         assert app.screen.query_one(Markdown)
         latency = re.search(r"per-request latency ([\d.]+) ms", _text(app, "#diff"))
         assert latency and float(latency.group(1)) > 30, "the delayed-ACK stall shows"
+
+
+async def test_with_a_question_pending_the_summary_waits(make_app: MakeApp) -> None:
+    """Predict first: the run's summary (its latency) is not shown before the answer."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        assert "latency" not in _text(app, "#diff")
+        assert "shown up to" in _text(app, "#diff")
 
 
 async def test_arrows_step_forward_and_back_home_and_end(make_app: MakeApp) -> None:
@@ -85,7 +93,7 @@ async def test_n_jumps_to_the_stall_and_explains_what_is_held(make_app: MakeApp)
         await pilot.press("n")
         row = ladder.current_row
         assert row is not None and row.kind is RowKind.HOLD and row.code == "NAGLE_HOLD"
-        explain = str(app.screen.query_one(ExplainPanel).render())
+        explain = str(app.screen.query_one(ExplainPanel).body.render())
         assert "Nagle" in explain and "delayed ACK" in explain
         first = ladder.cursor
         await pilot.press("n")
@@ -213,13 +221,15 @@ async def test_an_impossible_what_if_is_an_error_not_a_crash(make_app: MakeApp) 
         assert ladder.rows and ladder.rows is not rows
 
 
-async def test_real_run_is_offered_only_when_a_runner_is_injected(make_app: MakeApp) -> None:
-    app = make_app(ask_questions=False)
+async def test_r_without_a_real_runner_says_why_and_runs_nothing(make_app: MakeApp) -> None:
+    """Without realnet here, r explains itself instead of drawing an empty capture."""
+    app = make_app(ask_questions=False, real_blocker="real-socket runs need Linux")
     async with app.run_test(size=(100, 30)) as pilot:
-        await _open_first_lesson(pilot)
-        assert app.screen.check_action("run_real", ()) is False
-        titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert "Run on real sockets" not in titles
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert "need Linux" in _text(app, "#diff")
+        assert ladder.overlay("measured") is None
 
 
 async def test_real_run_overlays_measured_segments_with_the_time_difference(
@@ -238,48 +248,29 @@ async def test_real_run_overlays_measured_segments_with_the_time_difference(
         assert ladder.overlay("measured")
         while ladder.current_row is not None and ladder.current_row.segment is None:
             await pilot.press("right")
-        explain = str(app.screen.query_one(ExplainPanel).render())
+        explain = str(app.screen.query_one(ExplainPanel).body.render())
         assert "Δ +0.120 ms" in explain
 
 
-async def test_export_without_the_module_says_so(make_app: MakeApp,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import nagle_sim
-
-    # Hide the package even after another test imported it: `from .. import export`
-    # would otherwise find the attribute on the parent package.
-    monkeypatch.setitem(sys.modules, "nagle_sim.export", None)
-    monkeypatch.delattr(nagle_sim, "export", raising=False)
-    app = make_app(ask_questions=False)
-    notes = _record_notes(app)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await _open_first_lesson(pilot)
-        await pilot.press("e")
-        await settle(pilot)
-        assert any("not available" in n for n in notes)
-
-
-async def test_export_calls_export_default_and_lists_the_paths(
+async def test_export_writes_lesson_and_variant_named_files_in_the_current_directory(
         make_app: MakeApp, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    calls = []
-    module = types.ModuleType("nagle_sim.export")
-
-    def export_default(trace, scenario_path):  # type: ignore[no-untyped-def]
-        calls.append(scenario_path)
-        return [tmp_path / "out.svg"]
-
-    module.export_default = export_default  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "nagle_sim.export", module)
-    import nagle_sim
-    monkeypatch.setattr(nagle_sim, "export", module, raising=False)
+    """e writes <lesson>-<variant>.svg/.pcap where the user is, never beside the lesson."""
+    monkeypatch.chdir(tmp_path)
     app = make_app(ask_questions=False)
     notes = _record_notes(app)
     async with app.run_test(size=(100, 30)) as pilot:
         await _open_first_lesson(pilot)
         await pilot.press("e")
         await settle(pilot)
-        assert calls and calls[0].name == "scenario.toml"
-        assert any("out.svg" in n for n in notes)
+        await pilot.press("d")
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["01-tiny-client-nodelay.pcap", "01-tiny-client-nodelay.svg",
+                     "01-tiny.pcap", "01-tiny.svg"]
+    assert (tmp_path / "01-tiny.svg").read_text("utf-8").startswith("<")
+    assert any("01-tiny.svg" in n for n in notes)
 
 
 async def test_help_lists_every_binding(make_app: MakeApp) -> None:
@@ -289,8 +280,8 @@ async def test_help_lists_every_binding(make_app: MakeApp) -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        text = app.screen.query_one(Markdown).source
-        for needle in ("Next stall", "NODELAY", "Play/Pause", "Contrast", "Projector"):
+        text = app.screen.source
+        for needle in ("next stall", "NODELAY", "Play", "Contrast", "Projector"):
             assert needle in text
         await pilot.press("escape")
         assert isinstance(app.screen, LessonScreen)
@@ -366,3 +357,71 @@ def test_the_tui_imports_neither_simpy_nor_realnet() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def test_a_skipped_question_can_be_reopened_and_the_list_shows_the_score(
+        make_app: MakeApp) -> None:
+    """Issue 12: Esc skips; q lists the questions and reopens the skipped one; the lesson
+    list shows the score."""
+    from nagle_sim.tui.screens.lesson_list import LessonListScreen
+    from nagle_sim.tui.screens.questions import QuestionsScreen
+
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.press("end")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("escape")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen) and screen.asked == {0}
+        assert screen.answers == {}
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionsScreen)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("2", "enter")
+        await settle(pilot)
+        assert screen.answers == {0: 1}
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, LessonListScreen)
+        first = app.screen.query_one("#lessons").get_option_at_index(0).prompt
+        assert "1/1 right" in str(first)
+
+
+async def test_v_cycles_the_detail_level_like_the_cli(make_app: MakeApp) -> None:
+    """Issue 12: routine rows fold away under a detail level (wire < normal < all)."""
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        normal = len(ladder.rows)
+        await pilot.press("v")
+        await pilot.pause()
+        assert app.screen.detail == "all" and len(ladder.rows) >= normal
+        await pilot.press("v")
+        await pilot.pause()
+        assert app.screen.detail == "wire" and len(ladder.rows) < normal
+        assert all(r.kind in (RowKind.SEGMENT, RowKind.OP) for r in ladder.rows)
+        assert all(r.explain for r in ladder.rows)
+
+
+async def test_an_empty_capture_is_a_failed_real_run_not_zero_segments(
+        make_app: MakeApp, sim: Callable) -> None:  # type: ignore[type-arg]
+    """Issue 12: never "segments 67 → 0" from a capture that saw nothing."""
+    def empty_real(scenario):  # type: ignore[no-untyped-def]
+        trace = sim(scenario)
+        trace.source = "realnet"
+        trace.segments = []
+        return trace
+
+    app = make_app(ask_questions=False, run_real=empty_real)
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert "real run failed" in _text(app, "#diff")
+        assert ladder.overlay("measured") is None

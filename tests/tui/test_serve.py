@@ -1,15 +1,213 @@
-"""Classroom mode: textual-serve answers HTTP on a free localhost port."""
+"""`nagle-sim serve`: token, session cap, idle limit, killing app processes, Ctrl-C.
+
+The server runs in-process on aiohttp's test server; app processes are small Python
+stand-ins (a well-behaved one that quits when asked, a busy one that never reads stdin)
+except in the end-to-end test, which starts the real command and its real app.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 
-from nagle_sim.tui.serve import serve_command
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from nagle_sim.tui.serve import ClassroomServer, ServeOptions, app_argv, student_url
+
+READY = "import sys; sys.stdout.write('__GANGLION__\\n'); sys.stdout.flush(); "
+POLITE = [sys.executable, "-c", READY + "sys.stdin.buffer.read()"]
+"""Quits when stdin closes (textual-serve's quit message is ignored, the pipe isn't)."""
+BUSY = [sys.executable, "-c", READY + "import signal; signal.signal(signal.SIGTERM, "
+        "signal.SIG_IGN)\nwhile True: pass"]
+"""An app stuck in an endless simulation: never reads stdin, ignores SIGTERM."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes (its parent reaps it)
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return not _alive(pid)
+
+
+async def _client(options: ServeOptions, argv: list[str]) -> tuple[ClassroomServer,
+                                                                    TestClient]:
+    server = ClassroomServer(options)
+    server.argv = argv
+    client = TestClient(TestServer(await server._make_app()))
+    await client.start_server()
+    return server, client
+
+
+@pytest.fixture
+async def polite() -> AsyncIterator[tuple[ClassroomServer, TestClient]]:
+    server, client = await _client(ServeOptions(token="class-token-1", max_sessions=2,
+                                                kill_grace_s=0.5), POLITE)
+    yield server, client
+    await client.close()
+
+
+async def _wait_sessions(server: ClassroomServer, n: int) -> None:
+    for _ in range(200):
+        if len(server.sessions) == n and all(s.pid for s, _ in server.sessions.values()):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"expected {n} sessions, have {len(server.sessions)}")
+
+
+async def test_the_index_and_the_socket_need_the_class_token(polite) -> None:  # type: ignore[no-untyped-def]
+    """Issue 8: without the token nobody gets the page or an app process."""
+    server, client = polite
+    assert (await client.get("/")).status == 403
+    assert (await client.get("/?token=wrong-token")).status == 403
+    for path in ("/ws", "/ws/wrong-token"):
+        with pytest.raises(aiohttp.WSServerHandshakeError):
+            await client.ws_connect(path)
+    assert server.sessions == {}
+    page = await client.get("/?token=class-token-1")
+    assert page.status == 200
+    body = await page.text()
+    assert re.search(r'data-session-websocket-url="ws://[^"]+/ws/class-token-1"', body)
+
+
+async def test_a_full_class_gets_a_friendly_page(polite) -> None:  # type: ignore[no-untyped-def]
+    """Issue 8: --max-sessions; the next student sees "class is full", not an error."""
+    server, client = polite
+    first = await client.ws_connect("/ws/class-token-1?width=80&height=24")
+    second = await client.ws_connect("/ws/class-token-1")
+    await _wait_sessions(server, 2)
+    page = await client.get("/?token=class-token-1")
+    assert page.status == 503
+    assert "class is full" in (await page.text()).lower()
+    third = await client.ws_connect("/ws/class-token-1")
+    message = await third.receive(timeout=5)
+    assert message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    assert third.close_code == 1013
+    assert len(server.sessions) == 2
+    await first.close()
+    await second.close()
+    for _ in range(100):
+        if not server.sessions:
+            break
+        await asyncio.sleep(0.05)
+    assert (await client.get("/?token=class-token-1")).status == 200
+
+
+async def test_closing_a_busy_tab_kills_its_app_process() -> None:
+    """Issue 8: a tab that ran an endless scenario leaves no process at 80 % CPU."""
+    server, client = await _client(ServeOptions(kill_grace_s=0.5), BUSY)
+    try:
+        ws = await client.ws_connect("/ws")
+        await _wait_sessions(server, 1)
+        (service, _), = server.sessions.values()
+        pid = service.pid
+        assert pid is not None and _alive(pid)
+        await ws.close()
+        assert await _gone(pid, within=5.0)
+    finally:
+        await client.close()
+
+
+async def test_a_warm_process_serves_the_next_tab_and_is_replaced() -> None:
+    """Issue 8: processes started ahead of the class serve the first tabs at once."""
+    server, client = await _client(ServeOptions(warm=1, kill_grace_s=0.3), POLITE)
+    try:
+        server.pool.refill()
+        for _ in range(200):
+            if server.pool.ready:
+                break
+            await asyncio.sleep(0.02)
+        warm_pid = server.pool.ready[0].pid
+        ws = await client.ws_connect("/ws")
+        await _wait_sessions(server, 1)
+        (service, _), = server.sessions.values()
+        assert service.pid == warm_pid
+        for _ in range(200):
+            if server.pool.ready:
+                break
+            await asyncio.sleep(0.02)
+        assert server.pool.ready and server.pool.ready[0].pid != warm_pid
+        spare = server.pool.ready[0].pid
+        await ws.close()
+        await client.server.close()
+        assert await _gone(warm_pid, within=5.0) and await _gone(spare, within=5.0)
+    finally:
+        await client.close()
+
+
+async def test_an_idle_session_ends() -> None:
+    server, client = await _client(ServeOptions(idle_s=0.3, kill_grace_s=0.3), POLITE)
+    try:
+        ws = await client.ws_connect("/ws")
+        await _wait_sessions(server, 1)
+        (service, _), = server.sessions.values()
+        pid = service.pid
+        assert pid is not None
+        message = await ws.receive(timeout=10)
+        assert message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+        assert await _gone(pid, within=5.0)
+    finally:
+        await client.close()
+
+
+async def test_junk_from_a_browser_ends_only_that_session(polite) -> None:  # type: ignore[no-untyped-def]
+    server, client = polite
+    ws = await client.ws_connect("/ws/class-token-1")
+    await _wait_sessions(server, 1)
+    await ws.send_str("[[[[not json")
+    message = await ws.receive(timeout=5)
+    assert message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    assert (await client.get("/?token=class-token-1")).status == 200
+
+
+async def test_shutdown_ends_every_session_even_busy_ones() -> None:
+    """Issue 8: Ctrl-C on serve (the app's shutdown) ends every app process."""
+    server, client = await _client(ServeOptions(kill_grace_s=5.0), BUSY)
+    sockets = [await client.ws_connect("/ws") for _ in range(3)]
+    await _wait_sessions(server, 3)
+    pids = [s.pid for s, _ in server.sessions.values()]
+    started = time.monotonic()
+    await client.server.close()  # the server's shutdown, as after Ctrl-C
+    assert time.monotonic() - started < 4.0  # killed at once, not after the grace
+    for pid in pids:
+        assert pid is not None and await _gone(pid, within=3.0)
+    for ws in sockets:
+        assert ws.closed or (await ws.receive(timeout=5)).type in (
+            aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    await client.close()
+
+
+def test_a_class_url_carries_the_token_and_the_app_runs_in_classroom_mode() -> None:
+    options = ServeOptions(host="192.0.2.7", port=8123, token="abcdefgh12")
+    assert student_url(options) == "http://192.0.2.7:8123/?token=abcdefgh12"
+    argv = app_argv(options, None)
+    assert argv[-2:] == ["tui", "--classroom"] and "--allow-real" not in argv
+    assert "--allow-real" in app_argv(ServeOptions(allow_real=True), None)
 
 
 def _free_port() -> int:
@@ -18,36 +216,58 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_serve_runs_nagle_sim_without_arguments() -> None:
-    assert serve_command().endswith("-m nagle_sim")
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+    return [int(a) for a, b in (line.split() for line in out.splitlines()) if int(b) == pid]
 
 
-def test_serve_answers_http_with_the_app_page() -> None:
+@pytest.mark.slow
+def test_serve_end_to_end_first_screen_then_ctrl_c_ends_everything() -> None:
+    """The real command on loopback: the page, the app's first screen over the socket, and
+    SIGINT ending serve and its app process."""
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nagle_sim.tui.serve", "--host", "127.0.0.1",
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "nagle_sim", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        body = ""
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        body = ""
+        while time.monotonic() < deadline and not body:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as rsp:
-                    assert rsp.status == 200
-                    body = rsp.read().decode("utf-8", "replace")
-                    break
+                    body = rsp.read().decode()
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if proc.poll() is not None:
-                    break
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
                 time.sleep(0.2)
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         assert "nagle-sim" in body
-        assert "textual" in body.lower()
+
+        async def first_screen() -> bytes:
+            async with aiohttp.ClientSession() as session, session.ws_connect(
+                    f"ws://127.0.0.1:{port}/ws?width=100&height=30") as ws:
+                got = b""
+                while b"Pick a lesson" not in got:
+                    message = await ws.receive(timeout=20)
+                    assert message.type == aiohttp.WSMsgType.BINARY, message
+                    got += message.data
+                assert _children(proc.pid)
+                proc.send_signal(signal.SIGINT)
+                return got
+
+        assert b"Pick a lesson" in asyncio.run(first_screen())
+        assert proc.wait(timeout=15) == 0
+        assert _children(proc.pid) == []
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_a_port_in_use_is_one_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "nagle_sim", "serve", "--port", str(port),
+                               "--warm", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "cannot listen" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,25 +1,27 @@
-"""Help: every key binding of the app and of the screen underneath, with its tooltip.
+"""Help: the legend, then every key binding of the app and of the screen underneath.
 
-Generated from the BINDINGS themselves, so it cannot drift. No simpy, no realnet.
+Generated from the BINDINGS themselves, so it cannot drift. Drawn as styled text in one
+Static (Markdown or rich tables took 0.5-2 s to lay out; help must open in < 150 ms).
+No simpy, no realnet.
 """
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Markdown
+from textual.screen import Screen
+from textual.widgets import Static
 
-INTRO = """\
-# nagle-sim keys
+from ..palette import legend_text
 
-The ladder shows **client | wire | server** with time flowing down. Arrows are segments
-(`P. 1:7(6)` = flags, sequence range, length). Coloured bars beside an axis are periods
-when that side held something back: **yellow** = data held (Nagle, cork, MSG_MORE),
-**red** = a delayed ACK waiting. `┄` arrows are measured on real sockets, faint ones are
-the previous run (ghost). `+44.0ms` marks a compressed gap.
-"""
+INTRO = (
+    "The ladder shows client | wire | server with time flowing down. Arrows are segments "
+    "(P. 1:7(6) = flags, sequence range, length); bars beside an axis are periods when "
+    "that side held something back. Each colour means what it means in the SVG/PNG "
+    "exports:\n"
+)
 
 
 def _key(binding: Binding) -> str:
@@ -30,18 +32,24 @@ def _key(binding: Binding) -> str:
     return " / ".join(names.get(k, k) for k in binding.key.split(","))
 
 
-def binding_table(title: str, bindings: list[BindingType]) -> str:
-    lines = [f"## {title}", "", "| key | action | what it does |", "|---|---|---|"]
+def binding_table(title: str, bindings: list[BindingType]) -> Text:
+    """One section of keys as plain styled lines (a rich Table here cost ~0.5 s to lay
+    out; help must open in < 150 ms)."""
+    text = Text()
+    text.append(f"\n{title}\n", style="bold underline")
     for b in bindings:
-        if not isinstance(b, Binding):
-            continue
-        tip = (b.tooltip or "").replace("|", "\\|")
-        lines.append(f"| `{_key(b)}` | {b.description} | {tip} |")
-    return "\n".join(lines) + "\n"
+        if isinstance(b, Binding):
+            text.append(f"{_key(b):>12} ", style="bold")
+            text.append(f"{b.description:<16}")
+            text.append(f" {b.tooltip or ''}\n", style="dim")
+    return text
 
 
-class HelpScreen(ModalScreen[None]):
-    """All bindings, generated from the classes' BINDINGS."""
+class HelpScreen(Screen[None]):
+    """The legend and all bindings, generated from the classes' BINDINGS.
+
+    A full screen, not a modal: drawing the dimmed screen underneath cost most of the
+    time help took to open."""
 
     BINDINGS: list[BindingType] = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close",
@@ -49,9 +57,9 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
+    HelpScreen { align: center top; }
     HelpScreen > VerticalScroll {
-        width: 95%; max-width: 120; height: 90%; border: thick $accent;
+        width: 100%; max-width: 120; height: 100%; border: thick $accent;
         background: $surface; padding: 0 1;
     }
     """
@@ -61,7 +69,7 @@ class HelpScreen(ModalScreen[None]):
         self.underneath = underneath
 
     def compose(self) -> ComposeResult:
-        parts = [INTRO]
+        parts: list[Text] = []
         screen = self.underneath
         if screen is not None:
             seen: list[BindingType] = []
@@ -75,9 +83,18 @@ class HelpScreen(ModalScreen[None]):
                 b for b in _ladder_bindings() if isinstance(b, Binding)]
             parts.append(binding_table("Ladder (when focused)", list(ladder_bindings)))
         parts.append(binding_table("Everywhere", list(type(self.app).BINDINGS)))
-        parts.append("Press **ctrl+p** for the command palette (every main action is there).")
+        self.source = "\n".join(t.plain for t in parts)
+        """Plain text of every key table."""
+        legend = Text()
+        legend.append("Legend\n\n", style="bold")
+        legend.append(INTRO)
+        legend.append_text(legend_text())
+        keys = Text("\n").join(parts)
+        keys.append("\nPress ctrl+p for the command palette (every main action is there).",
+                    style="italic")
         with VerticalScroll():
-            yield Markdown("\n".join(parts))
+            yield Static(legend, id="legend")
+            yield Static(keys, id="keys")
 
 
 def _ladder_bindings() -> list[BindingType]:

@@ -6,11 +6,15 @@ move waits until the student has answered. No simpy, no realnet.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown
+from textual.widgets import Markdown, Static
 
-from ...lessons import Lesson, Question
+from ...lessons import Lesson, Question, Variant, variants
+from ...model.events import Side
+from ..whatif import Knob
 from ..widgets.ladder import Ladder
 from .question import QuestionScreen
 from .run import RunScreen
@@ -18,6 +22,22 @@ from .run import RunScreen
 
 class LessonScreen(RunScreen):
     """Prose | ladder, explanation, what-if bar."""
+
+    BINDINGS: list[BindingType] = [
+        Binding("q", "questions", "Questions", show=False, id="lesson.questions",
+                tooltip="List the lesson's questions; reopen one you skipped or answered"),
+        Binding("s", "sandbox_copy", "Sandbox", show=False, id="lesson.sandbox",
+                tooltip="Edit this lesson's scenario in the sandbox (a copy in memory)"),
+        Binding("1", "variant(0)", "What-ifs", show=True, key_display="1-9",
+                id="lesson.variant-1", tooltip="The lesson's what-ifs (listed above the prose): "
+                "press a number to switch one on or off"),
+        *(Binding(str(n), f"variant({n - 1})", f"What-if {n}", show=False,
+                  id=f"lesson.variant-{n}", tooltip=f"Switch the lesson's what-if {n}")
+          for n in range(2, 10)),
+        # the lesson's own what-ifs replace the generic NODELAY key in the footer
+        Binding("d", "flip('client','nodelay')", "NODELAY", show=False, id="lesson.nodelay",
+                tooltip="What if the client set TCP_NODELAY?"),
+    ]
 
     def __init__(self, lesson: Lesson) -> None:
         toml = lesson.path / "scenario.toml"
@@ -29,43 +49,130 @@ class LessonScreen(RunScreen):
         super().__init__(text=text, where=str(toml), title=lesson.title, scenario_path=toml,
                          error=error)
         self.lesson = lesson
+        self.export_name = lesson.slug
+        self.variants: list[Variant] = variants(lesson)
         self.asked: set[int] = set()
+        """Questions behind the student (answered or skipped with Esc)."""
         self.answers: dict[int, int] = {}
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
-            yield Markdown(self.lesson.prose, id="prose")
+            yield Static(self.variants_text(), id="variants")
+            yield Markdown(self.lesson.visible_prose(self.done()), id="prose")
+
+    def variants_text(self) -> Text:
+        text = Text("What-ifs: ", style="bold")
+        if not self.variants:
+            text.append("none in this lesson (the keys in help still work)", style="dim")
+        scripts = 0
+        for i, variant in enumerate(self.variants[:9]):
+            on = self._variant_on(variant)
+            label = variant.label
+            if "script:" in label and self.current_horizon() is not None:
+                # a script spells out writes and reads: shown after the predictions
+                scripts += 1
+                label = f"another script ({scripts}), shown after the questions"
+            text.append(f"\n {i + 1} ", style="reverse" if on else "bold")
+            text.append(" " + label, style="bold" if on else "")
+        return text
+
+    def _variant_on(self, variant: Variant) -> bool:
+        if variant.overrides:
+            return self.extra == variant.overrides
+        side, _, option = variant.toggle.partition(".")
+        if self.whatif is None or self.base_whatif is None:
+            return False
+        return getattr(self.whatif.side(Side(side)), option) != \
+            getattr((self.extra_whatif or self.base_whatif).side(Side(side)), option)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "variant":
+            index = parameters[0] if parameters else 0
+            return isinstance(index, int) and index < len(self.variants)
+        return super().check_action(action, parameters)
+
+    def action_variant(self, index: int) -> None:
+        if not 0 <= index < len(self.variants):
+            return
+        variant = self.variants[index]
+        if variant.overrides:
+            self.set_variant(() if self.extra == variant.overrides else variant.overrides)
+        else:
+            side, _, option = variant.toggle.partition(".")
+            self.action_flip(side, Knob(option).value)
+
+    def on_result(self, result: object) -> None:
+        self.query_one("#variants", Static).update(self.variants_text())
+
+    def done(self) -> int:
+        """How many questions, in time order, are behind the student (answered or
+        skipped): the reveals of lesson.md up to that count are shown."""
+        count = 0
+        while count in self.asked:
+            count += 1
+        return count if self.services.ask_questions else len(self.lesson.questions)
+
+    def pending(self) -> tuple[int, Question] | None:
+        """The next question not yet asked (questions are sorted by ``at_ms``)."""
+        if not self.services.ask_questions:
+            return None
+        for number, q in enumerate(self.lesson.questions):
+            if number not in self.asked:
+                return number, q
+        return None
+
+    def current_horizon(self) -> int | None:
+        pending = self.pending()
+        return None if pending is None else round(pending[1].at_ms * 1000)
+
+    def record_score(self) -> None:
+        """The lesson list shows right answers / questions for each lesson."""
+        right = sum(1 for n, c in self.answers.items() if c == self.lesson.questions[n].answer)
+        self.services.scores[self.lesson.slug] = (right, len(self.lesson.questions))
+
+    def action_questions(self) -> None:
+        from .questions import QuestionsScreen
+
+        def chosen(number: int | None) -> None:
+            if number is not None and number in self.asked:
+                self.ask(number, self.lesson.questions[number])
+
+        self.app.push_screen(QuestionsScreen(self.lesson.questions, self.asked,
+                                             self.answers), chosen)
+
+    def action_sandbox_copy(self) -> None:
+        from .sandbox import SandboxScreen  # the sandbox imports this module's siblings
+        if self.text is not None:
+            self.app.push_screen(SandboxScreen(text=self.text, name=self.lesson.slug))
 
     def move_to(self, index: int) -> None:
         ladder = self.query_one(Ladder)
-        if not ladder.rows:
+        pending = self.pending()
+        last = len(ladder.rows) - 1
+        at_end = self.result is not None and last == len(self.result.rows) - 1
+        if pending is not None and self.result is not None and (
+                index > last or (at_end and index >= last)):
+            # the move would pass the pending question's time: ask first
+            if ladder.rows:
+                ladder.cursor = len(ladder.rows) - 1
+            self.ask(*pending, then=index)
             return
-        index = ladder.validate_cursor(index)
-        question = self._question_between(ladder, ladder.cursor, index)
-        if question is None:
-            ladder.cursor = index
-            return
-        number, q = question
-        self.asked.add(number)
+        if ladder.rows:
+            ladder.cursor = ladder.validate_cursor(index)
+
+    def ask(self, number: int, question: Question, then: int | None = None) -> None:
         self.pause()
 
         def answered(choice: int | None) -> None:
+            self.asked.add(number)
             if choice is not None:
                 self.answers[number] = choice
-            self.move_to(index)
+            self.record_score()
+            self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))
+            self.query_one("#variants", Static).update(self.variants_text())
+            self.refresh_view()
+            if then is not None:
+                self.move_to(then)
 
-        self.app.push_screen(QuestionScreen(q, number=number + 1,
+        self.app.push_screen(QuestionScreen(question, number=number + 1,
                                             total=len(self.lesson.questions)), answered)
-
-    def _question_between(self, ladder: Ladder, old: int, new: int
-                          ) -> tuple[int, Question] | None:
-        if new <= old or not self.services.ask_questions:
-            return None
-        before, after = ladder.rows[old].t, ladder.rows[new].t
-        for number, q in enumerate(self.lesson.questions):
-            at = round(q.at_ms * 1000)
-            if number not in self.asked and before < at <= after:
-                return number, q
-            if number not in self.asked and old == 0 and at <= before:
-                return number, q
-        return None

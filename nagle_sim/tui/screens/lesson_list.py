@@ -31,6 +31,10 @@ class LessonListScreen(Screen[None]):
         super().__init__()
         self.lessons: list[Lesson] = []
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # a served session never browses the server's files
+        return not (action == "open" and cast(AppServices, self.app).classroom is not None)
+
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("Pick a lesson (Enter), or press s for the sandbox.", id="intro")
@@ -41,21 +45,40 @@ class LessonListScreen(Screen[None]):
         self.sub_title = "lessons"
         lessons, error = cast(AppServices, self.app).lesson_list()
         self.lessons = lessons
-        options = self.query_one(OptionList)
-        for i, lesson in enumerate(lessons):
-            text = Text()
-            text.append(lesson.title, style="bold")
-            if lesson.summary:
-                text.append("\n" + lesson.summary, style="dim")
-            options.add_option(Option(text, id=f"lesson-{i}"))
+        self.fill()
         if error:
-            self.query_one("#intro", Static).update(f"[b red]error:[/] {error}")
+            self.query_one("#intro", Static).update(Text.assemble(("error: ", "bold red"),
+                                                                  error))
         elif not lessons:
             self.query_one("#intro", Static).update(
                 "No lessons found. Press s for the sandbox or o to open a scenario file.")
+        options = self.query_one(OptionList)
         if lessons:
             options.highlighted = 0
         options.focus()
+
+    def fill(self) -> None:
+        """(Re)build the list: title, score so far, summary."""
+        options = self.query_one(OptionList)
+        keep = options.highlighted
+        options.clear_options()
+        scores = cast(AppServices, self.app).scores
+        for i, lesson in enumerate(self.lessons):
+            text = Text()
+            text.append(lesson.title, style="bold")
+            if lesson.slug in scores:
+                right, total = scores[lesson.slug]
+                text.append(f"   {right}/{total} right",
+                            style="bold green" if right == total else "bold yellow")
+            if lesson.summary:
+                text.append("\n" + lesson.summary, style="dim")
+            options.add_option(Option(text, id=f"lesson-{i}"))
+        if keep is not None and self.lessons:
+            options.highlighted = min(keep, len(self.lessons) - 1)
+
+    def on_screen_resume(self) -> None:
+        if self.lessons:
+            self.fill()
 
     @on(OptionList.OptionSelected)
     def _selected(self, event: OptionList.OptionSelected) -> None:
@@ -68,6 +91,9 @@ class LessonListScreen(Screen[None]):
         self.app.push_screen(SandboxScreen())
 
     def action_open(self) -> None:
+        if cast(AppServices, self.app).classroom is not None:
+            return
+
         def opened(path: str | None) -> None:
             if path:
                 self.app.push_screen(SandboxScreen(path))

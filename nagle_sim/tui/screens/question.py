@@ -5,10 +5,11 @@ No simpy, no realnet.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -28,9 +29,9 @@ class QuestionScreen(ModalScreen[int | None]):
 
     DEFAULT_CSS = """
     QuestionScreen { align: center middle; }
-    QuestionScreen > Vertical {
-        width: 80%; max-width: 90; height: auto; max-height: 90%;
-        border: thick $accent; background: $surface; padding: 1 2;
+    QuestionScreen > VerticalScroll {
+        width: 90%; max-width: 96; height: auto; max-height: 100%;
+        border: thick $accent; background: $surface; padding: 0 1;
     }
     QuestionScreen Button { width: 100%; margin-top: 1; }
     QuestionScreen #verdict { margin-top: 1; }
@@ -44,13 +45,16 @@ class QuestionScreen(ModalScreen[int | None]):
         self.choice: int | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(f"[b]Predict ({self.number}/{self.total}):[/] {self.question.prompt}",
-                         id="prompt")
+        # compact buttons and a scroll area: prompt, choices, verdict and explanation stay
+        # readable at 80x24 (up/down or the mouse scroll the rest)
+        with VerticalScroll():
+            # lesson text is never read as markup
+            yield Static(Text.assemble((f"Predict ({self.number}/{self.total}): ", "bold"),
+                                       self.question.prompt), id="prompt")
             for i, text in enumerate(self.question.choices):
-                yield Button(f"{i + 1}. {text}", id=f"choice-{i}")
+                yield Button(Text(f"{i + 1}. {text}"), id=f"choice-{i}", compact=True)
             yield Static("", id="verdict")
-            yield Button("Continue ⏎", id="continue", variant="primary")
+            yield Button("Continue ⏎", id="continue", variant="primary", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#continue").display = False
@@ -69,10 +73,12 @@ class QuestionScreen(ModalScreen[int | None]):
         self.choice = index
         right = index == self.question.answer
         correct = self.question.choices[self.question.answer]
-        verdict = ("[b green]Right.[/] " if right
-                   else f"[b red]Not quite[/] — the answer is {self.question.answer + 1}. "
-                        f"{correct}. ")
-        self.query_one("#verdict", Static).update(verdict + self.question.explain)
+        verdict = (Text("Right. ", style="bold green") if right
+                   else Text.assemble(("Not quite", "bold red"),
+                                      f" — the answer is {self.question.answer + 1}. "
+                                      f"{correct}. "))
+        verdict.append(self.question.explain)
+        self.query_one("#verdict", Static).update(verdict)
         for i, button in enumerate(self.query(Button).results(Button)):
             if button.id and button.id.startswith("choice-"):
                 button.disabled = True
@@ -83,6 +89,8 @@ class QuestionScreen(ModalScreen[int | None]):
         button = self.query_one("#continue", Button)
         button.display = True
         button.focus()
+        self.call_after_refresh(self.query_one("#verdict").scroll_visible, animate=False,
+                                top=True)
 
     def action_skip(self) -> None:
         self.dismiss(self.choice)

@@ -8,11 +8,13 @@ Subclasses supply the left pane (`compose_side`). No simpy, no realnet: runners 
 from __future__ import annotations
 
 import bisect
+import io
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -25,6 +27,8 @@ from textual.worker import get_current_worker
 from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import SegmentRecord, Trace
+from ..classroom import export_stem
+from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, fmt_ms
@@ -49,15 +53,17 @@ class RunScreen(Screen[None]):
     """Ladder + explanation + what-if bar over one scenario."""
 
     BINDINGS: list[BindingType] = [
-        _b("right", "step(1)", "Next", "Select the next event", show=True, key_display="→"),
-        _b("left", "step(-1)", "Prev", "Select the previous event", show=True,
-           key_display="←"),
+        # the footer has room for about eight keys at 80 columns: one entry per group, the
+        # rest in help (?) and the palette (ctrl+p)
+        _b("right", "step(1)", "Step", "Select the next event (← the previous one)",
+           show=True, key_display="←→"),
+        _b("left", "step(-1)", "Prev", "Select the previous event", key_display="←"),
         _b("home", "first", "First", "Jump to the first event"),
         _b("end", "last", "Last", "Jump to the last event"),
-        _b("n", "stall(1)", "Next stall", "Jump to the next stall (a silent gap ≥ 10 ms)",
+        _b("n", "stall(1)", "Stall", "Jump to the next stall (a silent gap ≥ 10 ms)",
            show=True),
         _b("N", "stall(-1)", "Prev stall", "Jump to the previous stall"),
-        _b("space", "play", "Play/Pause", "Play the run forward, one event at a time",
+        _b("space", "play", "Play", "Play the run forward, one event at a time; again to pause",
            show=True),
         _b("full_stop", "speed(1)", "Faster", "Play faster", key_display="."),
         _b("comma", "speed(-1)", "Slower", "Play slower", key_display=","),
@@ -81,10 +87,17 @@ class RunScreen(Screen[None]):
         _b("l", "delay", "Link delay", "Cycle the one-way link delay"),
         _b("u", "reset_whatif", "Undo what-ifs", "Back to the scenario's own options"),
         _b("g", "ghost", "Ghost", "Show or hide the previous run's segments, drawn faintly"),
-        _b("r", "run_real", "Real sockets", "Run this scenario on real sockets and overlay "
+        _b("v", "detail", "Detail", "Cycle the detail level: wire (segments and calls), "
+           "normal (the decisions lessons talk about), all (cwnd, pacing, quick-ACK budget…)"),
+        _b("r", "run_real", "Real", "Run this scenario on real sockets and overlay "
            "the measured segments", show=True),
-        _b("e", "export", "Export", "Export the trace (nagle_sim.export)"),
+        _b("e", "export", "Export", "Export the ladder (SVG) and a pcap, named after the "
+           "lesson and what-if variant (a download in a browser)"),
         _b("p", "side_pane", "Pane", "Show or hide the left pane (prose or editor)"),
+        _b("shift+down", "explain_scroll(1)", "Explain ↓", "Scroll the explanation down",
+           key_display="shift+↓"),
+        _b("shift+up", "explain_scroll(-1)", "Explain ↑", "Scroll the explanation up",
+           key_display="shift+↑"),
         Binding("escape", "app.pop_screen", "Back", show=True, id="run.back",
                 tooltip="Back to the previous screen"),
     ]
@@ -107,6 +120,17 @@ class RunScreen(Screen[None]):
         self._play: Timer | None = None
         self._speed = 2
         self._compare_pending = False
+        self._real_variant: tuple[WhatIf | None, tuple[str, ...]] | None = None
+        self.extra: tuple[str, ...] = ()
+        """A lesson variant's ``--set`` overrides (a claim's ``when``), applied first."""
+        self.extra_whatif: WhatIf | None = None
+        """The option state of the scenario with `extra` applied (what toggles flip from)."""
+        self.horizon: int | None = None
+        self.detail = "normal"
+        """Which rows the ladder shows (render.rows.DETAIL_LEVELS), as the CLI's --detail."""
+        """While a question is pending: the time (µs) after which nothing is shown."""
+        self.export_name = Path(where).stem
+        """File-name stem of exports (the lesson's folder name for a lesson)."""
 
     # ------------------------------------------------------------------ layout
     @property
@@ -127,7 +151,7 @@ class RunScreen(Screen[None]):
         with Horizontal(id="status"):
             yield Static("", id="diff")
             yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="progress")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = self.title_text
@@ -157,18 +181,26 @@ class RunScreen(Screen[None]):
         self.text, self.where = text, where
         self.base_whatif = WhatIf.of(base)
         self.whatif = self.base_whatif
+        self.extra, self.extra_whatif = (), None
         self.previous = None
         self.query_one(WhatIfBar).show(self.whatif, base)
         self.simulate(compare=False)
 
+    def say(self, message: str, **kwargs: object) -> None:
+        """Notify, replacing the previous notification: toasts must not pile up over the
+        ladder or a question."""
+        self.app.clear_notifications()
+        self.notify(message, **kwargs)  # type: ignore[arg-type]
+
     def show_error(self, message: str) -> None:
         """Show a one-line error (the CLI's message) without leaving the screen."""
-        self.query_one("#diff", Static).update(f"[b red]error:[/] {message}")
+        # the message quotes user text: never let it be read as markup
+        self.query_one("#diff", Static).update(Text.assemble(("error: ", "bold red"), message))
         ladder = self.query_one(Ladder)
         if not ladder.rows:
             ladder.placeholder = message
             ladder.refresh()
-        self.notify(message, title="Scenario error", severity="error", timeout=8)
+        self.say(message, markup=False, title="Scenario error", severity="error", timeout=8)
 
     # ------------------------------------------------------------------ simulation
     @work(thread=True, exclusive=True, group="sim")
@@ -177,9 +209,9 @@ class RunScreen(Screen[None]):
         assert self.text is not None and self.base_whatif is not None
         assert self.whatif is not None
         try:
-            scenario = loads(self.text, self.where, self.whatif.overrides(self.base_whatif))
+            scenario = loads(self.text, self.where, self.overrides())
             trace = self.services.run_sim(scenario)
-            result = RunResult.build(scenario, trace)
+            result = RunResult.build(scenario, trace, self.detail)
         except ScenarioError as exc:
             self.post_message(SimFailed(str(exc)))
             return
@@ -189,18 +221,42 @@ class RunScreen(Screen[None]):
         if not get_current_worker().is_cancelled:
             self.post_message(SimFinished(result, compare))
 
+    def overrides(self) -> list[str]:
+        """``--set`` list of the state shown: the variant, then the toggles on top of it."""
+        assert self.whatif is not None and self.base_whatif is not None
+        return [*self.extra, *self.whatif.overrides(self.extra_whatif or self.base_whatif)]
+
+    def variant_key(self) -> tuple[WhatIf | None, tuple[str, ...]]:
+        return (self.whatif, self.extra)
+
+    def set_variant(self, overrides: tuple[str, ...]) -> None:
+        """Show the scenario with ``overrides`` applied (a lesson's what-if); () = base."""
+        if self.text is None or self.base_whatif is None:
+            return
+        if overrides:
+            try:
+                self.extra_whatif = WhatIf.of(loads(self.text, self.where, list(overrides)))
+            except ScenarioError as exc:
+                self.show_error(str(exc))
+                return
+        else:
+            self.extra_whatif = None
+        self.extra = overrides
+        self.whatif = self.extra_whatif or self.base_whatif
+        self.simulate(compare=True)
+
     @on(SimFinished)
     def _sim_finished(self, message: SimFinished) -> None:
         new = message.result
         ladder = self.query_one(Ladder)
         old_time = ladder.current_row.t if ladder.current_row else 0
+        self.horizon = self.current_horizon()
         if message.compare and self.result is not None:
             self.previous = self.result
-            diff = compare_text(self.previous, new)
-            self.query_one("#diff", Static).update(diff)
-            self.notify(diff, title="What changed")
-        else:
-            self.query_one("#diff", Static).update(new.headline())
+            if self.horizon is None:
+                diff = compare_text(self.previous, new)
+                self.query_one("#diff", Static).update(diff)
+                self.say(diff, title="What changed", timeout=4)
         self.result = new
         self.measured = None
         self._measured_index = {}
@@ -208,12 +264,38 @@ class RunScreen(Screen[None]):
         self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms)
         self.query_one(WhatIfBar).show(self.whatif, new.scenario)
         self._stall_rows = [i for i, _ in new.stall_rows()]
-        ladder.set_overlay("measured", None)
-        ladder.set_overlay("ghost", self.previous.trace.segments if self.previous else None)
         times = [r.t for r in new.rows]
         cursor = max(0, bisect.bisect_right(times, old_time) - 1) if message.compare else 0
-        ladder.set_rows(new.rows, new.bars, cursor)
+        self.refresh_view(cursor)
         self.on_result(new)
+
+    def current_horizon(self) -> int | None:
+        """The time after which nothing may show (a pending question's); None: no limit."""
+        return None
+
+    def refresh_view(self, cursor: int | None = None) -> None:
+        """Draw the current run up to the horizon: ladder, overlays and the status line."""
+        if self.result is None:
+            return
+        ladder = self.query_one(Ladder)
+        self.horizon = horizon = self.current_horizon()
+        ladder.horizon = horizon
+        ladder.set_overlay("measured", visible_segments(
+            self.measured.segments if self.measured is not None else None, horizon))
+        ladder.set_overlay("ghost", visible_segments(
+            self.previous.trace.segments if self.previous else None, horizon))
+        ladder.set_rows(visible_rows(self.result.rows, horizon),
+                        visible_bars(self.result.bars, horizon),
+                        ladder.cursor if cursor is None else cursor)
+        if horizon is None:
+            if self.previous is not None:
+                self.query_one("#diff", Static).update(compare_text(self.previous,
+                                                                    self.result))
+            else:
+                self.query_one("#diff", Static).update(self.result.headline())
+        else:
+            self.query_one("#diff", Static).update(
+                f"predict first: shown up to {horizon / 1000:.3f} ms; the summary follows")
 
     def on_result(self, result: RunResult) -> None:
         """Hook for subclasses after every finished simulation."""
@@ -235,7 +317,8 @@ class RunScreen(Screen[None]):
         self.move_to(0)
 
     def action_last(self) -> None:
-        self.move_to(len(self.query_one(Ladder).rows) - 1)
+        rows = self.result.rows if self.result is not None else self.query_one(Ladder).rows
+        self.move_to(len(rows) - 1)
 
     def action_stall(self, direction: int) -> None:
         cursor = self.query_one(Ladder).cursor
@@ -246,7 +329,7 @@ class RunScreen(Screen[None]):
             targets = [i for i in self._stall_rows if i < cursor]
             target = targets[-1] if targets else None
         if target is None:
-            self.notify("No more stalls that way.", timeout=2)
+            self.say("No more stalls that way.", timeout=2)
             return
         self.move_to(target)
 
@@ -265,10 +348,10 @@ class RunScreen(Screen[None]):
 
     def _tick(self) -> None:
         ladder = self.query_one(Ladder)
-        if ladder.cursor >= len(ladder.rows) - 1:
+        if ladder.cursor >= len(ladder.rows) - 1 and self.horizon is None:
             self.pause()
             return
-        self.move_to(ladder.cursor + 1)
+        self.move_to(ladder.cursor + 1)  # at a horizon this asks the pending question
 
     def action_speed(self, delta: int) -> None:
         self._speed = max(0, min(len(SPEEDS) - 1, self._speed + delta))
@@ -317,15 +400,21 @@ class RunScreen(Screen[None]):
         if self.result is None or not self.result.rows:
             return []
         row = self.result.rows[min(index, len(self.result.rows) - 1)]
+        horizon = self.horizon
         lines: list[str] = []
         for bar in self.result.bars_at(row.t):
             if bar.what in ("hold", "delack", "probe0"):
                 who = "holds data" if bar.what == "hold" else "waits"
-                lines.append(f"{bar.side.value} {who}: {bar.label} "
+                label = bar.label if horizon is None or bar.end <= horizon \
+                    else running_label(bar)
+                lines.append(f"{bar.side.value} {who}: {label} "
                              f"(from {bar.start / 1000:.3f} ms)")
         stall = self.result.stall_at(row.t)
         if stall is not None:
-            lines.append(f"Stall {stall.text()}")
+            if horizon is None or stall.end <= horizon:
+                lines.append(f"Stall {stall.text()}")
+            else:
+                lines.append(f"Silent since {stall.start / 1000:.3f} ms, so far")
         if row.segment is not None and self.measured is not None:
             lines.append(self._measured_delta(row.segment))
         return lines[:4]
@@ -354,25 +443,41 @@ class RunScreen(Screen[None]):
         if self.base_whatif is None:
             return
         self.whatif = self.base_whatif
+        self.extra, self.extra_whatif = (), None
         self.simulate(compare=True)
+
+    def action_detail(self) -> None:
+        if self.result is None:
+            return
+        from ...render.rows import DETAIL_LEVELS
+        self.detail = DETAIL_LEVELS[(DETAIL_LEVELS.index(self.detail) + 1) % len(DETAIL_LEVELS)]
+        ladder = self.query_one(Ladder)
+        old_time = ladder.current_row.t if ladder.current_row else 0
+        self.result = RunResult.build(self.result.scenario, self.result.trace, self.detail)
+        self._stall_rows = [i for i, _ in self.result.stall_rows()]
+        times = [r.t for r in self.result.rows]
+        self.refresh_view(max(0, bisect.bisect_right(times, old_time) - 1))
+        self.say(f"detail: {self.detail}", timeout=2)
 
     def action_ghost(self) -> None:
         ladder = self.query_one(Ladder)
         ladder.show_ghost = not ladder.show_ghost
-        self.notify("ghost of the previous run " + ("shown" if ladder.show_ghost else "hidden"),
+        self.say("ghost of the previous run " + ("shown" if ladder.show_ghost else "hidden"),
                     timeout=2)
 
     # ------------------------------------------------------------------ real sockets
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "run_real":
-            return self.services.run_real is not None
-        return True
-
     def action_run_real(self) -> None:
-        if self.services.run_real is None or self.result is None:
+        if self.services.run_real is None:
+            reason = self.services.real_blocker or "real-socket runs are not available here"
+            self.query_one("#diff", Static).update(Text(reason))
+            self.say(reason, markup=False, title="Real sockets", severity="warning")
             return
+        if self.result is None:
+            return
+        self._real_variant = self.variant_key()
         self.query_one("#progress").display = True
-        self.query_one("#diff", Static).update("running on real sockets…")
+        waiting = " (waiting for its turn)" if self.services.classroom is not None else ""
+        self.query_one("#diff", Static).update(f"running on real sockets{waiting}…")
         self._run_real(self.result.scenario)
 
     @work(thread=True, exclusive=True, group="real")
@@ -389,19 +494,33 @@ class RunScreen(Screen[None]):
     @on(RealRunFinished)
     def _real_finished(self, message: RealRunFinished) -> None:
         self.query_one("#progress").display = False
+        if self._real_variant != self.variant_key():
+            # the student toggled a what-if while it ran: never draw a measurement of one
+            # variant over the model of another
+            text = ("real run discarded: it measured another what-if variant than the one "
+                    "shown; press r again")
+            self.query_one("#diff", Static).update(text)
+            self.say(text, title="Real sockets", severity="warning")
+            return
+        if not message.trace.segments and self.result is not None and self.result.trace.segments:
+            # an empty capture is a failed measurement, never "segments 67 → 0"
+            reason = message.trace.message or "the capture saw no segments (capturing needs "
+            reason += "" if message.trace.message else "root or network namespaces here)"
+            self.show_error(f"real run failed: {reason}")
+            return
         self.measured = message.trace
         index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
         for seg in message.trace.segments:
             index.setdefault((seg.src.value, seg.seq, seg.length, seg.flags), []).append(seg)
         self._measured_index = index
         ladder = self.query_one(Ladder)
-        ladder.set_overlay("measured", message.trace.segments)
+        ladder.set_overlay("measured", visible_segments(message.trace.segments, self.horizon))
         text = f"measured {len(message.trace.segments)} segments on real sockets (┄ overlay)"
-        if self.result is not None:
+        if self.result is not None and self.horizon is None:
             real = RunResult.build(self.result.scenario, message.trace)
             text = f"sim vs real: {compare_text(self.result, real)}"
         self.query_one("#diff", Static).update(text)
-        self.notify(text, title="Real sockets")
+        self.say(text, title="Real sockets")
         self.query_one(ExplainPanel).explain(ladder.current_row, ladder.cursor,
                                              len(ladder.rows), self.context_lines(ladder.cursor))
 
@@ -425,27 +544,62 @@ class RunScreen(Screen[None]):
         return f"measured at {real.t / 1000:.3f} ms (Δ {sign}{fmt_ms(abs(delta))} vs sim)"
 
     # ------------------------------------------------------------------ export
+    def export_stem(self) -> str:
+        """``<lesson>-<variant>``: the name both exports share."""
+        overrides = (self.overrides()
+                     if self.whatif is not None and self.base_whatif is not None else [])
+        return export_stem(self.export_name, overrides)
+
     def action_export(self) -> None:
         if self.result is None:
             return
-        path = self.scenario_path or Path(self.where)
-        self._export(self.result.trace, path)
+        overlay = self.measured if self._real_variant == self.variant_key() else None
+        # while a question is pending an export must not show what comes next either
+        trace = trace_until(self.result.trace, self.horizon)
+        overlay = trace_until(overlay, self.horizon) if overlay is not None else None
+        if self.services.classroom is not None:
+            self._deliver(trace, overlay, self.export_stem())
+        else:
+            self._export(trace, overlay, Path.cwd() / self.export_stem())
 
     @work(thread=True, group="export")
-    def _export(self, trace: Trace, path: Path) -> None:
+    def _export(self, trace: Trace, overlay: Trace | None, stem: Path) -> None:
+        """Write ``<stem>.svg`` and ``<stem>.pcap`` (the current directory, never the
+        package's folder: lessons may live in site-packages)."""
+        from ...export import ExportError, export_cli
         try:
-            from ... import export  # type: ignore[attr-defined]  # written by another team
-        except ImportError:
-            self.app.call_from_thread(self.notify, "export is not available yet "
-                                      "(nagle_sim.export is missing)", severity="warning")
+            paths = export_cli(trace, pcap=stem.with_suffix(".pcap"),
+                               svg=stem.with_suffix(".svg"), overlay=overlay)
+        except ExportError as exc:
+            self.app.call_from_thread(self.say, str(exc), markup=False,
+                                      title="Export failed", severity="error")
             return
+        text = "\n".join(str(p) for p in paths)
+        self.app.call_from_thread(self.say, text, markup=False, title="Exported")
+
+    @work(thread=True, group="export")
+    def _deliver(self, trace: Trace, overlay: Trace | None, stem: str) -> None:
+        """Classroom: hand the files to the student's browser as downloads (Textual's
+        delivery API); nothing is written on the server."""
+        from ...export import ExportError, ladder_scene, to_pcap
+        from ...export.svg import to_svg
         try:
-            paths = export.export_default(trace, path)
-        except Exception as exc:
-            self.app.call_from_thread(self.notify, f"export failed: {exc}", severity="error")
+            files = [(f"{stem}.svg", to_svg(ladder_scene(trace, overlay)).encode("utf-8"),
+                      "image/svg+xml"),
+                     (f"{stem}.pcap", to_pcap(trace), "application/vnd.tcpdump.pcap")]
+        except ExportError as exc:
+            self.app.call_from_thread(self.say, str(exc), markup=False,
+                                      title="Export failed", severity="error")
             return
-        text = "\n".join(str(p) for p in paths) or "(nothing written)"
-        self.app.call_from_thread(self.notify, text, title="Exported")
+        for name, data, mime in files:
+            self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data),
+                                      save_filename=name, mime_type=mime)
+        self.app.call_from_thread(self.say, ", ".join(f[0] for f in files), markup=False,
+                                  title="Sent to your browser")
+
+    def action_explain_scroll(self, direction: int) -> None:
+        panel = self.query_one(ExplainPanel)
+        panel.scroll_to(y=panel.scroll_y + 2 * direction, animate=False)
 
     def action_side_pane(self) -> None:
         for pane in self.query("#side"):

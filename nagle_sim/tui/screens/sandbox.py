@@ -1,12 +1,16 @@
-"""The sandbox: any scenario file in an editor beside the ladder; edit, run, toggle.
+"""The sandbox: a scenario in an editor beside the ladder; edit, run, toggle.
 
-A bad file shows the CLI's one-line `ScenarioError` message in the status line and a
-notification; the app keeps running. No simpy, no realnet.
+The text comes from a file (local use only), from a lesson (an in-memory copy: editing
+never touches the lesson) or from the template. In a classroom session the server's files
+are out of reach: no open key, and `open_path` refuses. A bad file shows the CLI's one-line
+`ScenarioError` message in the status line and a notification; the app keeps running.
+No simpy, no realnet.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -14,6 +18,8 @@ from textual.containers import Vertical
 from textual.widgets import TextArea
 
 from ...scenario import ScenarioError, read_text
+from ..classroom import NO_FILES
+from ..runners import AppServices
 from .open_file import OpenFileScreen
 from .run import RunScreen
 
@@ -56,9 +62,12 @@ class SandboxScreen(RunScreen):
                 tooltip="Open a scenario file"),
     ]
 
-    def __init__(self, path: str | None = None) -> None:
-        text: str | None
-        if path is None:
+    def __init__(self, path: str | None = None, *, text: str | None = None,
+                 name: str | None = None) -> None:
+        """Open ``path``, or edit ``text`` in memory (named ``name``), or the template."""
+        if text is not None:
+            where, error = f"{name or 'sandbox'}.toml", ""
+        elif path is None:
             text, where, error = TEMPLATE, "sandbox.toml", ""
         else:
             where = path
@@ -68,6 +77,8 @@ class SandboxScreen(RunScreen):
                 text, error = None, str(exc)
         super().__init__(text=text, where=where, title=f"sandbox: {where}",
                          scenario_path=Path(where), error=error)
+        if name is not None:
+            self.export_name = f"{name}-sandbox"
 
     def compose_side(self) -> ComposeResult:
         with Vertical(id="side"):
@@ -77,7 +88,15 @@ class SandboxScreen(RunScreen):
     def action_run_editor(self) -> None:
         self.start(self.query_one("#editor", TextArea).text, self.where)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "open" and cast(AppServices, self.app).classroom is not None:
+            return False  # classroom: the key is neither shown nor bound
+        return super().check_action(action, parameters)
+
     def action_open(self) -> None:
+        if cast(AppServices, self.app).classroom is not None:
+            return
+
         def opened(path: str | None) -> None:
             if path:
                 self.open_path(path)
@@ -85,6 +104,9 @@ class SandboxScreen(RunScreen):
         self.app.push_screen(OpenFileScreen(self.where), opened)
 
     def open_path(self, path: str) -> None:
+        if cast(AppServices, self.app).classroom is not None:
+            self.show_error(NO_FILES)
+            return
         try:
             text = read_scenario_file(path)
         except ScenarioError as exc:

@@ -1,17 +1,20 @@
 """The explanation panel: why the selected ladder row happened, in plain words.
 
-No simpy, no realnet.
+A focusable scroll area (tab to it, then arrows / page keys; shift+↑/↓ from the ladder), so
+long context never gets cut. No simpy, no realnet.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ...render.rows import Row
 
 
-class ExplainPanel(Static):
+class ExplainPanel(VerticalScroll, can_focus=True):
     """Shows the selected row's sentence plus context lines (bars, stall, measured Δ)."""
 
     DEFAULT_CSS = """
@@ -20,12 +23,22 @@ class ExplainPanel(Static):
         padding: 0 1;
         background: $boost;
         border-top: solid $primary;
+        scrollbar-size-vertical: 1;
+        &:focus { background-tint: $foreground 5%; }
     }
+    ExplainPanel > #explain-body { width: 1fr; height: auto; }
     """
+
+    def compose(self) -> ComposeResult:
+        yield Static("No trace yet.", id="explain-body")
+
+    @property
+    def body(self) -> Static:
+        return self.query_one("#explain-body", Static)
 
     def explain(self, row: Row | None, index: int, total: int, context: list[str]) -> None:
         if row is None:
-            self.update("No trace yet.")
+            self.body.update("No trace yet.")
             return
         text = Text()
         text.append(f"{row.t / 1000:.3f} ms", style="bold")
@@ -35,4 +48,5 @@ class ExplainPanel(Static):
         for line in context:
             text.append("\n")
             text.append(line, style="italic")
-        self.update(text)
+        self.body.update(text)
+        self.scroll_home(animate=False)

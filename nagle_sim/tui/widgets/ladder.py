@@ -8,6 +8,7 @@ Geometry comes from `tui.layout`, rows and bars from `render.rows`. No simpy, no
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass
 
 from rich.segment import Segment
@@ -25,6 +26,7 @@ from ...model.events import Side
 from ...render.rows import Bar, Row, RowKind
 from ...trace import SegmentRecord
 from ..layout import LadderLayout, Scale
+from ..palette import ladder_css
 
 _BAR_CLASS = {"hold": "ladder--held", "delack": "ladder--delack", "probe0": "ladder--timer",
               "rto": "ladder--timer"}
@@ -33,6 +35,10 @@ _ROW_CLASS = {RowKind.OP: "ladder--op", RowKind.HOLD: "ladder--held",
               RowKind.MODE: "ladder--note", RowKind.OPTION: "ladder--note",
               RowKind.STATE: "ladder--note"}
 _MIRROR = str.maketrans("╮╰▶╲┄─", "╭╯◀╱┄─")
+_TAIL = 3
+"""Lines after the last row while a question is pending."""
+_MAX_CROSSINGS = 3
+"""An arrow that more than this many others start under is drawn split (send | arrival)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,9 @@ class _Arrow:
     label: str
     cls: str
     line: str   # run character
+    split: bool = False
+    """Drawn as a labelled send stub and a labelled arrival stub, not a staircase: too many
+    other arrows start while it is in flight, and staircases would tangle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +133,8 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     COMPONENT_CLASSES = {
         "ladder--cursor", "ladder--time", "ladder--axis", "ladder--gap", "ladder--segment",
         "ladder--ack", "ladder--op", "ladder--held", "ladder--delack", "ladder--timer",
-        "ladder--note", "ladder--measured", "ladder--ghost",
+        "ladder--note", "ladder--measured", "ladder--ghost", "ladder--client",
+        "ladder--server", "ladder--client-ack", "ladder--server-ack",
     }
 
     DEFAULT_CSS = """
@@ -137,17 +147,12 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         & > .ladder--cursor { background: $primary-muted; text-style: bold; }
         & > .ladder--time { color: $foreground-muted; }
         & > .ladder--axis { color: $foreground-muted; }
-        & > .ladder--gap { color: $warning; text-style: italic; }
-        & > .ladder--segment { color: $primary-lighten-2; text-style: bold; }
-        & > .ladder--ack { color: $secondary-lighten-1; }
-        & > .ladder--op { color: $success; }
-        & > .ladder--held { color: $warning; text-style: bold; }
-        & > .ladder--delack { color: $error-lighten-1; text-style: bold; }
-        & > .ladder--timer { color: $error; }
+        & > .ladder--segment { color: $foreground; text-style: bold; }
+        & > .ladder--ack { color: $foreground-muted; }
+        & > .ladder--op { color: $foreground; }
         & > .ladder--note { color: $foreground-muted; text-style: italic; }
-        & > .ladder--measured { color: $success-lighten-2; }
-        & > .ladder--ghost { color: $foreground-disabled; }
         &:focus { background-tint: $foreground 4%; }
+    """ + ladder_css() + """
     }
     """
 
@@ -198,6 +203,9 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         self._styles: dict[str, Style] = {}
         self._cols: _Cols | None = None
         self.placeholder = "simulating…"
+        self.horizon: int | None = None
+        """Set while a question is pending: rows end there, and segments still in flight
+        run off the bottom without an arrival (set before `set_rows`)."""
 
     # ------------------------------------------------------------------ data
     def set_rows(self, rows: list[Row], bars: list[Bar], cursor: int = 0) -> None:
@@ -245,28 +253,57 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             bar_lines[side] = (y0s, [v[1] for v in ys], reach, [v[2] for v in ys])
         self._bar_lines = bar_lines
         self._build_arrows()
-        self.virtual_size = Size(0, self.layout_.height)
+        self.virtual_size = Size(0, self.layout_.height + self._tail())
         self._invalidate()
+
+    def _tail(self) -> int:
+        """Lines drawn after the last row at a horizon: in-flight arrows and a "next?"."""
+        return _TAIL if self.horizon is not None and self.rows else 0
 
     def _build_arrows(self) -> None:
         lay = self.layout_
         arrows: list[_Arrow] = []
+        arrive_at: dict[int, int] = {}
         for name, segs in self._overlays.items():
             cls = f"ladder--{name}"
             run = "┄" if name == "measured" else "─"
             for s in segs:
                 y0 = lay.line_of_time(s.t)
-                y1 = max(y0, lay.line_of_time(s.arrive if s.arrive is not None else s.t))
-                arrows.append(_Arrow(y0, y1, s.src, "", cls, run))
+                if s.arrive is None and self.horizon is not None:
+                    y1 = lay.height + _TAIL  # still in flight: no head is ever drawn
+                else:
+                    y1 = max(y0, lay.line_of_time(s.arrive if s.arrive is not None else s.t))
+                arrow = _Arrow(y0, y1, s.src, "", cls, run)
+                arrive_at[id(arrow)] = s.arrive if s.arrive is not None else s.t
+                arrows.append(arrow)
         for i, row in enumerate(self.rows):
             seg = row.segment
             if seg is None:
                 continue
             y0 = lay.row_y[i]
-            y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
-            cls = "ladder--segment" if seg.length else "ladder--ack"
-            arrows.append(_Arrow(y0, y1, seg.src, seg.label(), cls, "─"))
+            if seg.arrive is None and self.horizon is not None:
+                y1 = lay.height + _TAIL
+            else:
+                y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
+            cls = f"ladder--{seg.src.value}" + ("" if seg.length else "-ack")
+            arrow = _Arrow(y0, y1, seg.src, seg.label(), cls, "─")
+            arrive_at[id(arrow)] = seg.arrive if seg.arrive is not None else seg.t
+            arrows.append(arrow)
         arrows.sort(key=lambda a: a.y0)
+        starts = [a.y0 for a in arrows]
+        in_flight: list[int] = []  # ends of earlier arrows still travelling (a heap)
+        for i, a in enumerate(arrows):
+            while in_flight and in_flight[0] <= a.y0:
+                heapq.heappop(in_flight)
+            others = len(in_flight) + bisect.bisect_left(starts, a.y1) - i - 1
+            heapq.heappush(in_flight, a.y1)
+            if a.y1 > a.y0 + 1 and a.y1 <= lay.height and others > _MAX_CROSSINGS:
+                # the arrival goes on the receiver's first row at or after it (an arrival
+                # between rows would share the line of the row before it)
+                j = bisect.bisect_left(lay.times, arrive_at[id(a)])
+                y1 = lay.row_y[j] if j < len(lay.row_y) else a.y1
+                arrows[i] = _Arrow(a.y0, max(a.y1, y1), a.src, a.label, a.cls, a.line,
+                                   split=True)
         self._arrows = arrows
         self._arrow_y0 = [a.y0 for a in arrows]
         self._max_span = max((a.y1 - a.y0 for a in arrows), default=0)
@@ -336,7 +373,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     def _columns(self, width: int) -> _Cols:
         if self._cols is None or self._cols.sl_x + self._cols.side_w != width:
             last = self.layout_.times[-1] if self.layout_.times else 0
-            time_w = max(8, len(f"{last / 1000:.3f}") + 1)
+            time_w = max(9, len(f"{last / 1000:.3f}") + 2)  # room for the cursor ▶
             self._cols = _Cols.fit(width, time_w)
         return self._cols
 
@@ -357,6 +394,8 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 canvas.put(2, self.placeholder, base + self._style("ladder--note"))
             return canvas.strip()
         if line >= self.layout_.height:
+            if line < self.layout_.height + self._tail():
+                self._draw_tail(canvas, line - self.layout_.height, width)
             return canvas.strip()
         cols = self._columns(width)
         lay = self.layout_
@@ -384,6 +423,17 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             canvas.overlay(self._style("ladder--cursor"))
         return canvas.strip()
 
+    def _draw_tail(self, canvas: _Canvas, k: int, width: int) -> None:
+        cols = self._columns(width)
+        axis_style = self.rich_style + self._style("ladder--axis")
+        canvas.put(cols.ca_x, "┊", axis_style)
+        canvas.put(cols.sa_x, "┊", axis_style)
+        self._draw_arrows(canvas, cols, self.layout_.height + k)
+        if k == _TAIL - 1:
+            note = _fit("? predict what happens next", max(1, cols.wire_w - 2))
+            canvas.put(cols.wire_x + (cols.wire_w - len(note)) // 2, note,
+                       self.rich_style + self._style("ladder--gap"))
+
     def _draw_row(self, canvas: _Canvas, cols: _Cols, row: Row) -> None:
         base = self.rich_style
         text = f"{row.t / 1000:.3f}"
@@ -392,7 +442,8 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         axis_x = cols.ca_x if client else cols.sa_x
         if row.kind is RowKind.SEGMENT:
             seg = row.segment
-            cls = "ladder--segment" if seg is not None and seg.length else "ladder--ack"
+            cls = f"ladder--{row.side.value}" + ("" if seg is not None and seg.length
+                                                  else "-ack")
             canvas.put(axis_x, "●", base + self._style(cls))
             return
         style = base + self._style(_ROW_CLASS.get(row.kind, "ladder--note"))
@@ -433,6 +484,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         base = self.rich_style
         labels: list[tuple[_Arrow, Style]] = []
         w = cols.wire_w
+        arrivals: list[tuple[_Arrow, Style]] = []
         for arrow in self._arrows[lo:hi]:
             if arrow.y1 < line:
                 continue
@@ -440,7 +492,18 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 continue
             style = base + self._style(arrow.cls)
             k, i = arrow.y1 - arrow.y0, line - arrow.y0
-            cells = _stair(k, i, w, arrow.line)
+            if arrow.split:
+                stub = max(2, w // 5)
+                if i == 0:
+                    cells = [(x, arrow.line) for x in range(stub)] + [(stub, "┈")]
+                elif i == k:
+                    cells = [(x, arrow.line) for x in range(w - stub, w - 1)] + [(w - 1, "▶")]
+                    if arrow.label:
+                        arrivals.append((arrow, style))
+                else:
+                    continue
+            else:
+                cells = _stair(k, i, w, arrow.line)
             rtl = arrow.src is Side.SERVER
             for x, ch in cells:
                 if rtl:
@@ -452,6 +515,43 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             label = _fit(arrow.label, max(1, w - 3))
             x = 1 if arrow.src is Side.CLIENT else w - 2 - len(label)
             canvas.put(cols.wire_x + x, label, style, limit=cols.wire_x + w)
+        for arrow, style in arrivals:
+            # the arrival's label takes only the free cells beside its stub: a segment sent
+            # at the same moment keeps its own label readable
+            stub = max(2, w // 5)
+            lo, hi = cols.wire_x, cols.wire_x + w - stub - 1
+            if arrow.src is Side.SERVER:
+                lo, hi = cols.wire_x + stub + 1, cols.wire_x + w
+            run = _free_run(canvas.chars, lo, hi, near_end=arrow.src is Side.CLIENT, least=7)
+            if run is None:
+                continue
+            start, end = run
+            room = end - start - 1
+            label = f"{arrow.label} arrives"
+            label = _fit(label if len(label) <= room else arrow.label, room)
+            x = end - 1 - len(label) if arrow.src is Side.CLIENT else start + 1
+            canvas.put(x, label, style, limit=cols.wire_x + w)
+
+
+def _free_run(chars: list[str], lo: int, hi: int, *, near_end: bool,
+              least: int = 10) -> tuple[int, int] | None:
+    """The blank run of at least ``least`` cells within [lo, hi) nearest to ``hi`` (or to
+    ``lo``), as (start, end); None when there is none."""
+    runs: list[tuple[int, int]] = []
+    x = lo
+    while x < hi:
+        if chars[x] == " ":
+            y = x
+            while y < hi and chars[y] == " ":
+                y += 1
+            if y - x >= least:
+                runs.append((x, y))
+            x = y
+        else:
+            x += 1
+    if not runs:
+        return None
+    return runs[-1] if near_end else runs[0]
 
 
 def _stair(k: int, i: int, w: int, run: str) -> list[tuple[int, str]]:

@@ -1,0 +1,62 @@
+"""The app's colours and legend: the same meaning per colour as the SVG/PNG exports.
+
+The exports (nagle_sim/export/scene.py) draw on white: client data blue, server data
+green, held data red, delayed-ACK timer purple, probe timer amber, the real-socket overlay
+orange and dashed. The app draws on a dark terminal, so it uses lighter shades of the same
+hues. Must not import textual, simpy or realnet (rich only, for the legend's text).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+CLIENT = "#6b9bff"
+SERVER = "#3cc47c"
+HOLD = "#ff5a6e"
+DELACK = "#b68cff"
+PROBE = "#e0a93a"
+OVERLAY = "#ff9330"
+GHOST = "#5c6370"
+GAP = "#e0a93a"
+
+LEGEND: tuple[tuple[str, str, str], ...] = (
+    ("──▶", f"bold {CLIENT}", "client data segment (blue in exports)"),
+    ("──▶", CLIENT, "client pure ACK (thin in exports)"),
+    ("◀──", f"bold {SERVER}", "server data segment (green)"),
+    ("◀──", SERVER, "server pure ACK"),
+    ("┃", f"bold {HOLD}", "data held back: Nagle, cork, MSG_MORE, cwnd (red bar)"),
+    ("┃", f"bold {DELACK}", "delayed-ACK timer running (purple bar)"),
+    ("┃", PROBE, "probe / retransmission timer (amber bar)"),
+    ("┄┄▶", OVERLAY, "measured on real sockets (orange, dashed)"),
+    ("──▶", f"dim {GHOST}", "the previous run, before your last what-if (ghost)"),
+    ("◆ ◇", "bold", "the application writes / reads"),
+    ("+44.0ms", f"italic {GAP}", "a silent gap, compressed (z: linear time)"),
+    ("? …", f"italic {GAP}", "the run goes on after the pending question"),
+)
+"""(sample, rich style, meaning) for every mark the ladder draws."""
+
+
+def legend_text() -> Text:
+    text = Text()
+    for i, (sample, style, meaning) in enumerate(LEGEND):
+        if i:
+            text.append("\n")
+        text.append(f"{sample:>8}", style=style)
+        text.append(f"  {meaning}")
+    return text
+
+
+def ladder_css() -> str:
+    """Component-class colours of the ladder, from the palette above."""
+    return f"""
+        & > .ladder--client {{ color: {CLIENT}; text-style: bold; }}
+        & > .ladder--server {{ color: {SERVER}; text-style: bold; }}
+        & > .ladder--client-ack {{ color: {CLIENT}; }}
+        & > .ladder--server-ack {{ color: {SERVER}; }}
+        & > .ladder--held {{ color: {HOLD}; text-style: bold; }}
+        & > .ladder--delack {{ color: {DELACK}; text-style: bold; }}
+        & > .ladder--timer {{ color: {PROBE}; }}
+        & > .ladder--measured {{ color: {OVERLAY}; }}
+        & > .ladder--ghost {{ color: {GHOST}; text-style: dim; }}
+        & > .ladder--gap {{ color: {GAP}; text-style: italic; }}
+    """

@@ -1,0 +1,107 @@
+"""Predict, then reveal, on every shipped lesson: when a question opens, no visible text
+of the lesson screen mentions anything that happens after the question's time.
+
+The forbidden strings come from the run itself: the ladder time of every later row, the
+labels and sentences of later rows that no earlier row shares, the full labels of holds
+and timers that are still running, and the run's summary (latency, stall lengths). The
+lesson's prose is held to the specific ones (numbers, whole sentences): a concept's name
+such as "delayed ACK" may appear in a setup, its timing may not.
+"""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Markdown, Static
+
+from nagle_sim.lessons import Lesson, load_lessons
+from nagle_sim.sim.driver import run_sim
+from nagle_sim.tui.app import NagleApp
+from nagle_sim.tui.result import RunResult, fmt_ms
+from nagle_sim.tui.screens.lesson import LessonScreen
+from nagle_sim.tui.screens.question import QuestionScreen
+from nagle_sim.tui.widgets.ladder import Ladder
+
+from .conftest import settle
+
+SHIPPED = load_lessons()
+
+
+def forbidden_after(result: RunResult, at: int, allowed: str) -> set[str]:
+    """Strings that only something after ``at`` (µs) could have produced.
+
+    A string that an earlier row already says (a pacing plan names its departure time) or
+    that the question itself uses (``allowed``) is not evidence of a leak."""
+    past = [r for r in result.rows if r.t <= at]
+    future = [r for r in result.rows if r.t > at]
+    seen = "\n".join([r.label for r in past] + [r.explain for r in past] + [allowed])
+    out = {f"{r.t / 1000:.3f}" for r in future}
+    for r in future:
+        out |= {text for text in (r.label, r.explain) if len(text) >= 6}
+    out |= {b.label for b in result.bars if b.start <= at < b.end}
+    if at < result.trace.end:
+        if result.latency is not None:
+            out.add(f"latency {fmt_ms(result.latency)}")
+        out |= {s.text() for s in result.summary.stalls if s.end > at}
+    return {text for text in out if text not in seen}
+
+
+def visible_text(screen: LessonScreen) -> tuple[str, str]:
+    """(what the widgets drawn from the run show, the prose shown beside them)."""
+    ladder = screen.query_one(Ladder)
+    width = ladder.scrollable_content_region.width
+    lines = ["".join(seg.text for seg in ladder._render_full(y, width))
+             for y in range(ladder.virtual_size.height)]
+    parts = [str(w.render()) for w in screen.query(Static)
+             if not any(isinstance(a, Markdown) for a in w.ancestors)]
+    parts += [str(ladder.border_title or ""), screen.sub_title or ""]
+    return "\n".join(parts + lines), "\n".join(w.source for w in screen.query(Markdown))
+
+
+def specific(text: str) -> bool:
+    return any(c.isdigit() for c in text) or len(text.split()) >= 5
+
+
+def test_every_lesson_with_questions_keeps_its_answers_for_a_reveal() -> None:
+    """Issue 12: lesson.md has a reveal marker, and no setup states a right answer."""
+    for lesson in SHIPPED:
+        if not lesson.questions:
+            continue
+        assert lesson.reveals, f"{lesson.slug}: lesson.md has no <!-- reveal --> marker"
+        for q in lesson.questions:
+            right = q.choices[q.answer]
+            assert len(right.split()) < 3 or right not in lesson.setup, lesson.slug
+
+
+@pytest.mark.parametrize("lesson", SHIPPED, ids=[lesson.slug for lesson in SHIPPED])
+async def test_no_question_opens_on_a_screen_that_shows_its_future(lesson: Lesson) -> None:
+    """Issue 12: every question of every lesson, checked at the moment it opens."""
+    if not lesson.questions:
+        pytest.skip("this lesson asks nothing")  # reported, so a lesson without any shows
+    app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
+    asked = 0
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.push_screen(LessonScreen(lesson))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen) and screen.result is not None
+        result = screen.result
+        await pilot.press("end")
+        await pilot.pause()
+        while isinstance(app.screen, QuestionScreen):
+            question = app.screen.question
+            at = round(question.at_ms * 1000)
+            widgets, prose = visible_text(screen)
+            allowed = " ".join([lesson.title, question.prompt, *question.choices])
+            forbidden = forbidden_after(result, at, allowed)
+            leaks = sorted(s for s in forbidden if s in widgets)
+            leaks += sorted(s for s in forbidden if specific(s) and s in prose)
+            assert not leaks, f"question {asked + 1} at {question.at_ms} ms shows {leaks}"
+            assert "? predict what happens next" in widgets or at >= result.rows[-1].t
+            asked += 1
+            await pilot.press("1")
+            await pilot.press("enter")
+            await settle(pilot)
+        assert asked == len(lesson.questions)
+        assert screen.horizon is None
+        assert "latency" in str(screen.query_one("#diff", Static).render()) or \
+            result.latency is None
