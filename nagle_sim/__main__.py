@@ -118,6 +118,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
     blocker = "" if run_real else "real-socket runs need Linux and the realnet package"
     classroom = None
     if getattr(args, "classroom", False):  # started by `nagle-sim serve`, one per tab
+        from pathlib import Path
         classroom = Classroom(allow_real=args.allow_real, real_timeout_s=args.real_timeout,
                               real_lock=Path(args.real_lock) if args.real_lock else None)
         if run_real is not None and args.allow_real:
