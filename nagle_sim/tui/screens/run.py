@@ -581,7 +581,8 @@ class RunScreen(Screen[None]):
     def _deliver(self, trace: Trace, overlay: Trace | None, stem: str) -> None:
         """Classroom: hand the files to the student's browser as downloads (Textual's
         delivery API); nothing is written on the server."""
-        from ...export import ExportError, ladder_scene, to_pcap
+        from ...export import ExportError, ladder_scene
+        from ...export.pcap import to_pcap
         from ...export.svg import to_svg
         try:
             files = [(f"{stem}.svg", to_svg(ladder_scene(trace, overlay)).encode("utf-8"),
