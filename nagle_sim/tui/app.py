@@ -162,16 +162,12 @@ class NagleApp(App[int]):
             yield SystemCommand(title, help_text, partial(run, action))
 
 
-def run_app(path: str | None = None, *, run_sim: Runner | None = None,
-            run_real: Runner | None = None, classroom: Classroom | None = None,
-            real_blocker: str = "") -> int:
+def run_app(path: str | None = None, *, run_sim: Runner, run_real: Runner | None = None,
+            classroom: Classroom | None = None, real_blocker: str = "") -> int:
     """Run the TUI: the lesson list, or the sandbox on ``path``. Returns an exit code.
 
-    The executors are injected (the CLI passes realnet's when it can run here); without
-    ``run_sim`` the simulator is imported here, the only place the TUI reaches it."""
-    if run_sim is None:
-        from ..sim.driver import run_sim
-
+    The executors are injected: the CLI passes the simulator, and realnet's runner when it
+    can run here. The app itself never imports either (an import contract checks it)."""
     app = NagleApp(run_sim=run_sim, run_real=run_real, path=path, classroom=classroom,
                    real_blocker=real_blocker)
     result = app.run()

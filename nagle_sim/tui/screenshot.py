@@ -1,6 +1,7 @@
 """Render a lesson mid-stall to an SVG with Textual's screenshot (for the README).
 
-Runs the app headless; imports the simulator driver at call time. No realnet.
+Runs the app headless with the simulator it is given (injected, like the app's). No
+realnet, no simpy.
 """
 
 from __future__ import annotations
@@ -8,17 +9,20 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from .runners import Runner
 from .widgets.ladder import Ladder
 
 
 def save_svg(path: str | Path, lesson_slug: str, steps: int | None = None, *,
-             size: tuple[int, int] = (120, 36), lessons_root: Path | None = None) -> Path:
+             run_sim: Runner, size: tuple[int, int] = (120, 36),
+             lessons_root: Path | None = None) -> Path:
     """Open lesson ``lesson_slug``, step, and write an SVG screenshot to ``path``.
 
     Args:
         path: Where to write the SVG.
         lesson_slug: Folder name of the lesson, e.g. ``"01-write-write-read"``.
         steps: Forward steps from the first event; None jumps to the first stall.
+        run_sim: The simulator (``nagle_sim.sim.driver.run_sim``).
         size: Terminal size (columns, rows).
         lessons_root: Folder of lessons (default: the packaged ``lessons/``).
 
@@ -28,13 +32,12 @@ def save_svg(path: str | Path, lesson_slug: str, steps: int | None = None, *,
     Raises:
         KeyError: No lesson has that slug.
     """
-    return asyncio.run(_render(Path(path), lesson_slug, steps, size, lessons_root))
+    return asyncio.run(_render(Path(path), lesson_slug, steps, size, lessons_root, run_sim))
 
 
 async def _render(path: Path, slug: str, steps: int | None, size: tuple[int, int],
-                  lessons_root: Path | None) -> Path:
+                  lessons_root: Path | None, run_sim: Runner) -> Path:
     from ..lessons import load_lessons
-    from ..sim.driver import run_sim
     from .app import NagleApp
     from .screens.lesson import LessonScreen
 
