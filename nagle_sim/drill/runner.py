@@ -52,6 +52,10 @@ DEFAULT_TOLERANCE_PCT = 12.5
 ANY_TIME_LIMIT_US = 3_600_000_000     # `*` waits at most an hour of model time
 TS_OPTION_BYTES = 12                  # timestamps shrink the payload per segment
 OUR_WSCALE = 8                        # what Linux 6.x offers with default tcp_rmem
+S32_MAX = (1 << 31) - 1               # packetdrill reads a call's byte count as an s32
+MAX_IO_BYTES = 1_000_000_000
+"""The most bytes one write or read may move, as a scenario's ``write`` size limit: the
+model spends time per segment, so a bigger count would run for many seconds."""
 
 
 class Status(Enum):
@@ -247,6 +251,17 @@ def _iov_bytes(expr: Expr) -> int | None:
             return None
         total += n
     return total
+
+
+def _check_count(line: int, name: str, size: int) -> None:
+    """A byte count packetdrill could pass (a non-negative s32) that the model can play in
+    bounded time (at most `MAX_IO_BYTES`)."""
+    if not 0 <= size <= S32_MAX:
+        raise _Stop(Status.ERROR, line, f"{name}(): byte count {size} is not between 0 and "
+                    f"{S32_MAX:,} (packetdrill passes it as a 32-bit int)")
+    if size > MAX_IO_BYTES:
+        raise _Stop(Status.UNSUPPORTED, line, f"{name}() of {size:,} bytes: the model plays "
+                    f"at most {MAX_IO_BYTES:,} bytes per call")
 
 
 # include/net/tcp_states.h, by the model's state names
@@ -612,6 +627,7 @@ class _Runner:
             flags = _words(args[3]) if len(args) > 3 and name != "write" else ()
         if size is None:
             raise _Stop(Status.ERROR, line, f"{name}(): cannot tell how many bytes")
+        _check_count(line, name, size)
         for flag in flags:
             if flag not in ("MSG_MORE", "MSG_DONTWAIT", "MSG_NOSIGNAL", "0"):
                 raise _Stop(Status.UNSUPPORTED, line, f"{name}() flag {flag} is not modelled")
@@ -628,6 +644,7 @@ class _Runner:
         size = _int(call.args[2]) if len(call.args) > 2 else None
         if size is None:
             raise _Stop(Status.ERROR, ev.line, f"{call.name}(): cannot tell the buffer size")
+        _check_count(ev.line, call.name, size)
         want = _int(call.result)
         ep = self._endpoint(ev.line)
         if call.errno == "EAGAIN":

@@ -4,6 +4,7 @@ command's exit codes. The .pkt scripts beside this file were written for this pr
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -218,9 +219,9 @@ def test_a_blocking_read_waits_for_data() -> None:
 
 
 # ---------------------------------------------------------------- the command
-def _drill(*args: str) -> subprocess.CompletedProcess[str]:
+def _drill(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "nagle_sim", "drill", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
@@ -246,3 +247,29 @@ def test_cli_directory_table() -> None:
     proc = _drill(str(HERE))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(SCRIPTS)} pass" in proc.stdout
+
+
+# ---------------------------------------------------------------- bounds
+@pytest.mark.parametrize("body, status, reason", [
+    ("   +0 write(4, ..., 9999999999999999999) = 9999999999999999999\n", Status.ERROR,
+     "not between 0 and 2,147,483,647"),
+    ("   +0 write(4, ..., 2000000000) = 2000000000\n", Status.UNSUPPORTED,
+     "at most 1,000,000,000 bytes per call"),
+    ("   +0 writev(4, [{..., 2000000000}, {..., 2000000000}], 2) = 4000000000\n",
+     Status.ERROR, "not between 0"),
+    ("   +0 read(4, ..., 4294967296) = 0\n", Status.ERROR, "not between 0"),
+    ("   +0 write(4, ..., -5) = -5\n", Status.ERROR, "not between 0"),
+])
+def test_byte_counts_are_bounded(body: str, status: Status, reason: str) -> None:
+    """A count the model would need seconds to play is refused before it starts."""
+    r = play(body)
+    assert r.status is status, r.one_line()
+    assert reason in r.message and r.line == 9
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.pkt"
+    os.mkfifo(fifo)
+    proc = _drill(str(fifo), timeout=20)
+    assert proc.returncode == 2, proc.stderr
+    assert "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
