@@ -192,11 +192,40 @@ def _eval(node: ast.AST, info: dict[str, int], line: int) -> Any:
                 "supported subset (assert over tcpi_* fields)")
 
 
+MAX_CODE_CHARS = 4096
+"""A code block longer than this is refused before it is parsed (upstream blocks are a few
+lines of asserts)."""
+MAX_CODE_DEPTH = 64
+"""The deepest expression tree a code block may have: `_eval` recurses once per level."""
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep ``tree`` nests, measured without recursion (a 2000-term product is a tree
+    2000 deep, and a recursive walk over it would overflow Python's stack)."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_CODE_DEPTH:          # deeper than the limit: no need to look on
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _run_code(code: Code, line: int, get_info: Callable[[], dict[str, int]]) -> None:
+    text = code.text.strip()
+    if len(text) > MAX_CODE_CHARS:
+        raise _Stop(Status.ERROR, line, f"code block of {len(text):,} characters (limit "
+                    f"{MAX_CODE_CHARS:,})")
     try:
-        tree = ast.parse(code.text.strip() or "pass")
+        tree = ast.parse(text or "pass")
     except SyntaxError as exc:
         raise _Stop(Status.ERROR, line, f"code block: {exc.msg}") from None
+    except (RecursionError, MemoryError):    # thousands of nested operators
+        raise _Stop(Status.ERROR, line, "code block: nested too deeply to parse") from None
+    if _depth(tree) > MAX_CODE_DEPTH:
+        raise _Stop(Status.ERROR, line, f"code block: expressions nested more than "
+                    f"{MAX_CODE_DEPTH} deep")
     asserts = [stmt for stmt in tree.body if not isinstance(stmt, ast.Pass)]
     if not all(isinstance(stmt, ast.Assert) for stmt in asserts):
         raise _Stop(Status.UNSUPPORTED, line, "code block: only assert statements over "
@@ -204,7 +233,13 @@ def _run_code(code: Code, line: int, get_info: Callable[[], dict[str, int]]) -> 
     info = get_info() if asserts else {}
     for stmt in asserts:
         assert isinstance(stmt, ast.Assert)
-        if not _eval(stmt.test, info, line):
+        try:
+            ok = _eval(stmt.test, info, line)
+        except (ArithmeticError, RecursionError, MemoryError) as exc:
+            # division by zero, float overflow: the script's arithmetic, not the model's
+            raise _Stop(Status.ERROR, line, f"code block: {ast.unparse(stmt.test)[:80]}: "
+                        f"{type(exc).__name__}: {exc}") from None
+        if not ok:
             shown = ", ".join(f"{name}={info[name]}" for name in sorted(
                 {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}))
             raise _Stop(Status.FAIL, line, f"assertion failed: {ast.unparse(stmt.test)} "

@@ -4,6 +4,7 @@ command's exit codes. The .pkt scripts beside this file were written for this pr
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -273,3 +274,44 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     proc = _drill(str(fifo), timeout=20)
     assert proc.returncode == 2, proc.stderr
     assert "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- code blocks
+@pytest.mark.parametrize("code, reason", [
+    ("assert tcpi_snd_cwnd / 0 == 1", "ZeroDivisionError"),
+    ("assert tcpi_snd_cwnd % 0 == 1", "ZeroDivisionError"),
+    ("assert 1e308 * 10 // 0.0 == 1", "ZeroDivisionError"),
+    ("assert " + "-" * 5000 + "1 == 1", "characters (limit 4,096)"),
+    ("assert " + "-" * 3500 + "1 == 1", "nested too deeply to parse"),
+    ("assert " + "-" * 1500 + "1 == 1", "nested more than 64 deep"),
+    ("assert " + "*".join(["1"] * 2000) + " > 0", "nested more than 64 deep"),
+], ids=["div", "mod", "floordiv-float", "long", "parse-depth", "unary-depth", "product"])
+def test_code_block_arithmetic_and_size_errors_are_one_line(code: str, reason: str) -> None:
+    r = play(f"   +0 %{{ {code} }}%\n")
+    assert r.status is Status.ERROR, r.one_line()
+    assert reason in r.message and r.line == 9 and "\n" not in r.one_line()
+
+
+def test_one_broken_script_never_ends_a_directory_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug in the runner (here: a KeyError forced on one script) is that script's error
+    row, with the exception's type; the other scripts still run."""
+    from nagle_sim.drill import cli
+
+    for name in ("a.pkt", "b.pkt"):
+        (tmp_path / name).write_text(HANDSHAKE)
+    real = cli.run_script
+
+    def flaky(script, **kw):  # noqa: ANN001, ANN003, ANN202
+        if script.path.endswith("a.pkt"):
+            raise KeyError("boom")
+        return real(script, **kw)
+
+    monkeypatch.setattr(cli, "run_script", flaky)
+    args = argparse.Namespace(script=str(tmp_path), profile="linux", tolerance_usecs=None,
+                              tolerance_percent=None, verbose=False)
+    assert cli.run(args) == 2
+    out = capsys.readouterr().out
+    assert "KeyError" in out and "1 pass" in out and "1 error" in out
+    assert "Traceback" not in out
