@@ -288,6 +288,24 @@ def _iov_bytes(expr: Expr) -> int | None:
     return total
 
 
+def _io_size(call: Syscall) -> tuple[int | None, tuple[str, ...]]:
+    """(bytes, MSG_* flags) of a read or write call, from the argument that holds them in
+    each call's signature: the count of read/write/send/recv(from)/sendto, the iovec sum
+    of readv/writev (whose third argument is the iovec count) and of recvmsg/sendmsg
+    (whose third argument is the flags)."""
+    name, args = call.name, call.args
+    if name in ("writev", "readv"):
+        return (_iov_bytes(args[1]) if len(args) > 1 else None), ()
+    if name in ("sendmsg", "recvmsg"):
+        msg = args[1] if len(args) > 1 else None
+        iov = next((v for k, v in msg.fields if k == "msg_iov"), None) if isinstance(
+            msg, Struct) else None
+        return (_iov_bytes(iov) if iov is not None else None), (
+            _words(args[2]) if len(args) > 2 else ())
+    size = _int(args[2]) if len(args) > 2 else None
+    return size, (_words(args[3]) if len(args) > 3 and name not in ("write", "read") else ())
+
+
 def _check_count(line: int, name: str, size: int) -> None:
     """A byte count packetdrill could pass (a non-negative s32) that the model can play in
     bounded time (at most `MAX_IO_BYTES`)."""
@@ -647,19 +665,8 @@ class _Runner:
                         f"returned [{got}]")
 
     def _send(self, line: int, call: Syscall, fd: int | None) -> None:
-        args, name = call.args, call.name
-        flags: tuple[str, ...] = ()
-        if name == "writev":
-            size = _iov_bytes(args[1]) if len(args) > 1 else None
-        elif name == "sendmsg":
-            msg = args[1] if len(args) > 1 else None
-            iov = next((v for k, v in msg.fields if k == "msg_iov"), None) if isinstance(
-                msg, Struct) else None
-            size = _iov_bytes(iov) if iov is not None else None
-            flags = _words(args[2]) if len(args) > 2 else ()
-        else:
-            size = _int(args[2]) if len(args) > 2 else None
-            flags = _words(args[3]) if len(args) > 3 and name != "write" else ()
+        name = call.name
+        size, flags = _io_size(call)
         if size is None:
             raise _Stop(Status.ERROR, line, f"{name}(): cannot tell how many bytes")
         _check_count(line, name, size)
@@ -676,10 +683,14 @@ class _Runner:
             self._input(line, lambda: ep.app_write(Micros(self.now), size, more=more))
 
     def _recv(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
-        size = _int(call.args[2]) if len(call.args) > 2 else None
+        size, flags = _io_size(call)
         if size is None:
             raise _Stop(Status.ERROR, ev.line, f"{call.name}(): cannot tell the buffer size")
         _check_count(ev.line, call.name, size)
+        for flag in flags:     # MSG_PEEK, MSG_WAITALL … would change what a read returns
+            if flag not in ("MSG_DONTWAIT", "0"):
+                raise _Stop(Status.UNSUPPORTED, ev.line, f"{call.name}() flag {flag} is not "
+                            "modelled")
         want = _int(call.result)
         ep = self._endpoint(ev.line)
         if call.errno == "EAGAIN":
@@ -691,7 +702,8 @@ class _Runner:
         if call.errno is not None:
             raise _Stop(Status.UNSUPPORTED, ev.line, f"{call.name}() failing with "
                         f"{call.errno} is not modelled")
-        self._block(ev, call, size, want, offset, blocking=fd not in self.nonblocking)
+        self._block(ev, call, size, want, offset,
+                    blocking=fd not in self.nonblocking and "MSG_DONTWAIT" not in flags)
 
     def _block(self, ev: Event, call: Syscall, size: int, want: int | None, offset: int,
                blocking: bool) -> None:

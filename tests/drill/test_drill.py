@@ -315,3 +315,24 @@ def test_one_broken_script_never_ends_a_directory_table(
     out = capsys.readouterr().out
     assert "KeyError" in out and "1 pass" in out and "1 error" in out
     assert "Traceback" not in out
+
+
+# ---------------------------------------------------------------- reads
+DATA_IN = "+.01 < P. 1:101(100) ack 1 win 512\n   +0 > . 1:1(0) ack 101\n"
+
+
+@pytest.mark.parametrize("call", [
+    "recvmsg(4, {msg_name(...)=..., msg_iov(1)=[{..., 60}], msg_flags=0}, 0) = 60",
+    "readv(4, [{..., 20}, {..., 40}], 2) = 60",
+    "recv(4, ..., 60, 0) = 60",
+])
+def test_reads_take_the_size_from_the_buffer_argument(call: str) -> None:
+    """The iovec sum is the size (recvmsg's third argument is its flags, readv's the
+    iovec count): 60 of the 100 bytes that arrived are read, then the other 40."""
+    r = play(DATA_IN + f"   +0 {call}\n   +0 read(4, ..., 1000) = 40\n")
+    assert r.status is Status.PASS, r.one_line()
+
+
+def test_a_read_flag_the_model_cannot_honour_is_unsupported() -> None:
+    r = play(DATA_IN + "   +0 recv(4, ..., 100, MSG_PEEK) = 100\n")
+    assert r.status is Status.UNSUPPORTED and "MSG_PEEK" in r.message
