@@ -193,7 +193,12 @@ class _Parser:
             end = None
             if tok.kind == "ellipsis":
                 self.i += 1
-                end = self.event_time()
+                nxt = self.peek()
+                if nxt is None or nxt.kind != "num":
+                    # packetdrill's grammar: ELLIPSIS time, a plain number of seconds
+                    raise self.error(f"expected a time in seconds after '...', found "
+                                     f"{'nothing' if nxt is None else repr(nxt.text)}", nxt)
+                end = EventTime(TimeKind.ABSOLUTE, self.seconds())
             action = self.syscall(end)
         loose = when.kind in (TimeKind.ANY, TimeKind.ABSOLUTE_RANGE, TimeKind.RELATIVE_RANGE)
         if loose and not (isinstance(action, Packet) and not action.inbound):

@@ -46,9 +46,8 @@ from .script import (
     TimeKind,
     Word,
 )
+from .timing import DEFAULT_TOLERANCE_PCT, DEFAULT_TOLERANCE_US, tolerance
 
-DEFAULT_TOLERANCE_US = 4000
-DEFAULT_TOLERANCE_PCT = 12.5
 ANY_TIME_LIMIT_US = 3_600_000_000     # `*` waits at most an hour of model time
 TS_OPTION_BYTES = 12                  # timestamps shrink the payload per segment
 OUR_WSCALE = 8                        # what Linux 6.x offers with default tcp_rmem
@@ -344,6 +343,8 @@ class _Pending:
     call: Syscall
     size: int
     want: int | None
+    start: int
+    """When it started (script time, µs): its return's tolerance counts from here."""
     end: int | None
     """When the script expects it to return (µs), if it says."""
 
@@ -455,21 +456,40 @@ class _Runner:
             offset = self.prev[1] if anchored and self.prev else self.now
             start = offset + t.start_us
             end = offset + t.end_us if t.end_us is not None else None
-        return start, end, self._tolerance(start), offset
+        return start, end, self._tolerance(start, self.prev[1] if self.prev else None), offset
 
-    def _tolerance(self, at: int) -> int:
-        if self.prev is None:
-            return self.tol_us
-        return max(self.tol_us, int(self.tol_pct / 100 * (at - self.prev[1])))
+    def _tolerance(self, at: int, since: int | None) -> int:
+        return tolerance(at, since, tolerance_us=self.tol_us, tolerance_pct=self.tol_pct)
 
     # ------------------------------------------------------------ events
+    def _check_header(self) -> None:
+        """What packetdrill's get_next_event refuses before playing: no events at all, a
+        first event not at time 0."""
+        events = self.script.events
+        if not events:
+            raise _Stop(Status.ERROR, 0, "the script has no events")
+        first = events[0]
+        if first.time.start_us != 0:
+            raise _Stop(Status.ERROR, first.line, "the first event must be at time 0")
+
     def run(self) -> None:
+        self._check_header()
         for ev in self.script.events:
+            if (self.prev is not None and _absolute(ev) and _absolute(self.prev[0])
+                    and ev.time.start_us < self.prev[1]):
+                raise _Stop(Status.ERROR, ev.line, f"time goes backward in the script, from "
+                            f"{_secs(self.prev[1])} to {_secs(ev.time.start_us)}")
             start, end, tol, offset = self._times(ev)
             action = ev.action
             if isinstance(action, Packet) and not action.inbound:
                 self._outbound(ev, action, start, end, tol)
             else:
+                if self.prev is not None and self.now > start + tol:
+                    # packetdrill's check_event_time: the events before this one ended
+                    # after its time had passed
+                    raise _Stop(Status.FAIL, ev.line, f"timing: expected {_what(action)} at "
+                                f"{_secs(start)}, but it happened at {_secs(self.now)} "
+                                f"(tolerance {_secs(tol)}): the events before it ran late")
                 self._advance(start)
                 if isinstance(action, Packet):
                     self._inbound(ev, action)
@@ -593,7 +613,9 @@ class _Runner:
             if fd is not None:
                 self.fds[fd] = "conn"
             self._input(line, lambda: ep.connect(Micros(self.now)))
-            if call.end_time is not None:      # a blocking connect: returns once established
+            if call.end_time is not None or (fd not in self.nonblocking
+                                             and call.errno is None):
+                # a blocking connect returns once established (without '...': would block)
                 self._block(ev, call, 0, expected, offset, blocking=True)
         elif name == "accept":
             if expected is not None:
@@ -710,12 +732,20 @@ class _Runner:
         """Start a read() or accept(); it returns now or, if blocking, once it can."""
         if self.pending is not None:
             raise _Stop(Status.UNSUPPORTED, ev.line, "two blocking calls at once")
+        relative = ev.time.kind in (TimeKind.RELATIVE, TimeKind.RELATIVE_RANGE)
+        start = ev.time.start_us + (offset if relative else 0)
         end = None
         if call.end_time is not None:
-            relative = ev.time.kind in (TimeKind.RELATIVE, TimeKind.RELATIVE_RANGE)
             end = call.end_time.start_us + (offset if relative else 0)
-        self.pending = _Pending(ev, call, size, want, end)
+        self.pending = _Pending(ev, call, size, want, start, end)
         self._complete_read(blocking=blocking)
+        if self.pending is not None and call.end_time is None:
+            # packetdrill makes a call written without '...' on its main thread, the one
+            # that injects packets: it would wait there for ever
+            what = "connection" if call.name in ("accept", "connect") else "data"
+            raise _Stop(Status.FAIL, ev.line, f"{call.name}() would block (no {what} yet): "
+                        "a blocking call needs an end time, as in '+0...0.1 "
+                        f"{call.name}(…)'")
 
     def _complete_read(self, blocking: bool = True) -> None:
         """Finish a pending call once it can return (data or EOF for a read, an
@@ -740,12 +770,24 @@ class _Runner:
                             f"the model returned {got}")
         self.pending = None
         if p.end is not None:
-            tol = max(self.tol_us, int(self.tol_pct / 100 * (p.end - (self.prev[1] if
-                                                                      self.prev else 0))))
+            tol = self._tolerance(p.end, p.start)
             if abs(self.now - p.end) > tol:
                 raise _Stop(Status.FAIL, p.event.line, f"{p.call.name}() returned at "
                             f"{_secs(self.now)}, expected at {_secs(p.end)} (tolerance "
                             f"{_secs(tol)})")
+
+
+def _absolute(ev: Event) -> bool:
+    return ev.time.kind in (TimeKind.ABSOLUTE, TimeKind.ABSOLUTE_RANGE)
+
+
+def _what(action: object) -> str:
+    """How packetdrill's event_description names an event in a timing error."""
+    if isinstance(action, Packet):
+        return "inbound packet" if action.inbound else "outbound packet"
+    if isinstance(action, Syscall):
+        return f"{action.name}() start"
+    return "command" if isinstance(action, Command) else "code block"
 
 
 def _expect_text(p: Packet) -> str:

@@ -336,3 +336,98 @@ def test_reads_take_the_size_from_the_buffer_argument(call: str) -> None:
 def test_a_read_flag_the_model_cannot_honour_is_unsupported() -> None:
     r = play(DATA_IN + "   +0 recv(4, ..., 100, MSG_PEEK) = 100\n")
     assert r.status is Status.UNSUPPORTED and "MSG_PEEK" in r.message
+
+
+# ---------------------------------------------------------------- timing (run.c)
+# The handshake ends at 0.01 s with a 10 ms RTT, so 40 bytes sent with MSG_MORE at 0.01 s
+# leave by the probe timer (the RTO) at 0.226 s.
+PROBE = "   +0 send(4, ..., 40, MSG_MORE) = 40\n"
+
+
+@pytest.mark.parametrize("expect, ok", [
+    ("+.2~+.205", True),       # 0.21~0.215 s, tolerance 12.5 % of 0.2 s: 0.226 s is inside
+    ("0.21~0.215", True),
+    ("+.1~+.15", False),       # ends at 0.16 + 12.5 ms
+    ("+.3~+.4", False),        # starts at 0.31 - 37.5 ms: the model's 0.226 s is early
+    ("*", True),
+])
+def test_outbound_ranges_take_tolerance_from_their_start(expect: str, ok: bool) -> None:
+    r = play(PROBE + f"{expect} > P. 1:41(40) ack 1\n")
+    assert (r.status is Status.PASS) is ok, r.one_line()
+
+
+def test_consecutive_inbound_packets_are_anchored_to_script_times() -> None:
+    """The outbound packet is 16 ms late (inside its 25 ms tolerance), so the inbound ACK
+    written for 0.2245 s happens at 0.226 s (1.5 ms late, inside 1.8 ms). The next inbound
+    packet, 3 ms later in the script, counts from 0.2245 s, not from 0.226 s: it arrives at
+    0.2275 s and is ACKed then, which a 1 ms tolerance tells apart from 0.229 s."""
+    body = (PROBE + "+.2 > P. 1:41(40) ack 1\n0.2245 < . 1:1(0) ack 41 win 512\n"
+            "+.003 < P. 1:11(10) ack 41 win 512\n")
+    r = play(body + "0.2275 > . 41:41(0) ack 11\n", tolerance_us=1000)
+    assert r.status is Status.PASS, r.one_line()
+    r = play(body + "0.229 > . 41:41(0) ack 11\n", tolerance_us=1000)
+    assert r.status is Status.FAIL and "ack 11 at 0.2275 s" in r.message, r.one_line()
+
+
+@pytest.mark.parametrize("late", [
+    "0.215 < . 1:1(0) ack 41 win 512",
+    "0.215 write(4, ..., 10) = 10",
+    "0.215 %{ assert tcpi_snd_cwnd > 0 }%",
+])
+def test_an_event_whose_time_has_passed_fails(late: str) -> None:
+    """packetdrill's check_event_time: the outbound packet expected at 0.21 s left at
+    0.226 s (inside its tolerance), so an event written for 0.215 s (tolerance 4 ms)
+    happens 11 ms late; one written for 0.224 s is 2 ms late, inside."""
+    r = play(PROBE + "+.2 > P. 1:41(40) ack 1\n" + late + "\n")
+    assert r.status is Status.FAIL and r.line == 11, r.one_line()
+    assert "at 0.215 s, but it happened at 0.226 s" in r.message
+    ok = play(PROBE + "+.2 > P. 1:41(40) ack 1\n" + late.replace("0.215", "0.224") + "\n")
+    assert ok.status is Status.PASS, ok.one_line()
+
+
+def test_a_blocking_calls_end_tolerance_counts_from_its_own_start() -> None:
+    """The read starts at 0.01 s and should return at 0.51 s: tolerance 12.5 % of 0.5 s.
+    Data at 0.56 s is 50 ms late, inside it, however close the event before it."""
+    body = ("   +0...0.5 read(4, ..., 10) = 10\n+.49 < . 1:1(0) ack 1 win 512\n"
+            "{} < P. 1:11(10) ack 1 win 512\n")
+    assert play(body.format("+.06")).status is Status.PASS
+    r = play(body.format("+.07"))        # 60 ms late: outside 62.5 ms? no: 0.57 vs 0.51
+    assert r.status is Status.PASS, r.one_line()
+    r = play(body.format("+.08"))        # 70 ms late: outside
+    assert r.status is Status.FAIL and "returned at 0.58 s, expected at 0.51 s" in r.message
+
+
+@pytest.mark.parametrize("body, message", [
+    ("   +0 read(4, ..., 10) = 10\n", "read() would block (no data yet)"),
+    ("   +0 recv(4, ..., 10, 0) = 10\n", "recv() would block"),
+])
+def test_a_call_that_would_block_without_an_end_time_fails(body: str, message: str) -> None:
+    r = play(body)
+    assert r.status is Status.FAIL and message in r.message and r.line == 9
+    nonblocking = play(body.replace("= 10", "= -1 EAGAIN (Resource temporarily unavailable)"))
+    assert nonblocking.status is Status.PASS, nonblocking.one_line()
+
+
+def test_a_blocking_accept_before_the_handshake_would_block() -> None:
+    r = run_script(parse("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n+0 bind(3, ..., ...) = 0\n"
+                         "+0 listen(3, 1) = 0\n+0 accept(3, ..., ...) = 4\n", "t.pkt"))
+    assert r.status is Status.FAIL and "accept() would block (no connection yet)" in r.message
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the script has no events"),
+    ("// only a comment\n`sysctl -q net.ipv4.tcp_sack=1`\n", "the script has no events"),
+    ("0.1 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n", "first event must be at time 0"),
+    ("+.1 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n", "first event must be at time 0"),
+    ("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n0.2 bind(3, ..., ...) = 0\n"
+     "0.1 listen(3, 1) = 0\n", "time goes backward in the script, from 0.2 s to 0.1 s"),
+])
+def test_script_header_errors(text: str, message: str) -> None:
+    r = run_script(parse(text, "t.pkt"))
+    assert r.status is Status.ERROR and message in r.message, r.one_line()
+
+
+@pytest.mark.parametrize("end", ["+0.1", "*", ""])
+def test_only_a_plain_time_follows_an_ellipsis(end: str) -> None:
+    with pytest.raises(DrillSyntaxError, match="expected a time in seconds after '...'"):
+        parse(f"0...{end} read(4, ..., 10) = 10\n", "t.pkt")
