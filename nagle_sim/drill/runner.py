@@ -30,6 +30,7 @@ from typing import Any
 from ..model import PROFILES, Endpoint, Micros, ModelError, Segment, Side, SocketOptions, SockOpt
 from ..model.config import StackProfile
 from ..model.events import flag_letters, parse_flags
+from .clock import ModelClock
 from .script import (
     Code,
     Command,
@@ -377,8 +378,7 @@ class _Runner:
         self.options = SocketOptions()
         self.mss_cap: int | None = None
         self.peer_wscale = 0
-        self.now = 0
-        self.out: deque[tuple[int, Segment]] = deque()
+        self.clock = ModelClock(after_timer=self._complete_read)
         self.prev: tuple[Event, int] | None = None   # previous event and its script time
         self.fds: dict[int, str] = {}                # fd -> "listen" | "conn" | "socket"
         self.nonblocking: set[int] = set()
@@ -414,31 +414,33 @@ class _Runner:
         # (1:10001(10000)), as the kernel hands it to the device — unless the script
         # turned TSO/GSO off with ethtool
         self.ep.set_gso_wire(self.gso_wire)
+        self.clock.ep = self.ep
         return self.ep
 
-    def _collect(self, at: int) -> None:
-        if self.ep is not None:
-            for seg in self.ep.segments_to_send():
-                self.out.append((at, seg))
+    @property
+    def now(self) -> int:
+        return self.clock.now
+
+    @now.setter
+    def now(self, value: int) -> None:
+        self.clock.now = value
+
+    @property
+    def out(self) -> deque[tuple[int, Segment]]:
+        """What the model sent and no outbound line has matched yet."""
+        return self.clock.sent
 
     def _advance(self, until: int) -> None:
-        """Move model time to ``until``, firing timers due on the way."""
-        ep = self.ep
-        if ep is not None:
-            while (d := ep.next_deadline()) is not None and d <= until:
-                t = max(self.now, d)
-                self.now = t
-                ep.on_deadline(Micros(t))
-                self._collect(t)
-                self._complete_read()
-        self.now = max(self.now, until)
+        """Move model time to ``until``, firing timers due on the way (a blocked read may
+        return after each)."""
+        self.clock.advance(until)
 
     def _input(self, line: int, fn: Callable[[], Any]) -> Any:
         try:
             result = fn()
         except ModelError as exc:
             raise _Stop(Status.FAIL, line, f"the model refused: {exc}") from None
-        self._collect(self.now)
+        self.clock.collect()
         return result
 
     # ------------------------------------------------------------ time
