@@ -665,6 +665,7 @@ class _Runner:
         if value is None:
             raise _Stop(Status.ERROR, line, f"{opt}: expected a value like [1]")
         sockopt = _TCP_OPTS[opt]
+        self._require(line, sockopt)
         ep = self.ep
         conn = fd is not None and self.fds.get(fd) == "conn"
         if ep is None or (not conn and not ep.established):
@@ -678,10 +679,20 @@ class _Runner:
                 return
         self._input(line, lambda: ep.set_option(Micros(self.now), sockopt, bool(value)))
 
+    def _require(self, line: int, opt: SockOpt) -> None:
+        """A socket option the chosen profile's stack lacks (Windows has no TCP_CORK) makes
+        the script unsupported there: that is not a behaviour the model got wrong."""
+        lacks = ((opt is SockOpt.CORK and not self.profile.supports_cork)
+                 or (opt is SockOpt.QUICKACK and not self.profile.supports_quickack))
+        if lacks:
+            raise _Stop(Status.UNSUPPORTED, line, f"profile {self.profile.name} has no "
+                        f"TCP_{opt.name}")
+
     def _getsockopt(self, line: int, args: tuple[Expr, ...]) -> None:
         opt = _words(args[2])[0] if len(args) > 2 and _words(args[2]) else "?"
         if opt not in _TCP_OPTS:
             raise _Stop(Status.UNSUPPORTED, line, f"getsockopt {opt} is not modelled")
+        self._require(line, _TCP_OPTS[opt])
         want = _int(args[3]) if len(args) > 3 else None
         got = self._endpoint(line).get_option(_TCP_OPTS[opt])
         if want is not None and got != want:
@@ -701,6 +712,9 @@ class _Runner:
         if expected is not None and expected != size:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() returning {expected} of {size} "
                         "bytes: the model's send buffer never fills")
+        if "MSG_MORE" in flags and not self.profile.supports_cork:
+            raise _Stop(Status.UNSUPPORTED, line, f"profile {self.profile.name} has no "
+                        "MSG_MORE")
         ep = self._endpoint(line)
         if size:
             more = "MSG_MORE" in flags

@@ -431,3 +431,25 @@ def test_script_header_errors(text: str, message: str) -> None:
 def test_only_a_plain_time_follows_an_ellipsis(end: str) -> None:
     with pytest.raises(DrillSyntaxError, match="expected a time in seconds after '...'"):
         parse(f"0...{end} read(4, ..., 10) = 10\n", "t.pkt")
+
+
+# ---------------------------------------------------------------- profiles
+@pytest.mark.parametrize("body, feature", [
+    ("   +0 setsockopt(4, SOL_TCP, TCP_CORK, [1], 4) = 0\n", "TCP_CORK"),
+    ("   +0 setsockopt(4, SOL_TCP, TCP_QUICKACK, [1], 4) = 0\n", "TCP_QUICKACK"),
+    ("   +0 getsockopt(4, SOL_TCP, TCP_CORK, [0], [4]) = 0\n", "TCP_CORK"),
+    ("   +0 send(4, ..., 10, MSG_MORE) = 10\n", "MSG_MORE"),
+])
+def test_a_feature_the_profile_lacks_is_unsupported_not_a_failure(body: str,
+                                                                  feature: str) -> None:
+    r = play(body, profile="windows")
+    assert r.status is Status.UNSUPPORTED, r.one_line()
+    assert r.message == f"profile windows has no {feature}"
+    assert play(body).status is Status.PASS
+
+
+def test_cli_exit_code_for_a_feature_the_profile_lacks(tmp_path: Path) -> None:
+    script = tmp_path / "cork.pkt"
+    script.write_text(HANDSHAKE + "   +0 setsockopt(4, SOL_TCP, TCP_CORK, [1], 4) = 0\n")
+    proc = _drill(str(script), "--profile", "windows")
+    assert proc.returncode == 2 and "unsupported: profile windows has no TCP_CORK" in proc.stderr
