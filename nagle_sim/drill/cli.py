@@ -66,8 +66,13 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(escape(str(Path(r.path).relative_to(target))),
                           f"[{_STYLE[r.status]}]{r.status.value}[/]",
                           str(r.line or ""), escape(r.message if r.status is not Status.PASS
-                                                    else f"{r.checked} packets matched"))
+                                                    else r.summary()))
         out.print(table)
+        if args.verbose:
+            for r in results:
+                for note in r.notes:
+                    out.print(escape(f"{Path(r.path).relative_to(target)}: note: {note}"),
+                              soft_wrap=True)
         counts = {s: sum(1 for r in results if r.status is s) for s in Status}
         out.print(escape(", ".join(f"{n} {s.value}" for s, n in counts.items() if n)))
         if counts[Status.FAIL]:

@@ -453,3 +453,24 @@ def test_cli_exit_code_for_a_feature_the_profile_lacks(tmp_path: Path) -> None:
     script.write_text(HANDSHAKE + "   +0 setsockopt(4, SOL_TCP, TCP_CORK, [1], 4) = 0\n")
     proc = _drill(str(script), "--profile", "windows")
     assert proc.returncode == 2 and "unsupported: profile windows has no TCP_CORK" in proc.stderr
+
+
+# ---------------------------------------------------------------- unchecked options
+WITH_OPTIONS = HANDSHAKE.replace("> S. 0:0(0) ack 1 <...>",
+                                 "> S. 0:0(0) ack 1 <mss 1460,nop,nop,sackOK,nop,wscale 8>")
+
+
+def test_a_pass_says_when_tcp_options_went_unchecked() -> None:
+    r = run_script(parse(WITH_OPTIONS, "o.pkt"))
+    assert r.status is Status.PASS, r.one_line()
+    assert r.one_line() == "o.pkt: pass (1 outbound packets matched; TCP options not checked on 1)"
+    plain = play("")                    # <...> asks for no check: nothing to say
+    assert plain.one_line() == "t.pkt: pass (1 outbound packets matched)"
+
+
+def test_directory_table_shows_unchecked_options_and_verbose_notes(tmp_path: Path) -> None:
+    (tmp_path / "o.pkt").write_text(WITH_OPTIONS)
+    proc = _drill(str(tmp_path), "--verbose")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "TCP options not checked" in proc.stdout
+    assert "o.pkt: note: line 6: TCP options are not checked" in proc.stdout
