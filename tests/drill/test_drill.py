@@ -126,8 +126,14 @@ def test_input_is_bounded() -> None:
         parse("// x\n" * 300_000)
 
 
-@given(st.text(alphabet=st.sampled_from(list("0123456789.+*~<>SPF.:()[]{},=-| \n`%abk"
-                                             "ackwinmssTS")), max_size=200))
+# single characters, and whole tokens a character-level search would rarely build: code
+# blocks with arithmetic (division by zero, deep nesting), blocking-call ellipses, calls
+_PIECES = [*"0123456789.+*~<>SPF.:()[]{},=-|/ \n`%abk", "ack", "win", "mss", "TS", "%{", "}%",
+           " assert ", "tcpi_snd_cwnd", " / 0", "...", "read(4, ..., ", "write(4, ..., ",
+           "+0 ", "\n+.1 ", "0 < S 0:0(0) win 65535\n", "// c\n", "/* c */"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=80).map("".join))
 def test_any_text_parses_or_fails_with_one_line(text: str) -> None:
     try:
         script = parse(text, "f.pkt")
@@ -136,6 +142,28 @@ def test_any_text_parses_or_fails_with_one_line(text: str) -> None:
         return
     result = run_script(script)          # whatever it is, playing it never raises
     assert result.status in Status
+
+
+_ATOMS = st.sampled_from(["0", "1", "0.0", "1e308", "-1", "tcpi_snd_cwnd", "tcpi_rtt",
+                          "TCP_CLOSED", "tcpi_unacked"])
+_EXPRS = st.recursive(_ATOMS, lambda inner: st.one_of(
+    st.tuples(inner, st.sampled_from([" + ", " - ", " * ", " / ", " // ", " % ", " ** ",
+                                       " < ", " == ", " and ", " or "]), inner).map(
+        lambda t: f"({t[0]}{t[1]}{t[2]})"),
+    inner.map(lambda e: f"not {e}"), inner.map(lambda e: f"-{e}")), max_leaves=12)
+
+
+@given(_EXPRS)
+def test_any_code_block_is_a_result_never_an_exception(expr: str) -> None:
+    """Whatever follows ``assert``, playing it gives a one-line result."""
+    text = HANDSHAKE + f"   +0 %{{ assert {expr} }}%\n"
+    try:
+        script = parse(text, "c.pkt")
+    except DrillSyntaxError as exc:
+        assert "\n" not in str(exc)
+        return
+    result = run_script(script)
+    assert result.status in Status and "\n" not in result.one_line()
 
 
 @given(st.data())
