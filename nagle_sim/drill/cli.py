@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..model import PROFILES
+from ..scenario import clip
 from .parser import DrillSyntaxError, DrillUnsupported, load
 from .runner import DrillResult, Status, run_script
 
@@ -28,8 +29,15 @@ def _play(path: Path, args: argparse.Namespace) -> DrillResult:
     except DrillSyntaxError as exc:
         status = Status.UNSUPPORTED if isinstance(exc, DrillUnsupported) else Status.ERROR
         return DrillResult(str(path), status, str(exc).split(": ", 1)[-1], _line_of(str(exc)))
-    return run_script(script, profile=args.profile, tolerance_us=args.tolerance_usecs,
-                      tolerance_pct=args.tolerance_percent)
+    try:
+        return run_script(script, profile=args.profile, tolerance_us=args.tolerance_usecs,
+                          tolerance_pct=args.tolerance_percent)
+    except Exception as exc:   # noqa: BLE001 - last resort: one script never ends a table
+        # the runner turns every known problem into a result; reaching here is a bug in
+        # it, still reported on one line (with the exception's type) and never a traceback
+        return DrillResult(str(path), Status.ERROR,
+                           f"internal error playing the script: {type(exc).__name__}: "
+                           f"{clip(str(exc))}")
 
 
 def _line_of(message: str) -> int:
@@ -58,8 +66,13 @@ def run(args: argparse.Namespace) -> int:
             table.add_row(escape(str(Path(r.path).relative_to(target))),
                           f"[{_STYLE[r.status]}]{r.status.value}[/]",
                           str(r.line or ""), escape(r.message if r.status is not Status.PASS
-                                                    else f"{r.checked} packets matched"))
+                                                    else r.summary()))
         out.print(table)
+        if args.verbose:
+            for r in results:
+                for note in r.notes:
+                    out.print(escape(f"{Path(r.path).relative_to(target)}: note: {note}"),
+                              soft_wrap=True)
         counts = {s: sum(1 for r in results if r.status is s) for s in Status}
         out.print(escape(", ".join(f"{n} {s.value}" for s, n in counts.items() if n)))
         if counts[Status.FAIL]:

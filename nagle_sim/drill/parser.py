@@ -14,7 +14,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from ..scenario import ScenarioError
+from ..scenario import FileTooBig, ScenarioError, read_regular_file
 from .script import (
     Code,
     Command,
@@ -193,7 +193,12 @@ class _Parser:
             end = None
             if tok.kind == "ellipsis":
                 self.i += 1
-                end = self.event_time()
+                nxt = self.peek()
+                if nxt is None or nxt.kind != "num":
+                    # packetdrill's grammar: ELLIPSIS time, a plain number of seconds
+                    raise self.error(f"expected a time in seconds after '...', found "
+                                     f"{'nothing' if nxt is None else repr(nxt.text)}", nxt)
+                end = EventTime(TimeKind.ABSOLUTE, self.seconds())
             action = self.syscall(end)
         loose = when.kind in (TimeKind.ANY, TimeKind.ABSOLUTE_RANGE, TimeKind.RELATIVE_RANGE)
         if loose and not (isinstance(action, Packet) and not action.inbound):
@@ -461,16 +466,21 @@ def parse(text: str, where: str = "<script>") -> Script:
 
 
 def load(path: str | Path) -> Script:
-    """Read and parse a ``.pkt`` file."""
+    """Read and parse a ``.pkt`` file. Only a regular file is read (opened without
+    blocking: a FIFO with no writer would otherwise hang here), and at most `MAX_BYTES`."""
     p = Path(path)
     try:
-        if p.stat().st_size > MAX_BYTES:
-            raise DrillSyntaxError(f"{p}: larger than {MAX_BYTES // 1024} KiB; not a script")
-        text = p.read_text("utf-8")
+        raw = read_regular_file(p, MAX_BYTES)
     except FileNotFoundError:
         raise DrillSyntaxError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise DrillSyntaxError(f"{p}: is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DrillSyntaxError(f"{p}: cannot read: {exc}") from None
+    except FileTooBig as exc:
+        raise DrillSyntaxError(f"{p}: {exc}; not a script") from None
+    except OSError as exc:
+        raise DrillSyntaxError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DrillSyntaxError(f"{p}: not UTF-8 text (byte {exc.start})") from None
     return parse(text, str(p))

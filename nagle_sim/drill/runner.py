@@ -30,6 +30,7 @@ from typing import Any
 from ..model import PROFILES, Endpoint, Micros, ModelError, Segment, Side, SocketOptions, SockOpt
 from ..model.config import StackProfile
 from ..model.events import flag_letters, parse_flags
+from .clock import ModelClock
 from .script import (
     Code,
     Command,
@@ -46,12 +47,15 @@ from .script import (
     TimeKind,
     Word,
 )
+from .timing import DEFAULT_TOLERANCE_PCT, DEFAULT_TOLERANCE_US, tolerance
 
-DEFAULT_TOLERANCE_US = 4000
-DEFAULT_TOLERANCE_PCT = 12.5
 ANY_TIME_LIMIT_US = 3_600_000_000     # `*` waits at most an hour of model time
 TS_OPTION_BYTES = 12                  # timestamps shrink the payload per segment
 OUR_WSCALE = 8                        # what Linux 6.x offers with default tcp_rmem
+S32_MAX = (1 << 31) - 1               # packetdrill reads a call's byte count as an s32
+MAX_IO_BYTES = 1_000_000_000
+"""The most bytes one write or read may move, as a scenario's ``write`` size limit: the
+model spends time per segment, so a bigger count would run for many seconds."""
 
 
 class Status(Enum):
@@ -70,11 +74,22 @@ class DrillResult:
     notes: list[str] = field(default_factory=list)
     checked: int = 0
     """Outbound packets matched."""
+    options_unchecked: int = 0
+    """Of those, how many the script wrote with TCP options, which the model does not send
+    and so are never checked: a pass says so rather than hide it."""
+
+    def summary(self) -> str:
+        """What a pass matched: ``8 outbound packets matched; TCP options not checked on
+        3``."""
+        text = f"{self.checked} outbound packets matched"
+        if self.options_unchecked:
+            text += f"; TCP options not checked on {self.options_unchecked}"
+        return text
 
     def one_line(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         if self.status is Status.PASS:
-            return f"{self.path}: pass ({self.checked} outbound packets matched)"
+            return f"{self.path}: pass ({self.summary()})"
         return f"{where}: {self.status.value}: {self.message}"
 
 
@@ -188,11 +203,40 @@ def _eval(node: ast.AST, info: dict[str, int], line: int) -> Any:
                 "supported subset (assert over tcpi_* fields)")
 
 
+MAX_CODE_CHARS = 4096
+"""A code block longer than this is refused before it is parsed (upstream blocks are a few
+lines of asserts)."""
+MAX_CODE_DEPTH = 64
+"""The deepest expression tree a code block may have: `_eval` recurses once per level."""
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep ``tree`` nests, measured without recursion (a 2000-term product is a tree
+    2000 deep, and a recursive walk over it would overflow Python's stack)."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_CODE_DEPTH:          # deeper than the limit: no need to look on
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _run_code(code: Code, line: int, get_info: Callable[[], dict[str, int]]) -> None:
+    text = code.text.strip()
+    if len(text) > MAX_CODE_CHARS:
+        raise _Stop(Status.ERROR, line, f"code block of {len(text):,} characters (limit "
+                    f"{MAX_CODE_CHARS:,})")
     try:
-        tree = ast.parse(code.text.strip() or "pass")
+        tree = ast.parse(text or "pass")
     except SyntaxError as exc:
         raise _Stop(Status.ERROR, line, f"code block: {exc.msg}") from None
+    except (RecursionError, MemoryError):    # thousands of nested operators
+        raise _Stop(Status.ERROR, line, "code block: nested too deeply to parse") from None
+    if _depth(tree) > MAX_CODE_DEPTH:
+        raise _Stop(Status.ERROR, line, f"code block: expressions nested more than "
+                    f"{MAX_CODE_DEPTH} deep")
     asserts = [stmt for stmt in tree.body if not isinstance(stmt, ast.Pass)]
     if not all(isinstance(stmt, ast.Assert) for stmt in asserts):
         raise _Stop(Status.UNSUPPORTED, line, "code block: only assert statements over "
@@ -200,7 +244,13 @@ def _run_code(code: Code, line: int, get_info: Callable[[], dict[str, int]]) -> 
     info = get_info() if asserts else {}
     for stmt in asserts:
         assert isinstance(stmt, ast.Assert)
-        if not _eval(stmt.test, info, line):
+        try:
+            ok = _eval(stmt.test, info, line)
+        except (ArithmeticError, RecursionError, MemoryError) as exc:
+            # division by zero, float overflow: the script's arithmetic, not the model's
+            raise _Stop(Status.ERROR, line, f"code block: {ast.unparse(stmt.test)[:80]}: "
+                        f"{type(exc).__name__}: {exc}") from None
+        if not ok:
             shown = ", ".join(f"{name}={info[name]}" for name in sorted(
                 {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}))
             raise _Stop(Status.FAIL, line, f"assertion failed: {ast.unparse(stmt.test)} "
@@ -249,6 +299,35 @@ def _iov_bytes(expr: Expr) -> int | None:
     return total
 
 
+def _io_size(call: Syscall) -> tuple[int | None, tuple[str, ...]]:
+    """(bytes, MSG_* flags) of a read or write call, from the argument that holds them in
+    each call's signature: the count of read/write/send/recv(from)/sendto, the iovec sum
+    of readv/writev (whose third argument is the iovec count) and of recvmsg/sendmsg
+    (whose third argument is the flags)."""
+    name, args = call.name, call.args
+    if name in ("writev", "readv"):
+        return (_iov_bytes(args[1]) if len(args) > 1 else None), ()
+    if name in ("sendmsg", "recvmsg"):
+        msg = args[1] if len(args) > 1 else None
+        iov = next((v for k, v in msg.fields if k == "msg_iov"), None) if isinstance(
+            msg, Struct) else None
+        return (_iov_bytes(iov) if iov is not None else None), (
+            _words(args[2]) if len(args) > 2 else ())
+    size = _int(args[2]) if len(args) > 2 else None
+    return size, (_words(args[3]) if len(args) > 3 and name not in ("write", "read") else ())
+
+
+def _check_count(line: int, name: str, size: int) -> None:
+    """A byte count packetdrill could pass (a non-negative s32) that the model can play in
+    bounded time (at most `MAX_IO_BYTES`)."""
+    if not 0 <= size <= S32_MAX:
+        raise _Stop(Status.ERROR, line, f"{name}(): byte count {size} is not between 0 and "
+                    f"{S32_MAX:,} (packetdrill passes it as a 32-bit int)")
+    if size > MAX_IO_BYTES:
+        raise _Stop(Status.UNSUPPORTED, line, f"{name}() of {size:,} bytes: the model plays "
+                    f"at most {MAX_IO_BYTES:,} bytes per call")
+
+
 # include/net/tcp_states.h, by the model's state names
 _TCP_STATES = {"ESTABLISHED": 1, "SYN_SENT": 2, "SYN_RCVD": 3, "FIN_WAIT1": 4, "FIN_WAIT2": 5,
                "TIME_WAIT": 6, "CLOSED": 7, "CLOSE_WAIT": 8, "LAST_ACK": 9, "LISTEN": 10,
@@ -276,6 +355,8 @@ class _Pending:
     call: Syscall
     size: int
     want: int | None
+    start: int
+    """When it started (script time, µs): its return's tolerance counts from here."""
     end: int | None
     """When the script expects it to return (µs), if it says."""
 
@@ -308,13 +389,13 @@ class _Runner:
         self.options = SocketOptions()
         self.mss_cap: int | None = None
         self.peer_wscale = 0
-        self.now = 0
-        self.out: deque[tuple[int, Segment]] = deque()
+        self.clock = ModelClock(after_timer=self._complete_read)
         self.prev: tuple[Event, int] | None = None   # previous event and its script time
         self.fds: dict[int, str] = {}                # fd -> "listen" | "conn" | "socket"
         self.nonblocking: set[int] = set()
         self.pending: _Pending | None = None
         self.checked = 0
+        self.options_unchecked = 0
         self._peer_mss = self._prescan_mss()
 
     # ------------------------------------------------------------ the model
@@ -345,31 +426,33 @@ class _Runner:
         # (1:10001(10000)), as the kernel hands it to the device — unless the script
         # turned TSO/GSO off with ethtool
         self.ep.set_gso_wire(self.gso_wire)
+        self.clock.ep = self.ep
         return self.ep
 
-    def _collect(self, at: int) -> None:
-        if self.ep is not None:
-            for seg in self.ep.segments_to_send():
-                self.out.append((at, seg))
+    @property
+    def now(self) -> int:
+        return self.clock.now
+
+    @now.setter
+    def now(self, value: int) -> None:
+        self.clock.now = value
+
+    @property
+    def out(self) -> deque[tuple[int, Segment]]:
+        """What the model sent and no outbound line has matched yet."""
+        return self.clock.sent
 
     def _advance(self, until: int) -> None:
-        """Move model time to ``until``, firing timers due on the way."""
-        ep = self.ep
-        if ep is not None:
-            while (d := ep.next_deadline()) is not None and d <= until:
-                t = max(self.now, d)
-                self.now = t
-                ep.on_deadline(Micros(t))
-                self._collect(t)
-                self._complete_read()
-        self.now = max(self.now, until)
+        """Move model time to ``until``, firing timers due on the way (a blocked read may
+        return after each)."""
+        self.clock.advance(until)
 
     def _input(self, line: int, fn: Callable[[], Any]) -> Any:
         try:
             result = fn()
         except ModelError as exc:
             raise _Stop(Status.FAIL, line, f"the model refused: {exc}") from None
-        self._collect(self.now)
+        self.clock.collect()
         return result
 
     # ------------------------------------------------------------ time
@@ -387,21 +470,40 @@ class _Runner:
             offset = self.prev[1] if anchored and self.prev else self.now
             start = offset + t.start_us
             end = offset + t.end_us if t.end_us is not None else None
-        return start, end, self._tolerance(start), offset
+        return start, end, self._tolerance(start, self.prev[1] if self.prev else None), offset
 
-    def _tolerance(self, at: int) -> int:
-        if self.prev is None:
-            return self.tol_us
-        return max(self.tol_us, int(self.tol_pct / 100 * (at - self.prev[1])))
+    def _tolerance(self, at: int, since: int | None) -> int:
+        return tolerance(at, since, tolerance_us=self.tol_us, tolerance_pct=self.tol_pct)
 
     # ------------------------------------------------------------ events
+    def _check_header(self) -> None:
+        """What packetdrill's get_next_event refuses before playing: no events at all, a
+        first event not at time 0."""
+        events = self.script.events
+        if not events:
+            raise _Stop(Status.ERROR, 0, "the script has no events")
+        first = events[0]
+        if first.time.start_us != 0:
+            raise _Stop(Status.ERROR, first.line, "the first event must be at time 0")
+
     def run(self) -> None:
+        self._check_header()
         for ev in self.script.events:
+            if (self.prev is not None and _absolute(ev) and _absolute(self.prev[0])
+                    and ev.time.start_us < self.prev[1]):
+                raise _Stop(Status.ERROR, ev.line, f"time goes backward in the script, from "
+                            f"{_secs(self.prev[1])} to {_secs(ev.time.start_us)}")
             start, end, tol, offset = self._times(ev)
             action = ev.action
             if isinstance(action, Packet) and not action.inbound:
                 self._outbound(ev, action, start, end, tol)
             else:
+                if self.prev is not None and self.now > start + tol:
+                    # packetdrill's check_event_time: the events before this one ended
+                    # after its time had passed
+                    raise _Stop(Status.FAIL, ev.line, f"timing: expected {_what(action)} at "
+                                f"{_secs(start)}, but it happened at {_secs(self.now)} "
+                                f"(tolerance {_secs(tol)}): the events before it ran late")
                 self._advance(start)
                 if isinstance(action, Packet):
                     self._inbound(ev, action)
@@ -491,6 +593,7 @@ class _Runner:
             raise _Stop(Status.FAIL, ev.line, f"{'; '.join(problems)} (the model sent {sent})")
         if p.options:
             self.notes.append(f"line {ev.line}: TCP options are not checked")
+            self.options_unchecked += 1
         self.checked += 1
         self.now = max(self.now, at)
 
@@ -525,7 +628,9 @@ class _Runner:
             if fd is not None:
                 self.fds[fd] = "conn"
             self._input(line, lambda: ep.connect(Micros(self.now)))
-            if call.end_time is not None:      # a blocking connect: returns once established
+            if call.end_time is not None or (fd not in self.nonblocking
+                                             and call.errno is None):
+                # a blocking connect returns once established (without '...': would block)
                 self._block(ev, call, 0, expected, offset, blocking=True)
         elif name == "accept":
             if expected is not None:
@@ -573,6 +678,7 @@ class _Runner:
         if value is None:
             raise _Stop(Status.ERROR, line, f"{opt}: expected a value like [1]")
         sockopt = _TCP_OPTS[opt]
+        self._require(line, sockopt)
         ep = self.ep
         conn = fd is not None and self.fds.get(fd) == "conn"
         if ep is None or (not conn and not ep.established):
@@ -586,10 +692,20 @@ class _Runner:
                 return
         self._input(line, lambda: ep.set_option(Micros(self.now), sockopt, bool(value)))
 
+    def _require(self, line: int, opt: SockOpt) -> None:
+        """A socket option the chosen profile's stack lacks (Windows has no TCP_CORK) makes
+        the script unsupported there: that is not a behaviour the model got wrong."""
+        lacks = ((opt is SockOpt.CORK and not self.profile.supports_cork)
+                 or (opt is SockOpt.QUICKACK and not self.profile.supports_quickack))
+        if lacks:
+            raise _Stop(Status.UNSUPPORTED, line, f"profile {self.profile.name} has no "
+                        f"TCP_{opt.name}")
+
     def _getsockopt(self, line: int, args: tuple[Expr, ...]) -> None:
         opt = _words(args[2])[0] if len(args) > 2 and _words(args[2]) else "?"
         if opt not in _TCP_OPTS:
             raise _Stop(Status.UNSUPPORTED, line, f"getsockopt {opt} is not modelled")
+        self._require(line, _TCP_OPTS[opt])
         want = _int(args[3]) if len(args) > 3 else None
         got = self._endpoint(line).get_option(_TCP_OPTS[opt])
         if want is not None and got != want:
@@ -597,21 +713,11 @@ class _Runner:
                         f"returned [{got}]")
 
     def _send(self, line: int, call: Syscall, fd: int | None) -> None:
-        args, name = call.args, call.name
-        flags: tuple[str, ...] = ()
-        if name == "writev":
-            size = _iov_bytes(args[1]) if len(args) > 1 else None
-        elif name == "sendmsg":
-            msg = args[1] if len(args) > 1 else None
-            iov = next((v for k, v in msg.fields if k == "msg_iov"), None) if isinstance(
-                msg, Struct) else None
-            size = _iov_bytes(iov) if iov is not None else None
-            flags = _words(args[2]) if len(args) > 2 else ()
-        else:
-            size = _int(args[2]) if len(args) > 2 else None
-            flags = _words(args[3]) if len(args) > 3 and name != "write" else ()
+        name = call.name
+        size, flags = _io_size(call)
         if size is None:
             raise _Stop(Status.ERROR, line, f"{name}(): cannot tell how many bytes")
+        _check_count(line, name, size)
         for flag in flags:
             if flag not in ("MSG_MORE", "MSG_DONTWAIT", "MSG_NOSIGNAL", "0"):
                 raise _Stop(Status.UNSUPPORTED, line, f"{name}() flag {flag} is not modelled")
@@ -619,15 +725,23 @@ class _Runner:
         if expected is not None and expected != size:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() returning {expected} of {size} "
                         "bytes: the model's send buffer never fills")
+        if "MSG_MORE" in flags and not self.profile.supports_cork:
+            raise _Stop(Status.UNSUPPORTED, line, f"profile {self.profile.name} has no "
+                        "MSG_MORE")
         ep = self._endpoint(line)
         if size:
             more = "MSG_MORE" in flags
             self._input(line, lambda: ep.app_write(Micros(self.now), size, more=more))
 
     def _recv(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
-        size = _int(call.args[2]) if len(call.args) > 2 else None
+        size, flags = _io_size(call)
         if size is None:
             raise _Stop(Status.ERROR, ev.line, f"{call.name}(): cannot tell the buffer size")
+        _check_count(ev.line, call.name, size)
+        for flag in flags:     # MSG_PEEK, MSG_WAITALL … would change what a read returns
+            if flag not in ("MSG_DONTWAIT", "0"):
+                raise _Stop(Status.UNSUPPORTED, ev.line, f"{call.name}() flag {flag} is not "
+                            "modelled")
         want = _int(call.result)
         ep = self._endpoint(ev.line)
         if call.errno == "EAGAIN":
@@ -639,19 +753,28 @@ class _Runner:
         if call.errno is not None:
             raise _Stop(Status.UNSUPPORTED, ev.line, f"{call.name}() failing with "
                         f"{call.errno} is not modelled")
-        self._block(ev, call, size, want, offset, blocking=fd not in self.nonblocking)
+        self._block(ev, call, size, want, offset,
+                    blocking=fd not in self.nonblocking and "MSG_DONTWAIT" not in flags)
 
     def _block(self, ev: Event, call: Syscall, size: int, want: int | None, offset: int,
                blocking: bool) -> None:
         """Start a read() or accept(); it returns now or, if blocking, once it can."""
         if self.pending is not None:
             raise _Stop(Status.UNSUPPORTED, ev.line, "two blocking calls at once")
+        relative = ev.time.kind in (TimeKind.RELATIVE, TimeKind.RELATIVE_RANGE)
+        start = ev.time.start_us + (offset if relative else 0)
         end = None
         if call.end_time is not None:
-            relative = ev.time.kind in (TimeKind.RELATIVE, TimeKind.RELATIVE_RANGE)
             end = call.end_time.start_us + (offset if relative else 0)
-        self.pending = _Pending(ev, call, size, want, end)
+        self.pending = _Pending(ev, call, size, want, start, end)
         self._complete_read(blocking=blocking)
+        if self.pending is not None and call.end_time is None:
+            # packetdrill makes a call written without '...' on its main thread, the one
+            # that injects packets: it would wait there for ever
+            what = "connection" if call.name in ("accept", "connect") else "data"
+            raise _Stop(Status.FAIL, ev.line, f"{call.name}() would block (no {what} yet): "
+                        "a blocking call needs an end time, as in '+0...0.1 "
+                        f"{call.name}(…)'")
 
     def _complete_read(self, blocking: bool = True) -> None:
         """Finish a pending call once it can return (data or EOF for a read, an
@@ -676,12 +799,24 @@ class _Runner:
                             f"the model returned {got}")
         self.pending = None
         if p.end is not None:
-            tol = max(self.tol_us, int(self.tol_pct / 100 * (p.end - (self.prev[1] if
-                                                                      self.prev else 0))))
+            tol = self._tolerance(p.end, p.start)
             if abs(self.now - p.end) > tol:
                 raise _Stop(Status.FAIL, p.event.line, f"{p.call.name}() returned at "
                             f"{_secs(self.now)}, expected at {_secs(p.end)} (tolerance "
                             f"{_secs(tol)})")
+
+
+def _absolute(ev: Event) -> bool:
+    return ev.time.kind in (TimeKind.ABSOLUTE, TimeKind.ABSOLUTE_RANGE)
+
+
+def _what(action: object) -> str:
+    """How packetdrill's event_description names an event in a timing error."""
+    if isinstance(action, Packet):
+        return "inbound packet" if action.inbound else "outbound packet"
+    if isinstance(action, Syscall):
+        return f"{action.name}() start"
+    return "command" if isinstance(action, Command) else "code block"
 
 
 def _expect_text(p: Packet) -> str:
@@ -700,8 +835,10 @@ def run_script(script: Script, *, profile: str | StackProfile = "linux",
         runner.run()
     except _Stop as stop:
         return DrillResult(script.path, stop.status, stop.message, stop.line,
-                           runner.notes if runner else [], runner.checked if runner else 0)
-    return DrillResult(script.path, Status.PASS, notes=runner.notes, checked=runner.checked)
+                           runner.notes if runner else [], runner.checked if runner else 0,
+                           runner.options_unchecked if runner else 0)
+    return DrillResult(script.path, Status.PASS, notes=runner.notes, checked=runner.checked,
+                       options_unchecked=runner.options_unchecked)
 
 
 __all__ = ["DrillResult", "Status", "run_script", "EventTime"]

@@ -4,6 +4,8 @@ command's exit codes. The .pkt scripts beside this file were written for this pr
 
 from __future__ import annotations
 
+import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -124,8 +126,14 @@ def test_input_is_bounded() -> None:
         parse("// x\n" * 300_000)
 
 
-@given(st.text(alphabet=st.sampled_from(list("0123456789.+*~<>SPF.:()[]{},=-| \n`%abk"
-                                             "ackwinmssTS")), max_size=200))
+# single characters, and whole tokens a character-level search would rarely build: code
+# blocks with arithmetic (division by zero, deep nesting), blocking-call ellipses, calls
+_PIECES = [*"0123456789.+*~<>SPF.:()[]{},=-|/ \n`%abk", "ack", "win", "mss", "TS", "%{", "}%",
+           " assert ", "tcpi_snd_cwnd", " / 0", "...", "read(4, ..., ", "write(4, ..., ",
+           "+0 ", "\n+.1 ", "0 < S 0:0(0) win 65535\n", "// c\n", "/* c */"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=80).map("".join))
 def test_any_text_parses_or_fails_with_one_line(text: str) -> None:
     try:
         script = parse(text, "f.pkt")
@@ -134,6 +142,28 @@ def test_any_text_parses_or_fails_with_one_line(text: str) -> None:
         return
     result = run_script(script)          # whatever it is, playing it never raises
     assert result.status in Status
+
+
+_ATOMS = st.sampled_from(["0", "1", "0.0", "1e308", "-1", "tcpi_snd_cwnd", "tcpi_rtt",
+                          "TCP_CLOSED", "tcpi_unacked"])
+_EXPRS = st.recursive(_ATOMS, lambda inner: st.one_of(
+    st.tuples(inner, st.sampled_from([" + ", " - ", " * ", " / ", " // ", " % ", " ** ",
+                                       " < ", " == ", " and ", " or "]), inner).map(
+        lambda t: f"({t[0]}{t[1]}{t[2]})"),
+    inner.map(lambda e: f"not {e}"), inner.map(lambda e: f"-{e}")), max_leaves=12)
+
+
+@given(_EXPRS)
+def test_any_code_block_is_a_result_never_an_exception(expr: str) -> None:
+    """Whatever follows ``assert``, playing it gives a one-line result."""
+    text = HANDSHAKE + f"   +0 %{{ assert {expr} }}%\n"
+    try:
+        script = parse(text, "c.pkt")
+    except DrillSyntaxError as exc:
+        assert "\n" not in str(exc)
+        return
+    result = run_script(script)
+    assert result.status in Status and "\n" not in result.one_line()
 
 
 @given(st.data())
@@ -218,9 +248,9 @@ def test_a_blocking_read_waits_for_data() -> None:
 
 
 # ---------------------------------------------------------------- the command
-def _drill(*args: str) -> subprocess.CompletedProcess[str]:
+def _drill(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "nagle_sim", "drill", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
@@ -246,3 +276,229 @@ def test_cli_directory_table() -> None:
     proc = _drill(str(HERE))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{len(SCRIPTS)} pass" in proc.stdout
+
+
+# ---------------------------------------------------------------- bounds
+@pytest.mark.parametrize("body, status, reason", [
+    ("   +0 write(4, ..., 9999999999999999999) = 9999999999999999999\n", Status.ERROR,
+     "not between 0 and 2,147,483,647"),
+    ("   +0 write(4, ..., 2000000000) = 2000000000\n", Status.UNSUPPORTED,
+     "at most 1,000,000,000 bytes per call"),
+    ("   +0 writev(4, [{..., 2000000000}, {..., 2000000000}], 2) = 4000000000\n",
+     Status.ERROR, "not between 0"),
+    ("   +0 read(4, ..., 4294967296) = 0\n", Status.ERROR, "not between 0"),
+    ("   +0 write(4, ..., -5) = -5\n", Status.ERROR, "not between 0"),
+])
+def test_byte_counts_are_bounded(body: str, status: Status, reason: str) -> None:
+    """A count the model would need seconds to play is refused before it starts."""
+    r = play(body)
+    assert r.status is status, r.one_line()
+    assert reason in r.message and r.line == 9
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.pkt"
+    os.mkfifo(fifo)
+    proc = _drill(str(fifo), timeout=20)
+    assert proc.returncode == 2, proc.stderr
+    assert "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- code blocks
+@pytest.mark.parametrize("code, reason", [
+    ("assert tcpi_snd_cwnd / 0 == 1", "ZeroDivisionError"),
+    ("assert tcpi_snd_cwnd % 0 == 1", "ZeroDivisionError"),
+    ("assert 1e308 * 10 // 0.0 == 1", "ZeroDivisionError"),
+    ("assert " + "-" * 5000 + "1 == 1", "characters (limit 4,096)"),
+    ("assert " + "-" * 3500 + "1 == 1", "nested too deeply to parse"),
+    ("assert " + "-" * 1500 + "1 == 1", "nested more than 64 deep"),
+    ("assert " + "*".join(["1"] * 2000) + " > 0", "nested more than 64 deep"),
+], ids=["div", "mod", "floordiv-float", "long", "parse-depth", "unary-depth", "product"])
+def test_code_block_arithmetic_and_size_errors_are_one_line(code: str, reason: str) -> None:
+    r = play(f"   +0 %{{ {code} }}%\n")
+    assert r.status is Status.ERROR, r.one_line()
+    assert reason in r.message and r.line == 9 and "\n" not in r.one_line()
+
+
+def test_one_broken_script_never_ends_a_directory_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A bug in the runner (here: a KeyError forced on one script) is that script's error
+    row, with the exception's type; the other scripts still run."""
+    from nagle_sim.drill import cli
+
+    for name in ("a.pkt", "b.pkt"):
+        (tmp_path / name).write_text(HANDSHAKE)
+    real = cli.run_script
+
+    def flaky(script, **kw):  # noqa: ANN001, ANN003, ANN202
+        if script.path.endswith("a.pkt"):
+            raise KeyError("boom")
+        return real(script, **kw)
+
+    monkeypatch.setattr(cli, "run_script", flaky)
+    args = argparse.Namespace(script=str(tmp_path), profile="linux", tolerance_usecs=None,
+                              tolerance_percent=None, verbose=False)
+    assert cli.run(args) == 2
+    out = capsys.readouterr().out
+    assert "KeyError" in out and "1 pass" in out and "1 error" in out
+    assert "Traceback" not in out
+
+
+# ---------------------------------------------------------------- reads
+DATA_IN = "+.01 < P. 1:101(100) ack 1 win 512\n   +0 > . 1:1(0) ack 101\n"
+
+
+@pytest.mark.parametrize("call", [
+    "recvmsg(4, {msg_name(...)=..., msg_iov(1)=[{..., 60}], msg_flags=0}, 0) = 60",
+    "readv(4, [{..., 20}, {..., 40}], 2) = 60",
+    "recv(4, ..., 60, 0) = 60",
+])
+def test_reads_take_the_size_from_the_buffer_argument(call: str) -> None:
+    """The iovec sum is the size (recvmsg's third argument is its flags, readv's the
+    iovec count): 60 of the 100 bytes that arrived are read, then the other 40."""
+    r = play(DATA_IN + f"   +0 {call}\n   +0 read(4, ..., 1000) = 40\n")
+    assert r.status is Status.PASS, r.one_line()
+
+
+def test_a_read_flag_the_model_cannot_honour_is_unsupported() -> None:
+    r = play(DATA_IN + "   +0 recv(4, ..., 100, MSG_PEEK) = 100\n")
+    assert r.status is Status.UNSUPPORTED and "MSG_PEEK" in r.message
+
+
+# ---------------------------------------------------------------- timing (run.c)
+# The handshake ends at 0.01 s with a 10 ms RTT, so 40 bytes sent with MSG_MORE at 0.01 s
+# leave by the probe timer (the RTO) at 0.226 s.
+PROBE = "   +0 send(4, ..., 40, MSG_MORE) = 40\n"
+
+
+@pytest.mark.parametrize("expect, ok", [
+    ("+.2~+.205", True),       # 0.21~0.215 s, tolerance 12.5 % of 0.2 s: 0.226 s is inside
+    ("0.21~0.215", True),
+    ("+.1~+.15", False),       # ends at 0.16 + 12.5 ms
+    ("+.3~+.4", False),        # starts at 0.31 - 37.5 ms: the model's 0.226 s is early
+    ("*", True),
+])
+def test_outbound_ranges_take_tolerance_from_their_start(expect: str, ok: bool) -> None:
+    r = play(PROBE + f"{expect} > P. 1:41(40) ack 1\n")
+    assert (r.status is Status.PASS) is ok, r.one_line()
+
+
+def test_consecutive_inbound_packets_are_anchored_to_script_times() -> None:
+    """The outbound packet is 16 ms late (inside its 25 ms tolerance), so the inbound ACK
+    written for 0.2245 s happens at 0.226 s (1.5 ms late, inside 1.8 ms). The next inbound
+    packet, 3 ms later in the script, counts from 0.2245 s, not from 0.226 s: it arrives at
+    0.2275 s and is ACKed then, which a 1 ms tolerance tells apart from 0.229 s."""
+    body = (PROBE + "+.2 > P. 1:41(40) ack 1\n0.2245 < . 1:1(0) ack 41 win 512\n"
+            "+.003 < P. 1:11(10) ack 41 win 512\n")
+    r = play(body + "0.2275 > . 41:41(0) ack 11\n", tolerance_us=1000)
+    assert r.status is Status.PASS, r.one_line()
+    r = play(body + "0.229 > . 41:41(0) ack 11\n", tolerance_us=1000)
+    assert r.status is Status.FAIL and "ack 11 at 0.2275 s" in r.message, r.one_line()
+
+
+@pytest.mark.parametrize("late", [
+    "0.215 < . 1:1(0) ack 41 win 512",
+    "0.215 write(4, ..., 10) = 10",
+    "0.215 %{ assert tcpi_snd_cwnd > 0 }%",
+])
+def test_an_event_whose_time_has_passed_fails(late: str) -> None:
+    """packetdrill's check_event_time: the outbound packet expected at 0.21 s left at
+    0.226 s (inside its tolerance), so an event written for 0.215 s (tolerance 4 ms)
+    happens 11 ms late; one written for 0.224 s is 2 ms late, inside."""
+    r = play(PROBE + "+.2 > P. 1:41(40) ack 1\n" + late + "\n")
+    assert r.status is Status.FAIL and r.line == 11, r.one_line()
+    assert "at 0.215 s, but it happened at 0.226 s" in r.message
+    ok = play(PROBE + "+.2 > P. 1:41(40) ack 1\n" + late.replace("0.215", "0.224") + "\n")
+    assert ok.status is Status.PASS, ok.one_line()
+
+
+def test_a_blocking_calls_end_tolerance_counts_from_its_own_start() -> None:
+    """The read starts at 0.01 s and should return at 0.51 s: tolerance 12.5 % of 0.5 s.
+    Data at 0.56 s is 50 ms late, inside it, however close the event before it."""
+    body = ("   +0...0.5 read(4, ..., 10) = 10\n+.49 < . 1:1(0) ack 1 win 512\n"
+            "{} < P. 1:11(10) ack 1 win 512\n")
+    assert play(body.format("+.06")).status is Status.PASS
+    r = play(body.format("+.07"))        # 60 ms late: outside 62.5 ms? no: 0.57 vs 0.51
+    assert r.status is Status.PASS, r.one_line()
+    r = play(body.format("+.08"))        # 70 ms late: outside
+    assert r.status is Status.FAIL and "returned at 0.58 s, expected at 0.51 s" in r.message
+
+
+@pytest.mark.parametrize("body, message", [
+    ("   +0 read(4, ..., 10) = 10\n", "read() would block (no data yet)"),
+    ("   +0 recv(4, ..., 10, 0) = 10\n", "recv() would block"),
+])
+def test_a_call_that_would_block_without_an_end_time_fails(body: str, message: str) -> None:
+    r = play(body)
+    assert r.status is Status.FAIL and message in r.message and r.line == 9
+    nonblocking = play(body.replace("= 10", "= -1 EAGAIN (Resource temporarily unavailable)"))
+    assert nonblocking.status is Status.PASS, nonblocking.one_line()
+
+
+def test_a_blocking_accept_before_the_handshake_would_block() -> None:
+    r = run_script(parse("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n+0 bind(3, ..., ...) = 0\n"
+                         "+0 listen(3, 1) = 0\n+0 accept(3, ..., ...) = 4\n", "t.pkt"))
+    assert r.status is Status.FAIL and "accept() would block (no connection yet)" in r.message
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the script has no events"),
+    ("// only a comment\n`sysctl -q net.ipv4.tcp_sack=1`\n", "the script has no events"),
+    ("0.1 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n", "first event must be at time 0"),
+    ("+.1 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n", "first event must be at time 0"),
+    ("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n0.2 bind(3, ..., ...) = 0\n"
+     "0.1 listen(3, 1) = 0\n", "time goes backward in the script, from 0.2 s to 0.1 s"),
+])
+def test_script_header_errors(text: str, message: str) -> None:
+    r = run_script(parse(text, "t.pkt"))
+    assert r.status is Status.ERROR and message in r.message, r.one_line()
+
+
+@pytest.mark.parametrize("end", ["+0.1", "*", ""])
+def test_only_a_plain_time_follows_an_ellipsis(end: str) -> None:
+    with pytest.raises(DrillSyntaxError, match="expected a time in seconds after '...'"):
+        parse(f"0...{end} read(4, ..., 10) = 10\n", "t.pkt")
+
+
+# ---------------------------------------------------------------- profiles
+@pytest.mark.parametrize("body, feature", [
+    ("   +0 setsockopt(4, SOL_TCP, TCP_CORK, [1], 4) = 0\n", "TCP_CORK"),
+    ("   +0 setsockopt(4, SOL_TCP, TCP_QUICKACK, [1], 4) = 0\n", "TCP_QUICKACK"),
+    ("   +0 getsockopt(4, SOL_TCP, TCP_CORK, [0], [4]) = 0\n", "TCP_CORK"),
+    ("   +0 send(4, ..., 10, MSG_MORE) = 10\n", "MSG_MORE"),
+])
+def test_a_feature_the_profile_lacks_is_unsupported_not_a_failure(body: str,
+                                                                  feature: str) -> None:
+    r = play(body, profile="windows")
+    assert r.status is Status.UNSUPPORTED, r.one_line()
+    assert r.message == f"profile windows has no {feature}"
+    assert play(body).status is Status.PASS
+
+
+def test_cli_exit_code_for_a_feature_the_profile_lacks(tmp_path: Path) -> None:
+    script = tmp_path / "cork.pkt"
+    script.write_text(HANDSHAKE + "   +0 setsockopt(4, SOL_TCP, TCP_CORK, [1], 4) = 0\n")
+    proc = _drill(str(script), "--profile", "windows")
+    assert proc.returncode == 2 and "unsupported: profile windows has no TCP_CORK" in proc.stderr
+
+
+# ---------------------------------------------------------------- unchecked options
+WITH_OPTIONS = HANDSHAKE.replace("> S. 0:0(0) ack 1 <...>",
+                                 "> S. 0:0(0) ack 1 <mss 1460,nop,nop,sackOK,nop,wscale 8>")
+
+
+def test_a_pass_says_when_tcp_options_went_unchecked() -> None:
+    r = run_script(parse(WITH_OPTIONS, "o.pkt"))
+    assert r.status is Status.PASS, r.one_line()
+    assert r.one_line() == "o.pkt: pass (1 outbound packets matched; TCP options not checked on 1)"
+    plain = play("")                    # <...> asks for no check: nothing to say
+    assert plain.one_line() == "t.pkt: pass (1 outbound packets matched)"
+
+
+def test_directory_table_shows_unchecked_options_and_verbose_notes(tmp_path: Path) -> None:
+    (tmp_path / "o.pkt").write_text(WITH_OPTIONS)
+    proc = _drill(str(tmp_path), "--verbose")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "TCP options not checked" in proc.stdout
+    assert "o.pkt: note: line 6: TCP options are not checked" in proc.stdout

@@ -1,13 +1,17 @@
 """Drive one model Endpoint by hand, as packetdrill drives a kernel socket.
 
-The harness owns time: each call first fires every timer due before it, collecting what
-the endpoint sends with the time it sent it. Tests then compare against .pkt expectations.
+Each call first fires every timer due before it, collecting what the endpoint sends with
+the time it sent it; the stepping is `nagle_sim.drill.clock.ModelClock`, the same loop that
+plays .pkt scripts, and timing is checked with `nagle_sim.drill.timing`'s packetdrill rule.
+Tests then compare against .pkt expectations.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nagle_sim.drill.clock import ModelClock
+from nagle_sim.drill.timing import within_tolerance
 from nagle_sim.model import PROFILES, Endpoint, Micros, Segment, Side, SocketOptions, SockOpt
 from nagle_sim.model.config import StackProfile
 from nagle_sim.model.events import flag_letters, parse_flags
@@ -36,24 +40,26 @@ class Harness:
     profile: StackProfile = PROFILES["linux"]
     options: SocketOptions = field(default_factory=SocketOptions)
     mss: int = 1000
-    now: Micros = Micros(0)
-    out: list[Sent] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.ep = Endpoint(self.side, self.profile, self.options, self.mss)
+        self.clock = ModelClock(self.ep)
+
+    @property
+    def now(self) -> Micros:
+        return Micros(self.clock.now)
+
+    @property
+    def out(self) -> list[Sent]:
+        return [Sent(t, seg) for t, seg in self.clock.sent]
 
     def _collect(self) -> None:
-        for seg in self.ep.segments_to_send():
-            self.out.append(Sent(self.now, seg))
+        self.clock.collect()
 
     def advance(self, t: int) -> None:
         """Move time to ``t``, firing due timers on the way."""
-        assert t >= self.now, "time runs forward"
-        while (d := self.ep.next_deadline()) is not None and d <= t:
-            self.now = max(self.now, d)
-            self.ep.on_deadline(self.now)
-            self._collect()
-        self.now = Micros(t)
+        assert t >= self.clock.now, "time runs forward"
+        self.clock.advance(t)
 
     def peer(self, t: int, *, seq: int, ack: int, length: int = 0, flags: str = "A",
              window: int = 65535) -> None:
@@ -93,14 +99,15 @@ class Harness:
         return [s for s in self.out if s.seg.length]
 
     def take(self) -> list[Sent]:
-        out, self.out = self.out, []
+        out = self.out
+        self.clock.sent.clear()
         return out
 
 
 def within_packetdrill_tolerance(actual_us: int, expected_us: int, since_us: int) -> bool:
-    """packetdrill run.c: max(4 ms, 12.5 % of the interval since the previous event)."""
-    tolerance = max(4000, (expected_us - since_us) // 8)
-    return expected_us <= actual_us <= expected_us + tolerance
+    """packetdrill's rule with its defaults (max(4 ms, 12.5 % of the interval since the
+    previous event), early or late), as `nagle-sim drill` applies it."""
+    return within_tolerance(actual_us, expected_us, since_us)
 
 
 def connect(h: Harness, t: int) -> None:
