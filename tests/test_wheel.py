@@ -1,0 +1,50 @@
+"""The wheel `pip install .` builds (README step 1) holds every package and the lessons,
+and its command runs from it alone, away from the checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
+                            "-q", "-w", str(out)],
+                           capture_output=True, text=True, timeout=300, cwd=out)
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = out.glob("nagle_sim-*.whl")
+    site = out / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    return site
+
+
+def test_every_package_of_the_checkout_is_in_the_wheel(unpacked: Path) -> None:
+    packages = {str(p.parent.relative_to(ROOT)) for top in ("nagle_sim", "realnet")
+                for p in (ROOT / top).rglob("__init__.py")}
+    missing = sorted(p for p in packages if not (unpacked / p / "__init__.py").exists())
+    assert not missing, f"packages left out of the wheel: {missing}"
+    lessons = sorted(p.parent.name for p in (unpacked / "nagle_sim" / "lesson_files")
+                     .glob("*/scenario.toml"))
+    assert lessons == sorted(p.parent.name for p in (ROOT / "lessons").glob("*/scenario.toml"))
+    assert not (unpacked / "lessons").exists(), "no top-level `lessons` package"
+
+
+def test_the_command_runs_from_the_wheel_alone(unpacked: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(unpacked)}
+    for args in (["lessons"], ["drill", "--help"], ["explain", "--help"], ["sweep", "--help"]):
+        done = subprocess.run([sys.executable, "-m", "nagle_sim", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (args, done.stderr[-1000:])
+    where = subprocess.run([sys.executable, "-c", "import nagle_sim; print(nagle_sim.__file__)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert Path(where.stdout.strip()).is_relative_to(unpacked)
