@@ -21,7 +21,10 @@ from .connections import Connection, format_endpoint
 from .pcap import TH_ACK, TH_FIN, TH_PUSH, TH_RST, TH_SYN, Packet
 
 NEAR_US = 1_000
-"""A host whose reaction gap in the handshake is under this is "where the capture was"."""
+"""A host whose reaction gap in the handshake is under this, when the other's is not, is
+where the capture was."""
+HOST_US = 50
+"""A distance under this is a host's own reaction time (kernel, softirq), not a path."""
 RETRANSMIT_WHY = "captured: retransmission of bytes already sent"
 
 
@@ -79,6 +82,19 @@ class Captured:
     @property
     def rtt(self) -> Micros:
         return Micros(2 * (self.dist[Side.CLIENT] + self.dist[Side.SERVER]))
+
+
+def same_host(conn: Connection) -> bool:
+    """Both ends on one host: the same address, or both loopback (127/8, ::1)."""
+    a, b = conn.client[0], conn.server[0]
+    return a == b or (_loopback(a) and _loopback(b))
+
+
+def _loopback(addr: bytes) -> bool:
+    if len(addr) == 4:
+        return addr[0] == 127
+    return addr == bytes(15) + b"\x01" or (addr[:12] == bytes(10) + b"\xff\xff"
+                                            and addr[12] == 127)
 
 
 def _handshake(conn: Connection) -> tuple[Packet | None, Packet | None, Packet | None]:
@@ -146,20 +162,24 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         notes.append("the capture starts mid-connection: sequence numbers are relative to "
                      "the first byte seen, window scaling is unknown, and where it was "
                      "captured is estimated from ACK timing")
+    # Both ends on one host is a fact of the addresses, not of timing: two hosts on a LAN
+    # answer each other in a fraction of a millisecond too, and their distance is real.
+    one_host = same_host(conn)
     near = {side: d * 2 < NEAR_US for side, d in dist.items()}
-    if near[Side.CLIENT] and near[Side.SERVER]:
+    for side in Side:
+        if one_host or dist[side] < HOST_US or (near[side] and not near[side.peer]):
+            dist[side] = 0            # the capturing host's own reaction time, not a path
+    if one_host:
         captured_on = "both"
-    elif near[Side.CLIENT]:
+        how = "the addresses (both ends on one host)"
+    elif not handshake and not any(p.plen for p in packets):
+        captured_on = "unknown"
+    elif dist[Side.CLIENT] == 0 and dist[Side.SERVER] > 0:
         captured_on = "client"
-    elif near[Side.SERVER]:
+    elif dist[Side.SERVER] == 0 and dist[Side.CLIENT] > 0:
         captured_on = "server"
     else:
-        captured_on = "between"
-    if not handshake and not any(p.plen for p in packets):
-        captured_on = "unknown"
-    for side in Side:
-        if near[side]:
-            dist[side] = 0
+        captured_on = "between"       # two hosts, the capture somewhere on the path
 
     # --- sequence bases
     c_syn = syn.seq if syn is not None else None

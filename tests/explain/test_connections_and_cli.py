@@ -89,7 +89,7 @@ def test_json_follows_the_documented_schema(s1_trace: Trace, tmp_path: Path,
     assert main(["explain", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {"connection", "captured_at", "stalls", "whatifs"} <= set(doc)
-    assert doc["captured_at"] == "both"
+    assert doc["captured_at"] != "both"         # two addresses: two hosts
     assert doc["connection"]["number"] == 1
     stall = doc["stalls"][0]
     assert {"start_ms", "duration_ms", "causes", "evidence", "confidence", "reproduced",
@@ -166,3 +166,33 @@ def test_delayed_ack_timing_picks_the_profile(tmp_path: Path) -> None:
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
     assert ex.rebuilt is not None and ex.rebuilt.scenario.server.profile.name == "windows"
     assert all(s.reproduced for s in ex.stalls)
+
+
+# ---------------------------------------------------------------- where it was captured
+LAN = """[link]
+delay_ms = 0.3
+[client]
+script = "repeat 4 { write 6; write 7; read 13 }"
+[server]
+script = "repeat 4 { read 13; write 13 }"
+"""
+
+
+def test_two_hosts_on_a_lan_keep_their_distance(tmp_path: Path) -> None:
+    """0.3 ms one way between two addresses is a LAN, not loopback: the rebuilt link keeps
+    the measured delay."""
+    trace = model(LAN)
+    ex = explain_file(str(write_capture(trace, tmp_path / "lan.pcap", at="client")))
+    assert ex.captured.captured_on == "client"
+    assert ex.captured.trace.meta["server_distance_ms"] == pytest.approx(0.3, abs=0.01)
+    assert ex.rebuilt is not None and "delay_ms = 0.301" in ex.rebuilt.toml
+
+
+@pytest.mark.parametrize("addrs", [{Side.CLIENT: "127.0.0.1", Side.SERVER: "127.0.0.1"},
+                                   {Side.CLIENT: "127.0.0.5", Side.SERVER: "127.0.0.1"}])
+def test_loopback_addresses_mean_one_host(tmp_path: Path, addrs: dict[Side, str]) -> None:
+    trace = model(LAN)
+    ex = explain_file(str(write_capture(trace, tmp_path / "lo.pcap", at="client",
+                                        addrs=addrs)))
+    assert ex.captured.captured_on == "both"
+    assert ex.rebuilt is not None and "delay_ms = 0.000" in ex.rebuilt.toml
