@@ -379,6 +379,22 @@ class _Finder:
                           "application did not read, so the "
                           f"{peer.value} could not send")
             return self._finish(stall, e)
+        _high, acked, _se, peer_win, _sm = self.state(snd, es.t)
+        if peer_win == 0:
+            # Linux probes a zero window with a bare ACK one byte below snd_una (the peer
+            # must answer it with its window): the sender waited for the window to open
+            probe = es.seq == acked - 1
+            stall.causes = ["zero_window"]
+            add_link()
+            stall.confidence = HIGH if probe else MEDIUM
+            what = ("a window probe (seq one below the ACKed byte)" if probe
+                    else "a bare ACK")
+            stall.evidence.append(self.ev(e, f"{what} into the {peer.value}'s zero window "
+                                          f"after {ms:.1f} ms"))
+            stall.waiting = snd
+            stall.text = (f"the {peer.value}'s window was zero: the {snd.value} probed after "
+                          f"{ms:.1f} ms")
+            return self._finish(stall, e)
         new_ack = prev is None or es.ack > prev.ack
         if new_ack:
             delack_conf = HIGH if 30_000 <= own <= 50_000 or 180_000 <= own <= 220_000 \

@@ -175,6 +175,22 @@ def test_a_window_probe_into_a_zero_window(capture_of: Cap) -> None:
     assert [s.cause for s in ex.stalls] == ["zero_window"]
 
 
+def test_a_linux_zero_window_probe_is_zero_window(capture_of: Cap) -> None:
+    """Linux probes with a bare ACK whose seq is one below snd_una, not with a data byte."""
+    segs = handshake() + [
+        seg("client", 1, "PA", 1, 1000, 1),
+        seg("server", 1.1, "A", 1, 0, 1001, win=0),
+        seg("client", 201, "A", 1000, 0, 1),
+        seg("server", 201.1, "A", 1, 0, 1001, win=0),
+        seg("client", 601, "A", 1000, 0, 1),
+        seg("server", 601.1, "A", 1, 0, 1001, win=0),
+    ]
+    ex = _explain_hand(capture_of, segs, at="both")
+    assert [s.cause for s in ex.stalls] == ["zero_window", "zero_window"]
+    assert all(s.confidence >= 0.9 for s in ex.stalls)
+    assert ex.stalls[0].waiting is not None and ex.stalls[0].waiting.value == "client"
+
+
 def test_a_small_window_is_receiver(capture_of: Cap) -> None:
     segs = handshake() + [
         seg("client", 1, "A", 1, 1000, 1),
