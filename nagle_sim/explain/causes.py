@@ -39,6 +39,10 @@ CAUSES: dict[str, str] = {
 """The cause vocabulary, in docs/explain.md order. A stall's causes join with "+"."""
 
 HIGH, MEDIUM, LOW = 0.9, 0.6, 0.3
+PROBE_US = 200_000
+"""The probe timer's floor (TCP_RTO_MIN): what releases corked or MSG_MORE data."""
+JIFFY_US = 4_000
+"""A timer fires up to a jiffy late (HZ=250)."""
 
 
 @dataclass(slots=True)
@@ -462,21 +466,33 @@ class _Finder:
             stall.text = f"the {peer.value}'s small receive window held the {snd.value}'s data"
             return self._finish(stall, e)
         rtt = self._rtt()
-        if not outstanding and 195_000 <= own <= 215_000 + rtt + 8_000:
-            # the probe timer sets PSH on what it releases, so TCP_CORK and MSG_MORE look
-            # the same here; a segment without PSH can only be MSG_MORE data
-            cause = "cork" if "P" in es.flags else "msg_more"
+        probe_time = (not outstanding
+                      and PROBE_US - JIFFY_US // 4 <= own <= PROBE_US + rtt + JIFFY_US + 500)
+        held = self._held_before(e) if not outstanding else None
+        # the timer runs from the held segment, and is max(RTO, 200 ms): up to the 1 s
+        # initial RTO when the round-trip estimate is poor
+        held_time = held is not None and PROBE_US - JIFFY_US // 4 <= es.t - segs[held].t \
+            <= 1_000_000 + rtt + JIFFY_US
+        if (probe_time and "P" not in es.flags) or held_time:
+            # The probe timer (max(RTO, 200 ms)) released data that was queued before the
+            # gap: a segment without PSH (MSG_MORE: no push was ever asked for), or the
+            # tail of a write whose first part went out without PSH (corked bytes). The
+            # timer sets PSH on what it releases, so a pushed release after an unpushed
+            # segment is TCP_CORK's.
+            cause = "msg_more" if "P" not in es.flags else "cork"
             stall.causes = [cause]
             add_link()
             stall.confidence = MEDIUM
+            if held_time and held is not None:
+                stall.evidence.append(self.ev(held, "sent without PSH: the rest of the "
+                                              "write stayed queued"))
             stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
                                           "acted with nothing in flight: the 200 ms probe "
-                                          "timer's release of corked data (TCP_CORK, or "
-                                          "MSG_MORE: the wire cannot tell them apart)"))
+                                          "timer's release of held data"))
             stall.waiting = peer
             stall.text = (f"the {snd.value}'s data was held {ms:.1f} ms by "
                           f"{'TCP_CORK' if cause == 'cork' else 'MSG_MORE'} until the "
-                          "200 ms ceiling")
+                          "probe timer (max(RTO, 200 ms)) released it")
             return self._finish(stall, e)
         pos = bisect.bisect_left(self.idx[snd].sends, e)
         prev = segs[self.idx[snd].sends[pos - 1]] if pos > 0 else None
@@ -492,12 +508,36 @@ class _Finder:
             return self._finish(stall, e)
         stall.causes = ["app"]
         add_link()
+        stall.waiting = peer
+        if probe_time:
+            # exactly the probe timer's 200 ms, but nothing on the wire shows data held:
+            # an application sleeping 200 ms looks the same as a corked write released
+            stall.confidence = LOW
+            stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} "
+                                          "last acted, the 200 ms TCP_CORK ceiling; no "
+                                          "segment shows bytes held before it"))
+            stall.text = (f"cork or an idle app: the {snd.value} sent {ms:.1f} ms after it "
+                          "last acted (the wire cannot tell a corked write from 200 ms of "
+                          "think time)")
+            return self._finish(stall, e)
         stall.confidence = HIGH if not outstanding else MEDIUM
         stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} last "
                                       "acted, with nothing held: the application wrote late"))
-        stall.waiting = peer
         stall.text = f"nothing was queued: the {snd.value} application was idle for {ms:.1f} ms"
         return self._finish(stall, e)
+
+    def _held_before(self, e: int) -> int | None:
+        """The sender's data segment just before ``e`` when it carried no PSH (the write it
+        belonged to had more bytes, still queued), else None."""
+        segs = self.segs
+        ix = self.idx[segs[e].src]
+        pos = bisect.bisect_left(ix.sends, e) - 1
+        while pos >= 0 and not segs[ix.sends[pos]].length:
+            pos -= 1
+        if pos < 0 or self.v.retransmit[ix.sends[pos]]:
+            return None
+        prev = segs[ix.sends[pos]]
+        return ix.sends[pos] if "P" not in prev.flags else None
 
     def _rtt(self) -> int:
         return int(self.v.trace.meta.get("rtt_ms", 0) * 1000) if isinstance(
