@@ -29,7 +29,17 @@ def connection_json(c: Connection) -> dict[str, Any]:
     return {"number": c.number, "client": _ep(c.client), "server": _ep(c.server),
             "client_known": c.client_known, "packets": len(c.packets),
             "duration_ms": _ms(c.duration), "bytes_client_to_server": sent_c,
-            "bytes_server_to_client": sent_s, "longest_gap_ms": _ms(gap)}
+            "bytes_server_to_client": sent_s, "longest_gap_ms": _ms(gap),
+            "longest_stall_ms": _ms(c.longest_stall[0]) if c.longest_stall else None,
+            "longest_stall_cause": (c.longest_stall[2] or None) if c.longest_stall else None}
+
+
+def stall_cell(c: Connection) -> str:
+    """The listing's "longest stall" cell: its length and cause (``app`` left out)."""
+    if c.longest_stall is None:
+        return f"gap {c.longest_gap()[0] / 1000:.1f} ms"
+    us, _at, cause = c.longest_stall
+    return f"{us / 1000:.1f} ms {cause}" if cause else "none"
 
 
 def _ep(ep: tuple[bytes, int]) -> str:
@@ -87,6 +97,8 @@ def _where(ex: Explanation) -> str:
     if c.captured_on in ("client", "server"):
         return (f"on the {c.captured_on} (from {meta['captured_on_how']}), round trip "
                 f"{rtt} ms")
+    if c.captured_on == "between" and not meta["rtt_ms"]:
+        return "near both hosts (two addresses, no measurable delay between them)"
     if c.captured_on == "between":
         return (f"between the hosts: {meta['client_distance_ms']} ms from the client, "
                 f"{meta['server_distance_ms']} ms from the server")
@@ -109,9 +121,9 @@ def markdown(ex: Explanation) -> str:
     if len(ex.connections) > 1:
         lines += ["## Connections", "", markdown_table(
             ["#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
-             "longest gap ms"],
+             "longest stall (not app)"],
             [[str(x.number), x.label(), str(len(x.packets)), f"{x.duration / 1000:.1f}",
-              *map(str, x.bytes_sent()), f"{x.longest_gap()[0] / 1000:.1f}"]
+              *map(str, x.bytes_sent()), stall_cell(x)]
              for x in ex.connections])]
     lines += ["## Stalls", ""]
     if not ex.stalls:
@@ -130,23 +142,32 @@ def markdown(ex: Explanation) -> str:
 
 
 def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> None:
+    from rich import box
     from rich.table import Table
     from rich.text import Text
+
+    from .connections import format_endpoint
 
     c = ex.chosen
     console.print(Text(f"{ex.capture.path}: {ex.capture.fmt}, "
                        f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames, "
                        f"{len(ex.connections)} TCP connection(s)"))
     if len(ex.connections) > 1:
-        table = Table(title="Connections (explaining the one marked ▶; --conn N for another)")
-        for h in ("", "#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
-                  "longest gap ms"):
-            table.add_column(h)
+        # fits 80 columns: endpoints on two lines, long cells fold (never cut: users need
+        # the port for --port)
+        table = Table(title="Connections (explaining the one marked ▶; --conn N for another)",
+                      box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        table.add_column("#", no_wrap=True)
+        table.add_column("client → server", overflow="fold", min_width=21)
+        for h in ("packets", "ms", "bytes →/←"):
+            table.add_column(h, overflow="fold", justify="right")
+        table.add_column("longest stall (not app)", overflow="fold", min_width=17)
         for x in ex.connections[:50]:
             sent = x.bytes_sent()
-            table.add_row("▶" if x is c else "", str(x.number), Text(x.label()),
-                          str(len(x.packets)), f"{x.duration / 1000:.1f}", str(sent[0]),
-                          str(sent[1]), f"{x.longest_gap()[0] / 1000:.1f}")
+            table.add_row(("▶" if x is c else " ") + str(x.number),
+                          Text(f"{format_endpoint(x.client)}\n→ {format_endpoint(x.server)}"),
+                          str(len(x.packets)), f"{x.duration / 1000:.1f}",
+                          f"{sent[0]}/{sent[1]}", Text(stall_cell(x).replace(" ms ", " ms\n")))
         console.print(table)
         if len(ex.connections) > 50:
             console.print(Text(f"… {len(ex.connections) - 50} more connections (see --json)"))

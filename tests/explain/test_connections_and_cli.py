@@ -42,6 +42,48 @@ def test_the_default_is_the_connection_with_the_longest_stall(two_connections: P
     assert ex.stalls and ex.stalls[0].cause == "nagle+delayed_ack"
 
 
+CONTROL = """[client]
+nodelay = true
+script = "write 10; read 10; sleep 300ms; write 10; read 10"
+[server]
+nodelay = true
+script = "repeat 2 { read 10; write 10 }"
+"""
+
+
+def test_the_default_ranks_by_stall_not_by_idle_gap(tmp_path: Path, s1_trace: Trace,
+                                                    capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    """A control connection idle 300 ms beside a data connection with 40 ms Nagle stalls:
+    the data connection is the question (an idle application rarely is)."""
+    rows = frames(model(CONTROL), ports={Side.CLIENT: 50001, Side.SERVER: 21})
+    rows += frames(s1_trace, ports={Side.CLIENT: 50002, Side.SERVER: 8080}, t0=3_000)
+    path = write_frames(rows, tmp_path / "ctl.pcap")
+    ex = explain_file(str(path))
+    assert ex.chosen.server[1] == 8080
+    control = next(c for c in ex.connections if c.server[1] == 21)
+    assert control.longest_gap()[0] > 250_000 and control.longest_stall == (0, 0, "")
+    assert ex.chosen.longest_stall is not None
+    assert ex.chosen.longest_stall[2] == "nagle+delayed_ack"
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    listing = out.split("Connection 2:")[0]
+    assert "nagle+delayed_ack" in listing
+
+
+def test_the_listing_fits_80_columns_without_cutting_ports(
+        two_connections: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["explain", str(two_connections)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    listing = out.split("Connection 2:")[0]
+    for endpoint in ("10.1.0.1:50001", "10.1.0.2:9000", "10.1.0.1:50002", "10.1.0.2:8080"):
+        assert endpoint in listing
+    assert "…" not in listing
+
+
 def test_conn_and_port_choose(two_connections: Path) -> None:
     assert explain_file(str(two_connections), conn=1).chosen.server[1] == 9000
     assert explain_file(str(two_connections), port=9000).stalls == []
