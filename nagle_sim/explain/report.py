@@ -16,7 +16,6 @@ from .causes import CAUSES, Stall
 from .connections import Connection
 
 SCHEMA = "nagle-sim-explain/1"
-MAX_TERMINAL_STALLS = 60
 
 
 def _ms(us: int) -> float:
@@ -181,20 +180,10 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
     if not ex.stalls:
         console.print(Text("No stall of 10 ms or more.", style="green"))
     else:
-        table = Table(title=f"{len(ex.stalls)} stall(s) of 10 ms or more")
-        for h in ("at ms", "ms", "cause", "conf."):
-            table.add_column(h, no_wrap=True)
-        for h in ("model", "why"):
-            table.add_column(h, overflow="fold")
-        shown = ex.stalls if all_stalls else ex.stalls[:MAX_TERMINAL_STALLS]
-        for s in shown:
-            table.add_row(f"{s.start / 1000:.3f}", f"{s.duration / 1000:.1f}",
-                          Text(s.cause, style="bold"), f"{s.confidence:.1f}",
-                          Text(_model_text(s)), Text(s.text))
-        console.print(table)
-        if len(shown) < len(ex.stalls):
-            console.print(Text(f"… {len(ex.stalls) - len(shown)} more stalls (--json has "
-                               "them all)"))
+        if all_stalls:
+            _stall_table(ex.stalls, console)
+        else:
+            _stall_groups(ex.stalls, console)
         # the first stall that is more than a round trip says the most
         first = next((s for s in ex.stalls if s.causes != ["link"]), ex.stalls[0])
         console.print(Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
@@ -212,6 +201,52 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
             console.print(Text(f"  {w.text}"))
     for note in ex.notes:
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def group_stalls(stalls: list[Stall]) -> list[list[Stall]]:
+    """Stalls with the same cause and waiting side, in order of their first member."""
+    groups: dict[tuple[str, str], list[Stall]] = {}
+    for st in stalls:
+        groups.setdefault((st.cause, st.waiting.value if st.waiting else ""), []).append(st)
+    return list(groups.values())
+
+
+def group_line(members: list[Stall]) -> str:
+    """"11 × 42.7–44.0 ms: nagle+delayed_ack — why (first at …); model: 11/11 reproduced"."""
+    durations = [m.duration / 1000 for m in members]
+    span = (f"{durations[0]:.1f} ms" if max(durations) - min(durations) < 0.05
+            else f"{min(durations):.1f}–{max(durations):.1f} ms")
+    first = members[0]
+    at = (f"first at {first.start / 1000:.3f} ms" if len(members) > 1
+          else f"at {first.start / 1000:.3f} ms")
+    compared = [m for m in members if m.reproduced is not None]
+    model = (f"; model: {sum(1 for m in compared if m.reproduced)}/{len(compared)} "
+             "reproduced" if compared else "")
+    conf = min(m.confidence for m in members)
+    return (f"{len(members)} × {span}: {first.cause} (confidence {conf:.1f}) — "
+            f"{first.text} ({at}){model}")
+
+
+def _stall_groups(stalls: list[Stall], console: Any) -> None:
+    from rich.text import Text
+    console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more, "
+                       f"{sum(s.duration for s in stalls) / 1000:.1f} ms in all "
+                       "(--all lists each):", style="bold"))
+    for members in group_stalls(stalls):
+        console.print(Text(f"  • {group_line(members)}"))
+
+
+def _stall_table(stalls: list[Stall], console: Any) -> None:
+    """--all: one line per stall (lines fold at any width; a table would cut causes)."""
+    from rich.text import Text
+    console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more:", style="bold"))
+    for s in stalls:
+        line = Text(f"  at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms: ")
+        line.append(s.cause, style="bold")
+        model = _model_text(s)
+        line.append(f" (confidence {s.confidence:.1f}) — {s.text}"
+                    + (f"; {model}" if model else ""))
+        console.print(line)
 
 
 def write_pictures(ex: Explanation, svg: str | None, png: str | None) -> list[str]:

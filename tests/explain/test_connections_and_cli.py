@@ -238,3 +238,17 @@ def test_loopback_addresses_mean_one_host(tmp_path: Path, addrs: dict[Side, str]
                                         addrs=addrs)))
     assert ex.captured.captured_on == "both"
     assert ex.rebuilt is not None and "delay_ms = 0.000" in ex.rebuilt.toml
+
+
+def test_identical_stalls_are_grouped_and_all_lists_each(
+        s1_trace: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())       # as read, line breaks aside
+    assert "5 × " in out and "nagle+delayed_ack" in out and "5/5 reproduced" in out
+    assert out.count("Nagle: 6 B sent earlier") == 1
+    assert main(["explain", str(path), "--all"]) == 0
+    every = capsys.readouterr().out
+    assert every.count("nagle+delayed_ack") >= 5
