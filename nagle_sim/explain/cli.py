@@ -51,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
-    p.add_argument("--all", action="store_true", help="list every stall (default: identical stalls grouped, one line each)")
+    p.add_argument("--all", action="store_true", help="list every stall (default: identical stalls grouped, one line "
+                   "each)")
     p.set_defaults(func=explain_cli)
 
 
@@ -90,9 +91,15 @@ def explain_cli(args: argparse.Namespace) -> int:
     written: list[str] = []
     try:
         if args.svg or args.png:
-            written += write_pictures(ex, args.svg, args.png)
+            paths, window = write_pictures(ex, args.svg, args.png)
+            written += paths
+            if window:
+                print(window, file=sys.stderr)
     except ExportError as exc:
         return _error(str(exc))
+    except MemoryError:
+        return _error("the picture is too large to draw in memory: explain a shorter "
+                      "capture (--conn, or cut it with tcpdump -r IN -w OUT -c N)")
     if args.scenario and ex.rebuilt is None:
         return _error(f"{args.capture}: no scenario could be rebuilt ("
                       f"{ex.notes[-1] if ex.notes else 'unknown reason'})")

@@ -249,9 +249,32 @@ def _stall_table(stalls: list[Stall], console: Any) -> None:
         console.print(line)
 
 
-def write_pictures(ex: Explanation, svg: str | None, png: str | None) -> list[str]:
-    """The captured ladder with the model's re-run as overlay (nagle_sim.export)."""
+PICTURE_AFTER_US = 20_000
+"""The picture runs this long past the end of the stall it shows (at least)."""
+
+
+def picture_window(ex: Explanation) -> tuple[float | None, str]:
+    """(until_ms for `nagle_sim.export`, the one line saying so) — the window ends a little
+    after the first stall that is not the link's; the whole capture when there is none."""
+    first = next((s for s in ex.stalls if s.causes != ["link"]), None)
+    if first is None:
+        return None, ""
+    until = first.end + max(PICTURE_AFTER_US, first.duration // 2)
+    if until >= ex.captured.trace.end:
+        return None, ""
+    return until / 1000, (f"the pictures show the first {until / 1000:.1f} ms, to just after "
+                          f"the stall at {first.start / 1000:.3f} ms ({first.cause}); "
+                          f"the capture lasts {ex.captured.trace.end / 1000:.1f} ms")
+
+
+def write_pictures(ex: Explanation, svg: str | None, png: str | None
+                   ) -> tuple[list[str], str]:
+    """The captured ladder with the model's re-run as overlay (nagle_sim.export), cut to
+    `picture_window`; returns the written paths and the window's line ("" when whole).
+    Raises `nagle_sim.export.ExportError` beyond the export's bounds."""
     from ..export import export_cli
     overlay = ex.rebuilt.model if ex.rebuilt else None
-    paths = export_cli(ex.captured.trace, svg=svg, png=png, overlay=overlay)
-    return [str(p) for p in paths]
+    until_ms, line = picture_window(ex)
+    paths = export_cli(ex.captured.trace, svg=svg, png=png, overlay=overlay,
+                       until_ms=until_ms)
+    return [str(p) for p in paths], line

@@ -252,3 +252,31 @@ def test_identical_stalls_are_grouped_and_all_lists_each(
     assert main(["explain", str(path), "--all"]) == 0
     every = capsys.readouterr().out
     assert every.count("nagle+delayed_ack") >= 5
+
+
+def test_pictures_of_a_long_capture_are_a_bounded_window(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """500 rounds of write-write-read (1,500+ segments): the picture shows the first stall
+    that is not the link's, and says so, in bounded size (was 1303 × 44,662 px)."""
+    from PIL import Image
+    trace = model(S1.replace("repeat 6", "repeat 500"))
+    path = write_capture(trace, tmp_path / "long.pcap")
+    png, svg = tmp_path / "long.png", tmp_path / "long.svg"
+    assert main(["explain", str(path), "--json", "--png", str(png), "--svg", str(svg)]) == 0
+    err = capsys.readouterr().err
+    assert "the pictures show the first" in err and "nagle+delayed_ack" in err
+    with Image.open(png) as im:
+        assert im.width * im.height <= 4_000_000
+    assert svg.stat().st_size < 1_000_000
+
+
+def test_a_picture_beyond_the_export_bounds_is_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import nagle_sim.export.ladder as ladder
+    monkeypatch.setattr(ladder, "MAX_ROWS", 10)
+    trace = model(S1)
+    path = write_capture(trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), "--png", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "rows" in err
