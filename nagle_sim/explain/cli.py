@@ -57,19 +57,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_output(path: str | None, flag: str, suffix: str) -> str | None:
-    if not path:
+    """nagle_sim.export's own output-path check (one message wording for every command)."""
+    if path is None:
         return None
-    target = Path(path)
-    if target.suffix.lower() != suffix:
-        return f"{flag} {path}: expected a file name ending in {suffix}"
-    if target.is_dir():
-        return f"{flag} {path}: is a directory"
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        return f"cannot write {path}: directory {parent} does not exist"
-    if not os.access(parent, os.W_OK):
-        return f"cannot write {path}: permission denied"
+    from ..export import ExportError, _check_target, check_writable
+    try:
+        if flag == "--scenario":
+            if Path(path).suffix.lower() != suffix:
+                return f"{flag} {path}: expected a file name ending in {suffix}"
+            check_writable(path)
+        else:
+            _check_target(path, flag.lstrip("-"))
+    except ExportError as exc:
+        return str(exc)
     return None
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _broken_pipe() -> None:
+    # rich's own handler exits 1; a closed pipe is the reader's choice, not an error
+    raise BrokenPipeError
 
 
 def explain_cli(args: argparse.Namespace) -> int:
@@ -109,13 +121,21 @@ def explain_cli(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _error(f"cannot write {args.scenario}: {exc.strerror or exc}")
         written.append(args.scenario)
-    if args.json:
-        sys.stdout.write(dumps(ex) + "\n")
-    elif args.markdown:
-        sys.stdout.write(markdown(ex))
-    else:
-        from rich.console import Console
-        print_report(ex, Console(highlight=False), all_stalls=args.all)
+    try:
+        if args.json:
+            sys.stdout.write(dumps(ex) + "\n")
+        elif args.markdown:
+            sys.stdout.write(markdown(ex))
+        else:
+            from rich.console import Console
+            console = Console(highlight=False)
+            console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+            print_report(ex, console, all_stalls=args.all)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `explain … | head`: the reader has what it wanted; the rest goes nowhere, quietly
+        _silence_stdout()
+        return EXIT_OK
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return EXIT_OK

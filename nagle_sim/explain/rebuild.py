@@ -222,6 +222,8 @@ def parse_os(text: str) -> dict[Side, str]:
         if profile.strip() not in PROFILES:
             raise ValueError(f"--os: unknown profile {profile.strip()!r} (known: "
                              f"{', '.join(PROFILES)})")
+        if Side(name.strip()) in out:
+            raise ValueError(f"--os {text!r}: {name.strip()} is given twice")
         out[Side(name.strip())] = profile.strip()
     return out
 

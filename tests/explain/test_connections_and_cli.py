@@ -173,6 +173,8 @@ def test_terminal_output_never_interprets_markup(s1_trace: Trace, tmp_path: Path
     (["--os", "client=plan9"], "unknown profile 'plan9'"),
     (["--os", "nonsense"], "use client=PROFILE"),
     (["--svg", "out.txt"], "expected a file name ending in .svg"),
+    (["--os", "client=linux,client=windows"], "client is given twice"),
+    (["--scenario", "/etc/passwd/x.toml"], "/etc/passwd is not a directory"),
 ])
 def test_bad_options_are_one_line_and_exit_2(s1_trace: Trace, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str],
@@ -280,3 +282,19 @@ def test_a_picture_beyond_the_export_bounds_is_exit_2(
     assert main(["explain", str(path), "--png", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "rows" in err
+
+
+def test_a_closed_pipe_ends_quietly_with_exit_0(tmp_path: Path) -> None:
+    """`nagle-sim explain X | head -1`, as the other commands behave."""
+    import subprocess
+    import sys
+    path = write_capture(model(S1.replace("repeat 6", "repeat 200")), tmp_path / "l.pcap")
+    for extra in ([], ["--all"], ["--json"]):
+        proc = subprocess.Popen([sys.executable, "-m", "nagle_sim", "explain", str(path),
+                                 *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.read(1)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 0, (extra, err)
+        assert err == ""
