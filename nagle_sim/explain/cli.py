@@ -51,8 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
-    p.add_argument("--all", action="store_true", help="list every stall (default: identical stalls grouped, one line "
-                   "each)")
+    p.add_argument("--all", action="store_true",
+                   help="list every stall (default: identical stalls grouped, one line each)")
     p.set_defaults(func=explain_cli)
 
 
