@@ -78,7 +78,8 @@ class Packet:
     flags: int             # TH_* bits
     win: int               # raw header value (not scaled)
     plen: int              # payload length from the IP length (exact under truncation)
-    ipid: int = -1         # IPv4 identification (-1 for IPv6)
+    fp: int = 0            # fingerprint of the whole IP packet as captured (and iface)
+    way: int = -1          # Linux cooked capture's packet type (0 to us, 4 outgoing), -1
     mss: int = 0           # SYN options
     wscale: int = -1
     sack_ok: bool = False
@@ -100,8 +101,10 @@ class CaptureFile:
     """One bytes object per address (interned: millions of packets share a few)."""
 
 
-def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -> None:
-    """Parse IPv4/IPv6 + TCP at ``data[off:]``; append a Packet or count a skip."""
+def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile,
+                  way: int = -1, iface: int = 0) -> None:
+    """Parse IPv4/IPv6 + TCP at ``data[off:]``; append a Packet or count a skip. ``way``:
+    the cooked header's packet type; ``iface``: the pcapng interface."""
     n = len(data)
     if off >= n:
         out.skipped += 1
@@ -112,7 +115,7 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
             out.truncated_headers += 1
             return
         ihl = (data[off] & 0x0F) * 4
-        total, ipid, frag, proto = _IP4.unpack_from(data, off + 2)
+        total, _ipid, frag, proto = _IP4.unpack_from(data, off + 2)
         if proto != _TCP or frag & 0x1FFF or ihl < 20:
             out.skipped += 1            # not TCP, or a later IP fragment
             return
@@ -128,7 +131,6 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
         src, dst = data[off + 8:off + 24], data[off + 24:off + 40]
         tcp = off + 40
         ip_payload = plen6 if plen6 else n - tcp   # jumbogram / BIG TCP: trust the frame
-        ipid = -1
         hops = 0
         while nxt in _IP6_EXT and hops < 8:
             if n - tcp < 8:
@@ -164,7 +166,7 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
     dst = intern.setdefault(dst, bytes(dst))
     pkt = Packet(t=t, src=src, dst=dst, sport=sport, dport=dport, seq=seq,
                  ack=ack, flags=offflags & 0x3F, win=win, plen=plen,
-                 ipid=ipid if version == 4 else -1, frame=frame)
+                 fp=hash((iface, data[off:])), way=way, frame=frame)
     if doff > 20 and offflags & TH_SYN:
         _syn_options(data, tcp + 20, min(tcp + doff, n), pkt)
     elif doff > 20:
@@ -251,6 +253,16 @@ def _link_offset(linktype: int, data: bytes) -> int | None:
     return None
 
 
+def _way(linktype: int, data: bytes) -> int:
+    """The packet type of a Linux cooked header (SLL, SLL2): 0 to this host, 4 outgoing
+    — ``-i any`` sees a loopback packet once each way; -1 for other link types."""
+    if linktype == LINKTYPE_LINUX_SLL:
+        return struct.unpack_from("!H", data, 0)[0]
+    if linktype == LINKTYPE_LINUX_SLL2:
+        return data[10]
+    return -1
+
+
 def _check_linktype(path: str, linktype: int) -> None:
     if linktype not in LINK_NAMES:
         raise CaptureError(f"{path}: unsupported link type {linktype} (explain reads "
@@ -295,7 +307,7 @@ def _read_pcap(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
         if off is None:
             out.skipped += 1
             continue
-        _parse_tcp_ip(data, off, t, frames, out)
+        _parse_tcp_ip(data, off, t, frames, out, _way(linktype, data))
     out.frames = frames
 
 
@@ -402,7 +414,7 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
             if off is None:
                 out.skipped += 1
                 continue
-            _parse_tcp_ip(data, off, t, frames, out)
+            _parse_tcp_ip(data, off, t, frames, out, _way(linktype, data), iface)
             continue
         # any other block (name resolution, statistics, journal…) is skipped
     out.frames = frames

@@ -277,23 +277,34 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
                     mss_known=mss_known, handshake=handshake, notes=notes)
 
 
+DUP_US = 1_000
+"""The two copies of one packet that ``-i any`` records (outgoing, then incoming) are
+this close in time at most."""
+
+
 def _dedupe(packets: list[Packet], notes: list[str]) -> list[Packet]:
-    """Drop a frame seen twice within 1 ms (the same packet on two interfaces)."""
+    """Drop the second copy of a frame where a capture really records one packet twice:
+    a Linux cooked (``-i any``) capture's outgoing and incoming copies of the same bytes
+    within `DUP_US`, or identical bytes at the identical time on the same interface. A
+    repeat of the same bytes later (a real duplicate ACK, IPv6 has no IP id to tell them
+    apart) is a packet of its own."""
     out: list[Packet] = []
     dropped = 0
-    recent: dict[tuple[Any, ...], int] = {}
+    recent: dict[int, Packet] = {}
     for p in packets:
-        key = (p.src, p.sport, p.seq, p.ack, p.flags, p.plen, p.win, p.ipid)
-        last = recent.get(key)
-        # IPv4 copies share their IP id; without one, only near-simultaneous copies count
-        if last is not None and p.t - last <= (1_000 if p.ipid >= 0 else 200):
+        last = recent.get(p.fp)
+        if last is not None and (
+                (p.way >= 0 and last.way >= 0 and p.way != last.way
+                 and p.t - last.t <= DUP_US)
+                or p.t == last.t):
             dropped += 1
+            del recent[p.fp]            # a third copy would be a new packet
             continue
-        recent[key] = p.t
+        recent[p.fp] = p
         if len(recent) > 4096:
             recent.clear()
         out.append(p)
     if dropped:
         notes.append(f"{dropped} duplicate frame(s) dropped (the same packet captured twice, "
-                     "e.g. on two interfaces)")
+                     "e.g. outgoing and incoming on -i any)")
     return out

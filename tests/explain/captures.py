@@ -90,7 +90,7 @@ def frames(trace: Trace, *, at: str = "client", linktype: str = "ethernet",
            twice: bool = False, addrs: dict[Side, str] | None = None
            ) -> list[tuple[int, bytes]]:
     """(µs, frame) for every segment as a capture at ``at`` saw it; ``twice`` repeats
-    every frame 5 µs later (one packet seen on two interfaces)."""
+    every frame 5 µs later as ``-i any`` does (outgoing, then incoming)."""
     segs = segments if segments is not None else trace.segments
     mss = int(trace.meta.get("mss", 1448))
     rows = sorted(((seen_time(s, at), i, s) for i, s in enumerate(segs)),
@@ -102,8 +102,10 @@ def frames(trace: Trace, *, at: str = "client", linktype: str = "ethernet",
         frame = link_frame(linktype, ip_bytes(s, v6, ids[s.src], addrs, mss=mss, ts=ts,
                                               ports=ports), v6)
         out.append((EPOCH_US + t0 + t, frame))
-        if twice:
-            out.append((EPOCH_US + t0 + t + 5, frame))
+        if twice:      # -i any: the same packet outgoing, then incoming
+            out.append((EPOCH_US + t0 + t + 5, link_frame(
+                linktype, ip_bytes(s, v6, ids[s.src], addrs, mss=mss, ts=ts, ports=ports),
+                v6, outgoing=False)))
     return out
 
 

@@ -110,6 +110,22 @@ def test_a_frame_seen_twice_is_counted_once(s1_trace: Trace, tmp_path: Path) -> 
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
 
 
+@pytest.mark.parametrize("linktype", ["ethernet", "sll2"])
+def test_real_ipv6_duplicate_acks_are_kept(tmp_path: Path, linktype: str) -> None:
+    """Four identical duplicate ACKs 50 µs apart (IPv6: no IP id) are four packets, on
+    Ethernet and on a cooked capture alike (all four incoming)."""
+    from .captures import hand_trace, handshake, seg
+    segs = handshake() + [seg("client", 1, "PA", 1, 100, 1),
+                          seg("server", 1.1, "A", 1, 0, 101)]
+    segs += [seg("server", 1.2 + 0.05 * k, "A", 1, 0, 101) for k in range(4)]
+    path = write_capture(hand_trace(segs), tmp_path / "dup6.pcap", v6=True,
+                         linktype=linktype, at="both")
+    ex = explain_file(str(path))
+    acks = [s for s in ex.captured.trace.segments if s.src is Side.SERVER and s.ack == 101]
+    assert len(acks) == 5
+    assert not any("duplicate frame" in n for n in ex.notes)
+
+
 def test_super_segments_on_loopback_are_noted(tmp_path: Path) -> None:
     text = """[client]
 nodelay = true
