@@ -92,6 +92,9 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
     count = 0
     cut: Micros | None = None
     tails = {Side.CLIENT: 0, Side.SERVER: 0}
+    # bytes the capture lost (see `totrace.find_holes`) were written all the same: each
+    # hole joins the write of the first segment seen after it
+    missing = {(h.side, h.end): h.end - h.start for h in cap.holes}
     for i, s in enumerate(segs):
         if not s.length or cap.retransmit[i]:
             continue
@@ -113,7 +116,7 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
             key = (side.value, s.seq)
             msg.sleeps.append(gap if key in app_keys and gap >= SLEEP_MIN_US else 0)
             msg.more.append(key in more_keys)
-        pending[side] += s.length
+        pending[side] += s.length + missing.pop((side, s.seq), 0)
         if "P" in s.flags:
             msg.writes.append(pending[side])
             pending[side] = 0
@@ -122,6 +125,14 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
         last_arrival[side.peer] = max(last_arrival[side.peer], arrive)
     if messages and pending[messages[-1].side]:
         messages[-1].writes.append(pending[messages[-1].side])
+    if cut is None:
+        # holes after a side's last segment seen (only its ACKs tell of them)
+        for (side, _end), size in missing.items():
+            mine = [m for m in messages if m.side is side]
+            if mine:      # the side's last message, which the peer's answer followed
+                mine[-1].writes.append(size)
+            else:
+                messages.append(_Message(side=side, writes=[size]))
     if cut is None:
         # a side that closed long after it last could act slept before closing
         for i, s in enumerate(segs):

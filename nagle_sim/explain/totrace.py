@@ -78,10 +78,53 @@ class Captured:
     mss_known: bool
     handshake: bool
     notes: list[str] = field(default_factory=list)
+    holes: list[Hole] = field(default_factory=list)
 
-    @property
-    def rtt(self) -> Micros:
-        return Micros(2 * (self.dist[Side.CLIENT] + self.dist[Side.SERVER]))
+
+@dataclass(frozen=True, slots=True)
+class Hole:
+    """Bytes of ``side``'s stream the capture never shows (relative sequence numbers
+    [start, end)), noticed between capture times ``t_from`` and ``t_to``."""
+
+    side: Side
+    start: int
+    end: int
+    t_from: Micros
+    t_to: Micros
+
+
+def find_holes(segments: list[SegmentRecord], seen: list[Micros]) -> list[Hole]:
+    """Sequence holes: data that starts beyond the highest byte seen so far, or an ACK
+    for bytes never seen (the capture dropped them: tcpdump's "packets dropped by
+    kernel", or a snap of a busy interface). A later segment covering a hole fills it."""
+    high = {Side.CLIENT: -1, Side.SERVER: -1}
+    last_t = {Side.CLIENT: Micros(0), Side.SERVER: Micros(0)}
+    open_: list[Hole] = []
+    for s, t in zip(segments, seen, strict=True):
+        side = s.src
+        if "S" in s.flags:
+            high[side] = max(high[side], s.seq + 1)
+        elif s.length:
+            if high[side] >= 0 and s.seq > high[side]:
+                open_.append(Hole(side, high[side], s.seq, last_t[side], t))
+            high[side] = max(high[side], s.seq + s.length)
+            last_t[side] = t
+            if open_ and any(h.side is side and h.start < s.seq + s.length and s.seq < h.end
+                             for h in open_):
+                open_ = [h for h in open_ if not (h.side is side and s.seq <= h.start
+                                                  and s.seq + s.length >= h.end)]
+        peer = side.peer
+        if "A" in s.flags and high[peer] >= 0 and s.ack > high[peer] and \
+                not any(h.side is peer and h.end >= s.ack for h in open_):
+            fin = 0
+            if s.ack == high[peer] + 1:
+                fin = 1        # the peer's FIN, if this ACKs one we have not seen: 1 byte
+            if s.ack - fin > high[peer]:
+                open_.append(Hole(peer, high[peer], s.ack, last_t[peer], t))
+                high[peer] = s.ack
+        if "F" in s.flags:
+            high[side] = max(high[side], s.seq + s.length + 1)
+    return open_
 
 
 def same_host(conn: Connection) -> bool:
@@ -252,6 +295,15 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         notes.append(f"{supers} segment(s) are longer than the MSS ({mss} B): TSO/GRO "
                      "super-segments, captured before the NIC cut them (or after GRO merged "
                      "them); bytes, not packet counts, are compared")
+    holes = find_holes(segments, seen_list)
+    for side in Side:
+        mine = [h for h in holes if h.side is side]
+        if mine:
+            notes.append(f"{sum(h.end - h.start for h in mine)} B of the {side.value}'s data "
+                         f"never appear in the capture ({len(mine)} hole(s), the first "
+                         f"between {mine[0].t_from / 1000:.3f} and {mine[0].t_to / 1000:.3f} "
+                         "ms): packets the capture dropped; stalls there are less certain and "
+                         "the rebuild fills the missing bytes in")
     if retrans_count:
         notes.append(f"{retrans_count} retransmission(s) in the capture")
     client_ep, server_ep = format_endpoint(conn.client), format_endpoint(conn.server)
@@ -274,7 +326,7 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],
                     frames=[r[4] for r in rows], captured_on=captured_on,
                     dist={s: Micros(d) for s, d in dist.items()}, mss=mss,
-                    mss_known=mss_known, handshake=handshake, notes=notes)
+                    mss_known=mss_known, handshake=handshake, notes=notes, holes=holes)
 
 
 DUP_US = 1_000

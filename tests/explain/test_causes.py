@@ -264,3 +264,23 @@ def test_every_named_cause_is_in_the_vocabulary(s1_trace: Trace, capture_of: Cap
     for s in ex.stalls:
         assert set(s.causes) <= set(CAUSES)
         assert 0 < s.confidence <= 1
+
+
+@pytest.mark.parametrize("lost", ["middle", "last"])
+def test_packets_missing_from_the_capture_are_noticed_and_filled_in(
+        s1_trace: Trace, capture_of: Cap, lost: str) -> None:
+    """tcpdump dropped a client data segment: the ACKs cover bytes never seen. Noted, the
+    stalls next to it are uncertain, and the rebuild still writes every byte."""
+    data = [i for i, s in enumerate(s1_trace.segments) if s.length and s.src.value == "client"]
+    gone = data[len(data) // 2] if lost == "middle" else data[-1]
+    kept = [s for i, s in enumerate(s1_trace.segments) if i != gone]
+    ex = explain_file(str(capture_of(s1_trace, segments=kept)))
+    size = s1_trace.segments[gone].length
+    assert any(f"{size} B of the client's data never appear" in n for n in ex.notes)
+    assert ex.captured.holes and ex.captured.holes[0].end - ex.captured.holes[0].start == size
+    doubtful = [s for s in ex.stalls if "missing from the capture" in s.text]
+    assert doubtful and all(s.confidence <= 0.3 for s in doubtful)
+    assert ex.rebuilt is not None and ex.rebuilt.model is not None
+    sent = sum(s.length for s in ex.rebuilt.model.segments
+               if s.src.value == "client" and "captured" not in s.why)
+    assert sent >= 78
