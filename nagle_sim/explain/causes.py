@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.events import Micros, Side
+from ..summary import STALL_MIN
 from ..trace import SegmentRecord, Trace
 
-STALL_MIN = Micros(10_000)
 REACT_US = 2_000
 """A send this soon after an arrival was caused by that arrival (woken, or released)."""
 
@@ -153,16 +153,34 @@ class View:
         return self._finder
 
 
+class RetransmitMarker:
+    """The one retransmission rule (captures and model re-runs alike): a segment whose
+    sequence space ends at or below the highest already sent by its side re-sends bytes;
+    a second SYN is a retransmitted SYN."""
+
+    __slots__ = ("high", "syn")
+
+    def __init__(self) -> None:
+        self.high = {Side.CLIENT: -1, Side.SERVER: -1}
+        self.syn = {Side.CLIENT: False, Side.SERVER: False}
+
+    def __call__(self, side: Side, seq: int, length: int, flags: str) -> bool:
+        end = seq + length + (1 if "S" in flags or "F" in flags else 0)
+        if "S" in flags:
+            again = self.syn[side]
+            self.syn[side] = True
+        else:
+            again = seq < end <= self.high[side]
+        self.high[side] = max(self.high[side], end)
+        return again
+
+
 def view_of(trace: Trace, dist: Mapping[Side, int], mss: int, sack: bool = True) -> View:
     """A trace (e.g. the model's) seen from a capture point ``dist[side]`` µs from each
     host; retransmissions are marked the way `totrace` marks them."""
     seen = [Micros(s.t + dist[s.src]) for s in trace.segments]
-    high = {Side.CLIENT: -1, Side.SERVER: -1}
-    retrans = []
-    for s in trace.segments:
-        end = s.seq + s.length + (1 if "S" in s.flags or "F" in s.flags else 0)
-        retrans.append(end > s.seq and end <= high[s.src])
-        high[s.src] = max(high[s.src], end)
+    marker = RetransmitMarker()
+    retrans = [marker(s.src, s.seq, s.length, s.flags) for s in trace.segments]
     return View(trace=trace, seen=seen, retransmit=retrans, frames=[0] * len(seen), mss=mss,
                 sack=sack)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..model.events import Micros, Side
 from ..trace import SegmentRecord, Trace
+from .causes import RetransmitMarker
 from .connections import Connection, format_endpoint
 from .pcap import TH_ACK, TH_FIN, TH_PUSH, TH_RST, TH_SYN, Packet
 
@@ -262,21 +263,14 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     origin_cap = syn.t if syn is not None else packets[0].t
     origin = origin_cap - (dist[Side.CLIENT] if syn is not None else 0)
     rows: list[tuple[int, int, SegmentRecord, bool, int]] = []
-    high = {Side.CLIENT: -1, Side.SERVER: -1}
-    syn_seen = {Side.CLIENT: False, Side.SERVER: False}
+    marker = RetransmitMarker()
     supers = retrans_count = 0
     for p in packets:
         side = Side.CLIENT if conn.from_client(p) else Side.SERVER
         seq = seq_of[side](p.seq)
         ack_no = ack_of[side](p.ack) if p.flags & TH_ACK else 0
-        end = seq + p.plen + (1 if p.flags & (TH_SYN | TH_FIN) else 0)
-        retrans = False
-        if p.flags & TH_SYN:
-            retrans = syn_seen[side]
-            syn_seen[side] = True
-        elif end > seq and end <= high[side]:
-            retrans = True
-        high[side] = max(high[side], end)
+        letters = flag_letters(p.flags)
+        retrans = marker(side, seq, p.plen, letters)
         if p.plen > mss:
             supers += 1
         retrans_count += retrans
@@ -285,7 +279,7 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         t = seen - dist[side]
         arrive = seen + dist[side.peer]
         rec = SegmentRecord(t=Micros(t), src=side, seq=seq, ack=ack_no, length=p.plen,
-                            flags=flag_letters(p.flags), window=win, arrive=Micros(arrive),
+                            flags=letters, window=win, arrive=Micros(arrive),
                             why=RETRANSMIT_WHY if retrans else "")
         rows.append((t, len(rows), rec, retrans, p.frame))
     rows.sort(key=lambda r: (r[0], r[1]))
