@@ -185,10 +185,6 @@ def view_of(trace: Trace, dist: Mapping[Side, int], mss: int, sack: bool = True)
                 sack=sack)
 
 
-def _label(s: SegmentRecord) -> str:
-    return s.label()
-
-
 class _Finder:
     def __init__(self, view: View) -> None:
         self.v = view
@@ -197,7 +193,7 @@ class _Finder:
 
     def ev(self, i: int, note: str) -> Evidence:
         s = self.segs[i]
-        return Evidence(index=i, t=self.v.seen[i], side=s.src, label=_label(s), note=note,
+        return Evidence(index=i, t=self.v.seen[i], side=s.src, label=s.label(), note=note,
                         frame=self.v.frames[i])
 
     def state(self, side: Side, t: int, *, arrivals_before: bool = False
@@ -221,7 +217,6 @@ class _Finder:
         es = segs[e]
         snd, peer = es.src, es.src.peer
         ix_snd = self.idx[snd]
-        k = ix_snd.sent_before(es.t)
         # the send of E just before e in E's own order (sends at equal times count)
         pos = bisect.bisect_left(ix_snd.sends, e)
         prev_send_t = segs[ix_snd.sends[pos - 1]].t if pos > 0 else None
@@ -284,11 +279,11 @@ class _Finder:
 
         # ---- E itself waited `own` before sending e
         if self.v.retransmit[e]:
-            return self._retransmission(stall, p, e, own, add_link)
+            return self._retransmission(stall, e, own, add_link)
         if not es.length and "S" not in es.flags and "F" not in es.flags:
-            return self._pure_ack(stall, e, own, trig, add_link)
+            return self._pure_ack(stall, e, own, add_link)
         if es.length:
-            return self._data(stall, e, own, k, add_link)
+            return self._data(stall, e, own, add_link)
         stall.causes = ["app"]
         add_link()
         stall.confidence = MEDIUM
@@ -299,7 +294,7 @@ class _Finder:
         stall.text = f"the {snd.value} application {what} after {ms:.1f} ms idle"
         return self._finish(stall, e)
 
-    def _retransmission(self, stall: Stall, p: int, e: int, own: int,
+    def _retransmission(self, stall: Stall, e: int, own: int,
                         add_link: Any) -> Stall:
         es = self.segs[e]
         snd = es.src
@@ -380,8 +375,7 @@ class _Finder:
                     "which this ACK triggered", follow, False)
         return ("nagle", "the data was held until this ACK", follow, False)
 
-    def _pure_ack(self, stall: Stall, e: int, own: int, trig: int | None,
-                  add_link: Any) -> Stall:
+    def _pure_ack(self, stall: Stall, e: int, own: int, add_link: Any) -> Stall:
         segs = self.segs
         es = segs[e]
         snd, peer = es.src, es.src.peer
@@ -457,7 +451,7 @@ class _Finder:
         stall.text = f"the connection was idle for {ms:.1f} ms"
         return self._finish(stall, e)
 
-    def _data(self, stall: Stall, e: int, own: int, k: int, add_link: Any) -> Stall:
+    def _data(self, stall: Stall, e: int, own: int, add_link: Any) -> Stall:
         segs = self.segs
         es = segs[e]
         snd, peer = es.src, es.src.peer

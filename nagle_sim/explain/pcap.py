@@ -83,7 +83,7 @@ class Packet:
     mss: int = 0           # SYN options
     wscale: int = -1
     sack_ok: bool = False
-    ts: bool = False       # timestamps option present
+    ts: bool = False       # timestamps option present (SYN and SYN-ACK only)
     frame: int = 0         # 1-based frame number in the file (as Wireshark counts)
 
 
@@ -138,8 +138,6 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile,
                 return
             nxt2, hlen = data[tcp], data[tcp + 1]
             size = (hlen + 2) * 4 if nxt == 51 else (hlen + 1) * 8
-            if nxt == 44:
-                break
             tcp += size
             ip_payload -= size
             nxt, hops = nxt2, hops + 1
@@ -167,12 +165,8 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile,
     pkt = Packet(t=t, src=src, dst=dst, sport=sport, dport=dport, seq=seq,
                  ack=ack, flags=offflags & 0x3F, win=win, plen=plen,
                  fp=hash((iface, data[off:])), way=way, frame=frame)
-    if doff > 20 and offflags & TH_SYN:
+    if doff > 20 and offflags & TH_SYN:    # only the handshake's options are used
         _syn_options(data, tcp + 20, min(tcp + doff, n), pkt)
-    elif doff > 20:
-        # only "is the timestamp option there" matters after the handshake
-        end = min(tcp + doff, n)
-        pkt.ts = _has_timestamps(data, tcp + 20, end)
     out.packets.append(pkt)
     if len(out.packets) > MAX_TCP_PACKETS:
         _too_many(out.path)
@@ -206,22 +200,6 @@ def _syn_options(data: bytes, i: int, end: int, pkt: Packet) -> None:
         elif kind == 8:
             pkt.ts = True
         i += size
-
-
-def _has_timestamps(data: bytes, i: int, end: int) -> bool:
-    while i < end:
-        kind = data[i]
-        if kind == 0:
-            return False
-        if kind == 1:
-            i += 1
-            continue
-        if kind == 8:
-            return True
-        if i + 1 >= end or data[i + 1] < 2:
-            return False
-        i += data[i + 1]
-    return False
 
 
 def _link_offset(linktype: int, data: bytes) -> int | None:

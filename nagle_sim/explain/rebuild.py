@@ -111,11 +111,13 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
             messages.append(_Message(side=side))
             ready[side] = max(ready[side], last_arrival[side])
         msg = messages[-1]
+        key = (side.value, s.seq)
         if pending[side] == 0:
             gap = s.t - ready[side]
-            key = (side.value, s.seq)
             msg.sleeps.append(gap if key in app_keys and gap >= SLEEP_MIN_US else 0)
             msg.more.append(key in more_keys)
+        elif key in more_keys and msg.more:
+            msg.more[-1] = True     # the held tail of a write: the write had MSG_MORE
         pending[side] += s.length + missing.pop((side, s.seq), 0)
         if "P" in s.flags:
             msg.writes.append(pending[side])

@@ -63,7 +63,9 @@ def to_json(ex: Explanation) -> dict[str, Any]:
     rb = ex.rebuilt
     out: dict[str, Any] = {
         "format": SCHEMA, "file": ex.capture.path, "file_format": ex.capture.fmt,
-        "link_types": ex.capture.link_types, "connection": conn,
+        "link_types": ex.capture.link_types, "frames": ex.capture.frames,
+        "frames_not_tcp": ex.capture.skipped,
+        "frames_cut_in_headers": ex.capture.truncated_headers, "connection": conn,
         "captured_at": ex.captured.captured_on,
         "captured_at_how": meta["captured_on_how"],
         "connections": [connection_json(c) for c in ex.connections],
@@ -140,6 +142,16 @@ def markdown(ex: Explanation) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _skipped(ex: Explanation) -> str:
+    c = ex.capture
+    parts = []
+    if c.skipped:
+        parts.append(f"{c.skipped} not TCP")
+    if c.truncated_headers:
+        parts.append(f"{c.truncated_headers} cut inside their headers")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> None:
     from rich import box
     from rich.table import Table
@@ -149,8 +161,8 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
 
     c = ex.chosen
     console.print(Text(f"{ex.capture.path}: {ex.capture.fmt}, "
-                       f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames, "
-                       f"{len(ex.connections)} TCP connection(s)"))
+                       f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames"
+                       f"{_skipped(ex)}, {len(ex.connections)} TCP connection(s)"))
     if len(ex.connections) > 1:
         # fits 80 columns: endpoints on two lines, long cells fold (never cut: users need
         # the port for --port)
@@ -272,9 +284,14 @@ def write_pictures(ex: Explanation, svg: str | None, png: str | None
     """The captured ladder with the model's re-run as overlay (nagle_sim.export), cut to
     `picture_window`; returns the written paths and the window's line ("" when whole).
     Raises `nagle_sim.export.ExportError` beyond the export's bounds."""
+    import dataclasses
+
     from ..export import export_cli
-    overlay = ex.rebuilt.model if ex.rebuilt else None
+    # the export's legend names a trace by its source: the capture is what the real
+    # kernels did ("real"), the overlay is the model's re-run ("model trace")
+    overlay = (dataclasses.replace(ex.rebuilt.model, source="model")
+               if ex.rebuilt and ex.rebuilt.model else None)
+    main = dataclasses.replace(ex.captured.trace, source="realnet")
     until_ms, line = picture_window(ex)
-    paths = export_cli(ex.captured.trace, svg=svg, png=png, overlay=overlay,
-                       until_ms=until_ms)
+    paths = export_cli(main, svg=svg, png=png, overlay=overlay, until_ms=until_ms)
     return [str(p) for p in paths], line

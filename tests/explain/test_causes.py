@@ -284,3 +284,34 @@ def test_packets_missing_from_the_capture_are_noticed_and_filled_in(
     sent = sum(s.length for s in ex.rebuilt.model.segments
                if s.src.value == "client" and "captured" not in s.why)
     assert sent >= 78
+
+
+def test_an_msg_more_program_gets_a_no_msg_more_what_if(capture_of: Cap) -> None:
+    text = """[client]
+script = "repeat 3 { write 2000 more; read 10 }"
+[server]
+nodelay = true
+script = "repeat 3 { read 2000; write 10 }"
+"""
+    ex = explain_file(str(capture_of(model(text))))
+    assert ex.stalls and all("msg_more" in s.causes for s in ex.stalls)
+    assert ex.rebuilt is not None
+    names = [w.name for w in ex.rebuilt.whatifs]
+    assert "no MSG_MORE" in names and not any("CORK" in n for n in names)
+    assert "cork = true" not in ex.rebuilt.toml and " more" in ex.rebuilt.toml
+
+
+def test_frames_that_are_not_tcp_are_counted_and_shown(s1_trace: Trace, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    from nagle_sim.__main__ import main
+
+    from .captures import frames, write_frames
+    rows = frames(s1_trace)
+    arp = b"\xff" * 6 + b"\x02" * 6 + b"\x08\x06" + b"\x00" * 28
+    rows += [(rows[0][0] + 1, arp), (rows[0][0] + 2, arp)]
+    path = write_frames(rows, tmp_path / "arp.pcap")
+    assert main(["explain", str(path)]) == 0
+    assert "(2 not TCP)" in capsys.readouterr().out
+    assert main(["explain", str(path), "--json"]) == 0
+    assert '"frames_not_tcp": 2' in capsys.readouterr().out

@@ -286,6 +286,8 @@ def test_pictures_of_a_long_capture_are_a_bounded_window(
     with Image.open(png) as im:
         assert im.width * im.height <= 4_000_000
     assert svg.stat().st_size < 1_000_000
+    text = svg.read_text()
+    assert "model trace (overlay)" in text and "(real)" in text and "simulated" not in text
 
 
 def test_a_picture_beyond_the_export_bounds_is_exit_2(
