@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -51,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
+    p.add_argument("--tui", action="store_true",
+                   help="open the rebuilt scenario in the teaching app; r there overlays "
+                        "the capture on the model's ladder")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
     p.set_defaults(func=explain_cli)
@@ -138,4 +142,33 @@ def explain_cli(args: argparse.Namespace) -> int:
         return EXIT_OK
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
+    if getattr(args, "tui", False):
+        return open_tui(ex, args.scenario)
     return EXIT_OK
+
+
+def open_tui(ex: Any, scenario_path: str | None) -> int:
+    """The app's sandbox on the rebuilt scenario (the model's ladder; edit it for the
+    what-ifs), with the capture injected as the "real" runner: its `r` key overlays what
+    was captured. Only the app's public entry (`run_app`) is used."""
+    if ex.rebuilt is None:
+        return _error(f"{ex.capture.path}: no scenario could be rebuilt to open in the app")
+    try:
+        from ..tui.app import run_app
+    except ImportError as exc:          # textual missing
+        return _error(f"the TUI is unavailable: {exc}")
+    from ..sim.driver import run_sim
+    captured = ex.captured.trace
+
+    def the_capture(_scenario: Any) -> Any:
+        return captured
+
+    print("explain --tui: the ladder is the model of the rebuilt scenario; press r to "
+          "overlay the capture", file=sys.stderr)
+    if scenario_path:
+        return int(run_app(scenario_path, run_sim=run_sim, run_real=the_capture))
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="nagle-explain-") as tmp:
+        path = Path(tmp) / (Path(ex.capture.path).stem[:60] + "-rebuilt.toml")
+        path.write_text(ex.rebuilt.toml, "utf-8")
+        return int(run_app(str(path), run_sim=run_sim, run_real=the_capture))
