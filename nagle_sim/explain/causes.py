@@ -565,6 +565,16 @@ class _Finder:
         return stall
 
 
+def wire_causes(trace: Trace) -> dict[tuple[int, int], Stall]:
+    """The stalls of a trace that has no hold events (a real-socket run), named from the
+    wire alone as explain names a capture's: keyed by (start, end) send times, as
+    `nagle_sim.summary.stalls` sees its gaps (the trace's own timeline, distance 0)."""
+    mss = int(trace.meta.get("mss", 1448) or 1448) if isinstance(
+        trace.meta.get("mss", 1448), int) else 1448
+    view = view_of(trace, {Side.CLIENT: 0, Side.SERVER: 0}, mss)
+    return {(s.start, s.end): s for s in find_stalls(view)}
+
+
 def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -> list[Stall]:
     """Every quiet gap ≥ ``minimum`` at the capture point while the connection is open,
     classified. ``limit`` bounds the work on hostile captures."""
