@@ -3,7 +3,9 @@
 Owns: `write_capture`, which stamps each segment of a `Trace` with the time a capture at
 ``at`` ("client", "server" or "both") would have seen it and frames it for a link type
 (Ethernet, SLL, SLL2, null, raw IP), in pcap or pcapng, over IPv4 or IPv6, optionally cut
-to a snaplen.
+to a snaplen. `nagle_sim.export.pcap` (used where it fits: the model round-trip test) writes
+only Ethernet/IPv4 pcap stamped at send time, without SACK-permitted or timestamps in the
+handshake, which the TLP rule and the capture-point tests need; hence this writer.
 """
 
 from __future__ import annotations
