@@ -70,6 +70,9 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "captured_at_how": meta["captured_on_how"],
         "connections": [connection_json(c) for c in ex.connections],
         "stalls": [stall_json(s) for s in ex.stalls],
+        "missing": [{"side": h.side.value, "bytes": h.end - h.start, "from_seq": h.start,
+                     "from_ms": _ms(h.t_from), "to_ms": _ms(h.t_to)}
+                    for h in ex.captured.holes],
         "whatifs": [w.to_json() for w in rb.whatifs] if rb else [],
         "model": None, "notes": ex.notes,
     }

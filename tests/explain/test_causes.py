@@ -284,6 +284,8 @@ def test_packets_missing_from_the_capture_are_noticed_and_filled_in(
     sent = sum(s.length for s in ex.rebuilt.model.segments
                if s.src.value == "client" and "captured" not in s.why)
     assert sent >= 78
+    from nagle_sim.explain.report import to_json
+    assert to_json(ex)["missing"][0]["bytes"] == size
 
 
 def test_an_msg_more_program_gets_a_no_msg_more_what_if(capture_of: Cap) -> None:
