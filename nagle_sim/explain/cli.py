@@ -38,6 +38,16 @@ def _conn(text: str) -> int:
     return int(text)
 
 
+def _until(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
+    if not 0 < value <= 86_400_000:
+        raise argparse.ArgumentTypeError(f"expected 0 < MS <= 86400000, got {text!r}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("capture", help="pcap or pcapng file (tcpdump -w, Wireshark)")
     which = p.add_mutually_exclusive_group()
@@ -51,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--markdown", action="store_true", help="print a Markdown report")
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
+    p.add_argument("--until-ms", type=_until, metavar="MS",
+                   help="draw the pictures up to MS (default: just past the first stall)")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
     p.add_argument("--tui", action="store_true",
                    help="open the rebuilt scenario in the teaching app; r there overlays "
@@ -107,7 +119,8 @@ def explain_cli(args: argparse.Namespace) -> int:
     written: list[str] = []
     try:
         if args.svg or args.png:
-            paths, window = write_pictures(ex, args.svg, args.png)
+            paths, window = write_pictures(ex, args.svg, args.png,
+                                           getattr(args, "until_ms", None))
             written += paths
             if window:
                 print(window, file=sys.stderr)

@@ -9,11 +9,14 @@ from the capture (file names, addresses) is never interpreted as rich markup: ev
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import Explanation
 from .causes import CAUSES, Stall
 from .connections import Connection
+
+if TYPE_CHECKING:
+    from ..trace import Trace
 
 SCHEMA = "nagle-sim-explain/1"
 
@@ -264,28 +267,48 @@ def _stall_table(stalls: list[Stall], console: Any) -> None:
         console.print(line)
 
 
-PICTURE_AFTER_US = 20_000
-"""The picture runs this long past the end of the stall it shows (at least)."""
+PICTURE_SEGMENTS = 60
+"""Segments drawn around the stall a picture shows (a ladder row is ~40 px: a picture of
+this many stays far inside the export's 20 Mpx bound)."""
 
 
-def picture_window(ex: Explanation) -> tuple[float | None, str]:
-    """(until_ms for `nagle_sim.export`, the one line saying so) — the window ends a little
-    after the first stall that is not the link's; the whole capture when there is none."""
+def picture_window(ex: Explanation) -> tuple[tuple[int, int] | None, str]:
+    """((from, until) µs of trace time, the one line saying so) — `PICTURE_SEGMENTS`
+    segments around the first stall that is not the link's, or the first ones when there
+    is none; None when the whole capture is that short."""
+    segs = ex.captured.trace.segments
+    if len(segs) <= PICTURE_SEGMENTS:
+        return None, ""
     first = next((s for s in ex.stalls if s.causes != ["link"]), None)
+    seen = ex.captured.seen
     if first is None:
-        return None, ""
-    until = first.end + max(PICTURE_AFTER_US, first.duration // 2)
-    if until >= ex.captured.trace.end:
-        return None, ""
-    return until / 1000, (f"the pictures show the first {until / 1000:.1f} ms, to just after "
-                          f"the stall at {first.start / 1000:.3f} ms ({first.cause}); "
-                          f"the capture lasts {ex.captured.trace.end / 1000:.1f} ms")
+        lo, what = 0, "no stall but the link's"
+    else:
+        # the segment ending the stall, a third of the window before it
+        end_i = next((i for i, t in enumerate(seen) if t >= first.end), len(segs) - 1)
+        lo = max(0, min(end_i - PICTURE_SEGMENTS // 3, len(segs) - PICTURE_SEGMENTS))
+        what = f"around the stall at {first.start / 1000:.3f} ms ({first.cause})"
+    hi = min(len(segs), lo + PICTURE_SEGMENTS) - 1
+    t_from, t_until = segs[lo].t, segs[hi].t
+    return (t_from, t_until), (f"the pictures show {t_from / 1000:.1f}–{t_until / 1000:.1f} "
+                               f"ms ({hi - lo + 1} of {len(segs)} segments, {what}; "
+                               "--until-ms MS draws from the start)")
 
 
-def write_pictures(ex: Explanation, svg: str | None, png: str | None
-                   ) -> tuple[list[str], str]:
+def _cut(trace: Trace, t_from: int, t_until: int) -> Trace:
+    """The part of ``trace`` between two times (segments, ops and events)."""
+    import dataclasses
+    return dataclasses.replace(
+        trace, segments=[s for s in trace.segments if t_from <= s.t <= t_until],
+        ops=[o for o in trace.ops if o.start <= t_until and (o.end or o.start) >= t_from],
+        events=[e for e in trace.events if t_from <= e.t <= t_until])
+
+
+def write_pictures(ex: Explanation, svg: str | None, png: str | None,
+                   until_ms: float | None = None) -> tuple[list[str], str]:
     """The captured ladder with the model's re-run as overlay (nagle_sim.export), cut to
-    `picture_window`; returns the written paths and the window's line ("" when whole).
+    ``until_ms`` (--until-ms) or else `picture_window`; returns the written paths and the
+    window's line ("" when given or whole).
     Raises `nagle_sim.export.ExportError` beyond the export's bounds."""
     import dataclasses
 
@@ -295,6 +318,11 @@ def write_pictures(ex: Explanation, svg: str | None, png: str | None
     overlay = (dataclasses.replace(ex.rebuilt.model, source="model")
                if ex.rebuilt and ex.rebuilt.model else None)
     main = dataclasses.replace(ex.captured.trace, source="realnet")
-    until_ms, line = picture_window(ex)
+    line = ""
+    if until_ms is None:
+        window, line = picture_window(ex)
+        if window is not None:
+            main = _cut(main, *window)
+            overlay = _cut(overlay, *window) if overlay is not None else None
     paths = export_cli(main, svg=svg, png=png, overlay=overlay, until_ms=until_ms)
     return [str(p) for p in paths], line

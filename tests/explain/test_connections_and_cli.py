@@ -282,9 +282,10 @@ def test_pictures_of_a_long_capture_are_a_bounded_window(
     png, svg = tmp_path / "long.png", tmp_path / "long.svg"
     assert main(["explain", str(path), "--json", "--png", str(png), "--svg", str(svg)]) == 0
     err = capsys.readouterr().err
-    assert "the pictures show the first" in err and "nagle+delayed_ack" in err
+    assert "the pictures show" in err and "around the stall" in err
+    assert "nagle+delayed_ack" in err
     with Image.open(png) as im:
-        assert im.width * im.height <= 4_000_000
+        assert im.height <= 8_000 and im.width * im.height <= 20_000_000
     assert svg.stat().st_size < 1_000_000
     text = svg.read_text()
     assert "model trace (overlay)" in text and "(real)" in text and "simulated" not in text
@@ -342,3 +343,17 @@ def test_tui_opens_the_rebuilt_scenario_with_the_capture_as_the_real_run(
 def load_text(text: str) -> object:
     from nagle_sim.scenario import loads
     return loads(text, "rebuilt.toml")
+
+
+def test_pictures_without_a_stall_show_the_first_segments_and_until_ms_chooses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = model(S1.replace("repeat 6", "repeat 300"), "client.nodelay=true")
+    path = write_capture(trace, tmp_path / "nd.pcap")
+    png = tmp_path / "nd.png"
+    assert main(["explain", str(path), "--json", "--png", str(png)]) == 0
+    assert "60 of" in capsys.readouterr().err and png.exists()
+    # the whole run is beyond the PNG bound: refused in one line, exit 2
+    assert main(["explain", str(path), "--json", "--png", str(png), "--until-ms",
+                 "1000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "PNG would be" in err
