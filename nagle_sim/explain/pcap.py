@@ -235,7 +235,7 @@ def _way(linktype: int, data: bytes) -> int:
     """The packet type of a Linux cooked header (SLL, SLL2): 0 to this host, 4 outgoing
     — ``-i any`` sees a loopback packet once each way; -1 for other link types."""
     if linktype == LINKTYPE_LINUX_SLL:
-        return struct.unpack_from("!H", data, 0)[0]
+        return int(struct.unpack_from("!H", data, 0)[0])
     if linktype == LINKTYPE_LINUX_SLL2:
         return data[10]
     return -1

@@ -427,9 +427,9 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         if sum(1 for st in stalls if st.reproduced) > before:
             toml, scenario, model, mview = toml2, scenario2, model2, mview2
             out.toml, out.scenario, out.model, out.model_stalls = toml, scenario, model, stalls2
-            out.notes.append("the " + " and ".join(s.value for s in sorted(slow)) + " delayed "
-                             "ACKs the model would send at once: rebuilt with TCP_QUICKACK "
-                             "off before each read")
+            out.notes.append("the " + " and ".join(sorted(s.value for s in slow)) + " delayed "
+                             "ACKs that the model would have sent at once: rebuilt with "
+                             "TCP_QUICKACK off before each read")
         else:
             slow = frozenset()
             pair_stalls(stalls, out.model_stalls, cut)
