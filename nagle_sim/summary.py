@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Any
 
 from .model.events import Micros, Side, short
 from .trace import EventRecord, OpRecord, SegmentRecord, Trace
@@ -132,11 +133,25 @@ class _Index:
         return None
 
 
+def _wire(trace: Trace, cache: list[dict[tuple[int, int], Any]]
+          ) -> dict[tuple[int, int], Any]:
+    """A trace without hold events (real sockets) has its stalls named from the wire as
+    `nagle-sim explain` names a capture's; computed once per analysis."""
+    if not cache:
+        # imported here: nagle_sim.explain imports this module
+        from .explain.causes import wire_causes
+
+        holds = any(e.kind == "hold" for e in trace.events)
+        cache.append({} if holds else wire_causes(trace))
+    return cache[0]
+
+
 def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
     """Gaps ≥ ``minimum`` between segments not explained by an application sleep."""
     out: list[Stall] = []
     segs = trace.segments
     index = _Index(trace)
+    wire: list[dict[tuple[int, int], Any]] = []
     for prev, nxt in zip(segs, segs[1:], strict=False):
         gap = nxt.t - prev.t
         if gap < minimum or index.sleeping(prev.t, nxt.t):
@@ -150,6 +165,8 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
             assert flight.arrive is not None
             held = (f"waiting on the link: {flight.src.value}'s {flight.label()} took "
                     f"{(flight.arrive - flight.t) / 1000:.1f} ms to arrive")
+        elif (named := _wire(trace, wire).get((prev.t, nxt.t))) is not None:
+            held = f"on the wire: {named.cause} ({named.text})"
         elif trace.events:
             held = "no data waiting to be sent"
         else:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..model.events import Side
 from ..scenario import ScenarioError
-from .causes import Stall, View, find_stalls
+from .causes import LOW, Stall, View, find_stalls
 from .connections import Connection, longest_stalled, split_connections
 from .pcap import CaptureError, CaptureFile, read_capture
 from .rebuild import Rebuilt, parse_os, rebuild
@@ -36,6 +36,40 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
 
 
+RANK_BUDGET = 400_000
+"""Packets analysed to rank several connections by their longest stall (the rest are
+ranked by their longest quiet gap): bounded time on a capture of many connections."""
+
+
+def rank(conns: list[Connection], path: str) -> None:
+    """Fill each connection's `Connection.longest_stall` (not ``app``), within budget."""
+    if len(conns) < 2:
+        return
+    budget = RANK_BUDGET
+    for c in sorted(conns, key=lambda c: -c.longest_gap()[0]):
+        if len(c.packets) > budget:
+            continue
+        budget -= len(c.packets)
+        cap = to_trace(c, path)
+        view = View(trace=cap.trace, seen=cap.seen, retransmit=cap.retransmit,
+                    frames=cap.frames, mss=cap.mss)
+        best = max((s for s in find_stalls(view) if s.causes != ["app"]),
+                   key=lambda s: s.duration, default=None)
+        c.longest_stall = (best.duration, best.start, best.cause) if best else (0, 0, "")
+
+
+def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
+    """A stall during which the capture lost packets is named from partial evidence: its
+    confidence drops to low and its text says so."""
+    for st in stalls:
+        lost = [h for h in captured.holes if h.t_from <= st.end and h.t_to >= st.start]
+        if lost:
+            st.confidence = min(st.confidence, LOW)
+            st.text += (f" (uncertain: {sum(h.end - h.start for h in lost)} B of the "
+                        f"{lost[0].side.value}'s data around it are missing from the "
+                        "capture)")
+
+
 def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
                  os_text: str = "", run_model: bool = True) -> Explanation:
     """Explain one connection of the capture at ``path``.
@@ -49,6 +83,7 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
         raise ExplainError(str(exc)) from None
     capture = read_capture(path)
     conns = split_connections(capture.packets)
+    rank(conns, path)
     if conn is not None:
         if not 1 <= conn <= len(conns):
             raise ExplainError(f"{path}: no connection {conn} (the capture has "
@@ -66,6 +101,7 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
     view = View(trace=captured.trace, seen=captured.seen, retransmit=captured.retransmit,
                 frames=captured.frames, mss=captured.mss, sack=sack)
     stalls = find_stalls(view)
+    doubt_missing(stalls, captured)
     notes = list(captured.notes)
     rebuilt: Rebuilt | None
     try:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.events import Micros, Side
+from ..summary import STALL_MIN
 from ..trace import SegmentRecord, Trace
 
-STALL_MIN = Micros(10_000)
 REACT_US = 2_000
 """A send this soon after an arrival was caused by that arrival (woken, or released)."""
 
@@ -39,6 +39,10 @@ CAUSES: dict[str, str] = {
 """The cause vocabulary, in docs/explain.md order. A stall's causes join with "+"."""
 
 HIGH, MEDIUM, LOW = 0.9, 0.6, 0.3
+PROBE_US = 200_000
+"""The probe timer's floor (TCP_RTO_MIN): what releases corked or MSG_MORE data."""
+JIFFY_US = 4_000
+"""A timer fires up to a jiffy late (HZ=250)."""
 
 
 @dataclass(slots=True)
@@ -149,22 +153,36 @@ class View:
         return self._finder
 
 
+class RetransmitMarker:
+    """The one retransmission rule (captures and model re-runs alike): a segment whose
+    sequence space ends at or below the highest already sent by its side re-sends bytes;
+    a second SYN is a retransmitted SYN."""
+
+    __slots__ = ("high", "syn")
+
+    def __init__(self) -> None:
+        self.high = {Side.CLIENT: -1, Side.SERVER: -1}
+        self.syn = {Side.CLIENT: False, Side.SERVER: False}
+
+    def __call__(self, side: Side, seq: int, length: int, flags: str) -> bool:
+        end = seq + length + (1 if "S" in flags or "F" in flags else 0)
+        if "S" in flags:
+            again = self.syn[side]
+            self.syn[side] = True
+        else:
+            again = seq < end <= self.high[side]
+        self.high[side] = max(self.high[side], end)
+        return again
+
+
 def view_of(trace: Trace, dist: Mapping[Side, int], mss: int, sack: bool = True) -> View:
     """A trace (e.g. the model's) seen from a capture point ``dist[side]`` µs from each
     host; retransmissions are marked the way `totrace` marks them."""
     seen = [Micros(s.t + dist[s.src]) for s in trace.segments]
-    high = {Side.CLIENT: -1, Side.SERVER: -1}
-    retrans = []
-    for s in trace.segments:
-        end = s.seq + s.length + (1 if "S" in s.flags or "F" in s.flags else 0)
-        retrans.append(end > s.seq and end <= high[s.src])
-        high[s.src] = max(high[s.src], end)
+    marker = RetransmitMarker()
+    retrans = [marker(s.src, s.seq, s.length, s.flags) for s in trace.segments]
     return View(trace=trace, seen=seen, retransmit=retrans, frames=[0] * len(seen), mss=mss,
                 sack=sack)
-
-
-def _label(s: SegmentRecord) -> str:
-    return s.label()
 
 
 class _Finder:
@@ -175,7 +193,7 @@ class _Finder:
 
     def ev(self, i: int, note: str) -> Evidence:
         s = self.segs[i]
-        return Evidence(index=i, t=self.v.seen[i], side=s.src, label=_label(s), note=note,
+        return Evidence(index=i, t=self.v.seen[i], side=s.src, label=s.label(), note=note,
                         frame=self.v.frames[i])
 
     def state(self, side: Side, t: int, *, arrivals_before: bool = False
@@ -199,7 +217,6 @@ class _Finder:
         es = segs[e]
         snd, peer = es.src, es.src.peer
         ix_snd = self.idx[snd]
-        k = ix_snd.sent_before(es.t)
         # the send of E just before e in E's own order (sends at equal times count)
         pos = bisect.bisect_left(ix_snd.sends, e)
         prev_send_t = segs[ix_snd.sends[pos - 1]].t if pos > 0 else None
@@ -262,11 +279,11 @@ class _Finder:
 
         # ---- E itself waited `own` before sending e
         if self.v.retransmit[e]:
-            return self._retransmission(stall, p, e, own, add_link)
+            return self._retransmission(stall, e, own, add_link)
         if not es.length and "S" not in es.flags and "F" not in es.flags:
-            return self._pure_ack(stall, e, own, trig, add_link)
+            return self._pure_ack(stall, e, own, add_link)
         if es.length:
-            return self._data(stall, e, own, k, add_link)
+            return self._data(stall, e, own, add_link)
         stall.causes = ["app"]
         add_link()
         stall.confidence = MEDIUM
@@ -277,7 +294,7 @@ class _Finder:
         stall.text = f"the {snd.value} application {what} after {ms:.1f} ms idle"
         return self._finish(stall, e)
 
-    def _retransmission(self, stall: Stall, p: int, e: int, own: int,
+    def _retransmission(self, stall: Stall, e: int, own: int,
                         add_link: Any) -> Stall:
         es = self.segs[e]
         snd = es.src
@@ -358,8 +375,7 @@ class _Finder:
                     "which this ACK triggered", follow, False)
         return ("nagle", "the data was held until this ACK", follow, False)
 
-    def _pure_ack(self, stall: Stall, e: int, own: int, trig: int | None,
-                  add_link: Any) -> Stall:
+    def _pure_ack(self, stall: Stall, e: int, own: int, add_link: Any) -> Stall:
         segs = self.segs
         es = segs[e]
         snd, peer = es.src, es.src.peer
@@ -378,6 +394,22 @@ class _Finder:
             stall.text = (f"the {snd.value}'s receive window was zero for {ms:.1f} ms: its "
                           "application did not read, so the "
                           f"{peer.value} could not send")
+            return self._finish(stall, e)
+        _high, acked, _se, peer_win, _sm = self.state(snd, es.t)
+        if peer_win == 0:
+            # Linux probes a zero window with a bare ACK one byte below snd_una (the peer
+            # must answer it with its window): the sender waited for the window to open
+            probe = es.seq == acked - 1
+            stall.causes = ["zero_window"]
+            add_link()
+            stall.confidence = HIGH if probe else MEDIUM
+            what = ("a window probe (seq one below the ACKed byte)" if probe
+                    else "a bare ACK")
+            stall.evidence.append(self.ev(e, f"{what} into the {peer.value}'s zero window "
+                                          f"after {ms:.1f} ms"))
+            stall.waiting = snd
+            stall.text = (f"the {peer.value}'s window was zero: the {snd.value} probed after "
+                          f"{ms:.1f} ms")
             return self._finish(stall, e)
         new_ack = prev is None or es.ack > prev.ack
         if new_ack:
@@ -419,7 +451,7 @@ class _Finder:
         stall.text = f"the connection was idle for {ms:.1f} ms"
         return self._finish(stall, e)
 
-    def _data(self, stall: Stall, e: int, own: int, k: int, add_link: Any) -> Stall:
+    def _data(self, stall: Stall, e: int, own: int, add_link: Any) -> Stall:
         segs = self.segs
         es = segs[e]
         snd, peer = es.src, es.src.peer
@@ -446,21 +478,33 @@ class _Finder:
             stall.text = f"the {peer.value}'s small receive window held the {snd.value}'s data"
             return self._finish(stall, e)
         rtt = self._rtt()
-        if not outstanding and 195_000 <= own <= 215_000 + rtt + 8_000:
-            # the probe timer sets PSH on what it releases, so TCP_CORK and MSG_MORE look
-            # the same here; a segment without PSH can only be MSG_MORE data
-            cause = "cork" if "P" in es.flags else "msg_more"
+        probe_time = (not outstanding
+                      and PROBE_US - JIFFY_US // 4 <= own <= PROBE_US + rtt + JIFFY_US + 500)
+        held = self._held_before(e) if not outstanding else None
+        # the timer runs from the held segment, and is max(RTO, 200 ms): up to the 1 s
+        # initial RTO when the round-trip estimate is poor
+        held_time = held is not None and PROBE_US - JIFFY_US // 4 <= es.t - segs[held].t \
+            <= 1_000_000 + rtt + JIFFY_US
+        if (probe_time and "P" not in es.flags) or held_time:
+            # The probe timer (max(RTO, 200 ms)) released data that was queued before the
+            # gap: a segment without PSH (MSG_MORE: no push was ever asked for), or the
+            # tail of a write whose first part went out without PSH (corked bytes). The
+            # timer sets PSH on what it releases, so a pushed release after an unpushed
+            # segment is TCP_CORK's.
+            cause = "msg_more" if "P" not in es.flags else "cork"
             stall.causes = [cause]
             add_link()
             stall.confidence = MEDIUM
+            if held_time and held is not None:
+                stall.evidence.append(self.ev(held, "sent without PSH: the rest of the "
+                                              "write stayed queued"))
             stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
                                           "acted with nothing in flight: the 200 ms probe "
-                                          "timer's release of corked data (TCP_CORK, or "
-                                          "MSG_MORE: the wire cannot tell them apart)"))
+                                          "timer's release of held data"))
             stall.waiting = peer
             stall.text = (f"the {snd.value}'s data was held {ms:.1f} ms by "
                           f"{'TCP_CORK' if cause == 'cork' else 'MSG_MORE'} until the "
-                          "200 ms ceiling")
+                          "probe timer (max(RTO, 200 ms)) released it")
             return self._finish(stall, e)
         pos = bisect.bisect_left(self.idx[snd].sends, e)
         prev = segs[self.idx[snd].sends[pos - 1]] if pos > 0 else None
@@ -476,12 +520,36 @@ class _Finder:
             return self._finish(stall, e)
         stall.causes = ["app"]
         add_link()
+        stall.waiting = peer
+        if probe_time:
+            # exactly the probe timer's 200 ms, but nothing on the wire shows data held:
+            # an application sleeping 200 ms looks the same as a corked write released
+            stall.confidence = LOW
+            stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} "
+                                          "last acted, the 200 ms TCP_CORK ceiling; no "
+                                          "segment shows bytes held before it"))
+            stall.text = (f"cork or an idle app: the {snd.value} sent {ms:.1f} ms after it "
+                          "last acted (the wire cannot tell a corked write from 200 ms of "
+                          "think time)")
+            return self._finish(stall, e)
         stall.confidence = HIGH if not outstanding else MEDIUM
         stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} last "
                                       "acted, with nothing held: the application wrote late"))
-        stall.waiting = peer
         stall.text = f"nothing was queued: the {snd.value} application was idle for {ms:.1f} ms"
         return self._finish(stall, e)
+
+    def _held_before(self, e: int) -> int | None:
+        """The sender's data segment just before ``e`` when it carried no PSH (the write it
+        belonged to had more bytes, still queued), else None."""
+        segs = self.segs
+        ix = self.idx[segs[e].src]
+        pos = bisect.bisect_left(ix.sends, e) - 1
+        while pos >= 0 and not segs[ix.sends[pos]].length:
+            pos -= 1
+        if pos < 0 or self.v.retransmit[ix.sends[pos]]:
+            return None
+        prev = segs[ix.sends[pos]]
+        return ix.sends[pos] if "P" not in prev.flags else None
 
     def _rtt(self) -> int:
         return int(self.v.trace.meta.get("rtt_ms", 0) * 1000) if isinstance(
@@ -495,6 +563,16 @@ class _Finder:
                 stall.key = (segs[i].src.value, segs[i].seq)
                 break
         return stall
+
+
+def wire_causes(trace: Trace) -> dict[tuple[int, int], Stall]:
+    """The stalls of a trace that has no hold events (a real-socket run), named from the
+    wire alone as explain names a capture's: keyed by (start, end) send times, as
+    `nagle_sim.summary.stalls` sees its gaps (the trace's own timeline, distance 0)."""
+    mss = int(trace.meta.get("mss", 1448) or 1448) if isinstance(
+        trace.meta.get("mss", 1448), int) else 1448
+    view = view_of(trace, {Side.CLIENT: 0, Side.SERVER: 0}, mss)
+    return {(s.start, s.end): s for s in find_stalls(view)}
 
 
 def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -> list[Stall]:

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -37,6 +38,16 @@ def _conn(text: str) -> int:
     return int(text)
 
 
+def _until(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
+    if not 0 < value <= 86_400_000:
+        raise argparse.ArgumentTypeError(f"expected 0 < MS <= 86400000, got {text!r}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("capture", help="pcap or pcapng file (tcpdump -w, Wireshark)")
     which = p.add_mutually_exclusive_group()
@@ -50,25 +61,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--markdown", action="store_true", help="print a Markdown report")
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
+    p.add_argument("--until-ms", type=_until, metavar="MS",
+                   help="draw the pictures up to MS (default: just past the first stall)")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
-    p.add_argument("--all", action="store_true", help="print every stall, not the first 60")
+    p.add_argument("--tui", action="store_true",
+                   help="open the rebuilt scenario in the teaching app; r there overlays "
+                        "the capture on the model's ladder")
+    p.add_argument("--all", action="store_true",
+                   help="list every stall (default: identical stalls grouped, one line each)")
     p.set_defaults(func=explain_cli)
 
 
 def _check_output(path: str | None, flag: str, suffix: str) -> str | None:
-    if not path:
+    """nagle_sim.export's own output-path check (one message wording for every command)."""
+    if path is None:
         return None
-    target = Path(path)
-    if target.suffix.lower() != suffix:
-        return f"{flag} {path}: expected a file name ending in {suffix}"
-    if target.is_dir():
-        return f"{flag} {path}: is a directory"
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        return f"cannot write {path}: directory {parent} does not exist"
-    if not os.access(parent, os.W_OK):
-        return f"cannot write {path}: permission denied"
+    from ..export import ExportError, _check_target, check_writable
+    try:
+        if flag == "--scenario":
+            if Path(path).suffix.lower() != suffix:
+                return f"{flag} {path}: expected a file name ending in {suffix}"
+            check_writable(path)
+        else:
+            _check_target(path, flag.lstrip("-"))
+    except ExportError as exc:
+        return str(exc)
     return None
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _broken_pipe() -> None:
+    # rich's own handler exits 1; a closed pipe is the reader's choice, not an error
+    raise BrokenPipeError
 
 
 def explain_cli(args: argparse.Namespace) -> int:
@@ -90,9 +119,16 @@ def explain_cli(args: argparse.Namespace) -> int:
     written: list[str] = []
     try:
         if args.svg or args.png:
-            written += write_pictures(ex, args.svg, args.png)
+            paths, window = write_pictures(ex, args.svg, args.png,
+                                           getattr(args, "until_ms", None))
+            written += paths
+            if window:
+                print(window, file=sys.stderr)
     except ExportError as exc:
         return _error(str(exc))
+    except MemoryError:
+        return _error("the picture is too large to draw in memory: explain a shorter "
+                      "capture (--conn, or cut it with tcpdump -r IN -w OUT -c N)")
     if args.scenario and ex.rebuilt is None:
         return _error(f"{args.capture}: no scenario could be rebuilt ("
                       f"{ex.notes[-1] if ex.notes else 'unknown reason'})")
@@ -102,13 +138,50 @@ def explain_cli(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _error(f"cannot write {args.scenario}: {exc.strerror or exc}")
         written.append(args.scenario)
-    if args.json:
-        sys.stdout.write(dumps(ex) + "\n")
-    elif args.markdown:
-        sys.stdout.write(markdown(ex))
-    else:
-        from rich.console import Console
-        print_report(ex, Console(highlight=False), all_stalls=args.all)
+    try:
+        if args.json:
+            sys.stdout.write(dumps(ex) + "\n")
+        elif args.markdown:
+            sys.stdout.write(markdown(ex))
+        else:
+            from rich.console import Console
+            console = Console(highlight=False)
+            console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+            print_report(ex, console, all_stalls=args.all)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `explain … | head`: the reader has what it wanted; the rest goes nowhere, quietly
+        _silence_stdout()
+        return EXIT_OK
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
+    if getattr(args, "tui", False):
+        return open_tui(ex, args.scenario)
     return EXIT_OK
+
+
+def open_tui(ex: Any, scenario_path: str | None) -> int:
+    """The app's sandbox on the rebuilt scenario (the model's ladder; edit it for the
+    what-ifs), with the capture injected as the "real" runner: its `r` key overlays what
+    was captured. Only the app's public entry (`run_app`) is used."""
+    if ex.rebuilt is None:
+        return _error(f"{ex.capture.path}: no scenario could be rebuilt to open in the app")
+    try:
+        from ..tui.app import run_app
+    except ImportError as exc:          # textual missing
+        return _error(f"the TUI is unavailable: {exc}")
+    from ..sim.driver import run_sim
+    captured = ex.captured.trace
+
+    def the_capture(_scenario: Any) -> Any:
+        return captured
+
+    print("explain --tui: the ladder is the model of the rebuilt scenario; press r to "
+          "overlay the capture", file=sys.stderr)
+    if scenario_path:
+        return int(run_app(scenario_path, run_sim=run_sim, run_real=the_capture))
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="nagle-explain-") as tmp:
+        path = Path(tmp) / (Path(ex.capture.path).stem[:60] + "-rebuilt.toml")
+        path.write_text(ex.rebuilt.toml, "utf-8")
+        return int(run_app(str(path), run_sim=run_sim, run_real=the_capture))

@@ -30,6 +30,9 @@ class Connection:
     packets: list[Packet] = field(default_factory=list)
     client_known: bool = True
     """False when no SYN / SYN-ACK told who connected (the ports decided)."""
+    longest_stall: tuple[int, int, str] | None = None
+    """(µs, capture time µs, cause) of its longest stall not caused by an idle application,
+    filled by `rank`; (0, 0, "") when it has none; None when not analysed."""
 
     def from_client(self, p: Packet) -> bool:
         return (p.src, p.sport) == self.client
@@ -112,6 +115,8 @@ def split_connections(packets: list[Packet]) -> list[Connection]:
 
 
 def longest_stalled(conns: list[Connection]) -> Connection:
-    """The default connection to explain: the one with the longest quiet gap (ties: the
-    one with more packets)."""
-    return max(conns, key=lambda c: (c.longest_gap()[0], len(c.packets)))
+    """The default connection to explain: the one with the longest stall whose cause is
+    not ``app`` (an idle application is rarely the question), then the longest quiet gap,
+    then the one with more packets."""
+    return max(conns, key=lambda c: ((c.longest_stall or (0, 0, ""))[0],
+                                     c.longest_gap()[0], len(c.packets)))

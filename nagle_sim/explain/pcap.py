@@ -78,11 +78,12 @@ class Packet:
     flags: int             # TH_* bits
     win: int               # raw header value (not scaled)
     plen: int              # payload length from the IP length (exact under truncation)
-    ipid: int = -1         # IPv4 identification (-1 for IPv6)
+    fp: int = 0            # fingerprint of the whole IP packet as captured (and iface)
+    way: int = -1          # Linux cooked capture's packet type (0 to us, 4 outgoing), -1
     mss: int = 0           # SYN options
     wscale: int = -1
     sack_ok: bool = False
-    ts: bool = False       # timestamps option present
+    ts: bool = False       # timestamps option present (SYN and SYN-ACK only)
     frame: int = 0         # 1-based frame number in the file (as Wireshark counts)
 
 
@@ -100,8 +101,10 @@ class CaptureFile:
     """One bytes object per address (interned: millions of packets share a few)."""
 
 
-def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -> None:
-    """Parse IPv4/IPv6 + TCP at ``data[off:]``; append a Packet or count a skip."""
+def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile,
+                  way: int = -1, iface: int = 0) -> None:
+    """Parse IPv4/IPv6 + TCP at ``data[off:]``; append a Packet or count a skip. ``way``:
+    the cooked header's packet type; ``iface``: the pcapng interface."""
     n = len(data)
     if off >= n:
         out.skipped += 1
@@ -112,7 +115,7 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
             out.truncated_headers += 1
             return
         ihl = (data[off] & 0x0F) * 4
-        total, ipid, frag, proto = _IP4.unpack_from(data, off + 2)
+        total, _ipid, frag, proto = _IP4.unpack_from(data, off + 2)
         if proto != _TCP or frag & 0x1FFF or ihl < 20:
             out.skipped += 1            # not TCP, or a later IP fragment
             return
@@ -128,7 +131,6 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
         src, dst = data[off + 8:off + 24], data[off + 24:off + 40]
         tcp = off + 40
         ip_payload = plen6 if plen6 else n - tcp   # jumbogram / BIG TCP: trust the frame
-        ipid = -1
         hops = 0
         while nxt in _IP6_EXT and hops < 8:
             if n - tcp < 8:
@@ -136,8 +138,6 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
                 return
             nxt2, hlen = data[tcp], data[tcp + 1]
             size = (hlen + 2) * 4 if nxt == 51 else (hlen + 1) * 8
-            if nxt == 44:
-                break
             tcp += size
             ip_payload -= size
             nxt, hops = nxt2, hops + 1
@@ -164,13 +164,9 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile) -
     dst = intern.setdefault(dst, bytes(dst))
     pkt = Packet(t=t, src=src, dst=dst, sport=sport, dport=dport, seq=seq,
                  ack=ack, flags=offflags & 0x3F, win=win, plen=plen,
-                 ipid=ipid if version == 4 else -1, frame=frame)
-    if doff > 20 and offflags & TH_SYN:
+                 fp=hash((iface, data[off:])), way=way, frame=frame)
+    if doff > 20 and offflags & TH_SYN:    # only the handshake's options are used
         _syn_options(data, tcp + 20, min(tcp + doff, n), pkt)
-    elif doff > 20:
-        # only "is the timestamp option there" matters after the handshake
-        end = min(tcp + doff, n)
-        pkt.ts = _has_timestamps(data, tcp + 20, end)
     out.packets.append(pkt)
     if len(out.packets) > MAX_TCP_PACKETS:
         _too_many(out.path)
@@ -206,22 +202,6 @@ def _syn_options(data: bytes, i: int, end: int, pkt: Packet) -> None:
         i += size
 
 
-def _has_timestamps(data: bytes, i: int, end: int) -> bool:
-    while i < end:
-        kind = data[i]
-        if kind == 0:
-            return False
-        if kind == 1:
-            i += 1
-            continue
-        if kind == 8:
-            return True
-        if i + 1 >= end or data[i + 1] < 2:
-            return False
-        i += data[i + 1]
-    return False
-
-
 def _link_offset(linktype: int, data: bytes) -> int | None:
     """Offset of the IP header in a frame of ``linktype``, or None (not IP)."""
     if linktype == LINKTYPE_ETHERNET:
@@ -249,6 +229,16 @@ def _link_offset(linktype: int, data: bytes) -> int | None:
     if linktype in (LINKTYPE_RAW, LINKTYPE_RAW_OPENBSD, LINKTYPE_IPV4, LINKTYPE_IPV6):
         return 0
     return None
+
+
+def _way(linktype: int, data: bytes) -> int:
+    """The packet type of a Linux cooked header (SLL, SLL2): 0 to this host, 4 outgoing
+    — ``-i any`` sees a loopback packet once each way; -1 for other link types."""
+    if linktype == LINKTYPE_LINUX_SLL:
+        return int(struct.unpack_from("!H", data, 0)[0])
+    if linktype == LINKTYPE_LINUX_SLL2:
+        return data[10]
+    return -1
 
 
 def _check_linktype(path: str, linktype: int) -> None:
@@ -295,7 +285,7 @@ def _read_pcap(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
         if off is None:
             out.skipped += 1
             continue
-        _parse_tcp_ip(data, off, t, frames, out)
+        _parse_tcp_ip(data, off, t, frames, out, _way(linktype, data))
     out.frames = frames
 
 
@@ -402,7 +392,7 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
             if off is None:
                 out.skipped += 1
                 continue
-            _parse_tcp_ip(data, off, t, frames, out)
+            _parse_tcp_ip(data, off, t, frames, out, _way(linktype, data), iface)
             continue
         # any other block (name resolution, statistics, journal…) is skipped
     out.frames = frames

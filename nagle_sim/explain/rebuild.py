@@ -78,9 +78,10 @@ class _Message:
 
 
 def _messages(cap: Captured, stalls: list[Stall], limit: int
-              ) -> tuple[list[_Message], Micros | None]:
+              ) -> tuple[list[_Message], Micros | None, dict[Side, int]]:
     """The conversation as alternating messages of writes; sleeps before writes that ended
-    an `app` stall; MSG_MORE on writes that ended a `msg_more` stall."""
+    an `app` stall; MSG_MORE on writes that ended a `msg_more` stall; and per side the
+    idle time before it closed (µs, 0 when it closed at once or not at all)."""
     segs = cap.trace.segments
     app_keys = {s.key for s in stalls if s.causes and s.causes[0] == "app" and s.key}
     more_keys = {s.key for s in stalls if "msg_more" in s.causes and s.key}
@@ -90,6 +91,10 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
     last_arrival = {Side.CLIENT: 0, Side.SERVER: 0}
     count = 0
     cut: Micros | None = None
+    tails = {Side.CLIENT: 0, Side.SERVER: 0}
+    # bytes the capture lost (see `totrace.find_holes`) were written all the same: each
+    # hole joins the write of the first segment seen after it
+    missing = {(h.side, h.end): h.end - h.start for h in cap.holes}
     for i, s in enumerate(segs):
         if not s.length or cap.retransmit[i]:
             continue
@@ -106,12 +111,14 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
             messages.append(_Message(side=side))
             ready[side] = max(ready[side], last_arrival[side])
         msg = messages[-1]
+        key = (side.value, s.seq)
         if pending[side] == 0:
             gap = s.t - ready[side]
-            key = (side.value, s.seq)
             msg.sleeps.append(gap if key in app_keys and gap >= SLEEP_MIN_US else 0)
             msg.more.append(key in more_keys)
-        pending[side] += s.length
+        elif key in more_keys and msg.more:
+            msg.more[-1] = True     # the held tail of a write: the write had MSG_MORE
+        pending[side] += s.length + missing.pop((side, s.seq), 0)
         if "P" in s.flags:
             msg.writes.append(pending[side])
             pending[side] = 0
@@ -120,17 +127,35 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
         last_arrival[side.peer] = max(last_arrival[side.peer], arrive)
     if messages and pending[messages[-1].side]:
         messages[-1].writes.append(pending[messages[-1].side])
+    if cut is None:
+        # holes after a side's last segment seen (only its ACKs tell of them)
+        for (side, _end), size in missing.items():
+            mine = [m for m in messages if m.side is side]
+            if mine:      # the side's last message, which the peer's answer followed
+                mine[-1].writes.append(size)
+            else:
+                messages.append(_Message(side=side, writes=[size]))
+    if cut is None:
+        # a side that closed long after it last could act slept before closing
+        for i, s in enumerate(segs):
+            if "F" in s.flags and not cap.retransmit[i] and s.src in ready:
+                side = s.src
+                idle = s.t - max(ready[side], last_arrival[side])
+                tails[side] = idle if idle >= SLEEP_MIN_US else 0
+                del ready[side]
     for m in messages:
         del m.sleeps[len(m.writes):]
         del m.more[len(m.writes):]
         m.sleeps += [0] * (len(m.writes) - len(m.sleeps))
         m.more += [False] * (len(m.writes) - len(m.more))
-    return messages, cut
+    return messages, cut, tails
 
 
-def _statements(msg: _Message, side: Side, merge: bool) -> list[str]:
+def _statements(msg: _Message, side: Side, merge: bool, slow_ack: bool = False
+                ) -> list[str]:
     if msg.side is not side:
-        return [f"read {msg.size}"]
+        # TCP_QUICKACK off lasts until the next ACK, so it is set again before every read
+        return (["set quickack off"] if slow_ack else []) + [f"read {msg.size}"]
     out = []
     if merge:
         if msg.sleeps and msg.sleeps[0]:
@@ -143,15 +168,16 @@ def _statements(msg: _Message, side: Side, merge: bool) -> list[str]:
     return out
 
 
-def _scripts(messages: list[_Message], merge: bool) -> dict[Side, str]:
+def _scripts(messages: list[_Message], merge: bool, slow_ack: frozenset[Side] = frozenset(),
+             tails: dict[Side, int] | None = None) -> dict[Side, str]:
     """Both scripts; runs of identical request/response rounds become ``repeat N``."""
     rounds: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     i = 0
     while i < len(messages):
         group = messages[i:i + 2] if messages[i].side is Side.CLIENT else messages[i:i + 1]
         i += len(group)
-        rounds.append(tuple(tuple(st for m in group for st in _statements(m, side, merge))
-                            for side in Side))  # type: ignore[arg-type]
+        rounds.append(tuple(tuple(st for m in group for st in _statements(
+            m, side, merge, side in slow_ack)) for side in Side))  # type: ignore[arg-type]
     lines: dict[Side, list[str]] = {Side.CLIENT: [], Side.SERVER: []}
     j = 0
     while j < len(rounds):
@@ -165,6 +191,9 @@ def _scripts(messages: list[_Message], merge: bool) -> dict[Side, str]:
                 continue
             lines[side].append(f"repeat {n} {{ {body} }}" if n > 1 else body)
         j = k + 1
+    for side, idle in (tails or {}).items():
+        if idle:
+            lines[side].append(f"sleep {max(1, round(idle / 1000))}ms")
     return {side: "\n".join(lines[side]) for side in Side}
 
 
@@ -206,6 +235,8 @@ def parse_os(text: str) -> dict[Side, str]:
         if profile.strip() not in PROFILES:
             raise ValueError(f"--os: unknown profile {profile.strip()!r} (known: "
                              f"{', '.join(PROFILES)})")
+        if Side(name.strip()) in out:
+            raise ValueError(f"--os {text!r}: {name.strip()} is given twice")
         out[Side(name.strip())] = profile.strip()
     return out
 
@@ -217,12 +248,13 @@ def _toml_str(text: str) -> str:
 def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
                nodelay: dict[Side, bool] | None = None, merge: bool = False,
                cork: dict[Side, bool] | None = None,
+               slow_ack: frozenset[Side] = frozenset(),
                limit: int = MAX_MODEL_SEGMENTS) -> tuple[str, dict[Side, tuple[str, str]],
                                                           Micros | None]:
     """The rebuilt scenario's TOML, each side's profile and why, and the capture time
     where the rebuild stopped (None: it covers the whole capture)."""
-    messages, cut = _messages(cap, stalls, limit)
-    scripts = _scripts(messages, merge)
+    messages, cut, tails = _messages(cap, stalls, limit)
+    scripts = _scripts(messages, merge, slow_ack, tails)
     profiles: dict[Side, tuple[str, str]] = {}
     for side in Side:
         if side in os_choice:
@@ -254,6 +286,8 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
         script = scripts[side]
         if not supports:
             script = script.replace(" more", "")
+        if not PROFILES[profile].supports_quickack:
+            script = script.replace("set quickack off; ", "")
         lines.append(f'script = """\n{script}\n"""')
     return "\n".join(lines) + "\n", profiles, cut
 
@@ -307,27 +341,52 @@ def _run(toml: str, where: str) -> tuple[Scenario, Trace]:
 
 def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None) -> None:
     """Fill each captured stall's `model_ms` / `reproduced` from the model's stall that
-    released the same byte (the same side's first data after it). Stalls from ``cut`` on
-    were not re-run: both stay None."""
-    by_key: dict[tuple[str, int], Stall] = {}
-    for m in model:
+    released the same byte (the same side's first data after it), else the model's stall
+    ending near it with the same first cause. Pairing is one-to-one and in order: a model
+    stall is used at most once, and never one before the last one used (two captured
+    stalls before one write must not both claim the model's single stall there). Stalls
+    from ``cut`` on were not re-run: both stay None."""
+    by_key: dict[tuple[str, int], list[int]] = {}
+    for j, m in enumerate(model):
         if m.key is not None:
-            by_key.setdefault(m.key, m)
+            by_key.setdefault(m.key, []).append(j)
+    used: set[int] = set()
+    floor = -1
     for st in captured:
         if cut is not None and st.end >= cut:
             st.model_ms, st.reproduced = None, None
             continue
-        twin = by_key.get(st.key) if st.key is not None else None
-        if twin is None:
+        twin_j: int | None = None
+        if st.key is not None:
+            twin_j = next((j for j in by_key.get(st.key, ()) if j > floor and j not in used),
+                          None)
+        if twin_j is None:
             # near in time with the same first cause (stalls ended by a bare ACK)
-            cands = [m for m in model if abs(m.end - st.end) <= tolerance(st.duration)
-                     and m.causes[:1] == st.causes[:1]]
-            twin = cands[0] if cands else None
-        if twin is None:
+            tol = tolerance(st.duration)
+            cands = [j for j, m in enumerate(model) if j > floor and j not in used
+                     and abs(m.end - st.end) <= tol and m.causes[:1] == st.causes[:1]]
+            twin_j = min(cands, key=lambda j: abs(model[j].end - st.end)) if cands else None
+        if twin_j is None:
             st.model_ms, st.reproduced = None, False
             continue
+        used.add(twin_j)
+        floor = twin_j
+        twin = model[twin_j]
         st.model_ms = round(twin.duration / 1000, 1)
         st.reproduced = abs(twin.duration - st.duration) <= tolerance(st.duration)
+
+
+def _slow_ackers(stalls: list[Stall], profiles: dict[Side, tuple[str, str]]
+                 ) -> frozenset[Side]:
+    """Sides whose delayed ACK ended a stall that the model's re-run did not reproduce."""
+    out = set()
+    for st in stalls:
+        if st.reproduced is False and st.waiting is not None and (
+                "delayed_ack" in st.causes or "delayed ACK" in st.text):
+            side = st.waiting.peer
+            if PROFILES[profiles[side][0]].supports_quickack:
+                out.add(side)
+    return frozenset(out)
 
 
 def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
@@ -336,6 +395,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     ``view`` is the capture's view the stalls were found in (its indexes are reused)."""
     where = f"<rebuilt from {cap.trace.meta.get('capture', 'capture')}>"
     nd0 = infer_nodelay(cap, view)
+    slow: frozenset[Side] = frozenset()
     toml, profiles, cut = build_toml(cap, stalls, os_choice, nodelay=nd0)
     notes = []
     if cut is not None:
@@ -353,10 +413,30 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     mview = view_of(model, cap.dist, cap.mss, sack)
     out.model_stalls = find_stalls(mview)
     pair_stalls(stalls, out.model_stalls, cut)
+    slow = _slow_ackers(stalls, profiles)
+    if slow:
+        # the capture shows delayed ACKs the model (in quick-ACK mode) did not make: try
+        # again with TCP_QUICKACK off before that side's reads, keep it if it fits better
+        toml2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow)
+        scenario2, model2 = _run(toml2, where)
+        model2.meta["rtt_ms"] = cap.trace.meta.get("rtt_ms", 0)
+        mview2 = view_of(model2, cap.dist, cap.mss, sack)
+        stalls2 = find_stalls(mview2)
+        before = sum(1 for st in stalls if st.reproduced)
+        pair_stalls(stalls, stalls2, cut)
+        if sum(1 for st in stalls if st.reproduced) > before:
+            toml, scenario, model, mview = toml2, scenario2, model2, mview2
+            out.toml, out.scenario, out.model, out.model_stalls = toml, scenario, model, stalls2
+            out.notes.append("the " + " and ".join(sorted(s.value for s in slow)) + " delayed "
+                             "ACKs that the model would have sent at once: rebuilt with "
+                             "TCP_QUICKACK off before each read")
+        else:
+            slow = frozenset()
+            pair_stalls(stalls, out.model_stalls, cut)
     if model.outcome != "ok":
         out.notes.append(f"the model's re-run ended with {model.outcome}: {model.message}")
     if cut is not None:     # compare the what-ifs with a baseline of the same length
-        short, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0,
+        short, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
                                  limit=MAX_WHATIF_SEGMENTS)
         _, base_trace = _run(short, where)
         out.baseline = _summary("as captured (model)", "", base_trace,
@@ -369,7 +449,8 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         if scenario.side(side).options.nodelay:
             continue
         nd = {s: scenario.side(s).options.nodelay or s is side for s in Side}
-        t2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd, limit=MAX_WHATIF_SEGMENTS)
+        t2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd, slow_ack=slow,
+                              limit=MAX_WHATIF_SEGMENTS)
         _, tr = _run(t2, where)
         w = _summary(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true", tr,
                      view_of(tr, cap.dist, cap.mss, sack))
@@ -377,19 +458,21 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     for side in Side:
         if scenario.side(side).options.cork:
             t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False}, nodelay=nd0,
-                                  limit=MAX_WHATIF_SEGMENTS)
+                                  slow_ack=slow, limit=MAX_WHATIF_SEGMENTS)
             _, tr = _run(t4, where)
             out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
                                         f"{side.value}.cork = false", tr,
                                         view_of(tr, cap.dist, cap.mss, sack)))
     if " more" in toml:
-        t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, limit=MAX_WHATIF_SEGMENTS)
+        t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
+                              limit=MAX_WHATIF_SEGMENTS)
         _, tr = _run(t5.replace(" more", ""), where)
         out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
                                     view_of(tr, cap.dist, cap.mss, sack)))
-    t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0,
+    t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0, slow_ack=slow,
                           limit=MAX_WHATIF_SEGMENTS)
-    plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, limit=MAX_WHATIF_SEGMENTS)
+    plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
+                             limit=MAX_WHATIF_SEGMENTS)
     if t3 != plain:
         _, tr = _run(t3, where)
         out.whatifs.append(_summary("one write per request", "each message sent with one "

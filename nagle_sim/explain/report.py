@@ -9,14 +9,16 @@ from the capture (file names, addresses) is never interpreted as rich markup: ev
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import Explanation
 from .causes import CAUSES, Stall
 from .connections import Connection
 
+if TYPE_CHECKING:
+    from ..trace import Trace
+
 SCHEMA = "nagle-sim-explain/1"
-MAX_TERMINAL_STALLS = 60
 
 
 def _ms(us: int) -> float:
@@ -29,7 +31,17 @@ def connection_json(c: Connection) -> dict[str, Any]:
     return {"number": c.number, "client": _ep(c.client), "server": _ep(c.server),
             "client_known": c.client_known, "packets": len(c.packets),
             "duration_ms": _ms(c.duration), "bytes_client_to_server": sent_c,
-            "bytes_server_to_client": sent_s, "longest_gap_ms": _ms(gap)}
+            "bytes_server_to_client": sent_s, "longest_gap_ms": _ms(gap),
+            "longest_stall_ms": _ms(c.longest_stall[0]) if c.longest_stall else None,
+            "longest_stall_cause": (c.longest_stall[2] or None) if c.longest_stall else None}
+
+
+def stall_cell(c: Connection) -> str:
+    """The listing's "longest stall" cell: its length and cause (``app`` left out)."""
+    if c.longest_stall is None:
+        return f"gap {c.longest_gap()[0] / 1000:.1f} ms"
+    us, _at, cause = c.longest_stall
+    return f"{us / 1000:.1f} ms {cause}" if cause else "none"
 
 
 def _ep(ep: tuple[bytes, int]) -> str:
@@ -54,11 +66,16 @@ def to_json(ex: Explanation) -> dict[str, Any]:
     rb = ex.rebuilt
     out: dict[str, Any] = {
         "format": SCHEMA, "file": ex.capture.path, "file_format": ex.capture.fmt,
-        "link_types": ex.capture.link_types, "connection": conn,
+        "link_types": ex.capture.link_types, "frames": ex.capture.frames,
+        "frames_not_tcp": ex.capture.skipped,
+        "frames_cut_in_headers": ex.capture.truncated_headers, "connection": conn,
         "captured_at": ex.captured.captured_on,
         "captured_at_how": meta["captured_on_how"],
         "connections": [connection_json(c) for c in ex.connections],
         "stalls": [stall_json(s) for s in ex.stalls],
+        "missing": [{"side": h.side.value, "bytes": h.end - h.start, "from_seq": h.start,
+                     "from_ms": _ms(h.t_from), "to_ms": _ms(h.t_to)}
+                    for h in ex.captured.holes],
         "whatifs": [w.to_json() for w in rb.whatifs] if rb else [],
         "model": None, "notes": ex.notes,
     }
@@ -87,6 +104,8 @@ def _where(ex: Explanation) -> str:
     if c.captured_on in ("client", "server"):
         return (f"on the {c.captured_on} (from {meta['captured_on_how']}), round trip "
                 f"{rtt} ms")
+    if c.captured_on == "between" and not meta["rtt_ms"]:
+        return "near both hosts (two addresses, no measurable delay between them)"
     if c.captured_on == "between":
         return (f"between the hosts: {meta['client_distance_ms']} ms from the client, "
                 f"{meta['server_distance_ms']} ms from the server")
@@ -109,9 +128,9 @@ def markdown(ex: Explanation) -> str:
     if len(ex.connections) > 1:
         lines += ["## Connections", "", markdown_table(
             ["#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
-             "longest gap ms"],
+             "longest stall (not app)"],
             [[str(x.number), x.label(), str(len(x.packets)), f"{x.duration / 1000:.1f}",
-              *map(str, x.bytes_sent()), f"{x.longest_gap()[0] / 1000:.1f}"]
+              *map(str, x.bytes_sent()), stall_cell(x)]
              for x in ex.connections])]
     lines += ["## Stalls", ""]
     if not ex.stalls:
@@ -129,24 +148,43 @@ def markdown(ex: Explanation) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _skipped(ex: Explanation) -> str:
+    c = ex.capture
+    parts = []
+    if c.skipped:
+        parts.append(f"{c.skipped} not TCP")
+    if c.truncated_headers:
+        parts.append(f"{c.truncated_headers} cut inside their headers")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> None:
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
+    from .connections import format_endpoint
+
     c = ex.chosen
     console.print(Text(f"{ex.capture.path}: {ex.capture.fmt}, "
-                       f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames, "
-                       f"{len(ex.connections)} TCP connection(s)"))
+                       f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames"
+                       f"{_skipped(ex)}, {len(ex.connections)} TCP connection(s)"))
     if len(ex.connections) > 1:
-        table = Table(title="Connections (explaining the one marked ▶; --conn N for another)")
-        for h in ("", "#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
-                  "longest gap ms"):
-            table.add_column(h)
+        # fits 80 columns: endpoints on two lines, long cells fold (never cut: users need
+        # the port for --port)
+        table = Table(title="Connections (explaining the one marked ▶; --conn N for another)",
+                      box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        table.add_column("#", no_wrap=True)
+        table.add_column("client → server", overflow="fold", min_width=21)
+        for h in ("packets", "ms", "bytes →/←"):
+            table.add_column(h, overflow="fold", justify="right")
+        table.add_column("longest stall (not app)", overflow="fold", min_width=17)
         for x in ex.connections[:50]:
             sent = x.bytes_sent()
-            table.add_row("▶" if x is c else "", str(x.number), Text(x.label()),
-                          str(len(x.packets)), f"{x.duration / 1000:.1f}", str(sent[0]),
-                          str(sent[1]), f"{x.longest_gap()[0] / 1000:.1f}")
+            table.add_row(("▶" if x is c else " ") + str(x.number),
+                          Text(f"{format_endpoint(x.client)}\n→ {format_endpoint(x.server)}"),
+                          str(len(x.packets)), f"{x.duration / 1000:.1f}",
+                          f"{sent[0]}/{sent[1]}", Text(stall_cell(x).replace(" ms ", " ms\n")))
         console.print(table)
         if len(ex.connections) > 50:
             console.print(Text(f"… {len(ex.connections) - 50} more connections (see --json)"))
@@ -160,20 +198,10 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
     if not ex.stalls:
         console.print(Text("No stall of 10 ms or more.", style="green"))
     else:
-        table = Table(title=f"{len(ex.stalls)} stall(s) of 10 ms or more")
-        for h in ("at ms", "ms", "cause", "conf."):
-            table.add_column(h, no_wrap=True)
-        for h in ("model", "why"):
-            table.add_column(h, overflow="fold")
-        shown = ex.stalls if all_stalls else ex.stalls[:MAX_TERMINAL_STALLS]
-        for s in shown:
-            table.add_row(f"{s.start / 1000:.3f}", f"{s.duration / 1000:.1f}",
-                          Text(s.cause, style="bold"), f"{s.confidence:.1f}",
-                          Text(_model_text(s)), Text(s.text))
-        console.print(table)
-        if len(shown) < len(ex.stalls):
-            console.print(Text(f"… {len(ex.stalls) - len(shown)} more stalls (--json has "
-                               "them all)"))
+        if all_stalls:
+            _stall_table(ex.stalls, console)
+        else:
+            _stall_groups(ex.stalls, console)
         # the first stall that is more than a round trip says the most
         first = next((s for s in ex.stalls if s.causes != ["link"]), ex.stalls[0])
         console.print(Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
@@ -193,9 +221,108 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
         console.print(Text(f"note: {note}", style="dim"))
 
 
-def write_pictures(ex: Explanation, svg: str | None, png: str | None) -> list[str]:
-    """The captured ladder with the model's re-run as overlay (nagle_sim.export)."""
+def group_stalls(stalls: list[Stall]) -> list[list[Stall]]:
+    """Stalls with the same cause and waiting side, in order of their first member."""
+    groups: dict[tuple[str, str], list[Stall]] = {}
+    for st in stalls:
+        groups.setdefault((st.cause, st.waiting.value if st.waiting else ""), []).append(st)
+    return list(groups.values())
+
+
+def group_line(members: list[Stall]) -> str:
+    """"11 × 42.7–44.0 ms: nagle+delayed_ack — why (first at …); model: 11/11 reproduced"."""
+    durations = [m.duration / 1000 for m in members]
+    span = (f"{durations[0]:.1f} ms" if max(durations) - min(durations) < 0.05
+            else f"{min(durations):.1f}–{max(durations):.1f} ms")
+    first = members[0]
+    at = (f"first at {first.start / 1000:.3f} ms" if len(members) > 1
+          else f"at {first.start / 1000:.3f} ms")
+    compared = [m for m in members if m.reproduced is not None]
+    model = (f"; model: {sum(1 for m in compared if m.reproduced)}/{len(compared)} "
+             "reproduced" if compared else "")
+    conf = min(m.confidence for m in members)
+    return (f"{len(members)} × {span}: {first.cause} (confidence {conf:.1f}) — "
+            f"{first.text} ({at}){model}")
+
+
+def _stall_groups(stalls: list[Stall], console: Any) -> None:
+    from rich.text import Text
+    console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more, "
+                       f"{sum(s.duration for s in stalls) / 1000:.1f} ms in all "
+                       "(--all lists each):", style="bold"))
+    for members in group_stalls(stalls):
+        console.print(Text(f"  • {group_line(members)}"))
+
+
+def _stall_table(stalls: list[Stall], console: Any) -> None:
+    """--all: one line per stall (lines fold at any width; a table would cut causes)."""
+    from rich.text import Text
+    console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more:", style="bold"))
+    for s in stalls:
+        line = Text(f"  at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms: ")
+        line.append(s.cause, style="bold")
+        model = _model_text(s)
+        line.append(f" (confidence {s.confidence:.1f}) — {s.text}"
+                    + (f"; {model}" if model else ""))
+        console.print(line)
+
+
+PICTURE_SEGMENTS = 60
+"""Segments drawn around the stall a picture shows (a ladder row is ~40 px: a picture of
+this many stays far inside the export's 20 Mpx bound)."""
+
+
+def picture_window(ex: Explanation) -> tuple[tuple[int, int] | None, str]:
+    """((from, until) µs of trace time, the one line saying so) — `PICTURE_SEGMENTS`
+    segments around the first stall that is not the link's, or the first ones when there
+    is none; None when the whole capture is that short."""
+    segs = ex.captured.trace.segments
+    if len(segs) <= PICTURE_SEGMENTS:
+        return None, ""
+    first = next((s for s in ex.stalls if s.causes != ["link"]), None)
+    seen = ex.captured.seen
+    if first is None:
+        lo, what = 0, "no stall but the link's"
+    else:
+        # the segment ending the stall, a third of the window before it
+        end_i = next((i for i, t in enumerate(seen) if t >= first.end), len(segs) - 1)
+        lo = max(0, min(end_i - PICTURE_SEGMENTS // 3, len(segs) - PICTURE_SEGMENTS))
+        what = f"around the stall at {first.start / 1000:.3f} ms ({first.cause})"
+    hi = min(len(segs), lo + PICTURE_SEGMENTS) - 1
+    t_from, t_until = segs[lo].t, segs[hi].t
+    return (t_from, t_until), (f"the pictures show {t_from / 1000:.1f}–{t_until / 1000:.1f} "
+                               f"ms ({hi - lo + 1} of {len(segs)} segments, {what}; "
+                               "--until-ms MS draws from the start)")
+
+
+def _cut(trace: Trace, t_from: int, t_until: int) -> Trace:
+    """The part of ``trace`` between two times (segments, ops and events)."""
+    import dataclasses
+    return dataclasses.replace(
+        trace, segments=[s for s in trace.segments if t_from <= s.t <= t_until],
+        ops=[o for o in trace.ops if o.start <= t_until and (o.end or o.start) >= t_from],
+        events=[e for e in trace.events if t_from <= e.t <= t_until])
+
+
+def write_pictures(ex: Explanation, svg: str | None, png: str | None,
+                   until_ms: float | None = None) -> tuple[list[str], str]:
+    """The captured ladder with the model's re-run as overlay (nagle_sim.export), cut to
+    ``until_ms`` (--until-ms) or else `picture_window`; returns the written paths and the
+    window's line ("" when given or whole).
+    Raises `nagle_sim.export.ExportError` beyond the export's bounds."""
+    import dataclasses
+
     from ..export import export_cli
-    overlay = ex.rebuilt.model if ex.rebuilt else None
-    paths = export_cli(ex.captured.trace, svg=svg, png=png, overlay=overlay)
-    return [str(p) for p in paths]
+    # the export's legend names a trace by its source: the capture is what the real
+    # kernels did ("real"), the overlay is the model's re-run ("model trace")
+    overlay = (dataclasses.replace(ex.rebuilt.model, source="model")
+               if ex.rebuilt and ex.rebuilt.model else None)
+    main = dataclasses.replace(ex.captured.trace, source="realnet")
+    line = ""
+    if until_ms is None:
+        window, line = picture_window(ex)
+        if window is not None:
+            main = _cut(main, *window)
+            overlay = _cut(overlay, *window) if overlay is not None else None
+    paths = export_cli(main, svg=svg, png=png, overlay=overlay, until_ms=until_ms)
+    return [str(p) for p in paths], line

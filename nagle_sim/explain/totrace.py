@@ -17,11 +17,15 @@ from typing import Any
 
 from ..model.events import Micros, Side
 from ..trace import SegmentRecord, Trace
+from .causes import RetransmitMarker
 from .connections import Connection, format_endpoint
 from .pcap import TH_ACK, TH_FIN, TH_PUSH, TH_RST, TH_SYN, Packet
 
 NEAR_US = 1_000
-"""A host whose reaction gap in the handshake is under this is "where the capture was"."""
+"""A host whose reaction gap in the handshake is under this, when the other's is not, is
+where the capture was."""
+HOST_US = 50
+"""A distance under this is a host's own reaction time (kernel, softirq), not a path."""
 RETRANSMIT_WHY = "captured: retransmission of bytes already sent"
 
 
@@ -75,10 +79,66 @@ class Captured:
     mss_known: bool
     handshake: bool
     notes: list[str] = field(default_factory=list)
+    holes: list[Hole] = field(default_factory=list)
 
-    @property
-    def rtt(self) -> Micros:
-        return Micros(2 * (self.dist[Side.CLIENT] + self.dist[Side.SERVER]))
+
+@dataclass(frozen=True, slots=True)
+class Hole:
+    """Bytes of ``side``'s stream the capture never shows (relative sequence numbers
+    [start, end)), noticed between capture times ``t_from`` and ``t_to``."""
+
+    side: Side
+    start: int
+    end: int
+    t_from: Micros
+    t_to: Micros
+
+
+def find_holes(segments: list[SegmentRecord], seen: list[Micros]) -> list[Hole]:
+    """Sequence holes: data that starts beyond the highest byte seen so far, or an ACK
+    for bytes never seen (the capture dropped them: tcpdump's "packets dropped by
+    kernel", or a snap of a busy interface). A later segment covering a hole fills it."""
+    high = {Side.CLIENT: -1, Side.SERVER: -1}
+    last_t = {Side.CLIENT: Micros(0), Side.SERVER: Micros(0)}
+    open_: list[Hole] = []
+    for s, t in zip(segments, seen, strict=True):
+        side = s.src
+        if "S" in s.flags:
+            high[side] = max(high[side], s.seq + 1)
+        elif s.length:
+            if high[side] >= 0 and s.seq > high[side]:
+                open_.append(Hole(side, high[side], s.seq, last_t[side], t))
+            high[side] = max(high[side], s.seq + s.length)
+            last_t[side] = t
+            if open_ and any(h.side is side and h.start < s.seq + s.length and s.seq < h.end
+                             for h in open_):
+                open_ = [h for h in open_ if not (h.side is side and s.seq <= h.start
+                                                  and s.seq + s.length >= h.end)]
+        peer = side.peer
+        if "A" in s.flags and high[peer] >= 0 and s.ack > high[peer] and \
+                not any(h.side is peer and h.end >= s.ack for h in open_):
+            fin = 0
+            if s.ack == high[peer] + 1:
+                fin = 1        # the peer's FIN, if this ACKs one we have not seen: 1 byte
+            if s.ack - fin > high[peer]:
+                open_.append(Hole(peer, high[peer], s.ack, last_t[peer], t))
+                high[peer] = s.ack
+        if "F" in s.flags:
+            high[side] = max(high[side], s.seq + s.length + 1)
+    return open_
+
+
+def same_host(conn: Connection) -> bool:
+    """Both ends on one host: the same address, or both loopback (127/8, ::1)."""
+    a, b = conn.client[0], conn.server[0]
+    return a == b or (_loopback(a) and _loopback(b))
+
+
+def _loopback(addr: bytes) -> bool:
+    if len(addr) == 4:
+        return addr[0] == 127
+    return addr == bytes(15) + b"\x01" or (addr[:12] == bytes(10) + b"\xff\xff"
+                                            and addr[12] == 127)
 
 
 def _handshake(conn: Connection) -> tuple[Packet | None, Packet | None, Packet | None]:
@@ -146,20 +206,24 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         notes.append("the capture starts mid-connection: sequence numbers are relative to "
                      "the first byte seen, window scaling is unknown, and where it was "
                      "captured is estimated from ACK timing")
+    # Both ends on one host is a fact of the addresses, not of timing: two hosts on a LAN
+    # answer each other in a fraction of a millisecond too, and their distance is real.
+    one_host = same_host(conn)
     near = {side: d * 2 < NEAR_US for side, d in dist.items()}
-    if near[Side.CLIENT] and near[Side.SERVER]:
+    for side in Side:
+        if one_host or dist[side] < HOST_US or (near[side] and not near[side.peer]):
+            dist[side] = 0            # the capturing host's own reaction time, not a path
+    if one_host:
         captured_on = "both"
-    elif near[Side.CLIENT]:
+        how = "the addresses (both ends on one host)"
+    elif not handshake and not any(p.plen for p in packets):
+        captured_on = "unknown"
+    elif dist[Side.CLIENT] == 0 and dist[Side.SERVER] > 0:
         captured_on = "client"
-    elif near[Side.SERVER]:
+    elif dist[Side.SERVER] == 0 and dist[Side.CLIENT] > 0:
         captured_on = "server"
     else:
-        captured_on = "between"
-    if not handshake and not any(p.plen for p in packets):
-        captured_on = "unknown"
-    for side in Side:
-        if near[side]:
-            dist[side] = 0
+        captured_on = "between"       # two hosts, the capture somewhere on the path
 
     # --- sequence bases
     c_syn = syn.seq if syn is not None else None
@@ -199,21 +263,14 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     origin_cap = syn.t if syn is not None else packets[0].t
     origin = origin_cap - (dist[Side.CLIENT] if syn is not None else 0)
     rows: list[tuple[int, int, SegmentRecord, bool, int]] = []
-    high = {Side.CLIENT: -1, Side.SERVER: -1}
-    syn_seen = {Side.CLIENT: False, Side.SERVER: False}
+    marker = RetransmitMarker()
     supers = retrans_count = 0
     for p in packets:
         side = Side.CLIENT if conn.from_client(p) else Side.SERVER
         seq = seq_of[side](p.seq)
         ack_no = ack_of[side](p.ack) if p.flags & TH_ACK else 0
-        end = seq + p.plen + (1 if p.flags & (TH_SYN | TH_FIN) else 0)
-        retrans = False
-        if p.flags & TH_SYN:
-            retrans = syn_seen[side]
-            syn_seen[side] = True
-        elif end > seq and end <= high[side]:
-            retrans = True
-        high[side] = max(high[side], end)
+        letters = flag_letters(p.flags)
+        retrans = marker(side, seq, p.plen, letters)
         if p.plen > mss:
             supers += 1
         retrans_count += retrans
@@ -222,7 +279,7 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         t = seen - dist[side]
         arrive = seen + dist[side.peer]
         rec = SegmentRecord(t=Micros(t), src=side, seq=seq, ack=ack_no, length=p.plen,
-                            flags=flag_letters(p.flags), window=win, arrive=Micros(arrive),
+                            flags=letters, window=win, arrive=Micros(arrive),
                             why=RETRANSMIT_WHY if retrans else "")
         rows.append((t, len(rows), rec, retrans, p.frame))
     rows.sort(key=lambda r: (r[0], r[1]))
@@ -232,6 +289,15 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         notes.append(f"{supers} segment(s) are longer than the MSS ({mss} B): TSO/GRO "
                      "super-segments, captured before the NIC cut them (or after GRO merged "
                      "them); bytes, not packet counts, are compared")
+    holes = find_holes(segments, seen_list)
+    for side in Side:
+        mine = [h for h in holes if h.side is side]
+        if mine:
+            notes.append(f"{sum(h.end - h.start for h in mine)} B of the {side.value}'s data "
+                         f"never appear in the capture ({len(mine)} hole(s), the first "
+                         f"between {mine[0].t_from / 1000:.3f} and {mine[0].t_to / 1000:.3f} "
+                         "ms): packets the capture dropped; stalls there are less certain and "
+                         "the rebuild fills the missing bytes in")
     if retrans_count:
         notes.append(f"{retrans_count} retransmission(s) in the capture")
     client_ep, server_ep = format_endpoint(conn.client), format_endpoint(conn.server)
@@ -254,26 +320,37 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],
                     frames=[r[4] for r in rows], captured_on=captured_on,
                     dist={s: Micros(d) for s, d in dist.items()}, mss=mss,
-                    mss_known=mss_known, handshake=handshake, notes=notes)
+                    mss_known=mss_known, handshake=handshake, notes=notes, holes=holes)
+
+
+DUP_US = 1_000
+"""The two copies of one packet that ``-i any`` records (outgoing, then incoming) are
+this close in time at most."""
 
 
 def _dedupe(packets: list[Packet], notes: list[str]) -> list[Packet]:
-    """Drop a frame seen twice within 1 ms (the same packet on two interfaces)."""
+    """Drop the second copy of a frame where a capture really records one packet twice:
+    a Linux cooked (``-i any``) capture's outgoing and incoming copies of the same bytes
+    within `DUP_US`, or identical bytes at the identical time on the same interface. A
+    repeat of the same bytes later (a real duplicate ACK, IPv6 has no IP id to tell them
+    apart) is a packet of its own."""
     out: list[Packet] = []
     dropped = 0
-    recent: dict[tuple[Any, ...], int] = {}
+    recent: dict[int, Packet] = {}
     for p in packets:
-        key = (p.src, p.sport, p.seq, p.ack, p.flags, p.plen, p.win, p.ipid)
-        last = recent.get(key)
-        # IPv4 copies share their IP id; without one, only near-simultaneous copies count
-        if last is not None and p.t - last <= (1_000 if p.ipid >= 0 else 200):
+        last = recent.get(p.fp)
+        if last is not None and (
+                (p.way >= 0 and last.way >= 0 and p.way != last.way
+                 and p.t - last.t <= DUP_US)
+                or p.t == last.t):
             dropped += 1
+            del recent[p.fp]            # a third copy would be a new packet
             continue
-        recent[key] = p.t
+        recent[p.fp] = p
         if len(recent) > 4096:
             recent.clear()
         out.append(p)
     if dropped:
         notes.append(f"{dropped} duplicate frame(s) dropped (the same packet captured twice, "
-                     "e.g. on two interfaces)")
+                     "e.g. outgoing and incoming on -i any)")
     return out

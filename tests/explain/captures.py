@@ -3,7 +3,9 @@
 Owns: `write_capture`, which stamps each segment of a `Trace` with the time a capture at
 ``at`` ("client", "server" or "both") would have seen it and frames it for a link type
 (Ethernet, SLL, SLL2, null, raw IP), in pcap or pcapng, over IPv4 or IPv6, optionally cut
-to a snaplen.
+to a snaplen. `nagle_sim.export.pcap` (used where it fits: the model round-trip test) writes
+only Ethernet/IPv4 pcap stamped at send time, without SACK-permitted or timestamps in the
+handshake, which the TLP rule and the capture-point tests need; hence this writer.
 """
 
 from __future__ import annotations
@@ -45,15 +47,18 @@ def tcp_bytes(seg: SegmentRecord, *, mss: int = 1448, wscale: int = 7, ts: bool 
     return bytes(tcp)
 
 
-def ip_bytes(seg: SegmentRecord, v6: bool, ipid: int, **kw: object) -> bytes:
+def ip_bytes(seg: SegmentRecord, v6: bool, ipid: int,
+             addrs: dict[Side, str] | None = None, **kw: object) -> bytes:
     tcp = tcp_bytes(seg, **kw)  # type: ignore[arg-type]
     if v6:
-        ip6 = dpkt.ip6.IP6(src=socket.inet_pton(socket.AF_INET6, ADDR6[seg.src]),
-                           dst=socket.inet_pton(socket.AF_INET6, ADDR6[seg.src.peer]),
+        a6 = addrs or ADDR6
+        ip6 = dpkt.ip6.IP6(src=socket.inet_pton(socket.AF_INET6, a6[seg.src]),
+                           dst=socket.inet_pton(socket.AF_INET6, a6[seg.src.peer]),
                            nxt=6, hlim=64, plen=len(tcp))
         ip6.data = tcp
         return bytes(ip6.pack_hdr()) + tcp
-    ip = dpkt.ip.IP(src=socket.inet_aton(ADDR4[seg.src]), dst=socket.inet_aton(ADDR4[
+    a4 = addrs or ADDR4
+    ip = dpkt.ip.IP(src=socket.inet_aton(a4[seg.src]), dst=socket.inet_aton(a4[
         seg.src.peer]), p=6, ttl=64, id=ipid & 0xFFFF, data=tcp)
     ip.len = 20 + len(tcp)
     return bytes(ip)
@@ -84,9 +89,10 @@ def seen_time(seg: SegmentRecord, at: str) -> int:
 def frames(trace: Trace, *, at: str = "client", linktype: str = "ethernet",
            v6: bool = False, ts: bool = False, ports: dict[Side, int] | None = None,
            t0: int = 0, segments: list[SegmentRecord] | None = None,
-           twice: bool = False) -> list[tuple[int, bytes]]:
+           twice: bool = False, addrs: dict[Side, str] | None = None
+           ) -> list[tuple[int, bytes]]:
     """(µs, frame) for every segment as a capture at ``at`` saw it; ``twice`` repeats
-    every frame 5 µs later (one packet seen on two interfaces)."""
+    every frame 5 µs later as ``-i any`` does (outgoing, then incoming)."""
     segs = segments if segments is not None else trace.segments
     mss = int(trace.meta.get("mss", 1448))
     rows = sorted(((seen_time(s, at), i, s) for i, s in enumerate(segs)),
@@ -95,11 +101,13 @@ def frames(trace: Trace, *, at: str = "client", linktype: str = "ethernet",
     out = []
     for t, _, s in rows:
         ids[s.src] += 1
-        frame = link_frame(linktype, ip_bytes(s, v6, ids[s.src], mss=mss, ts=ts,
+        frame = link_frame(linktype, ip_bytes(s, v6, ids[s.src], addrs, mss=mss, ts=ts,
                                               ports=ports), v6)
         out.append((EPOCH_US + t0 + t, frame))
-        if twice:
-            out.append((EPOCH_US + t0 + t + 5, frame))
+        if twice:      # -i any: the same packet outgoing, then incoming
+            out.append((EPOCH_US + t0 + t + 5, link_frame(
+                linktype, ip_bytes(s, v6, ids[s.src], addrs, mss=mss, ts=ts, ports=ports),
+                v6, outgoing=False)))
     return out
 
 
@@ -127,10 +135,12 @@ def write_frames(rows: list[tuple[int, bytes]], path: Path, *, linktype: str = "
 def write_capture(trace: Trace, path: Path, *, at: str = "client", linktype: str = "ethernet",
                   fmt: str = "pcap", v6: bool = False, snaplen: int = 65535,
                   segments: list[SegmentRecord] | None = None, ts: bool = False,
-                  nanos: bool = False, twice: bool = False) -> Path:
-    """Write ``trace`` (or ``segments``) as a capture seen at ``at``."""
+                  nanos: bool = False, twice: bool = False,
+                  addrs: dict[Side, str] | None = None) -> Path:
+    """Write ``trace`` (or ``segments``) as a capture seen at ``at``; ``addrs`` replaces
+    the default addresses (e.g. loopback)."""
     rows = frames(trace, at=at, linktype=linktype, v6=v6, ts=ts, segments=segments,
-                  twice=twice)
+                  twice=twice, addrs=addrs)
     return write_frames(rows, path, linktype=linktype, fmt=fmt, snaplen=snaplen, nanos=nanos)
 
 

@@ -42,6 +42,48 @@ def test_the_default_is_the_connection_with_the_longest_stall(two_connections: P
     assert ex.stalls and ex.stalls[0].cause == "nagle+delayed_ack"
 
 
+CONTROL = """[client]
+nodelay = true
+script = "write 10; read 10; sleep 300ms; write 10; read 10"
+[server]
+nodelay = true
+script = "repeat 2 { read 10; write 10 }"
+"""
+
+
+def test_the_default_ranks_by_stall_not_by_idle_gap(tmp_path: Path, s1_trace: Trace,
+                                                    capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    """A control connection idle 300 ms beside a data connection with 40 ms Nagle stalls:
+    the data connection is the question (an idle application rarely is)."""
+    rows = frames(model(CONTROL), ports={Side.CLIENT: 50001, Side.SERVER: 21})
+    rows += frames(s1_trace, ports={Side.CLIENT: 50002, Side.SERVER: 8080}, t0=3_000)
+    path = write_frames(rows, tmp_path / "ctl.pcap")
+    ex = explain_file(str(path))
+    assert ex.chosen.server[1] == 8080
+    control = next(c for c in ex.connections if c.server[1] == 21)
+    assert control.longest_gap()[0] > 250_000 and control.longest_stall == (0, 0, "")
+    assert ex.chosen.longest_stall is not None
+    assert ex.chosen.longest_stall[2] == "nagle+delayed_ack"
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    listing = out.split("Connection 2:")[0]
+    assert "nagle+delayed_ack" in listing
+
+
+def test_the_listing_fits_80_columns_without_cutting_ports(
+        two_connections: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["explain", str(two_connections)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    listing = out.split("Connection 2:")[0]
+    for endpoint in ("10.1.0.1:50001", "10.1.0.2:9000", "10.1.0.1:50002", "10.1.0.2:8080"):
+        assert endpoint in listing
+    assert "…" not in listing
+
+
 def test_conn_and_port_choose(two_connections: Path) -> None:
     assert explain_file(str(two_connections), conn=1).chosen.server[1] == 9000
     assert explain_file(str(two_connections), port=9000).stalls == []
@@ -68,6 +110,22 @@ def test_a_frame_seen_twice_is_counted_once(s1_trace: Trace, tmp_path: Path) -> 
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
 
 
+@pytest.mark.parametrize("linktype", ["ethernet", "sll2"])
+def test_real_ipv6_duplicate_acks_are_kept(tmp_path: Path, linktype: str) -> None:
+    """Four identical duplicate ACKs 50 µs apart (IPv6: no IP id) are four packets, on
+    Ethernet and on a cooked capture alike (all four incoming)."""
+    from .captures import hand_trace, handshake, seg
+    segs = handshake() + [seg("client", 1, "PA", 1, 100, 1),
+                          seg("server", 1.1, "A", 1, 0, 101)]
+    segs += [seg("server", 1.2 + 0.05 * k, "A", 1, 0, 101) for k in range(4)]
+    path = write_capture(hand_trace(segs), tmp_path / "dup6.pcap", v6=True,
+                         linktype=linktype, at="both")
+    ex = explain_file(str(path))
+    acks = [s for s in ex.captured.trace.segments if s.src is Side.SERVER and s.ack == 101]
+    assert len(acks) == 5
+    assert not any("duplicate frame" in n for n in ex.notes)
+
+
 def test_super_segments_on_loopback_are_noted(tmp_path: Path) -> None:
     text = """[client]
 nodelay = true
@@ -89,7 +147,7 @@ def test_json_follows_the_documented_schema(s1_trace: Trace, tmp_path: Path,
     assert main(["explain", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {"connection", "captured_at", "stalls", "whatifs"} <= set(doc)
-    assert doc["captured_at"] == "both"
+    assert doc["captured_at"] != "both"         # two addresses: two hosts
     assert doc["connection"]["number"] == 1
     stall = doc["stalls"][0]
     assert {"start_ms", "duration_ms", "causes", "evidence", "confidence", "reproduced",
@@ -131,6 +189,8 @@ def test_terminal_output_never_interprets_markup(s1_trace: Trace, tmp_path: Path
     (["--os", "client=plan9"], "unknown profile 'plan9'"),
     (["--os", "nonsense"], "use client=PROFILE"),
     (["--svg", "out.txt"], "expected a file name ending in .svg"),
+    (["--os", "client=linux,client=windows"], "client is given twice"),
+    (["--scenario", "/etc/passwd/x.toml"], "/etc/passwd is not a directory"),
 ])
 def test_bad_options_are_one_line_and_exit_2(s1_trace: Trace, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str],
@@ -166,3 +226,134 @@ def test_delayed_ack_timing_picks_the_profile(tmp_path: Path) -> None:
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
     assert ex.rebuilt is not None and ex.rebuilt.scenario.server.profile.name == "windows"
     assert all(s.reproduced for s in ex.stalls)
+
+
+# ---------------------------------------------------------------- where it was captured
+LAN = """[link]
+delay_ms = 0.3
+[client]
+script = "repeat 4 { write 6; write 7; read 13 }"
+[server]
+script = "repeat 4 { read 13; write 13 }"
+"""
+
+
+def test_two_hosts_on_a_lan_keep_their_distance(tmp_path: Path) -> None:
+    """0.3 ms one way between two addresses is a LAN, not loopback: the rebuilt link keeps
+    the measured delay."""
+    trace = model(LAN)
+    ex = explain_file(str(write_capture(trace, tmp_path / "lan.pcap", at="client")))
+    assert ex.captured.captured_on == "client"
+    assert ex.captured.trace.meta["server_distance_ms"] == pytest.approx(0.3, abs=0.01)
+    assert ex.rebuilt is not None and "delay_ms = 0.301" in ex.rebuilt.toml
+
+
+@pytest.mark.parametrize("addrs", [{Side.CLIENT: "127.0.0.1", Side.SERVER: "127.0.0.1"},
+                                   {Side.CLIENT: "127.0.0.5", Side.SERVER: "127.0.0.1"}])
+def test_loopback_addresses_mean_one_host(tmp_path: Path, addrs: dict[Side, str]) -> None:
+    trace = model(LAN)
+    ex = explain_file(str(write_capture(trace, tmp_path / "lo.pcap", at="client",
+                                        addrs=addrs)))
+    assert ex.captured.captured_on == "both"
+    assert ex.rebuilt is not None and "delay_ms = 0.000" in ex.rebuilt.toml
+
+
+def test_identical_stalls_are_grouped_and_all_lists_each(
+        s1_trace: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())       # as read, line breaks aside
+    assert "5 × " in out and "nagle+delayed_ack" in out and "5/5 reproduced" in out
+    assert out.count("Nagle: 6 B sent earlier") == 1
+    assert main(["explain", str(path), "--all"]) == 0
+    every = capsys.readouterr().out
+    assert every.count("nagle+delayed_ack") >= 5
+
+
+def test_pictures_of_a_long_capture_are_a_bounded_window(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """500 rounds of write-write-read (1,500+ segments): the picture shows the first stall
+    that is not the link's, and says so, in bounded size (was 1303 × 44,662 px)."""
+    from PIL import Image
+    trace = model(S1.replace("repeat 6", "repeat 500"))
+    path = write_capture(trace, tmp_path / "long.pcap")
+    png, svg = tmp_path / "long.png", tmp_path / "long.svg"
+    assert main(["explain", str(path), "--json", "--png", str(png), "--svg", str(svg)]) == 0
+    err = capsys.readouterr().err
+    assert "the pictures show" in err and "around the stall" in err
+    assert "nagle+delayed_ack" in err
+    with Image.open(png) as im:
+        assert im.height <= 8_000 and im.width * im.height <= 20_000_000
+    assert svg.stat().st_size < 1_000_000
+    text = svg.read_text()
+    assert "model trace (overlay)" in text and "(real)" in text and "simulated" not in text
+
+
+def test_a_picture_beyond_the_export_bounds_is_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import nagle_sim.export.ladder as ladder
+    monkeypatch.setattr(ladder, "MAX_ROWS", 10)
+    trace = model(S1)
+    path = write_capture(trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), "--png", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "rows" in err
+
+
+def test_a_closed_pipe_ends_quietly_with_exit_0(tmp_path: Path) -> None:
+    """`nagle-sim explain X | head -1`, as the other commands behave."""
+    import subprocess
+    import sys
+    path = write_capture(model(S1.replace("repeat 6", "repeat 200")), tmp_path / "l.pcap")
+    for extra in ([], ["--all"], ["--json"]):
+        proc = subprocess.Popen([sys.executable, "-m", "nagle_sim", "explain", str(path),
+                                 *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.read(1)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 0, (extra, err)
+        assert err == ""
+
+
+def test_tui_opens_the_rebuilt_scenario_with_the_capture_as_the_real_run(
+        s1_trace: Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--tui goes through the app's public entry (`run_app`): the sandbox on the rebuilt
+    scenario, the capture injected as what `r` overlays."""
+    import nagle_sim.tui.app as app
+    seen: dict[str, object] = {}
+
+    def fake_run_app(path: str, *, run_sim: object, run_real: object) -> int:
+        seen["text"] = Path(path).read_text()
+        seen["run_real"] = run_real
+        return 0
+    monkeypatch.setattr(app, "run_app", fake_run_app)
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), "--tui"]) == 0
+    assert "repeat" in str(seen["text"]) and "[client]" in str(seen["text"])
+    run_real = seen["run_real"]
+    assert callable(run_real)
+    overlay = run_real(load_text(str(seen["text"])))
+    assert overlay.source == "capture" and len(overlay.segments) == len(s1_trace.segments)
+
+
+def load_text(text: str) -> object:
+    from nagle_sim.scenario import loads
+    return loads(text, "rebuilt.toml")
+
+
+def test_pictures_without_a_stall_show_the_first_segments_and_until_ms_chooses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = model(S1.replace("repeat 6", "repeat 300"), "client.nodelay=true")
+    path = write_capture(trace, tmp_path / "nd.pcap")
+    png = tmp_path / "nd.png"
+    assert main(["explain", str(path), "--json", "--png", str(png)]) == 0
+    assert "60 of" in capsys.readouterr().err and png.exists()
+    # the whole run is beyond the PNG bound: refused in one line, exit 2
+    assert main(["explain", str(path), "--json", "--png", str(png), "--until-ms",
+                 "1000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "PNG would be" in err
