@@ -81,9 +81,11 @@ def _emit(trace: Trace, args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
+        from .explain.causes import wire_causes
         from .render.terminal import print_run
         console = Console(width=args.width) if getattr(args, "width", None) else Console()
-        print_run(trace, console, limit=None if args.all else args.limit, detail=args.detail)
+        print_run(trace, console, limit=None if args.all else args.limit, detail=args.detail,
+                  wire=wire_causes)
     if trace.outcome != "ok":
         if getattr(args, "json", False):
             _err(trace.message)

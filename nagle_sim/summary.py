@@ -7,6 +7,7 @@ any `Trace` (simulated or real). Must not import simpy, asyncio, textual or rich
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,25 +134,23 @@ class _Index:
         return None
 
 
-def _wire(trace: Trace, cache: list[dict[tuple[int, int], Any]]
-          ) -> dict[tuple[int, int], Any]:
-    """A trace without hold events (real sockets) has its stalls named from the wire as
-    `nagle-sim explain` names a capture's; computed once per analysis."""
-    if not cache:
-        # imported here: nagle_sim.explain imports this module
-        from .explain.causes import wire_causes
-
-        holds = any(e.kind == "hold" for e in trace.events)
-        cache.append({} if holds else wire_causes(trace))
-    return cache[0]
+WireNamer = Callable[[Trace], dict[tuple[int, int], Any]]
+"""Names the stalls of a trace without hold events from the wire alone, keyed by (start,
+end); `nagle_sim.explain.causes.wire_causes` is one. Injected by the caller (the CLI), as
+explain imports this module."""
 
 
-def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
-    """Gaps ≥ ``minimum`` between segments not explained by an application sleep."""
+def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = None
+           ) -> list[Stall]:
+    """Gaps ≥ ``minimum`` between segments not explained by an application sleep. With
+    ``wire``, a trace that has no hold events (a real-socket run) has its stalls named
+    from the wire, as `nagle-sim explain` names a capture's."""
     out: list[Stall] = []
     segs = trace.segments
     index = _Index(trace)
-    wire: list[dict[tuple[int, int], Any]] = []
+    named: dict[tuple[int, int], Any] = {}
+    if wire is not None and not any(e.kind == "hold" for e in trace.events):
+        named = wire(trace)
     for prev, nxt in zip(segs, segs[1:], strict=False):
         gap = nxt.t - prev.t
         if gap < minimum or index.sleeping(prev.t, nxt.t):
@@ -165,8 +164,8 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
             assert flight.arrive is not None
             held = (f"waiting on the link: {flight.src.value}'s {flight.label()} took "
                     f"{(flight.arrive - flight.t) / 1000:.1f} ms to arrive")
-        elif (named := _wire(trace, wire).get((prev.t, nxt.t))) is not None:
-            held = f"on the wire: {named.cause} ({named.text})"
+        elif (found := named.get((prev.t, nxt.t))) is not None:
+            held = f"on the wire: {found.cause} ({found.text})"
         elif trace.events:
             held = "no data waiting to be sent"
         else:
@@ -182,8 +181,9 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
     return out
 
 
-def summarize(trace: Trace) -> Summary:
-    s = Summary(iterations=iterations(trace), stalls=stalls(trace), duration=trace.end)
+def summarize(trace: Trace, wire: WireNamer | None = None) -> Summary:
+    s = Summary(iterations=iterations(trace), stalls=stalls(trace, wire=wire),
+                duration=trace.end)
     for side in Side:
         mine = [g for g in trace.segments if g.src is side]
         s.segments[side] = len(mine)

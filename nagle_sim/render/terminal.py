@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.events import Side, short
-from ..summary import Stall, Summary, summarize
+from ..summary import Stall, Summary, WireNamer, summarize
 from ..trace import Trace
 from .rows import Row, RowKind, build_rows
 
@@ -124,7 +124,8 @@ def summary_renderable(trace: Trace, summary: Summary | None = None) -> Renderab
 
 
 def print_run(trace: Trace, console: Console, *, limit: int | None = 200,
-              detail: str = "normal") -> None:
+              detail: str = "normal", wire: WireNamer | None = None) -> None:
+    """The ladder and the summary; ``wire`` names a real run's stalls from the wire."""
     rows = build_rows(trace, detail)
     title = Text(f"{trace.title}  [{trace.source}]", style="bold underline")
     console.print(title)
@@ -134,4 +135,4 @@ def print_run(trace: Trace, console: Console, *, limit: int | None = 200,
         console.print(Text(f"… {len(rows) - limit} more rows (use --all to print them)",
                            style="dim"))
     console.print()
-    console.print(summary_renderable(trace))
+    console.print(summary_renderable(trace, summarize(trace, wire)))
