@@ -12,7 +12,7 @@ from nagle_sim.trace import Trace
 
 def test_a_trace_without_holds_gets_wire_causes(s1_trace: Trace) -> None:
     real_like = dataclasses.replace(s1_trace, events=[], source="realnet")
-    assert not any("on the wire" in s.held_by for s in stalls(real_like))  # none injected
+    assert not any("on the wire:" in s.held_by for s in stalls(real_like))  # none injected
     found = stalls(real_like, wire=wire_causes)
     assert len(found) == 5
     assert all("nagle+delayed_ack" in s.held_by for s in found)
