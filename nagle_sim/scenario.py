@@ -219,6 +219,10 @@ MAX_WRITEV_PARTS = 1024
 _MAX_SLEEP_US = 10 * 86_400 * 1_000_000   # ten days: far beyond any run's time limit
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0/C1 control characters other than tab and newline."""
+
+
 def clip(text: str, limit: int = 60) -> str:
     """``text`` cut to ``limit`` characters (with an ellipsis) and made one printable line
     (control characters such as newlines shown escaped), for quoting user input in
@@ -736,6 +740,10 @@ def loads(text: str, where: str = "<string>", overrides: list[str] | None = None
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise loader.fail("", "description", "must be a string")
+    for key, value in (("title", title), ("description", description)):
+        if bad := _CONTROL.search(value):
+            # an escape sequence would reach the terminal and break SVG exports
+            raise loader.fail("", key, f"holds the control character {repr(bad.group())[1:-1]}")
     expect = doc.get("expect", [])
     if isinstance(expect, dict):
         expect = [expect]

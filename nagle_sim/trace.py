@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ MAX_TRACE_BYTES = 128 * 1_048_576
 """A trace file is refused above this size, before parsing (JSON costs ~10× its size in
 memory once parsed)."""
 MAX_TEXT = 16_384
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0/C1 control characters other than tab and newline: never valid in trace text."""
 """Longest string a trace field may hold (an op label, a reason, a title...)."""
 MAX_MS = 1e10
 """Largest time (ms, about 115 days) a trace may carry, either sign."""
@@ -77,6 +80,10 @@ def _text(value: Any, where: str, default: str = "") -> str:
     text = value if isinstance(value, str) else str(value)
     if len(text) > MAX_TEXT:
         raise TraceError(f"{where}: {len(text):,} characters of text (limit {MAX_TEXT:,})")
+    if bad := _CONTROL.search(text):
+        # an escape sequence in a title would reach the terminal (or break an SVG)
+        raise TraceError(f"{where}: text holds the control character "
+                         f"{repr(bad.group())[1:-1]}")
     return text
 
 

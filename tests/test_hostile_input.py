@@ -448,3 +448,39 @@ def test_an_absurd_terminal_width_is_refused(width: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """--width 1000000 used to print a 321 MB ladder with 1.4 GB of memory."""
     _one_line_error(["run", str(S1), "--width", width], capsys, "argument --width: expected")
+
+
+# ---------------------------------------------------------------- terminal escapes
+def test_escape_sequences_in_a_title_are_refused_not_printed(tmp_path: Path) -> None:
+    """A title carrying ESC ] … BEL would retitle the user's terminal (or clear it) when
+    printed, and makes an SVG export malformed XML: refused as bad input."""
+    path = tmp_path / "evil.toml"
+    path.write_text('title = "evil\\u001b]0;PWNED\\u0007\\u001b[2J"\n[client]\n'
+                    'script = "write 1"\n[server]\nscript = "read 1"\n')
+    proc = subprocess.run([sys.executable, "-m", "nagle_sim", "run", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "title: holds the control character \\x1b" in proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr
+
+
+def test_escape_sequences_in_a_saved_trace_are_refused(tmp_path: Path) -> None:
+    from nagle_sim.trace import Trace, TraceError
+
+    doc = run_sim(scenario.loads("[client]\nscript='write 1'\n[server]\nscript='read 1'",
+                                 "t.toml")).to_json()
+    doc["title"] = "\x1b[31mred"
+    with pytest.raises(TraceError, match=r"title: text holds the control character \\x1b"):
+        Trace.from_json(doc, "t.json")
+
+
+def test_svg_text_stays_well_formed_xml_whatever_it_holds() -> None:
+    import xml.etree.ElementTree as ET
+
+    from nagle_sim.export.scene import Scene, Text
+    from nagle_sim.export.svg import to_svg
+
+    scene = Scene(200, 100)
+    scene.add(Text(10, 50, "bell\x07 form\x0c ok"))
+    root = ET.fromstring(to_svg(scene))
+    assert any("ok" in (t.text or "") for t in root.iter("{http://www.w3.org/2000/svg}text"))

@@ -6,6 +6,7 @@ xml.etree.ElementTree). Must not import textual, simpy, asyncio or PIL.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from .scene import (
@@ -54,6 +55,10 @@ def _rect(parent: ET.Element, item: Rect) -> None:
     ET.SubElement(parent, "rect", attrs)
 
 
+_XML_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+"""Characters XML 1.0 cannot hold: a picture of text from anywhere stays well-formed."""
+
+
 def _text(parent: ET.Element, item: Text) -> None:
     attrs = {"x": _num(item.x), "y": _num(item.y), "font-size": _num(item.size),
              "fill": item.color}
@@ -68,7 +73,7 @@ def _text(parent: ET.Element, item: Text) -> None:
     if item.halo:
         attrs.update({"stroke": "#ffffff", "stroke-width": "5", "stroke-linejoin": "round",
                       "paint-order": "stroke"})
-    ET.SubElement(parent, "text", attrs).text = item.text
+    ET.SubElement(parent, "text", attrs).text = _XML_ILLEGAL.sub("\ufffd", item.text)
 
 
 def _polyline(parent: ET.Element, item: Polyline) -> None:
