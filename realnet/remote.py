@@ -81,7 +81,7 @@ MAX_REQUEST_BYTES = 1 << 20       # a scenario text and its envelope
 MAX_REPLY_LINE_BYTES = 8 << 20    # one reply line (log chunks are ~1 MiB)
 LOG_CHUNK_BYTES = 1 << 20
 CONNECT_TIMEOUT_S = 5.0
-HANDSHAKE_TIMEOUT_S = 5.0         # connect to authenticated
+HANDSHAKE_TIMEOUT_S = 2.0         # connect to authenticated (a real client needs ms)
 SETUP_TIMEOUT_S = 30.0            # connect to the run request
 REQUEST_TIMEOUT_S = 10.0          # between two requests before the run
 STATUS_SILENCE_S = 10.0           # a run whose client stops polling this long is aborted
@@ -341,6 +341,22 @@ class _Server:
         self.limits = limits
         self.run_lock = threading.Lock()
         self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        # sessions not yet authenticated, oldest first: when every slot is taken, the
+        # oldest of these gives its slot to the newcomer, so idle or trickling strangers
+        # cannot lock out a client that has the token
+        self.unauthenticated: dict[int, _Session] = {}
+        self.lock = threading.Lock()
+
+    def _take_slot(self, name: str) -> bool:
+        if self.slots.acquire(blocking=False):
+            return True
+        with self.lock:
+            victim = next(iter(self.unauthenticated.values()), None)
+        if victim is None:
+            return False
+        self.say(f"realnet serve: {victim.name}: dropped before authenticating, for {name}")
+        victim.evict()
+        return self.slots.acquire(timeout=1.0)
 
     def accept_loop(self, srv: socket.socket, once: bool) -> int:
         while True:
@@ -351,7 +367,7 @@ class _Server:
                 time.sleep(0.1)
                 continue
             name = printable(f"{peer[0]}:{peer[1]}", 80)
-            if not self.slots.acquire(blocking=False):
+            if not self._take_slot(name):
                 self.say(f"realnet serve: {name}: refused (busy: {MAX_CLIENTS} connections)")
                 _refuse(conn, f"busy: this server already has {MAX_CLIENTS} connections; "
                         "try again later")
@@ -369,14 +385,18 @@ class _Server:
                 return 0
 
     def session(self, conn: socket.socket, name: str) -> None:
+        session = _Session(self, conn, name)
+        with self.lock:
+            self.unauthenticated[id(session)] = session
         try:
             conn.settimeout(SEND_TIMEOUT_S)     # sends; receives wait in select()
-            _Session(self, conn, name).run()
+            session.run()
         except (ProtocolError, OSError) as exc:
             self.say(f"realnet serve: {name}: {printable(exc)}")
         except Exception as exc:  # never let one client end the server
             self.say(f"realnet serve: {name}: internal error: {printable(repr(exc))}")
         finally:
+            session.authenticated()
             _close_gently(conn)
             self.slots.release()
 
@@ -422,6 +442,17 @@ class _Session:
         self.chan = Channel(conn, MAX_HELLO_BYTES)
         self.opened = time.monotonic()
 
+    def authenticated(self) -> None:
+        """Leave the evictable set (authenticated, or ending)."""
+        with self.server.lock:
+            self.server.unauthenticated.pop(id(self), None)
+
+    def evict(self) -> None:
+        """End this unauthenticated session now: its pending receive fails."""
+        self.authenticated()
+        with contextlib.suppress(OSError):
+            self.conn.shutdown(socket.SHUT_RDWR)
+
     def error(self, why: str) -> None:
         with contextlib.suppress(OSError):
             self.chan.send({"type": "error", "error": printable(why, 2000)})
@@ -460,6 +491,7 @@ class _Session:
                 raise ProtocolError("authentication failed")
             reply["proof"] = _proof(token, "server", nonce, client_nonce)
         # Authenticated: host facts and longer messages from here on.
+        self.authenticated()
         self.chan.max_line = MAX_REQUEST_BYTES
         reply.update(kernel=platform.release(), system=platform.system(),
                      limits=self.server.limits.to_json())
