@@ -42,6 +42,14 @@ and keeps its JSON (~180 B a record: ~110 MB) under the trace reader's 128 MiB l
 any run's ``--json`` can be read back."""
 
 
+class RunCancelled(Exception):
+    """The caller's ``cancelled()`` said stop (e.g. the app started a newer run)."""
+
+
+CANCEL_CHECK_STEPS = 4096
+"""How many scheduler steps run between two calls of ``cancelled()`` (a few ms)."""
+
+
 class RunLimit(Exception):
     """The run hit its simulated-time or segment bound."""
 
@@ -82,8 +90,10 @@ class SimDriver:
 
     def __init__(self, scenario: Scenario, *, time_limit: Micros = DEFAULT_TIME_LIMIT,
                  segment_limit: int = DEFAULT_SEGMENT_LIMIT,
-                 record_limit: int = DEFAULT_RECORD_LIMIT) -> None:
+                 record_limit: int = DEFAULT_RECORD_LIMIT,
+                 cancelled: Callable[[], bool] | None = None) -> None:
         self.scenario = scenario
+        self.cancelled = cancelled
         self.env = simpy.Environment()
         self.time_limit = time_limit
         self.segment_limit = segment_limit
@@ -303,11 +313,18 @@ class SimDriver:
             app.blocked = _Blocked("the handshake", 0)
         self.ep[Side.CLIENT].connect(Micros(0))
         self._pump(Side.CLIENT, 0)
+        steps = 0
         try:
             while self.env.peek() != float("inf") and not self._error:
                 if self.env.peek() > self.time_limit:
                     raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
                 self.env.step()
+                steps += 1
+                if (self.cancelled is not None and steps % CANCEL_CHECK_STEPS == 0
+                        and self.cancelled()):
+                    # a superseded run must not go on burning CPU and memory (a busy
+                    # classroom tab, a quitting app): stop between two events
+                    raise RunCancelled(f"{self.scenario.source}: cancelled")
         except RunLimit as exc:
             self.trace.outcome = "limit"
             self.trace.message = f"{self.scenario.source}: stopped: {exc}"
@@ -331,7 +348,8 @@ class SimDriver:
 
 
 def run_sim(scenario: Scenario, **limits: Any) -> Trace:
-    """Simulate ``scenario`` and return its trace."""
+    """Simulate ``scenario`` and return its trace. ``cancelled``, if given, is asked every
+    few thousand events and stops the run with `RunCancelled` when it returns True."""
     return SimDriver(scenario, **limits).run()
 
 

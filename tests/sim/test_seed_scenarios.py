@@ -171,3 +171,21 @@ def test_s4_quickack_on_is_not_sticky() -> None:
                 'client.script="set quickack on; get quickack; write 1; read 1; write 1; '
                 'get quickack"', 'server.script="read 1; write 1; read 1"')
     assert [o.result for o in trace.ops if o.op == "get"] == ["1", "0"]
+
+
+def test_a_run_stops_between_events_once_cancelled() -> None:
+    """A superseded run (the app started a newer one, or is quitting) stops when asked,
+    instead of running to the end of a long scenario."""
+    from nagle_sim.sim.driver import RunCancelled
+
+    sc = scenario.loads("[client]\nscript = 'repeat 100000 { write 1; read 1 }'\n"
+                        "[server]\nscript = 'repeat 100000 { read 1; write 1 }'", "long.toml")
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(1)
+        return len(asked) >= 3
+
+    with pytest.raises(RunCancelled):
+        run_sim(sc, cancelled=cancelled)
+    assert len(asked) == 3
