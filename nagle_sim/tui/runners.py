@@ -5,6 +5,7 @@ Must not import simpy or realnet: runners arrive as plain callables.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Protocol
 
@@ -15,6 +16,19 @@ from .classroom import Classroom
 
 Runner = Callable[[Scenario], Trace]
 """Scenario in, finished trace out (the simulator, or realnet on loopback)."""
+
+
+def run_cancellable(runner: Runner, scenario: Scenario, cancelled: Callable[[], bool]) -> Trace:
+    """Run ``scenario``, letting a runner that supports it (``run_sim(..., cancelled=)``)
+    stop early once ``cancelled()`` is true: a superseded run or a quitting app must not
+    keep a thread busy for minutes. Other runners (test fakes) just run."""
+    try:
+        params = inspect.signature(runner).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "cancelled" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return runner(scenario, cancelled=cancelled)  # type: ignore[call-arg]
+    return runner(scenario)
 
 
 class AppServices(Protocol):

@@ -32,7 +32,7 @@ from ..horizon import running_label, trace_until, visible_bars, visible_rows, vi
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, fmt_ms
-from ..runners import AppServices
+from ..runners import AppServices, run_cancellable
 from ..whatif import Knob, WhatIf
 from ..widgets.explain import ExplainPanel
 from ..widgets.ladder import Ladder
@@ -208,15 +208,18 @@ class RunScreen(Screen[None]):
         """Load with the current what-ifs and run the injected simulator (off the UI loop)."""
         assert self.text is not None and self.base_whatif is not None
         assert self.whatif is not None
+        worker = get_current_worker()
         try:
             scenario = loads(self.text, self.where, self.overrides())
-            trace = self.services.run_sim(scenario)
+            trace = run_cancellable(self.services.run_sim, scenario,
+                                    lambda: worker.is_cancelled)
             result = RunResult.build(scenario, trace, self.detail)
         except ScenarioError as exc:
             self.post_message(SimFailed(str(exc)))
             return
         except Exception as exc:  # the model rejecting a combination is a user error too
-            self.post_message(SimFailed(f"{self.where}: {type(exc).__name__}: {exc}"))
+            if not worker.is_cancelled:   # a cancelled run ends in an exception: say nothing
+                self.post_message(SimFailed(f"{self.where}: {type(exc).__name__}: {exc}"))
             return
         if not get_current_worker().is_cancelled:
             self.post_message(SimFinished(result, compare))
