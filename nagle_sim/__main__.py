@@ -125,6 +125,12 @@ def cmd_tui(args: argparse.Namespace) -> int:
                               real_lock=Path(args.real_lock) if args.real_lock else None)
         if run_real is not None and args.allow_real:
             run_real = queued_runner(run_real, classroom)
+        # one student's scenario may not take the class's memory: a tab's run stops at
+        # CLASSROOM_RECORD_LIMIT records (~200 MB), and a superseded run is cancelled
+        from functools import partial
+
+        from .sim.driver import CLASSROOM_RECORD_LIMIT
+        run_sim = partial(run_sim, record_limit=CLASSROOM_RECORD_LIMIT)
     return run_app(None if classroom else getattr(args, "file", None), run_sim=run_sim,
                    run_real=run_real, classroom=classroom, real_blocker=blocker)
 

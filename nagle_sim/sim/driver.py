@@ -36,6 +36,8 @@ from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
 DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
 DEFAULT_SEGMENT_LIMIT = 5_000_000
 DEFAULT_RECORD_LIMIT = 2_000_000
+CLASSROOM_RECORD_LIMIT = 300_000
+"""A served app's bound: a run of this many records peaks near 200 MB (docs/tui.md)."""
 """Most records (segments + app calls + model events) one run's trace may hold: bounds a
 run's memory (a CLI run at the bound peaks near 400 MB) and wall time, whatever the script,
 and keeps its JSON (~180 B a record: ~110 MB) under the trace reader's 128 MiB limit, so
