@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 from textual_serve.app_service import AppService
@@ -318,7 +319,21 @@ class ClassroomServer(Server):
         app.router.add_get("/ws/{token}", self.handle_websocket, name="websocket_token")
         return app
 
+    def _foreign(self, request: web.Request) -> bool:
+        """A request another web site's page made (a cross-site WebSocket: browsers send
+        its Origin), or one that reached a loopback-only server under a foreign host name
+        (DNS rebinding). Either could start sessions without the teacher knowing."""
+        origin = request.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc.lower() != request.host.lower():
+            return True
+        if is_loopback(self.options.host):
+            name = urlsplit(f"//{request.host}").hostname or ""
+            return name not in ("localhost", "127.0.0.1", "::1")
+        return False
+
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        if self._foreign(request):
+            return web.Response(status=403, text=DENIED_PAGE, content_type="text/html")
         if not self._token_ok(request.query.get("token")):
             return web.Response(status=403, text=DENIED_PAGE, content_type="text/html")
         if self._full():
@@ -345,6 +360,8 @@ class ClassroomServer(Server):
 
     # ---------------------------------------------------------------- sessions
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if self._foreign(request):
+            raise web.HTTPForbidden(text="nagle-sim: requests from other sites are refused")
         if not self._token_ok(request.match_info.get("token")):
             raise web.HTTPForbidden(text="nagle-sim: wrong or missing class token")
         websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=1 << 20)
@@ -505,7 +522,11 @@ if __name__ == "__main__":  # lets tests start the server without the CLI
     parser.add_argument("--allow-real", action="store_true")
     parser.add_argument("--warm", type=int, default=0)
     cli = parser.parse_args()
-    serve(ServeOptions(host=cli.host, port=cli.port, token=cli.token,
+    # the same default as `nagle-sim serve`: open to a network means a class token
+    token = cli.token or (None if is_loopback(cli.host) else new_token())
+    if token and not cli.token:
+        print(f"class token: {token}", flush=True)
+    serve(ServeOptions(host=cli.host, port=cli.port, token=token,
                        max_sessions=cli.max_sessions, idle_s=cli.idle_s,
                        kill_grace_s=cli.kill_grace_s, allow_real=cli.allow_real,
                        warm=cli.warm))

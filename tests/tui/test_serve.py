@@ -95,6 +95,21 @@ async def test_the_index_and_the_socket_need_the_class_token(polite) -> None:  #
     assert re.search(r'data-session-websocket-url="ws://[^"]+/ws/class-token-1"', body)
 
 
+async def test_another_site_cannot_start_sessions(polite) -> None:  # type: ignore[no-untyped-def]
+    """A page on another site (a cross-site WebSocket carries its Origin) or a foreign host
+    name reaching a loopback-only server (DNS rebinding) gets nothing, token or not."""
+    server, client = polite
+    evil = {"Origin": "http://evil.example"}
+    assert (await client.get("/?token=class-token-1", headers=evil)).status == 403
+    with pytest.raises(aiohttp.WSServerHandshakeError):
+        await client.ws_connect("/ws/class-token-1", headers=evil)
+    assert (await client.get("/?token=class-token-1",
+                             headers={"Host": "evil.example"})).status == 403
+    same = {"Origin": f"http://{client.host}:{client.port}"}
+    assert (await client.get("/?token=class-token-1", headers=same)).status == 200
+    assert server.sessions == {}
+
+
 async def test_a_full_class_gets_a_friendly_page(polite) -> None:  # type: ignore[no-untyped-def]
     """Issue 8: --max-sessions; the next student sees "class is full", not an error."""
     server, client = polite
