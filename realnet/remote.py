@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nagle_sim.model.events import Side
-from nagle_sim.scenario import Scenario, ScenarioError, flatten, loads, outermost_loops
+from nagle_sim.scenario import Scenario, ScenarioError, loads
+from nagle_sim.script import steps
 from nagle_sim.trace import Trace
 from realnet import cleanup, sockopts
 from realnet.core import (
@@ -880,17 +881,16 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
 def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:
     """Server times onto this machine's perf clock; line / iteration from our own parse
     (the text we sent may number lines differently from the original file)."""
-    statements = flatten(scenario.server.script)
-    loops = outermost_loops(scenario.server.script)
+    statements = steps(scenario.server.script)
     for i, op in enumerate(log.ops):
         op.start_ns -= offset_ns
         if op.end_ns is not None:
             op.end_ns -= offset_ns
         if i == 0 and op.op == "accept":
             continue
-        item = next(statements, None)
-        if item is not None:
-            op.line, op.iteration, op.loop = item[0].line, item[1], loops[id(item[0])]
+        step = next(statements, None)
+        if step is not None:
+            op.line, op.iteration, op.loop = step.line, step.iteration, step.loop
     for info in log.infos:
         info.t_ns -= offset_ns
     return log
