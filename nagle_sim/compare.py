@@ -18,7 +18,7 @@ from typing import Any
 from .export.tables import render_markdown
 from .model.events import Micros, Side
 from .summary import STALL_MIN, Stall, iterations, stalls
-from .trace import SegmentRecord, Trace
+from .trace import Outcome, SegmentRecord, Trace
 
 TOLERANCE_FLOOR = Micros(4_000)
 TOLERANCE_FRACTION = 0.125
@@ -149,8 +149,8 @@ class Comparison:
     iterations: list[IterationPair]
     problems: list[str]
     notes: list[str]
-    sim_outcome: str
-    real_outcome: str
+    sim_outcome: Outcome
+    real_outcome: Outcome
 
     @property
     def agree(self) -> bool:

@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -25,6 +26,18 @@ from .model.events import (
 )
 
 FORMAT = "nagle-sim-trace/1"
+
+
+class Outcome(StrEnum):
+    """How a run ended; the value is the JSON text (a `StrEnum`, so it prints as that)."""
+
+    OK = "ok"
+    DEADLOCK = "deadlock"
+    """Every unfinished side waits for something only the other could give."""
+    ERROR = "error"
+    """A side's call failed (end of stream on read, a call after close, a socket error)."""
+    LIMIT = "limit"
+    """The run stopped at one of its bounds (time, segments, records)."""
 
 
 class _Record(Protocol):
@@ -78,6 +91,16 @@ def _text(value: Any, where: str, default: str = "") -> str:
     if len(text) > MAX_TEXT:
         raise TraceError(f"{where}: {len(text):,} characters of text (limit {MAX_TEXT:,})")
     return text
+
+
+def _outcome(value: Any, where: str) -> Outcome:
+    if value is None:
+        return Outcome.OK
+    try:
+        return Outcome(value)
+    except (ValueError, TypeError):
+        names = ", ".join(f'"{o}"' for o in Outcome)
+        raise TraceError(f"{where}: expected one of {names}, got {_shown(value)}") from None
 
 
 def _side(value: Any, where: str) -> Side:
@@ -214,7 +237,7 @@ class Trace:
     ops: list[OpRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    outcome: str = "ok"              # "ok", "deadlock", "error", "limit"
+    outcome: Outcome = Outcome.OK
     message: str = ""
 
     @property
@@ -265,7 +288,7 @@ class Trace:
             raise TraceError(f"{where}: meta: expected an object, got {_shown(meta)}")
         trace = cls(source=_text(doc.get("source"), f"{where}: source", "?"),
                     title=_text(doc.get("title"), f"{where}: title"), meta=dict(meta),
-                    outcome=_text(doc.get("outcome"), f"{where}: outcome", "ok"),
+                    outcome=_outcome(doc.get("outcome"), f"{where}: outcome"),
                     message=_text(doc.get("message"), f"{where}: message"))
         for name in ("segments", "ops", "events"):
             if not isinstance(doc.get(name, []), list):

@@ -64,7 +64,7 @@ from nagle_sim.script import (
     steps,
     trace_meta,
 )
-from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord, Trace
+from nagle_sim.trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
 from realnet import sockopts
 
 Progress = Callable[[str], None]
@@ -908,13 +908,15 @@ _IOV_BATCH = 512
 
 # ---------------------------------------------------------------- supervision
 @dataclass(slots=True)
-class Outcome:
-    outcome: str = "ok"
+class RunEnd:
+    """How supervision saw the run end, and the one-line message if not `Outcome.OK`."""
+
+    outcome: Outcome = Outcome.OK
     message: str = ""
 
 
 def supervise(scenario: Scenario, sides: dict[Side, Any], *, timeout_s: float,
-              stall_s: float) -> Outcome:
+              stall_s: float) -> RunEnd:
     """Wait for both sides; detect errors, deadlocks and the whole-run timeout.
 
     ``sides`` are `SideRunner`s (or anything with ``finished``, ``blocked``, ``progress``,
@@ -931,7 +933,7 @@ def supervise(scenario: Scenario, sides: dict[Side, Any], *, timeout_s: float,
         if errors:
             for r in sides.values():
                 r.abort()
-            return Outcome("error", errors[0])
+            return RunEnd(Outcome.ERROR, errors[0])
         now = time.monotonic()
         progress = tuple(r.progress for r in sides.values())
         if progress != last_progress:
@@ -944,17 +946,17 @@ def supervise(scenario: Scenario, sides: dict[Side, Any], *, timeout_s: float,
                 waits.append((side, None if finished[side] or not what else (what, line)))
             for r in sides.values():
                 r.abort()
-            return Outcome("deadlock", deadlock_message(scenario.source, waits))
+            return RunEnd(Outcome.DEADLOCK, deadlock_message(scenario.source, waits))
         if now - start > timeout_s:
             for r in sides.values():
                 r.abort()
-            return Outcome("limit", limit_message(
+            return RunEnd(Outcome.LIMIT, limit_message(
                 scenario.source, f"still running after {timeout_s:g} s (the run's time limit)"))
         time.sleep(0.005)
     errors = [r.log.error for r in sides.values() if r.log.error]
     if errors:
-        return Outcome("error", errors[0])
-    return Outcome()
+        return RunEnd(Outcome.ERROR, errors[0])
+    return RunEnd()
 
 
 # ---------------------------------------------------------------- environment checks
@@ -1074,7 +1076,7 @@ def segments_from_tuns(packets: dict[Side, list[Any]], offset: dict[Side, int],
 
 # ---------------------------------------------------------------- trace assembly
 def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[_Seg],
-                meta: dict[str, Any], outcome: Outcome) -> Trace:
+                meta: dict[str, Any], outcome: RunEnd) -> Trace:
     """Relative times (µs from the client's SYN), relative seq/ack, ops, TCP_INFO events."""
     syn = next((s for s in segs if s.src is Side.CLIENT and "S" in s.flags
                 and "A" not in s.flags), None)

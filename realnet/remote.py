@@ -50,13 +50,13 @@ from typing import Any
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, ScenarioError, loads
 from nagle_sim.script import steps
-from nagle_sim.trace import Trace
+from nagle_sim.trace import Outcome, Trace
 from realnet import cleanup, sockopts
 from realnet.core import (
     LogReader,
-    Outcome,
     Progress,
     RealnetError,
+    RunEnd,
     SideLog,
     SideRunner,
     base_meta,
@@ -870,8 +870,8 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     server_log = _align(far.log, offset_ns, scenario)
     meta.update(far.meta)
     segs = segments_from_lo(packets, cap.clock_offset_ns, data_port) if cap else []
-    if outcome.outcome == "ok" and server_log.error:
-        outcome = Outcome("error", server_log.error)
+    if outcome.outcome is Outcome.OK and server_log.error:
+        outcome = RunEnd(Outcome.ERROR, server_log.error)
     trace = build_trace(scenario, {Side.CLIENT: runner.log, Side.SERVER: server_log}, segs,
                         meta, outcome)
     report_retransmissions(trace, say)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..model.events import Side
 from ..summary import Summary, summarize
-from ..trace import Trace
+from ..trace import Outcome, Trace
 
 Cell = str | int | float | None
 
@@ -129,7 +129,7 @@ def summary_markdown(trace: Trace, summary: Summary | None = None) -> str:
              f"{src} run, {len(trace.segments)} segments, {_ms(s.duration):.3f} ms"
              + (f", mean iteration latency {_ms(round(sum(lat) / len(lat))):.3f} ms"
                 if lat else "")
-             + (f", outcome: {trace.outcome}" if trace.outcome != "ok" else ""), ""]
+             + (f", outcome: {trace.outcome}" if trace.outcome is not Outcome.OK else ""), ""]
     for table in summary_tables(trace, s):
         lines += [f"## {table.title}", ""]
         if table.rows:

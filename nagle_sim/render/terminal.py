@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..model.events import Side, short
 from ..summary import Stall, Summary, summarize
-from ..trace import Trace
+from ..trace import Outcome, Trace
 from .rows import Row, RowKind, build_rows
 
 _STYLE = {
@@ -118,7 +118,7 @@ def summary_renderable(trace: Trace, summary: Summary | None = None) -> Renderab
                                                      f" (at {first.start / 1000:.3f} ms)")))
     else:
         parts.append(Text("No stalls ≥ 10 ms.", style="bold green"))
-    if trace.outcome != "ok":
+    if trace.outcome is not Outcome.OK:
         parts.append(Text(trace.message, style="bold red"))
     return Group(*parts)
 

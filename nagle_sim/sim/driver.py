@@ -32,7 +32,7 @@ from ..script import (
     steps,
     trace_meta,
 )
-from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
+from ..trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
 
 DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
 DEFAULT_SEGMENT_LIMIT = 5_000_000
@@ -297,14 +297,14 @@ class SimDriver:
                     raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
                 self.env.step()
         except RunLimit as exc:
-            self.trace.outcome = "limit"
+            self.trace.outcome = Outcome.LIMIT
             self.trace.message = limit_message(self.scenario.source, str(exc))
             return self.trace
         if self._error:
-            self.trace.outcome = "error"
+            self.trace.outcome = Outcome.ERROR
             self.trace.message = self._error
         elif not all(app.done for app in self.apps.values()):
-            self.trace.outcome = "deadlock"
+            self.trace.outcome = Outcome.DEADLOCK
             self.trace.message = deadlock_message(self.scenario.source, (
                 (side, None if app.done else
                  (app.blocked.what, app.blocked.line) if app.blocked else ("nothing", 0))

@@ -12,7 +12,7 @@ import bisect
 from dataclasses import replace
 
 from ..render.rows import Bar, Row, RowKind
-from ..trace import SegmentRecord, Trace
+from ..trace import Outcome, SegmentRecord, Trace
 
 
 def visible_rows(rows: list[Row], horizon: int | None) -> list[Row]:
@@ -81,4 +81,4 @@ def trace_until(trace: Trace, horizon: int | None) -> Trace:
              else replace(op, end=None, result=None)
              for op in trace.ops if op.start <= horizon],
         events=[e for e in trace.events if e.t <= horizon],
-        outcome="ok", message="")
+        outcome=Outcome.OK, message="")

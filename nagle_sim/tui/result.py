@@ -14,7 +14,7 @@ from ..model.events import Micros
 from ..render.rows import Bar, Row, RowKind, build_bars, build_rows
 from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
-from ..trace import Trace
+from ..trace import Outcome, Trace
 
 ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "CWND_IDLE"})
 """Bookkeeping rows no lesson talks about (BBR's cwnd updates, pacing holds, the cwnd
@@ -87,7 +87,7 @@ class RunResult:
             parts.append(f"per-request latency {fmt_ms(self.latency)}")
         parts.append(f"segments {self.segment_count}")
         parts.append(f"stalls {len(self.summary.stalls)}")
-        if self.trace.outcome != "ok":
+        if self.trace.outcome is not Outcome.OK:
             parts.append(f"{self.trace.outcome}: {self.trace.message}")
         return ", ".join(parts)
 
