@@ -41,7 +41,7 @@ def flags_class(seg: SegmentRecord) -> str:
         return "RST"
     if "S" in seg.flags:
         return "SYN-ACK" if "A" in seg.flags else "SYN"
-    if seg.length:
+    if seg.is_data:
         return "data"
     if "F" in seg.flags:
         return "FIN"
@@ -345,7 +345,7 @@ def _excuse_ack_thinning(matches: list[Match], sim: Trace, real: Trace) -> None:
         trace)) if (seg := _stall_key(trace, stall)) is not None}
 
     arrivals = {(id(trace), side): sorted(d.arrive if d.arrive is not None else d.t
-                                          for d in trace.segments if d.src is side and d.length)
+                                          for d in trace.segments if d.src is side and d.is_data)
                 for trace in (sim, real) for side in Side}
 
     def in_burst(ack: SegmentRecord, trace: Trace) -> bool:
@@ -626,8 +626,7 @@ def measured_jiffy_phase(real: Trace, hz: int) -> int | None:
     tick = 1_000_000 // hz
     segs = real.segments
     phases = [(-nxt.t) % tick for prev, nxt in zip(segs, segs[1:], strict=False)
-              if nxt.t - prev.t >= STALL_MIN and not nxt.length and "A" in nxt.flags
-              and "S" not in nxt.flags and "F" not in nxt.flags]
+              if nxt.t - prev.t >= STALL_MIN and nxt.is_pure_ack]
     if not phases:
         return None
     # circular median: the phase the most timer ACKs agree with (within 0.5 ms)

@@ -308,10 +308,10 @@ class _Run:
         return [self._seg(s) for s in self._segs(side)]
 
     def _rec_data(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [self._seg(s) for s in self._segs(side) if s.length]
+        return [self._seg(s) for s in self._segs(side) if s.is_data]
 
     def _rec_acks(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [self._seg(s) for s in self._segs(side) if not s.length and s.flags == "A"]
+        return [self._seg(s) for s in self._segs(side) if s.is_pure_ack]
 
     # iterations, stalls ---------------------------------------------------------
     def _rec_iterations(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
@@ -357,7 +357,7 @@ class _Run:
         mine = self._segs(side)
         out: list[float | None] = []
         for d in self._segs(side.peer):
-            if not d.length:
+            if not d.is_data:
                 continue
             arrived = d.arrive if d.arrive is not None else d.t
             end = d.seq + d.length
@@ -377,9 +377,9 @@ class _Run:
             return sum(s.length for s in segs)
         if m.root == "segments":
             if m.key == "data":
-                return sum(1 for s in segs if s.length)
+                return sum(1 for s in segs if s.is_data)
             if m.key == "pure_acks":
-                return sum(1 for s in segs if not s.length and s.flags == "A")
+                return sum(1 for s in segs if s.is_pure_ack)
             return len(segs)
         if m.root == "reason":
             return sum(1 for s in segs if s.code == m.key)

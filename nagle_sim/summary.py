@@ -125,7 +125,7 @@ class _Index:
             if e.kind == "hold":
                 lo = bisect.bisect_right(self.seg_t, e.t)
                 hi = bisect.bisect_right(self.seg_t, prev.t)
-                if not any(s.src is e.side and s.length for s in segments[lo:hi]):
+                if not any(s.src is e.side and s.is_data for s in segments[lo:hi]):
                     return e    # still holding when the gap began
                 # released before the gap: an older hold of the other side may still be on
             i -= 1
@@ -156,7 +156,7 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
             held = "no segment on the wire"
         if nxt.code:
             ended = f"{nxt.src.value}: {short(nxt.code) or nxt.why} ({nxt.label()})"
-        elif not nxt.length and "A" in nxt.flags:
+        elif nxt.is_pure_ack:
             ended = f"{nxt.src.value}: pure ACK ({nxt.label()}), a delayed ACK by its timing"
         else:
             ended = f"{nxt.src.value}: {nxt.label()}"
@@ -170,8 +170,8 @@ def summarize(trace: Trace) -> Summary:
     for side in Side:
         mine = [g for g in trace.segments if g.src is side]
         s.segments[side] = len(mine)
-        s.data_segments[side] = sum(1 for g in mine if g.length)
-        s.pure_acks[side] = sum(1 for g in mine if not g.length and g.flags in ("A",))
+        s.data_segments[side] = sum(1 for g in mine if g.is_data)
+        s.pure_acks[side] = sum(1 for g in mine if g.is_pure_ack)
         s.bytes_sent[side] = sum(g.length for g in mine)
     return s
 
@@ -203,7 +203,7 @@ def write_spans(trace: Trace, side: Side = Side.CLIENT) -> list[WriteSpan]:
             continue
         if "S" in s.flags and syn_seq is None:
             syn_seq = s.seq
-        if s.length and s.seq not in firsts:
+        if s.is_data and s.seq not in firsts:
             firsts[s.seq] = s
     data = sorted(firsts.values(), key=lambda s: s.seq)
     offset = syn_seq + 1 if syn_seq is not None else (data[0].seq if data else 1)

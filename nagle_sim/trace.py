@@ -148,6 +148,18 @@ class SegmentRecord:
     def dst(self) -> Side:
         return self.src.peer
 
+    @property
+    def is_data(self) -> bool:
+        """The segment carries payload (a retransmission included)."""
+        return self.length > 0
+
+    @property
+    def is_pure_ack(self) -> bool:
+        """No payload and no SYN, FIN or RST: the segment only acknowledges (a delayed or
+        quick ACK, a window update). PSH or ECN bits do not matter; a FIN-ACK is not one."""
+        return (self.length == 0 and "A" in self.flags
+                and "S" not in self.flags and "F" not in self.flags and "R" not in self.flags)
+
     def label(self) -> str:
         flags = self.flags.replace("A", ".") or "."
         if self.length:

@@ -70,7 +70,7 @@ def _arrive(seg: SegmentRecord) -> Micros:
 
 def _seg_label(seg: SegmentRecord) -> str:
     label = seg.label()
-    if seg.length and "A" in seg.flags:
+    if seg.is_data and "A" in seg.flags:
         label += f" ack {seg.ack}"
     return label
 
@@ -352,7 +352,7 @@ def _arrow(scene: Scene, s: SegmentRecord, tmap: _TimeMap, x_of: dict[Side, floa
         color, width, dash = sc.OVERLAY, 2.5, (10.0, 6.0)
     else:
         color = sc.CLIENT if s.src is Side.CLIENT else sc.SERVER
-        width, dash = (3.5 if s.length else 2.0), None
+        width, dash = (3.5 if s.is_data else 2.0), None
         if special:
             color, width = sc.MUTED, 2.0
     scene.add(Line(x1, y1, x2, y2, color, width, dash=dash, arrow=True))

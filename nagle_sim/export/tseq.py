@@ -74,9 +74,9 @@ def build_tseq(trace: Trace, overlay: Trace | None = None,
     end = opts.until if opts.until is not None else max(
         trace.end, overlay.end if overlay else 0)
     end = max(end, 1)
-    data = [s for s in trace.segments if s.src is opts.sender and s.length and s.t <= end]
+    data = [s for s in trace.segments if s.src is opts.sender and s.is_data and s.t <= end]
     odata = [s for s in (overlay.segments if overlay else [])
-             if s.src is opts.sender and s.length and s.t <= end]
+             if s.src is opts.sender and s.is_data and s.t <= end]
     acks = _ack_points(trace.segments, opts.sender, end)
     oacks = _ack_points(overlay.segments, opts.sender, end) if overlay else []
     top_seq = max([s.seq + s.length for s in data + odata] + [a for _, a in acks + oacks]

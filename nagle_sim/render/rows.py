@@ -126,7 +126,7 @@ def build_bars(trace: Trace) -> list[Bar]:
                 bars.append(Bar(side=e.side, start=start.t, end=e.t, what=e.timer,
                                 label=f"{name} {(e.t - start.t) / 1000:.1f} ms"))
     # A hold lasts until that side next sends data; later holds inside it are the same bar.
-    sends = {side: [s.t for s in trace.segments if s.src is side and s.length] for side in Side}
+    sends = {side: [s.t for s in trace.segments if s.src is side and s.is_data] for side in Side}
     bar_end: dict[Side, int] = {}
     for e in trace.events:
         if e.kind != "hold" or e.t < bar_end.get(e.side, -1):

@@ -28,7 +28,7 @@ def _wire(row: Row, width: int) -> Text:
     seg = row.segment
     assert seg is not None
     label = f" {seg.label()} "
-    if seg.ack and seg.length:
+    if seg.ack and seg.is_data:
         label = f" {seg.label()} ack {seg.ack} "
     dashes = max(2, width - len(label) - 1)
     left, right = dashes // 2, dashes - dashes // 2
@@ -36,7 +36,7 @@ def _wire(row: Row, width: int) -> Text:
         body = "─" * left + label + "─" * right + "▶"
     else:
         body = "◀" + "─" * left + label + "─" * right
-    style = "bold" if seg.length else ""
+    style = "bold" if seg.is_data else ""
     if "S" in seg.flags or "F" in seg.flags or "R" in seg.flags:
         style = "dim"
     return Text(body, style=style)

@@ -285,7 +285,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 y1 = lay.height + _TAIL
             else:
                 y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
-            cls = f"ladder--{seg.src.value}" + ("" if seg.length else "-ack")
+            cls = f"ladder--{seg.src.value}" + ("" if seg.is_data else "-ack")
             arrow = _Arrow(y0, y1, seg.src, seg.label(), cls, "─")
             arrive_at[id(arrow)] = seg.arrive if seg.arrive is not None else seg.t
             arrows.append(arrow)
@@ -442,7 +442,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         axis_x = cols.ca_x if client else cols.sa_x
         if row.kind is RowKind.SEGMENT:
             seg = row.segment
-            cls = f"ladder--{row.side.value}" + ("" if seg is not None and seg.length
+            cls = f"ladder--{row.side.value}" + ("" if seg is not None and seg.is_data
                                                   else "-ack")
             canvas.put(axis_x, "●", base + self._style(cls))
             return
