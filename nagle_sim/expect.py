@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import scenario as scenario_mod
 from .model.events import Reason, Side
-from .scenario import Scenario, ScenarioError, clip
+from .scenario import OPTIONS, Scenario, ScenarioError, clip
 from .summary import iterations, stalls, write_spans
 from .trace import SegmentRecord, Trace
 
@@ -47,7 +47,6 @@ AGGREGATES = ("count", "min", "max", "median", "mean", "sum", "first", "last")
 SIDES = {"client": Side.CLIENT, "server": Side.SERVER}
 REASON_CODES = frozenset(Reason.__members__)
 OPS = ("write", "writev", "read", "sleep", "set", "get", "close")
-OPTIONS = ("nodelay", "cork", "quickack")
 
 # record-list roots: name -> (fields, default side or None for "both", side required)
 _RECORDS: dict[str, tuple[tuple[str, ...], Side | None, bool]] = {
