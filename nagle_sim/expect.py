@@ -35,6 +35,7 @@ from .model.events import Reason, Side
 from .scenario import OPTIONS, Scenario, ScenarioError, clip
 from .summary import iterations, stalls, write_spans
 from .trace import SegmentRecord, Trace
+from .units import ms
 
 if TYPE_CHECKING:
     from .lessons import Lesson
@@ -277,10 +278,6 @@ def _take_aggregate(rest: list[tuple[str, Selector | None]], text: str) -> str:
 
 
 # ---------------------------------------------------------------- evaluating a run
-def _ms(us: int | None) -> float | None:
-    return None if us is None else round(us / 1000, 3)
-
-
 class _Run:
     """One trace plus lazily computed record lists."""
 
@@ -300,7 +297,7 @@ class _Run:
 
     @staticmethod
     def _seg(s: SegmentRecord) -> dict[str, Any]:
-        return {"t_ms": _ms(s.t), "arrive_ms": _ms(s.arrive), "length": s.length,
+        return {"t_ms": ms(s.t), "arrive_ms": ms(s.arrive), "length": s.length,
                 "flags": s.flags, "code": s.code, "seq": s.seq, "ack": s.ack}
 
     def _rec_segment(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
@@ -314,15 +311,15 @@ class _Run:
 
     # iterations, stalls ---------------------------------------------------------
     def _rec_iterations(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [{"latency_ms": _ms(it.latency), "start_ms": _ms(it.start),
-                 "end_ms": _ms(it.end)} for it in iterations(self.trace, side or Side.CLIENT)]
+        return [{"latency_ms": ms(it.latency), "start_ms": ms(it.start),
+                 "end_ms": ms(it.end)} for it in iterations(self.trace, side or Side.CLIENT)]
 
     def _rec_stalls(self, _side: Side | None, _key: str) -> list[dict[str, Any]]:
         out = []
         for st in stalls(self.trace):
             ender = next((s for s in self.trace.segments if s.t == st.end), None)
-            out.append({"duration_ms": _ms(st.duration), "start_ms": _ms(st.start),
-                        "end_ms": _ms(st.end), "ended_by": st.ended_code,
+            out.append({"duration_ms": ms(st.duration), "start_ms": ms(st.start),
+                        "end_ms": ms(st.end), "ended_by": st.ended_code,
                         "held_by": st.held_code,
                         "ended_side": ender.src.value if ender else ""})
         return out
@@ -335,8 +332,8 @@ class _Run:
                 result: Any = o.result
                 if isinstance(result, str) and re.fullmatch(r"-?\d+", result):
                     result = int(result)
-                out.append({"start_ms": _ms(o.start), "end_ms": _ms(o.end),
-                            "duration_ms": None if o.end is None else _ms(o.end - o.start),
+                out.append({"start_ms": ms(o.start), "end_ms": ms(o.end),
+                            "duration_ms": None if o.end is None else ms(o.end - o.start),
                             "result": result, "arg": o.arg})
         return out
 
@@ -345,8 +342,8 @@ class _Run:
                 if o["arg"] == key]
 
     def _rec_writes(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [{"start_ms": _ms(w.start), "size": w.size,
-                 "send_delay_ms": None if w.sent_at is None else _ms(w.sent_at - w.start),
+        return [{"start_ms": ms(w.start), "size": w.size,
+                 "send_delay_ms": None if w.sent_at is None else ms(w.sent_at - w.start),
                  "alone": w.alone, "segments": w.segments}
                 for w in write_spans(self.trace, side or Side.CLIENT)]
 
@@ -362,13 +359,13 @@ class _Run:
             end = d.seq + d.length
             ack = next((s for s in mine if s.t >= arrived and "A" in s.flags
                         and s.ack >= end), None)
-            out.append(None if ack is None else _ms(ack.t - arrived))
+            out.append(None if ack is None else ms(ack.t - arrived))
         return out
 
     # scalars ------------------------------------------------------------------------
     def scalar(self, m: Metric) -> Any:
         if m.root == "duration_ms":
-            return _ms(self.trace.end)
+            return ms(self.trace.end)
         if m.root == "outcome":
             return self.trace.outcome
         segs = self._segs(m.side)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .model.events import Micros, Side, short
 from .trace import EventRecord, OpRecord, SegmentRecord, Trace
+from .units import ms_text
 
 STALL_MIN = Micros(10_000)
 """A gap with no segment on the wire of at least this long is a stall (compare's rule)."""
@@ -41,7 +42,7 @@ class Stall:
         return Micros(self.end - self.start)
 
     def text(self) -> str:
-        return (f"{self.duration / 1000:.1f} ms from {self.start / 1000:.3f} ms — "
+        return (f"{ms_text(self.duration, 1)} ms from {ms_text(self.start)} ms — "
                 f"{self.held_by} — until {self.ended_by}")
 
 
@@ -149,7 +150,7 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN) -> list[Stall]:
         elif (flight := index.in_flight(prev, nxt)) is not None:
             assert flight.arrive is not None
             held = (f"waiting on the link: {flight.src.value}'s {flight.label()} took "
-                    f"{(flight.arrive - flight.t) / 1000:.1f} ms to arrive")
+                    f"{ms_text(flight.arrive - flight.t, 1)} ms to arrive")
         elif trace.events:
             held = "no data waiting to be sent"
         else:

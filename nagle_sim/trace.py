@@ -24,6 +24,7 @@ from .model.events import (
     Side,
     TraceEvent,
 )
+from .units import ms
 
 FORMAT = "nagle-sim-trace/1"
 
@@ -46,10 +47,6 @@ class _Record(Protocol):
 
 class TraceError(ValueError):
     """A trace file that cannot be read. ``str(err)`` is a one-line message."""
-
-
-def _ms(us: int | None) -> float | None:
-    return None if us is None else round(us / 1000, 3)
 
 
 MAX_TRACE_BYTES = 128 * 1_048_576
@@ -167,11 +164,11 @@ class SegmentRecord:
         return f"{flags} ack {self.ack}"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t_ms": _ms(self.t), "from": self.src.value, "seq": self.seq,
+        out: dict[str, Any] = {"t_ms": ms(self.t), "from": self.src.value, "seq": self.seq,
                                "ack": self.ack, "len": self.length, "flags": self.flags,
                                "win": self.window}
         if self.arrive is not None:
-            out["arrive_ms"] = _ms(self.arrive)
+            out["arrive_ms"] = ms(self.arrive)
         if self.why:
             out["why"] = self.why
             out["code"] = self.code
@@ -194,7 +191,7 @@ class OpRecord:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"side": self.side.value, "op": self.op, "arg": self.arg,
-                               "start_ms": _ms(self.start), "end_ms": _ms(self.end)}
+                               "start_ms": ms(self.start), "end_ms": ms(self.end)}
         if self.line:
             out["line"] = self.line
         if self.iteration:
@@ -228,14 +225,14 @@ class EventRecord:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t_ms": _ms(self.t), "side": self.side.value, "kind": self.kind,
+        out: dict[str, Any] = {"t_ms": ms(self.t), "side": self.side.value, "kind": self.kind,
                                "code": self.code, "reason": self.reason}
         if self.detail:
             out["detail"] = self.detail
         if self.timer:
             out["timer"] = self.timer
         if self.deadline is not None:
-            out["deadline_ms"] = _ms(self.deadline)
+            out["deadline_ms"] = ms(self.deadline)
         if self.data:
             out["data"] = self.data
         return out

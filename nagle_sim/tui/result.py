@@ -15,6 +15,7 @@ from ..render.rows import Bar, Row, RowKind, build_bars, build_rows
 from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
 from ..trace import Outcome, Trace
+from ..units import ms_text
 
 ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "CWND_IDLE"})
 """Bookkeeping rows no lesson talks about (BBR's cwnd updates, pacing holds, the cwnd
@@ -23,7 +24,7 @@ restart after idle): the app's "normal" detail folds them away; "all" shows them
 
 def fmt_ms(us: float) -> str:
     """44.0 ms, 0.041 ms: one decimal when it is readable, three below 1 ms."""
-    return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us / 1000:.3f} ms"
+    return f"{ms_text(us, 1)} ms" if us >= 1000 else f"{ms_text(us)} ms"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import SegmentRecord, Trace
+from ...units import ms_text
 from ..classroom import export_stem
 from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
@@ -295,7 +296,7 @@ class RunScreen(Screen[None]):
                 self.query_one("#diff", Static).update(self.result.headline())
         else:
             self.query_one("#diff", Static).update(
-                f"predict first: shown up to {horizon / 1000:.3f} ms; the summary follows")
+                f"predict first: shown up to {ms_text(horizon)} ms; the summary follows")
 
     def on_result(self, result: RunResult) -> None:
         """Hook for subclasses after every finished simulation."""
@@ -408,13 +409,13 @@ class RunScreen(Screen[None]):
                 label = bar.label if horizon is None or bar.end <= horizon \
                     else running_label(bar)
                 lines.append(f"{bar.side.value} {who}: {label} "
-                             f"(from {bar.start / 1000:.3f} ms)")
+                             f"(from {ms_text(bar.start)} ms)")
         stall = self.result.stall_at(row.t)
         if stall is not None:
             if horizon is None or stall.end <= horizon:
                 lines.append(f"Stall {stall.text()}")
             else:
-                lines.append(f"Silent since {stall.start / 1000:.3f} ms, so far")
+                lines.append(f"Silent since {ms_text(stall.start)} ms, so far")
         if row.segment is not None and self.measured is not None:
             lines.append(self._measured_delta(row.segment))
         return lines[:4]
@@ -541,7 +542,7 @@ class RunScreen(Screen[None]):
         real = matches[nth]
         delta = real.t - seg.t
         sign = "+" if delta >= 0 else "−"
-        return f"measured at {real.t / 1000:.3f} ms (Δ {sign}{fmt_ms(abs(delta))} vs sim)"
+        return f"measured at {ms_text(real.t)} ms (Δ {sign}{fmt_ms(abs(delta))} vs sim)"
 
     # ------------------------------------------------------------------ export
     def export_stem(self) -> str:

@@ -25,6 +25,7 @@ from textual.strip import Strip
 from ...model.events import Side
 from ...render.rows import Bar, Row, RowKind
 from ...trace import SegmentRecord
+from ...units import ms_text
 from ..layout import LadderLayout, Scale
 from ..palette import ladder_css
 
@@ -373,7 +374,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     def _columns(self, width: int) -> _Cols:
         if self._cols is None or self._cols.sl_x + self._cols.side_w != width:
             last = self.layout_.times[-1] if self.layout_.times else 0
-            time_w = max(9, len(f"{last / 1000:.3f}") + 2)  # room for the cursor ▶
+            time_w = max(9, len(ms_text(last)) + 2)  # room for the cursor ▶
             self._cols = _Cols.fit(width, time_w)
         return self._cols
 
@@ -416,7 +417,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 index + 1 < len(self.rows):
             gap = self.rows[index + 1].t - row.t
             if gap >= 1000:
-                text = f"+{gap / 1000:.1f}ms"
+                text = f"+{ms_text(gap, 1)}ms"
                 canvas.put(cols.time_w - 1 - len(text), text, base + self._style("ladder--gap"))
         if index == self.cursor and not gap_line:
             canvas.put(0, "▶", base + self._style("ladder--segment"))
@@ -436,7 +437,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _draw_row(self, canvas: _Canvas, cols: _Cols, row: Row) -> None:
         base = self.rich_style
-        text = f"{row.t / 1000:.3f}"
+        text = ms_text(row.t)
         canvas.put(cols.time_w - 1 - len(text), text, base + self._style("ladder--time"))
         client = row.side is Side.CLIENT
         axis_x = cols.ca_x if client else cols.sa_x
