@@ -299,28 +299,30 @@ def _control(side: Side, klass: str, sim: list[SegmentRecord],
         sim, sim_again = _split_repeats(sim)
         real, real_again = _split_repeats(real)
         for k in range(max(len(sim_again), len(real_again))):
-            s = sim_again[k] if k < len(sim_again) else None
-            r = real_again[k] if k < len(real_again) else None
-            if s is not None and r is not None:
-                out.append(Match(side, klass, "match", sim=[s], real=[r],
+            s_again = sim_again[k] if k < len(sim_again) else None
+            r_again = real_again[k] if k < len(real_again) else None
+            if s_again is not None and r_again is not None:
+                out.append(Match(side, klass, "match", sim=[s_again], real=[r_again],
                                  note="FIN sent again by both (tail loss probe or RTO)"))
             else:
-                who = "kernel" if r is not None else "model"
-                out.append(Match(side, klass, "retransmit", sim=[s] if s else [],
-                                 real=[r] if r else [], ok=False,
+                who = "kernel" if r_again is not None else "model"
+                out.append(Match(side, klass, "retransmit", sim=[s_again] if s_again else [],
+                                 real=[r_again] if r_again else [], ok=False,
                                  note=f"only the {who} sent its FIN again (tail loss probe "
                                       "or RTO retransmission)"))
     for k in range(max(len(sim), len(real))):
-        s = sim[k] if k < len(sim) else None
-        r = real[k] if k < len(real) else None
-        if s is not None and r is not None:
-            out.append(Match(side, klass, "match", sim=[s], real=[r]))
-        elif s is not None:
-            out.append(Match(side, klass, "missing", sim=[s], ok=False,
-                             note=f"the model sent a {klass} ({s.label()}); the kernel did not"))
-        elif r is not None:
-            out.append(Match(side, klass, "extra", real=[r], ok=False,
-                             note=f"the kernel sent a {klass} ({r.label()}); the model did not"))
+        one_sim = sim[k] if k < len(sim) else None
+        one_real = real[k] if k < len(real) else None
+        if one_sim is not None and one_real is not None:
+            out.append(Match(side, klass, "match", sim=[one_sim], real=[one_real]))
+        elif one_sim is not None:
+            out.append(Match(side, klass, "missing", sim=[one_sim], ok=False,
+                             note=f"the model sent a {klass} ({one_sim.label()}); the kernel "
+                                  "did not"))
+        elif one_real is not None:
+            out.append(Match(side, klass, "extra", real=[one_real], ok=False,
+                             note=f"the kernel sent a {klass} ({one_real.label()}); the model "
+                                  "did not"))
     return out
 
 
@@ -451,8 +453,13 @@ def _pair_stalls(sim: Trace, real: Trace, matches: list[Match]) -> list[StallPai
             continue
         used_sim.add((s_st.start, s_st.end))
         pairs.append(_judge_stalls(s_st, r_st))
-    pairs.sort(key=lambda p: (p.sim or p.real).start if (p.sim or p.real) else 0)
+    pairs.sort(key=_pair_start)
     return pairs
+
+
+def _pair_start(pair: StallPair) -> int:
+    stall = pair.sim or pair.real
+    return stall.start if stall else 0
 
 
 def _judge_stalls(sim_stall: Stall, real_stall: Stall) -> StallPair:

@@ -44,7 +44,7 @@ from realnet.core import (
     supervise,
 )
 
-__all__ = ["RealnetError", "run_real"]
+__all__ = ["RealnetError", "check_platform", "run_real"]
 
 
 def run_real(scenario: Scenario, *, remote: str | None = None,

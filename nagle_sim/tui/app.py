@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -49,7 +50,7 @@ class NagleApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "nagle-sim"
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,f1", "help", "Help", show=True, id="app.help",
                 key_display="?", tooltip="Show every key binding"),
         Binding("f2", "high_contrast", "Contrast", show=False, id="app.high_contrast",

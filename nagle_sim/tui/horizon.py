@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import replace
 
+from ..model.events import Micros
 from ..render.rows import Bar, Row, RowKind
 from ..trace import Outcome, SegmentRecord, Trace
 
@@ -46,7 +47,7 @@ def visible_bars(bars: list[Bar], horizon: int | None) -> list[Bar]:
         if bar.start > horizon:
             continue
         if bar.end > horizon:
-            bar = replace(bar, end=horizon, label=running_label(bar))
+            bar = replace(bar, end=Micros(horizon), label=running_label(bar))
         out.append(bar)
     return out
 

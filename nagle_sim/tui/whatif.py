@@ -67,7 +67,7 @@ class WhatIf:
             names = list(PROFILES)
             i = names.index(cur.profile) if cur.profile in names else -1
             new = replace(cur, profile=names[(i + 1) % len(names)])
-        return replace(self, **{side.value: new})
+        return replace(self, client=new) if side is Side.CLIENT else replace(self, server=new)
 
     def next_delay(self) -> WhatIf:
         options: list[float | None] = [None, *DELAYS_MS]

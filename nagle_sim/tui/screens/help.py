@@ -7,6 +7,8 @@ No simpy, no realnet.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -51,7 +53,7 @@ class HelpScreen(Screen[None]):
     A full screen, not a modal: drawing the dimmed screen underneath cost most of the
     time help took to open."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close",
                 tooltip="Close the help"),
     ]

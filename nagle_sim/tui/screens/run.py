@@ -12,7 +12,7 @@ import io
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import ClassVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -53,7 +53,7 @@ def _b(key: str, action: str, description: str, tooltip: str, *, show: bool = Fa
 class RunScreen(Screen[None]):
     """Ladder + explanation + what-if bar over one scenario."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         # the footer has room for about eight keys at 80 columns: one entry per group, the
         # rest in help (?) and the palette (ctrl+p)
         _b("right", "step(1)", "Step", "Select the next event (← the previous one)",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -120,7 +121,7 @@ def _fit(text: str, width: int) -> str:
 class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     """Client | wire | server ladder over a finished trace, with a row cursor."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "scroll_up", "Scroll up", show=False, id="ladder.scroll_up",
                 tooltip="Scroll the ladder up one line"),
         Binding("down", "scroll_down", "Scroll down", show=False, id="ladder.scroll_down",
