@@ -231,9 +231,6 @@ class SideLog:
     infos: list[InfoLog] = field(default_factory=list)
     error: str | None = None
     done: bool = False
-    waiting: str | None = None
-    waiting_line: int = 0
-    port: int = 0
 
     rt_rests: int = 0
     """How often the side's real-time budget ran out (`RtGovernor`)."""

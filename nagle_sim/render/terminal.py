@@ -43,7 +43,7 @@ def _wire(row: Row, width: int) -> Text:
     return Text(body, style=style)
 
 
-def ladder_table(trace: Trace, rows: list[Row], *, width: int = 120) -> Table:
+def ladder_table(rows: list[Row], *, width: int = 120) -> Table:
     """The ladder as a table sized to ``width`` columns: the time column never shrinks,
     the wire gets about 40 % of the rest and the two sides share the remainder."""
     table = Table(box=None, pad_edge=False, show_edge=False, expand=False,
@@ -130,7 +130,7 @@ def print_run(trace: Trace, console: Console, *, limit: int | None = 200,
     title = Text(f"{trace.title}  [{trace.source}]", style="bold underline")
     console.print(title)
     shown = rows if limit is None else rows[:limit]
-    console.print(ladder_table(trace, shown, width=console.width))
+    console.print(ladder_table(shown, width=console.width))
     if limit is not None and len(rows) > limit:
         console.print(Text(f"… {len(rows) - limit} more rows (use --all to print them)",
                            style="dim"))

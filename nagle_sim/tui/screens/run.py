@@ -122,7 +122,6 @@ class RunScreen(Screen[None]):
         self._stall_rows: list[int] = []
         self._play: Timer | None = None
         self._speed = 2
-        self._compare_pending = False
         self._real_variant: tuple[WhatIf | None, tuple[str, ...]] | None = None
         self.extra: tuple[str, ...] = ()
         """A lesson variant's ``--set`` overrides (a claim's ``when``), applied first."""

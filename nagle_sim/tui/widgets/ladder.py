@@ -235,9 +235,6 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     def current_row(self) -> Row | None:
         return self.rows[self.cursor] if self.rows else None
 
-    def row_index_at_time(self, t: int) -> int:
-        return max(0, bisect.bisect_left(self.layout_.times, t) - 1)
-
     def _relayout(self) -> None:
         self.layout_ = LadderLayout([r.t for r in self.rows], self.scale)
         bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
