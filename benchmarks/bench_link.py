@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nagle_sim.trace import Outcome  # noqa: E402
 from realnet.capture import Capture, CapturedPacket  # noqa: E402
 from realnet.netns import EmulatedLink  # noqa: E402
 
@@ -268,7 +269,7 @@ def starvation(text: str | None, cpu: int = 0) -> tuple[float, float]:
             time.sleep(3)
         else:
             trace = run_real(scenario)
-            if trace.outcome != "ok":
+            if trace.outcome is not Outcome.OK:
                 raise RuntimeError(trace.message)
         took = time.monotonic() - start
     finally:

@@ -13,6 +13,7 @@ import time
 
 from nagle_sim import scenario
 from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace import Outcome
 
 
 def main(sizes: list[int]) -> None:
@@ -23,7 +24,7 @@ def main(sizes: list[int]) -> None:
         start = time.perf_counter()
         trace = run_sim(sc)
         wall = time.perf_counter() - start
-        assert trace.outcome == "ok", trace.message
+        assert trace.outcome is Outcome.OK, trace.message
         print(f"{n:>12,} {wall:>8.2f} {len(trace.segments):>9,} {trace.end / 1000:>13.1f}")
 
 

@@ -12,6 +12,7 @@ import time
 
 from nagle_sim import scenario
 from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace import Outcome
 
 MODES = {
     "default": "repeat {n} {{ repeat 15 {{ write 2 }}; read 2 }}",
@@ -32,7 +33,7 @@ def main(messages: int = 10_000) -> None:
         start = time.perf_counter()
         trace = run_sim(sc)
         wall = time.perf_counter() - start
-        assert trace.outcome == "ok", trace.message
+        assert trace.outcome is Outcome.OK, trace.message
         events = len(trace.events) + len(trace.segments) + len(trace.ops)
         per_msg = trace.end / 1000 / messages
         print(f"{mode:<8} {wall:>8.2f} {events:>9,} {len(trace.segments):>9,} "

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 from . import __version__  # noqa: E402
 from .render.rows import DETAIL_LEVELS  # noqa: E402
 from .scenario import ScenarioError, load  # noqa: E402
-from .trace import TraceError  # noqa: E402
+from .trace import Outcome, TraceError  # noqa: E402
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -86,7 +86,7 @@ def _emit(trace: Trace, args: argparse.Namespace) -> int:
         console = Console(width=args.width) if getattr(args, "width", None) else Console()
         print_run(trace, console, limit=None if args.all else args.limit, detail=args.detail,
                   wire=wire_causes)
-    if trace.outcome != "ok":
+    if trace.outcome is not Outcome.OK:
         if getattr(args, "json", False):
             _err(trace.message)
         return EXIT_FAILED

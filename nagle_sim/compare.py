@@ -18,7 +18,8 @@ from typing import Any
 from .export.tables import render_markdown
 from .model.events import Micros, Side
 from .summary import STALL_MIN, Stall, iterations, stalls
-from .trace import SegmentRecord, Trace
+from .trace import Outcome, SegmentRecord, Trace
+from .units import ms, ms_text
 
 TOLERANCE_FLOOR = Micros(4_000)
 TOLERANCE_FRACTION = 0.125
@@ -41,7 +42,7 @@ def flags_class(seg: SegmentRecord) -> str:
         return "RST"
     if "S" in seg.flags:
         return "SYN-ACK" if "A" in seg.flags else "SYN"
-    if seg.length:
+    if seg.is_data:
         return "data"
     if "F" in seg.flags:
         return "FIN"
@@ -95,8 +96,6 @@ class Match:
         return " + ".join(s.label() for s in segs)
 
     def to_json(self) -> dict[str, Any]:
-        def ms(v: int | None) -> float | None:
-            return None if v is None else round(v / 1000, 3)
         return {"from": self.side.value, "class": self.klass, "kind": self.kind,
                 "ok": self.ok, "sim_t_ms": ms(self.sim_t), "real_t_ms": ms(self.real_t),
                 "sim": self.label("sim"), "real": self.label("real"),
@@ -135,8 +134,6 @@ class IterationPair:
         return self.real_us - self.sim_us
 
     def to_json(self) -> dict[str, Any]:
-        def ms(v: int | None) -> float | None:
-            return None if v is None else round(v / 1000, 3)
         return {"index": self.index, "sim_ms": ms(self.sim_us), "real_ms": ms(self.real_us),
                 "diff_ms": ms(self.diff), "tolerance_ms": ms(self.tol), "ok": self.ok}
 
@@ -149,8 +146,8 @@ class Comparison:
     iterations: list[IterationPair]
     problems: list[str]
     notes: list[str]
-    sim_outcome: str
-    real_outcome: str
+    sim_outcome: Outcome
+    real_outcome: Outcome
 
     @property
     def agree(self) -> bool:
@@ -302,28 +299,30 @@ def _control(side: Side, klass: str, sim: list[SegmentRecord],
         sim, sim_again = _split_repeats(sim)
         real, real_again = _split_repeats(real)
         for k in range(max(len(sim_again), len(real_again))):
-            s = sim_again[k] if k < len(sim_again) else None
-            r = real_again[k] if k < len(real_again) else None
-            if s is not None and r is not None:
-                out.append(Match(side, klass, "match", sim=[s], real=[r],
+            s_again = sim_again[k] if k < len(sim_again) else None
+            r_again = real_again[k] if k < len(real_again) else None
+            if s_again is not None and r_again is not None:
+                out.append(Match(side, klass, "match", sim=[s_again], real=[r_again],
                                  note="FIN sent again by both (tail loss probe or RTO)"))
             else:
-                who = "kernel" if r is not None else "model"
-                out.append(Match(side, klass, "retransmit", sim=[s] if s else [],
-                                 real=[r] if r else [], ok=False,
+                who = "kernel" if r_again is not None else "model"
+                out.append(Match(side, klass, "retransmit", sim=[s_again] if s_again else [],
+                                 real=[r_again] if r_again else [], ok=False,
                                  note=f"only the {who} sent its FIN again (tail loss probe "
                                       "or RTO retransmission)"))
     for k in range(max(len(sim), len(real))):
-        s = sim[k] if k < len(sim) else None
-        r = real[k] if k < len(real) else None
-        if s is not None and r is not None:
-            out.append(Match(side, klass, "match", sim=[s], real=[r]))
-        elif s is not None:
-            out.append(Match(side, klass, "missing", sim=[s], ok=False,
-                             note=f"the model sent a {klass} ({s.label()}); the kernel did not"))
-        elif r is not None:
-            out.append(Match(side, klass, "extra", real=[r], ok=False,
-                             note=f"the kernel sent a {klass} ({r.label()}); the model did not"))
+        one_sim = sim[k] if k < len(sim) else None
+        one_real = real[k] if k < len(real) else None
+        if one_sim is not None and one_real is not None:
+            out.append(Match(side, klass, "match", sim=[one_sim], real=[one_real]))
+        elif one_sim is not None:
+            out.append(Match(side, klass, "missing", sim=[one_sim], ok=False,
+                             note=f"the model sent a {klass} ({one_sim.label()}); the kernel "
+                                  "did not"))
+        elif one_real is not None:
+            out.append(Match(side, klass, "extra", real=[one_real], ok=False,
+                             note=f"the kernel sent a {klass} ({one_real.label()}); the model "
+                                  "did not"))
     return out
 
 
@@ -345,7 +344,7 @@ def _excuse_ack_thinning(matches: list[Match], sim: Trace, real: Trace) -> None:
         trace)) if (seg := _stall_key(trace, stall)) is not None}
 
     arrivals = {(id(trace), side): sorted(d.arrive if d.arrive is not None else d.t
-                                          for d in trace.segments if d.src is side and d.length)
+                                          for d in trace.segments if d.src is side and d.is_data)
                 for trace in (sim, real) for side in Side}
 
     def in_burst(ack: SegmentRecord, trace: Trace) -> bool:
@@ -382,7 +381,7 @@ def _time_errors(matches: list[Match]) -> None:
         if abs(m.error) > m.tol:
             m.ok = False
             late = "later" if m.error > 0 else "earlier"
-            extra = f"{abs(m.error) / 1000:.3f} ms {late} than the model"
+            extra = f"{ms_text(abs(m.error))} ms {late} than the model"
             m.note = f"{m.note}; {extra}" if m.note else extra
         else:
             prev = m    # anchor on events that agreed, so one late event is reported once
@@ -436,8 +435,8 @@ def _pair_stalls(sim: Trace, real: Trace, matches: list[Match]) -> list[StallPai
         r_st = partner(st, sim, twin, real, real_loose, used_real)
         if r_st is None:
             pairs.append(StallPair(st, None, False,
-                                   f"the model stalls {st.duration / 1000:.1f} ms at "
-                                   f"{st.start / 1000:.3f} ms; the kernel does not"))
+                                   f"the model stalls {ms_text(st.duration, 1)} ms at "
+                                   f"{ms_text(st.start)} ms; the kernel does not"))
             continue
         used_real.add((r_st.start, r_st.end))
         used_sim.add((st.start, st.end))
@@ -448,21 +447,26 @@ def _pair_stalls(sim: Trace, real: Trace, matches: list[Match]) -> list[StallPai
         s_st = partner(r_st, real, back, sim, sim_loose, used_sim)
         if s_st is None:
             pairs.append(StallPair(None, r_st, False,
-                                   f"the kernel stalls {r_st.duration / 1000:.1f} ms at "
-                                   f"{r_st.start / 1000:.3f} ms ({r_st.ended_by}); "
+                                   f"the kernel stalls {ms_text(r_st.duration, 1)} ms at "
+                                   f"{ms_text(r_st.start)} ms ({r_st.ended_by}); "
                                    "the model does not"))
             continue
         used_sim.add((s_st.start, s_st.end))
         pairs.append(_judge_stalls(s_st, r_st))
-    pairs.sort(key=lambda p: (p.sim or p.real).start if (p.sim or p.real) else 0)
+    pairs.sort(key=_pair_start)
     return pairs
+
+
+def _pair_start(pair: StallPair) -> int:
+    stall = pair.sim or pair.real
+    return stall.start if stall else 0
 
 
 def _judge_stalls(sim_stall: Stall, real_stall: Stall) -> StallPair:
     tol = tolerance(sim_stall.duration)
     diff = real_stall.duration - sim_stall.duration
     ok = abs(diff) <= tol
-    note = f"{diff / 1000:+.1f} ms" + ("" if ok else f" (beyond ±{tol / 1000:.1f} ms)")
+    note = f"{diff / 1000:+.1f} ms" + ("" if ok else f" (beyond ±{ms_text(tol, 1)} ms)")
     return StallPair(sim_stall, real_stall, ok, note)
 
 
@@ -523,11 +527,11 @@ def compare(sim: Trace, real: Trace) -> Comparison:
     for m in matches:
         if not m.ok:
             where = m.sim_t if m.sim_t is not None else m.real_t
-            problems.append(f"{_arrow(m.side)} {m.klass} at {(where or 0) / 1000:.3f} ms: "
+            problems.append(f"{_arrow(m.side)} {m.klass} at {ms_text(where or 0)} ms: "
                             f"{m.note}")
         elif m.kind in ("gso", "ack-thinning"):
             where = m.real_t if m.real_t is not None else m.sim_t
-            notes.append(f"{_arrow(m.side)} at {(where or 0) / 1000:.3f} ms: {m.note}")
+            notes.append(f"{_arrow(m.side)} at {ms_text(where or 0)} ms: {m.note}")
     stall_pairs = _pair_stalls(sim, real, matches) if real.segments else []
     for p in stall_pairs:
         if not p.ok:
@@ -539,10 +543,10 @@ def compare(sim: Trace, real: Trace) -> Comparison:
     bad_iters = [it for it in iters if not it.ok]
     judged = problems if not real.segments else notes
     for it in bad_iters[:5]:
-        sim_ms = "—" if it.sim_us is None else f"{it.sim_us / 1000:.3f} ms"
-        real_ms = "—" if it.real_us is None else f"{it.real_us / 1000:.3f} ms"
+        sim_ms = "—" if it.sim_us is None else f"{ms_text(it.sim_us)} ms"
+        real_ms = "—" if it.real_us is None else f"{ms_text(it.real_us)} ms"
         judged.append(f"iteration {it.index}: model {sim_ms}, real {real_ms} "
-                      f"(beyond ±{it.tol / 1000:.1f} ms for the whole iteration)")
+                      f"(beyond ±{ms_text(it.tol, 1)} ms for the whole iteration)")
     if len(bad_iters) > 5:
         judged.append(f"… and {len(bad_iters) - 5} more iterations beyond that")
     if len(iters) and any(it.sim_us is None or it.real_us is None for it in iters):
@@ -573,19 +577,19 @@ def match_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     headers = ["dir", "class", "model t (ms)", "model", "real t (ms)", "real",
                "error (ms)", "tol (ms)", "ok", "note"]
 
-    def ms(v: int | None) -> str:
-        return "" if v is None else f"{v / 1000:.3f}"
-    rows = [[_arrow(m.side), m.klass, ms(m.sim_t), m.label("sim"), ms(m.real_t),
-             m.label("real"), ms(m.error), ms(m.tol), "✓" if m.ok else "✗", m.note]
+    def cell(v: int | None) -> str:
+        return "" if v is None else ms_text(v)
+    rows = [[_arrow(m.side), m.klass, cell(m.sim_t), m.label("sim"), cell(m.real_t),
+             m.label("real"), cell(m.error), cell(m.tol), "✓" if m.ok else "✗", m.note]
             for m in cmp.matches]
     return headers, rows
 
 
 def iteration_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
-    def ms(v: int | None) -> str:
-        return "—" if v is None else f"{v / 1000:.3f}"
+    def cell(v: int | None) -> str:
+        return "—" if v is None else ms_text(v)
     return (["iteration", "model (ms)", "real (ms)", "difference (ms)", "ok"],
-            [[str(it.index), ms(it.sim_us), ms(it.real_us), ms(it.diff),
+            [[str(it.index), cell(it.sim_us), cell(it.real_us), cell(it.diff),
               "✓" if it.ok else "✗"] for it in cmp.iterations])
 
 
@@ -593,11 +597,11 @@ def stall_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
     rows = []
     for p in cmp.stalls:
         s, r = p.sim, p.real
-        rows.append([f"{s.start / 1000:.3f}" if s else "—",
-                     f"{s.duration / 1000:.1f}" if s else "—",
+        rows.append([ms_text(s.start) if s else "—",
+                     ms_text(s.duration, 1) if s else "—",
                      s.held_by if s else "",
-                     f"{r.start / 1000:.3f}" if r else "—",
-                     f"{r.duration / 1000:.1f}" if r else "—",
+                     ms_text(r.start) if r else "—",
+                     ms_text(r.duration, 1) if r else "—",
                      r.ended_by if r else "", "✓" if p.ok else "✗", p.note])
     return (["model at (ms)", "model (ms)", "model's cause", "real at (ms)", "real (ms)",
              "real ended by", "ok", "note"], rows)
@@ -626,8 +630,7 @@ def measured_jiffy_phase(real: Trace, hz: int) -> int | None:
     tick = 1_000_000 // hz
     segs = real.segments
     phases = [(-nxt.t) % tick for prev, nxt in zip(segs, segs[1:], strict=False)
-              if nxt.t - prev.t >= STALL_MIN and not nxt.length and "A" in nxt.flags
-              and "S" not in nxt.flags and "F" not in nxt.flags]
+              if nxt.t - prev.t >= STALL_MIN and nxt.is_pure_ack]
     if not phases:
         return None
     # circular median: the phase the most timer ACKs agree with (within 0.5 ms)

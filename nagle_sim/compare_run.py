@@ -30,6 +30,7 @@ from .model.events import Side
 from .scenario import real_run_caveats
 from .summary import iterations, stalls
 from .trace import Trace
+from .units import ms_text
 
 
 def _console() -> Any:
@@ -173,7 +174,7 @@ def _numbers(trace: Trace) -> str:
 def _difference(res: LessonResult) -> str:
     assert res.cmp is not None
     if res.cmp.agree:
-        return f"max timing error {res.cmp.max_error() / 1000:.1f} ms"
+        return f"max timing error {ms_text(res.cmp.max_error(), 1)} ms"
     first = res.cmp.problems[0]
     more = len(res.cmp.problems) - 1
     return first + (f" (+{more} more)" if more else "")

@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import scenario as scenario_mod
 from .model.events import Reason, Side
-from .scenario import Scenario, ScenarioError, clip
+from .scenario import OPTIONS, Scenario, ScenarioError, clip
 from .summary import iterations, stalls, write_spans
 from .trace import SegmentRecord, Trace
+from .units import ms
 
 if TYPE_CHECKING:
     from .lessons import Lesson
@@ -47,7 +48,6 @@ AGGREGATES = ("count", "min", "max", "median", "mean", "sum", "first", "last")
 SIDES = {"client": Side.CLIENT, "server": Side.SERVER}
 REASON_CODES = frozenset(Reason.__members__)
 OPS = ("write", "writev", "read", "sleep", "set", "get", "close")
-OPTIONS = ("nodelay", "cork", "quickack")
 
 # record-list roots: name -> (fields, default side or None for "both", side required)
 _RECORDS: dict[str, tuple[tuple[str, ...], Side | None, bool]] = {
@@ -278,10 +278,6 @@ def _take_aggregate(rest: list[tuple[str, Selector | None]], text: str) -> str:
 
 
 # ---------------------------------------------------------------- evaluating a run
-def _ms(us: int | None) -> float | None:
-    return None if us is None else round(us / 1000, 3)
-
-
 class _Run:
     """One trace plus lazily computed record lists."""
 
@@ -301,29 +297,29 @@ class _Run:
 
     @staticmethod
     def _seg(s: SegmentRecord) -> dict[str, Any]:
-        return {"t_ms": _ms(s.t), "arrive_ms": _ms(s.arrive), "length": s.length,
+        return {"t_ms": ms(s.t), "arrive_ms": ms(s.arrive), "length": s.length,
                 "flags": s.flags, "code": s.code, "seq": s.seq, "ack": s.ack}
 
     def _rec_segment(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
         return [self._seg(s) for s in self._segs(side)]
 
     def _rec_data(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [self._seg(s) for s in self._segs(side) if s.length]
+        return [self._seg(s) for s in self._segs(side) if s.is_data]
 
     def _rec_acks(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [self._seg(s) for s in self._segs(side) if not s.length and s.flags == "A"]
+        return [self._seg(s) for s in self._segs(side) if s.is_pure_ack]
 
     # iterations, stalls ---------------------------------------------------------
     def _rec_iterations(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [{"latency_ms": _ms(it.latency), "start_ms": _ms(it.start),
-                 "end_ms": _ms(it.end)} for it in iterations(self.trace, side or Side.CLIENT)]
+        return [{"latency_ms": ms(it.latency), "start_ms": ms(it.start),
+                 "end_ms": ms(it.end)} for it in iterations(self.trace, side or Side.CLIENT)]
 
     def _rec_stalls(self, _side: Side | None, _key: str) -> list[dict[str, Any]]:
         out = []
         for st in stalls(self.trace):
             ender = next((s for s in self.trace.segments if s.t == st.end), None)
-            out.append({"duration_ms": _ms(st.duration), "start_ms": _ms(st.start),
-                        "end_ms": _ms(st.end), "ended_by": st.ended_code,
+            out.append({"duration_ms": ms(st.duration), "start_ms": ms(st.start),
+                        "end_ms": ms(st.end), "ended_by": st.ended_code,
                         "held_by": st.held_code,
                         "ended_side": ender.src.value if ender else ""})
         return out
@@ -336,8 +332,8 @@ class _Run:
                 result: Any = o.result
                 if isinstance(result, str) and re.fullmatch(r"-?\d+", result):
                     result = int(result)
-                out.append({"start_ms": _ms(o.start), "end_ms": _ms(o.end),
-                            "duration_ms": None if o.end is None else _ms(o.end - o.start),
+                out.append({"start_ms": ms(o.start), "end_ms": ms(o.end),
+                            "duration_ms": None if o.end is None else ms(o.end - o.start),
                             "result": result, "arg": o.arg})
         return out
 
@@ -346,8 +342,8 @@ class _Run:
                 if o["arg"] == key]
 
     def _rec_writes(self, side: Side | None, _key: str) -> list[dict[str, Any]]:
-        return [{"start_ms": _ms(w.start), "size": w.size,
-                 "send_delay_ms": None if w.sent_at is None else _ms(w.sent_at - w.start),
+        return [{"start_ms": ms(w.start), "size": w.size,
+                 "send_delay_ms": None if w.sent_at is None else ms(w.sent_at - w.start),
                  "alone": w.alone, "segments": w.segments}
                 for w in write_spans(self.trace, side or Side.CLIENT)]
 
@@ -357,19 +353,19 @@ class _Run:
         mine = self._segs(side)
         out: list[float | None] = []
         for d in self._segs(side.peer):
-            if not d.length:
+            if not d.is_data:
                 continue
             arrived = d.arrive if d.arrive is not None else d.t
             end = d.seq + d.length
             ack = next((s for s in mine if s.t >= arrived and "A" in s.flags
                         and s.ack >= end), None)
-            out.append(None if ack is None else _ms(ack.t - arrived))
+            out.append(None if ack is None else ms(ack.t - arrived))
         return out
 
     # scalars ------------------------------------------------------------------------
     def scalar(self, m: Metric) -> Any:
         if m.root == "duration_ms":
-            return _ms(self.trace.end)
+            return ms(self.trace.end)
         if m.root == "outcome":
             return self.trace.outcome
         segs = self._segs(m.side)
@@ -377,9 +373,9 @@ class _Run:
             return sum(s.length for s in segs)
         if m.root == "segments":
             if m.key == "data":
-                return sum(1 for s in segs if s.length)
+                return sum(1 for s in segs if s.is_data)
             if m.key == "pure_acks":
-                return sum(1 for s in segs if not s.length and s.flags == "A")
+                return sum(1 for s in segs if s.is_pure_ack)
             return len(segs)
         if m.root == "reason":
             return sum(1 for s in segs if s.code == m.key)

@@ -192,7 +192,7 @@ def variants(lesson: Lesson) -> list[Variant]:
     return out
 
 
-TOGGLE_OPTIONS = ("nodelay", "cork", "quickack")
+TOGGLE_OPTIONS = scenario_mod.OPTIONS
 """Socket options a lesson toggle may flip: ``"<client|server>.<option>"``."""
 
 

@@ -27,6 +27,7 @@ from .model.config import (
     StackProfile,
 )
 from .model.events import Micros, Side
+from .model.state import SockOpt
 from .params import ParamError, apply_params
 
 
@@ -87,7 +88,8 @@ class Close:
 
 Statement = Write | Writev | Read | Sleep | SetOpt | GetOpt | Repeat | Close
 
-OPTIONS = ("nodelay", "cork", "quickack")
+OPTIONS = tuple(opt.value for opt in SockOpt)
+"""Option names a script may set or get: the model's `SockOpt` values."""
 
 
 def flatten(body: tuple[Statement, ...]) -> Iterator[tuple[Statement, tuple[int, ...]]]:

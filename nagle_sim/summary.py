@@ -13,6 +13,7 @@ from typing import Any
 
 from .model.events import Micros, Side, short
 from .trace import EventRecord, OpRecord, SegmentRecord, Trace
+from .units import ms_text
 
 STALL_MIN = Micros(10_000)
 """A gap with no segment on the wire of at least this long is a stall (compare's rule)."""
@@ -43,7 +44,7 @@ class Stall:
         return Micros(self.end - self.start)
 
     def text(self) -> str:
-        return (f"{self.duration / 1000:.1f} ms from {self.start / 1000:.3f} ms — "
+        return (f"{ms_text(self.duration, 1)} ms from {ms_text(self.start)} ms — "
                 f"{self.held_by} — until {self.ended_by}")
 
 
@@ -127,7 +128,7 @@ class _Index:
             if e.kind == "hold":
                 lo = bisect.bisect_right(self.seg_t, e.t)
                 hi = bisect.bisect_right(self.seg_t, prev.t)
-                if not any(s.src is e.side and s.length for s in segments[lo:hi]):
+                if not any(s.src is e.side and s.is_data for s in segments[lo:hi]):
                     return e    # still holding when the gap began
                 # released before the gap: an older hold of the other side may still be on
             i -= 1
@@ -163,7 +164,7 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = N
         elif (flight := index.in_flight(prev, nxt)) is not None:
             assert flight.arrive is not None
             held = (f"waiting on the link: {flight.src.value}'s {flight.label()} took "
-                    f"{(flight.arrive - flight.t) / 1000:.1f} ms to arrive")
+                    f"{ms_text(flight.arrive - flight.t, 1)} ms to arrive")
         elif (found := named.get((prev.t, nxt.t))) is not None:
             held = f"on the wire: {found.cause} ({found.text})"
         elif trace.events:
@@ -172,7 +173,7 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = N
             held = "no segment on the wire"
         if nxt.code:
             ended = f"{nxt.src.value}: {short(nxt.code) or nxt.why} ({nxt.label()})"
-        elif not nxt.length and "A" in nxt.flags:
+        elif nxt.is_pure_ack:
             ended = f"{nxt.src.value}: pure ACK ({nxt.label()}), a delayed ACK by its timing"
         else:
             ended = f"{nxt.src.value}: {nxt.label()}"
@@ -187,8 +188,8 @@ def summarize(trace: Trace, wire: WireNamer | None = None) -> Summary:
     for side in Side:
         mine = [g for g in trace.segments if g.src is side]
         s.segments[side] = len(mine)
-        s.data_segments[side] = sum(1 for g in mine if g.length)
-        s.pure_acks[side] = sum(1 for g in mine if not g.length and g.flags in ("A",))
+        s.data_segments[side] = sum(1 for g in mine if g.is_data)
+        s.pure_acks[side] = sum(1 for g in mine if g.is_pure_ack)
         s.bytes_sent[side] = sum(g.length for g in mine)
     return s
 
@@ -220,7 +221,7 @@ def write_spans(trace: Trace, side: Side = Side.CLIENT) -> list[WriteSpan]:
             continue
         if "S" in s.flags and syn_seq is None:
             syn_seq = s.seq
-        if s.length and s.seq not in firsts:
+        if s.is_data and s.seq not in firsts:
             firsts[s.seq] = s
     data = sorted(firsts.values(), key=lambda s: s.seq)
     offset = syn_seq + 1 if syn_seq is not None else (data[0].seq if data else 1)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from .model.events import Side
 from .scenario import Scenario, ScenarioError, loads
 from .summary import iterations, stalls, write_spans
-from .trace import Trace
+from .trace import Outcome, Trace
 
 MAX_CELLS = 10_000
 """A grid larger than this is refused before anything runs (it is almost surely a typo)."""
@@ -213,7 +213,7 @@ class SweepResult:
 
 
 def _note(trace: Trace) -> str:
-    return "" if trace.outcome == "ok" else f"{trace.outcome}: {trace.message}"
+    return "" if trace.outcome is Outcome.OK else f"{trace.outcome}: {trace.message}"
 
 
 def _run_model_cell(text: str, where: str, overrides: list[str],

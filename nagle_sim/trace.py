@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -24,8 +25,21 @@ from .model.events import (
     Side,
     TraceEvent,
 )
+from .units import ms
 
 FORMAT = "nagle-sim-trace/1"
+
+
+class Outcome(StrEnum):
+    """How a run ended; the value is the JSON text (a `StrEnum`, so it prints as that)."""
+
+    OK = "ok"
+    DEADLOCK = "deadlock"
+    """Every unfinished side waits for something only the other could give."""
+    ERROR = "error"
+    """A side's call failed (end of stream on read, a call after close, a socket error)."""
+    LIMIT = "limit"
+    """The run stopped at one of its bounds (time, segments, records)."""
 
 
 class _Record(Protocol):
@@ -34,10 +48,6 @@ class _Record(Protocol):
 
 class TraceError(ValueError):
     """A trace file that cannot be read. ``str(err)`` is a one-line message."""
-
-
-def _ms(us: int | None) -> float | None:
-    return None if us is None else round(us / 1000, 3)
 
 
 MAX_TRACE_BYTES = 128 * 1_048_576
@@ -87,6 +97,16 @@ def _text(value: Any, where: str, default: str = "") -> str:
     return text
 
 
+def _outcome(value: Any, where: str) -> Outcome:
+    if value is None:
+        return Outcome.OK
+    try:
+        return Outcome(value)
+    except (ValueError, TypeError):
+        names = ", ".join(f'"{o}"' for o in Outcome)
+        raise TraceError(f"{where}: expected one of {names}, got {_shown(value)}") from None
+
+
 def _side(value: Any, where: str) -> Side:
     try:
         return Side(value)
@@ -132,6 +152,18 @@ class SegmentRecord:
     def dst(self) -> Side:
         return self.src.peer
 
+    @property
+    def is_data(self) -> bool:
+        """The segment carries payload (a retransmission included)."""
+        return self.length > 0
+
+    @property
+    def is_pure_ack(self) -> bool:
+        """No payload and no SYN, FIN or RST: the segment only acknowledges (a delayed or
+        quick ACK, a window update). PSH or ECN bits do not matter; a FIN-ACK is not one."""
+        return (self.length == 0 and "A" in self.flags
+                and "S" not in self.flags and "F" not in self.flags and "R" not in self.flags)
+
     def label(self) -> str:
         flags = self.flags.replace("A", ".") or "."
         if self.length:
@@ -139,11 +171,11 @@ class SegmentRecord:
         return f"{flags} ack {self.ack}"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t_ms": _ms(self.t), "from": self.src.value, "seq": self.seq,
+        out: dict[str, Any] = {"t_ms": ms(self.t), "from": self.src.value, "seq": self.seq,
                                "ack": self.ack, "len": self.length, "flags": self.flags,
                                "win": self.window}
         if self.arrive is not None:
-            out["arrive_ms"] = _ms(self.arrive)
+            out["arrive_ms"] = ms(self.arrive)
         if self.why:
             out["why"] = self.why
             out["code"] = self.code
@@ -166,7 +198,7 @@ class OpRecord:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"side": self.side.value, "op": self.op, "arg": self.arg,
-                               "start_ms": _ms(self.start), "end_ms": _ms(self.end)}
+                               "start_ms": ms(self.start), "end_ms": ms(self.end)}
         if self.line:
             out["line"] = self.line
         if self.iteration:
@@ -200,14 +232,14 @@ class EventRecord:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t_ms": _ms(self.t), "side": self.side.value, "kind": self.kind,
+        out: dict[str, Any] = {"t_ms": ms(self.t), "side": self.side.value, "kind": self.kind,
                                "code": self.code, "reason": self.reason}
         if self.detail:
             out["detail"] = self.detail
         if self.timer:
             out["timer"] = self.timer
         if self.deadline is not None:
-            out["deadline_ms"] = _ms(self.deadline)
+            out["deadline_ms"] = ms(self.deadline)
         if self.data:
             out["data"] = self.data
         return out
@@ -221,7 +253,7 @@ class Trace:
     ops: list[OpRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    outcome: str = "ok"              # "ok", "deadlock", "error", "limit"
+    outcome: Outcome = Outcome.OK
     message: str = ""
 
     @property
@@ -272,7 +304,7 @@ class Trace:
             raise TraceError(f"{where}: meta: expected an object, got {_shown(meta)}")
         trace = cls(source=_text(doc.get("source"), f"{where}: source", "?"),
                     title=_text(doc.get("title"), f"{where}: title"), meta=dict(meta),
-                    outcome=_text(doc.get("outcome"), f"{where}: outcome", "ok"),
+                    outcome=_outcome(doc.get("outcome"), f"{where}: outcome"),
                     message=_text(doc.get("message"), f"{where}: message"))
         for name in ("segments", "ops", "events"):
             if not isinstance(doc.get(name, []), list):

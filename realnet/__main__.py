@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from nagle_sim.scenario import ScenarioError, load
+from nagle_sim.trace import Outcome
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     sys.stdout.write(trace.dumps() + "\n")
-    if trace.outcome != "ok":
+    if trace.outcome is not Outcome.OK:
         print(f"error: {trace.message}", file=sys.stderr)
         return 1
     return 0

@@ -127,11 +127,6 @@ def clock_offset_ns(samples: int = 16) -> int:
     return best[1]
 
 
-def realtime_to_perf_ns(t_ns: int, offset_ns: int | None = None) -> int:
-    """Map a kernel CLOCK_REALTIME timestamp onto time.perf_counter_ns()."""
-    return t_ns - (clock_offset_ns() if offset_ns is None else offset_ns)
-
-
 def flags_str(tcp_flags: int) -> str:
     return "".join(letter for bit, letter in _FLAG_LETTERS if tcp_flags & bit)
 

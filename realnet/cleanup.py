@@ -29,7 +29,6 @@ RELAY_MODULE = "realnet.relay"
 # The relay carries ``--tag <link tag>`` in its argv; the tag embeds the owner PID,
 # so a plain /proc scan can tell whose relay it is even after it was reparented.
 RELAY_TAG_FLAG = "--tag"
-NETNS_DIR = pr_netns.NETNS_RUN_DIR
 
 
 def link_tag(owner_pid: int, seq: int, prefix: str = NS_PREFIX) -> str:

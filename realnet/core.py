@@ -48,12 +48,23 @@ from nagle_sim.scenario import (
     Statement,
     Write,
     Writev,
-    describe,
-    flatten,
-    outermost_loops,
     real_run_caveats,
 )
-from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord, Trace
+from nagle_sim.script import (
+    HANDSHAKE_OPS,
+    HANDSHAKE_WAIT,
+    after_close,
+    deadlock_message,
+    eof_error,
+    eof_result,
+    handshake_op,
+    limit_message,
+    read_wait,
+    side_error,
+    steps,
+    trace_meta,
+)
+from nagle_sim.trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
 from realnet import sockopts
 
 Progress = Callable[[str], None]
@@ -142,8 +153,7 @@ def stall_timeout_s(scenario: Scenario) -> float:
 
 
 # ---------------------------------------------------------------- one side's records
-OP_NAMES = frozenset({"connect", "accept", "write", "writev", "read", "sleep", "set", "get",
-                      "close"})
+OP_NAMES = HANDSHAKE_OPS | {"write", "writev", "read", "sleep", "set", "get", "close"}
 MAX_ARG_CHARS = 10_000
 MAX_LOOP_DEPTH = 64
 
@@ -221,9 +231,6 @@ class SideLog:
     infos: list[InfoLog] = field(default_factory=list)
     error: str | None = None
     done: bool = False
-    waiting: str | None = None
-    waiting_line: int = 0
-    port: int = 0
 
     rt_rests: int = 0
     """How often the side's real-time budget ran out (`RtGovernor`)."""
@@ -520,9 +527,9 @@ class SideRunner:
         if state in (DONE,) or kind == K_NONE:
             return "", 0
         if kind == K_HANDSHAKE:
-            return "the handshake", 0
+            return HANDSHAKE_WAIT, 0
         if kind == K_READ:
-            return f"{remaining} more of {total} bytes", line
+            return read_wait(remaining, total), line
         return (f"the {self.side.peer.value} to read (a {total}-byte write fills the send "
                 "buffer)"), line
 
@@ -654,9 +661,9 @@ class SideRunner:
         """Take the first-call costs (copy-on-write page faults after fork, the payload
         allocation, first TCP_INFO, the log's encoder) before the clock starts: ~0.3-1 ms
         otherwise."""
-        for n, (stmt, path) in enumerate(flatten(self.spec.script)):
-            json.dumps(OpLog(*describe(stmt), self._now(), None, line=stmt.line,
-                             iteration=path).to_rec())
+        for n, step in enumerate(steps(self.spec.script)):
+            json.dumps(OpLog(step.op, step.arg, self._now(), None, line=step.line,
+                             iteration=step.iteration).to_rec())
             if n > 1000:
                 break
         self._payload = memoryview(b"x" * max(1, min(_biggest_write(self.spec.script),
@@ -714,12 +721,12 @@ class SideRunner:
         opts = self.spec.options
         if self.side is Side.CLIENT:
             assert self.sock is not None and self.address is not None
-            record = self._current = OpLog("connect", "", self._now(), None)
+            record = self._current = OpLog(handshake_op(self.side), "", self._now(), None)
             self._publish(BLOCKED, K_HANDSHAKE)
             self.sock.connect(self.address)
         else:
             assert self.listener is not None
-            record = self._current = OpLog("accept", "", self._now(), None)
+            record = self._current = OpLog(handshake_op(self.side), "", self._now(), None)
             self._publish(BLOCKED, K_HANDSHAKE)
             conn, _ = self.listener.accept()
             self.sock = conn
@@ -748,17 +755,17 @@ class SideRunner:
                 self._pending.append((self._now(), op_index, tuple(data.values())))
 
     def _run_script(self) -> None:
-        loops = outermost_loops(self.spec.script)
-        for stmt, path in flatten(self.spec.script):
+        for step in steps(self.spec.script):
             if self._aborted:
                 raise _Aborted
             self._rt.tick()
-            op, arg = describe(stmt)
-            record = self._current = OpLog(op, arg, self._now(), None, line=stmt.line,
-                                           iteration=path, loop=loops[id(stmt)])
+            stmt = step.stmt
+            record = self._current = OpLog(step.op, step.arg, self._now(), None,
+                                           line=step.line, iteration=step.iteration,
+                                           loop=step.loop)
             if self._closed and not isinstance(stmt, Sleep):
-                raise _SideFailure(f"{self.where}:{stmt.line}: {self.side.value} "
-                                   f"{op} after close")
+                raise _SideFailure(side_error(self.where, step.line, self.side,
+                                              after_close(step.op)))
             self._execute(stmt, record)
             record.end_ns = self._now()
             self._progress += 1
@@ -842,11 +849,10 @@ class SideRunner:
             if self._aborted:
                 raise _Aborted
             if n == 0:
-                record.result = f"eof after {got} B"
+                record.result = eof_result(got)
                 record.end_ns = self._now()
-                raise _SideFailure(
-                    f"{self.where}:{stmt.line}: {self.side.value} read {stmt.size} hit end of "
-                    f"stream after {got} B: the {self.side.peer.value} closed the connection")
+                raise _SideFailure(side_error(self.where, stmt.line, self.side,
+                                              eof_error(self.side, stmt.size, got)))
             got += n
             self._progress += 1
 
@@ -899,13 +905,15 @@ _IOV_BATCH = 512
 
 # ---------------------------------------------------------------- supervision
 @dataclass(slots=True)
-class Outcome:
-    outcome: str = "ok"
+class RunEnd:
+    """How supervision saw the run end, and the one-line message if not `Outcome.OK`."""
+
+    outcome: Outcome = Outcome.OK
     message: str = ""
 
 
 def supervise(scenario: Scenario, sides: dict[Side, Any], *, timeout_s: float,
-              stall_s: float) -> Outcome:
+              stall_s: float) -> RunEnd:
     """Wait for both sides; detect errors, deadlocks and the whole-run timeout.
 
     ``sides`` are `SideRunner`s (or anything with ``finished``, ``blocked``, ``progress``,
@@ -922,34 +930,30 @@ def supervise(scenario: Scenario, sides: dict[Side, Any], *, timeout_s: float,
         if errors:
             for r in sides.values():
                 r.abort()
-            return Outcome("error", errors[0])
+            return RunEnd(Outcome.ERROR, errors[0])
         now = time.monotonic()
         progress = tuple(r.progress for r in sides.values())
         if progress != last_progress:
             last_progress, last_change = progress, now
         elif (all(finished[side] or r.blocked for side, r in sides.items())
               and now - last_change > stall_s):
-            parts = []
+            waits: list[tuple[Side, tuple[str, int] | None]] = []
             for side, r in sides.items():
                 what, line = r.waiting_text()
-                if finished[side] or not what:
-                    parts.append(f"{side.value} finished")
-                else:
-                    where = f" (line {line})" if line else ""
-                    parts.append(f"{side.value} waits for {what}{where}")
+                waits.append((side, None if finished[side] or not what else (what, line)))
             for r in sides.values():
                 r.abort()
-            return Outcome("deadlock", f"{scenario.source}: deadlock: {', '.join(parts)}")
+            return RunEnd(Outcome.DEADLOCK, deadlock_message(scenario.source, waits))
         if now - start > timeout_s:
             for r in sides.values():
                 r.abort()
-            return Outcome("limit", f"{scenario.source}: stopped: still running after "
-                                    f"{timeout_s:g} s (the run's time limit)")
+            return RunEnd(Outcome.LIMIT, limit_message(
+                scenario.source, f"still running after {timeout_s:g} s (the run's time limit)"))
         time.sleep(0.005)
     errors = [r.log.error for r in sides.values() if r.log.error]
     if errors:
-        return Outcome("error", errors[0])
-    return Outcome()
+        return RunEnd(Outcome.ERROR, errors[0])
+    return RunEnd()
 
 
 # ---------------------------------------------------------------- environment checks
@@ -1010,18 +1014,8 @@ def _int(text: str | None) -> int | None:
 
 
 def base_meta(scenario: Scenario) -> dict[str, Any]:
-    s = scenario
-    meta: dict[str, Any] = {
-        "scenario": s.source, "mss": s.link.mss,
-        "to_server_delay_ms": s.link.to_server_delay / 1000,
-        "to_client_delay_ms": s.link.to_client_delay / 1000,
-        "kernel": platform.release(),
-        **{f"{side.value}_profile": s.side(side).profile.name for side in Side},
-        **{f"{side.value}_options": {"nodelay": s.side(side).options.nodelay,
-                                     "cork": s.side(side).options.cork}
-           for side in Side},
-    }
-    notes = real_run_caveats(s)
+    meta = trace_meta(scenario, kernel=platform.release())
+    notes = real_run_caveats(scenario)
     if notes:
         meta["notes"] = notes
     return meta
@@ -1079,7 +1073,7 @@ def segments_from_tuns(packets: dict[Side, list[Any]], offset: dict[Side, int],
 
 # ---------------------------------------------------------------- trace assembly
 def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[_Seg],
-                meta: dict[str, Any], outcome: Outcome) -> Trace:
+                meta: dict[str, Any], outcome: RunEnd) -> Trace:
     """Relative times (µs from the client's SYN), relative seq/ack, ops, TCP_INFO events."""
     syn = next((s for s in segs if s.src is Side.CLIENT and "S" in s.flags
                 and "A" not in s.flags), None)
@@ -1109,7 +1103,7 @@ def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[_Seg],
     ops: list[OpRecord] = []
     for side, log in logs.items():
         for o in log.ops:
-            start = Micros(0) if o.op in ("connect", "accept") else rel(o.start_ns)
+            start = Micros(0) if o.op in HANDSHAKE_OPS else rel(o.start_ns)
             ops.append(OpRecord(side=side, op=o.op, arg=o.arg, start=start or Micros(0),
                                 end=rel(o.end_ns), line=o.line, iteration=o.iteration,
                                 loop=o.loop, result=o.result))
@@ -1119,7 +1113,7 @@ def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[_Seg],
             trace.events.append(EventRecord(
                 t=rel(info.t_ns) or Micros(0), side=side, kind=TCP_INFO_KIND, code="TCP_INFO",
                 reason="kernel TCP_INFO snapshot", detail=f"after {after}", data=info.data))
-    ops.sort(key=lambda o: (o.start, o.op not in ("connect", "accept")))
+    ops.sort(key=lambda o: (o.start, o.op not in HANDSHAKE_OPS))
     trace.ops = ops
     trace.events.sort(key=lambda e: e.t)
     retrans = {}

@@ -48,14 +48,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from nagle_sim.model.events import Side
-from nagle_sim.scenario import Scenario, ScenarioError, flatten, loads, outermost_loops
-from nagle_sim.trace import Trace
+from nagle_sim.scenario import Scenario, ScenarioError, loads
+from nagle_sim.script import steps
+from nagle_sim.trace import Outcome, Trace
 from realnet import cleanup, sockopts
 from realnet.core import (
     LogReader,
-    Outcome,
     Progress,
     RealnetError,
+    RunEnd,
     SideLog,
     SideRunner,
     base_meta,
@@ -901,8 +902,8 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     server_log = _align(far.log, offset_ns, scenario)
     meta.update(far.meta)
     segs = segments_from_lo(packets, cap.clock_offset_ns, data_port) if cap else []
-    if outcome.outcome == "ok" and server_log.error:
-        outcome = Outcome("error", server_log.error)
+    if outcome.outcome is Outcome.OK and server_log.error:
+        outcome = RunEnd(Outcome.ERROR, server_log.error)
     trace = build_trace(scenario, {Side.CLIENT: runner.log, Side.SERVER: server_log}, segs,
                         meta, outcome)
     report_retransmissions(trace, say)
@@ -912,17 +913,16 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
 def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:
     """Server times onto this machine's perf clock; line / iteration from our own parse
     (the text we sent may number lines differently from the original file)."""
-    statements = flatten(scenario.server.script)
-    loops = outermost_loops(scenario.server.script)
+    statements = steps(scenario.server.script)
     for i, op in enumerate(log.ops):
         op.start_ns -= offset_ns
         if op.end_ns is not None:
             op.end_ns -= offset_ns
         if i == 0 and op.op == "accept":
             continue
-        item = next(statements, None)
-        if item is not None:
-            op.line, op.iteration, op.loop = item[0].line, item[1], loops[id(item[0])]
+        step = next(statements, None)
+        if step is not None:
+            op.line, op.iteration, op.loop = step.line, step.iteration, step.loop
     for info in log.infos:
         info.t_ns -= offset_ns
     return log

@@ -23,7 +23,6 @@ from nagle_sim.trace import Trace
 from realnet import cleanup, sockopts
 from realnet.core import (
     NO_AUTOCORK,
-    Outcome,
     Progress,
     RealnetError,
     SideRunner,
@@ -45,7 +44,7 @@ from realnet.core import (
     supervise,
 )
 
-__all__ = ["Outcome", "RealnetError", "run_real"]
+__all__ = ["RealnetError", "check_platform", "run_real"]
 
 
 def run_real(scenario: Scenario, *, remote: str | None = None,

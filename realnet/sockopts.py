@@ -6,7 +6,8 @@ TCP_NODELAY explicitly (asyncio switches it on for sockets it creates), detect L
 options with ``hasattr(socket, ...)``. TCP_QUICKACK is not sticky: callers that want it
 permanently re-set it after every read; the runner sets it only where the scenario says so.
 
-Must not import: textual, rich, simpy, asyncio or nagle_sim.
+Imports from nagle_sim only the model's option names (`SockOpt`). Must not import textual,
+rich, simpy or asyncio.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import socket
 import struct
 
+from nagle_sim.model.state import SockOpt
+
 TCP_INFO_BUFLEN = 256
 
-# Option name (as in scenario scripts) -> socket module attribute.
-_OPTION_ATTR = {"nodelay": "TCP_NODELAY", "cork": "TCP_CORK", "quickack": "TCP_QUICKACK"}
+# Option name (as in scenario scripts) -> socket module attribute: TCP_NODELAY, ...
+_OPTION_ATTR = {opt.value: f"TCP_{opt.name}" for opt in SockOpt}
 
 # ``struct tcp_info`` (include/uapi/linux/tcp.h): 8 one-byte fields, then u32s, then u64s.
 # (name, offset, struct format). Fields beyond the length the kernel returns are skipped.

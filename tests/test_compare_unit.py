@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from nagle_sim.compare import compare, measured_jiffy_phase, tolerance
 from nagle_sim.model.events import Micros, Side
-from nagle_sim.trace import OpRecord, SegmentRecord, Trace
+from nagle_sim.trace import OpRecord, Outcome, SegmentRecord, Trace
 
 C, S = Side.CLIENT, Side.SERVER
 
@@ -102,7 +102,7 @@ def test_unmatched_pure_ack_and_retransmitted_fin_are_explained() -> None:
 def test_missing_bytes_and_outcome_difference() -> None:
     sim = trace("sim", [seg(1, C, 1, 6, "PA")])
     real = trace("realnet", [], link="loopback")
-    real.outcome, real.message = "deadlock", "x: deadlock: client waits for 6 more"
+    real.outcome, real.message = Outcome.DEADLOCK, "x: deadlock: client waits for 6 more"
     result = compare(sim, real)
     text = " ".join(result.problems)
     assert "the kernel never sent these bytes" in text

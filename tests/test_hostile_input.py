@@ -31,7 +31,7 @@ from nagle_sim.scenario import (
     parse_script,
 )
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import MAX_TEXT, Trace, TraceError
+from nagle_sim.trace import MAX_TEXT, Outcome, Trace, TraceError
 
 DATA = Path(__file__).parent / "data"
 S1 = DATA / "s1_write_write_read.toml"
@@ -141,6 +141,20 @@ def test_a_non_integer_loop_index_in_a_trace_is_refused(tmp_path: Path,
     _one_line_error(["show", path], capsys, "ops[0].iter: expected a whole number, got 'a'")
 
 
+@pytest.mark.parametrize("value", ['"finished"', "[]"])
+def test_an_unknown_outcome_in_a_trace_is_refused(tmp_path: Path, value: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    text = json.dumps(_trace_doc(outcome="@@")).replace('"@@"', value)
+    _one_line_error(["show", _write(tmp_path, "t.json", text)], capsys,
+                    'outcome: expected one of "ok", "deadlock", "error", "limit"')
+
+
+def test_a_trace_outcome_reads_back_as_the_enum() -> None:
+    trace = Trace.from_json(_trace_doc(outcome="deadlock"))
+    assert trace.outcome is Outcome.DEADLOCK
+    assert json.loads(trace.dumps())["outcome"] == "deadlock"
+
+
 # ---------------------------------------------------------------- nesting
 def _nested(depth: int) -> str:
     text = "write 1\n"
@@ -223,7 +237,7 @@ def test_a_tiny_file_cannot_ask_for_two_million_writes(tmp_path: Path,
 def test_a_run_stops_when_its_trace_reaches_the_record_limit() -> None:
     sc = loads('[client]\nnodelay = true\nscript = "repeat 5000 { write 1 }"\n')
     trace = run_sim(sc, record_limit=2000)
-    assert trace.outcome == "limit" and "grew past 2,000 records" in trace.message
+    assert trace.outcome is Outcome.LIMIT and "grew past 2,000 records" in trace.message
     assert len(trace.ops) + len(trace.segments) + len(trace.events) <= 2000 + 10
 
 
@@ -233,7 +247,7 @@ def test_a_big_write_makes_a_bounded_number_of_segments() -> None:
     trace = run_sim(loads('[client]\nscript = "write 2000000"\n[server]\n'
                           'script = "read 2000000"\n'))
     data = [s for s in trace.segments if s.src.value == "client" and s.length]
-    assert trace.outcome == "ok" and sum(s.length for s in data) == 2_000_000
+    assert trace.outcome is Outcome.OK and sum(s.length for s in data) == 2_000_000
     assert len(data) <= 2_000_000 // 1448 + 2
 
 

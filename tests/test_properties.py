@@ -11,7 +11,7 @@ from nagle_sim import scenario
 from nagle_sim.model import Side
 from nagle_sim.scenario import ScenarioError
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import Trace
+from nagle_sim.trace import Outcome, Trace
 
 op = st.one_of(
     st.tuples(st.just("write"), st.integers(1, 4000)),
@@ -96,7 +96,7 @@ def test_every_byte_is_delivered_exactly_once_in_order_and_runs_end(
             f'[server]\nprofile = "{profile}"\n'
             f'script = """\n{s_script}\n' + "\n".join(reads) + '\nsleep 1s\n"""\n')
     trace = run_sim(scenario.loads(text, "prop.toml"))
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     check_stream(trace, Side.CLIENT, c_total)
     check_stream(trace, Side.SERVER, s_total)
     # every read completed, and close found nothing unread (that would send a reset)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from nagle_sim import scenario
+from nagle_sim.model.events import Micros, Side
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.summary import iterations, summarize
+from nagle_sim.trace import SegmentRecord
 
 
 def test_iterations_come_from_the_first_top_level_loop_only() -> None:
@@ -38,3 +42,19 @@ script = "write 1; write 1; read 10; write 1"
     stalls = summarize(trace).stalls
     assert stalls, "the cork ceiling leaves a 200 ms gap"
     assert stalls[0].held_code == "CORK_HOLD", stalls[0].text()
+
+
+@pytest.mark.parametrize(("length", "flags", "data", "pure_ack"), [
+    (100, "PA", True, False),
+    (0, "A", False, True),
+    (0, "PA", False, True),       # PSH on an empty segment does not make it data
+    (0, "FA", False, False),      # a FIN-ACK ends the stream; it is not a pure ACK
+    (0, "SA", False, False),
+    (0, "RA", False, False),
+    (0, "S", False, False),
+])
+def test_one_rule_says_what_is_data_and_what_is_a_pure_ack(length: int, flags: str,
+                                                           data: bool, pure_ack: bool) -> None:
+    seg = SegmentRecord(t=Micros(0), src=Side.CLIENT, seq=1, ack=1, length=length,
+                        flags=flags)
+    assert (seg.is_data, seg.is_pure_ack) == (data, pure_ack)

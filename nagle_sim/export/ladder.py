@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..model.events import Micros, Side, short
 from ..render.rows import Bar, Row, RowKind, build_bars, build_rows
 from ..trace import SegmentRecord, Trace
+from ..units import ms_text
 from . import scene as sc
 from .scene import Item, Line, Rect, Scene, Text, text_width
 
@@ -56,12 +57,8 @@ class LadderOptions:
     title: str | None = None         # default: the trace's title
 
 
-def _fmt_ms(us: int) -> str:
-    return f"{us / 1000:.3f}"
-
-
 def _gap_text(us: int) -> str:
-    return f"{us / 1000:.1f} ms" if us >= 10_000 else f"{us / 1000:.2f} ms"
+    return f"{ms_text(us, 1)} ms" if us >= 10_000 else f"{ms_text(us, 2)} ms"
 
 
 def _arrive(seg: SegmentRecord) -> Micros:
@@ -70,7 +67,7 @@ def _arrive(seg: SegmentRecord) -> Micros:
 
 def _seg_label(seg: SegmentRecord) -> str:
     label = seg.label()
-    if seg.length and "A" in seg.flags:
+    if seg.is_data and "A" in seg.flags:
         label += f" ack {seg.ack}"
     return label
 
@@ -148,7 +145,7 @@ def _notes(rows: list[Row], opts: LadderOptions) -> list[_Note]:
             label, op = row.label, row.op
             if op is not None and op.op == "read" and op.end is not None \
                     and op.end - op.start >= BLOCK_MIN:
-                label += f" (blocks {(op.end - op.start) / 1000:.3f} ms)"
+                label += f" (blocks {ms_text(op.end - op.start)} ms)"
             notes.append(_Note(row.t, row.side, label, "op"))
         else:
             notes.append(_Note(row.t, row.side, row.label, "event"))
@@ -266,7 +263,7 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
         if y - last_y < TIME_SIZE + 2:
             continue
         last_y = y
-        scene.add(Text(x_time, y + TIME_SIZE * 0.35, _fmt_ms(t), TIME_SIZE, sc.MUTED,
+        scene.add(Text(x_time, y + TIME_SIZE * 0.35, ms_text(t), TIME_SIZE, sc.MUTED,
                        anchor="end", mono=True))
         scene.add(Line(x_time + 6, y, x_time + 18, y, sc.GRID, 1.5))
 
@@ -352,7 +349,7 @@ def _arrow(scene: Scene, s: SegmentRecord, tmap: _TimeMap, x_of: dict[Side, floa
         color, width, dash = sc.OVERLAY, 2.5, (10.0, 6.0)
     else:
         color = sc.CLIENT if s.src is Side.CLIENT else sc.SERVER
-        width, dash = (3.5 if s.length else 2.0), None
+        width, dash = (3.5 if s.is_data else 2.0), None
         if special:
             color, width = sc.MUTED, 2.0
     scene.add(Line(x1, y1, x2, y2, color, width, dash=dash, arrow=True))

@@ -15,7 +15,6 @@ import io
 import socket
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO
 
 import dpkt
@@ -151,8 +150,3 @@ def to_pcap(trace: Trace) -> bytes:
     write_pcap_to(trace, buf)
     return buf.getvalue()
 
-
-def write_pcap(trace: Trace, path: str | Path) -> None:
-    """Write ``trace`` as pcap to ``path`` (OSError propagates)."""
-    with Path(path).open("wb") as out:
-        write_pcap_to(trace, out)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..model.events import Side
 from ..summary import Summary, summarize
-from ..trace import Trace
+from ..trace import Outcome, Trace
+from ..units import ms
 
 Cell = str | int | float | None
 
@@ -99,15 +100,11 @@ def write_rows(rows: Sequence[Sequence[Cell]], headers: Sequence[str], path: str
 
 
 # ---------------------------------------------------------------- run summary tables
-def _ms(us: int) -> float:
-    return round(us / 1000, 3)
-
-
 def summary_tables(trace: Trace, summary: Summary | None = None) -> list[Table]:
     """Iterations, segments per side and stalls of ``trace``, as tables."""
     s = summary or summarize(trace)
     iters = Table("Iterations", ("iteration", "start (ms)", "end (ms)", "latency (ms)"),
-                  tuple((it.index, _ms(it.start), _ms(it.end), _ms(it.latency))
+                  tuple((it.index, ms(it.start), ms(it.end), ms(it.latency))
                         for it in s.iterations))
     sides = Table("Segments per side",
                   ("side", "segments", "data segments", "pure ACKs", "payload bytes"),
@@ -115,7 +112,7 @@ def summary_tables(trace: Trace, summary: Summary | None = None) -> list[Table]:
                          s.pure_acks.get(side, 0), s.bytes_sent.get(side, 0))
                         for side in Side))
     stalls = Table("Stalls", ("start (ms)", "duration (ms)", "held by", "ended by"),
-                   tuple((_ms(st.start), _ms(st.duration), st.held_by, st.ended_by)
+                   tuple((ms(st.start), ms(st.duration), st.held_by, st.ended_by)
                          for st in s.stalls))
     return [iters, sides, stalls]
 
@@ -126,10 +123,10 @@ def summary_markdown(trace: Trace, summary: Summary | None = None) -> str:
     src = "real kernel" if trace.source == "realnet" else "simulated"
     lat = [it.latency for it in s.iterations]
     lines = [f"# {trace.title or 'nagle-sim run'}", "",
-             f"{src} run, {len(trace.segments)} segments, {_ms(s.duration):.3f} ms"
-             + (f", mean iteration latency {_ms(round(sum(lat) / len(lat))):.3f} ms"
+             f"{src} run, {len(trace.segments)} segments, {ms(s.duration):.3f} ms"
+             + (f", mean iteration latency {ms(round(sum(lat) / len(lat))):.3f} ms"
                 if lat else "")
-             + (f", outcome: {trace.outcome}" if trace.outcome != "ok" else ""), ""]
+             + (f", outcome: {trace.outcome}" if trace.outcome is not Outcome.OK else ""), ""]
     for table in summary_tables(trace, s):
         lines += [f"## {table.title}", ""]
         if table.rows:
@@ -151,11 +148,11 @@ def iteration_rows(trace: Trace, summary: Summary | None = None) -> list[tuple[C
         inside = [g for g in trace.segments if it.start <= g.t <= it.end]
         counts = {side: [g for g in inside if g.src is side] for side in Side}
         mine = [st for st in s.stalls if it.start <= st.start < it.end]
-        out.append((it.index, _ms(it.start), _ms(it.end), _ms(it.latency),
+        out.append((it.index, ms(it.start), ms(it.end), ms(it.latency),
                     len(counts[Side.CLIENT]), len(counts[Side.SERVER]),
                     sum(g.length for g in counts[Side.CLIENT]),
                     sum(g.length for g in counts[Side.SERVER]),
-                    _ms(sum(st.duration for st in mine)),
+                    ms(sum(st.duration for st in mine)),
                     "; ".join(st.text() for st in mine)))
     return out
 

@@ -17,6 +17,7 @@ from ..model.events import Micros, Side
 from ..render.rows import build_bars
 from ..summary import stalls
 from ..trace import SegmentRecord, Trace
+from ..units import ms_text
 from . import scene as sc
 from .scene import Line, Polyline, Rect, Scene, Text, text_width
 
@@ -74,9 +75,9 @@ def build_tseq(trace: Trace, overlay: Trace | None = None,
     end = opts.until if opts.until is not None else max(
         trace.end, overlay.end if overlay else 0)
     end = max(end, 1)
-    data = [s for s in trace.segments if s.src is opts.sender and s.length and s.t <= end]
+    data = [s for s in trace.segments if s.src is opts.sender and s.is_data and s.t <= end]
     odata = [s for s in (overlay.segments if overlay else [])
-             if s.src is opts.sender and s.length and s.t <= end]
+             if s.src is opts.sender and s.is_data and s.t <= end]
     acks = _ack_points(trace.segments, opts.sender, end)
     oacks = _ack_points(overlay.segments, opts.sender, end) if overlay else []
     top_seq = max([s.seq + s.length for s in data + odata] + [a for _, a in acks + oacks]
@@ -110,7 +111,7 @@ def build_tseq(trace: Trace, overlay: Trace | None = None,
         x0, x1 = x(st.start), x(min(st.end, end))
         scene.add(Rect(x0, TOP, max(x1 - x0, 1), PLOT_H, fill=sc.STALL_FILL, opacity=1.0))
         if x1 - x0 > text_width("00.0 ms", 15):
-            scene.add(Text((x0 + x1) / 2, TOP + 20, f"{st.duration / 1000:.1f} ms", 15,
+            scene.add(Text((x0 + x1) / 2, TOP + 20, f"{ms_text(st.duration, 1)} ms", 15,
                            sc.MUTED, anchor="middle"))
 
     # axes, grid and ticks

@@ -13,6 +13,7 @@ from enum import Enum
 
 from ..model.events import Micros, Side, short
 from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
+from ..units import ms_text
 
 
 class RowKind(Enum):
@@ -96,7 +97,7 @@ def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
         label = f"{op.op} {op.arg}".strip()
         if op.result is not None:
             label += f" → {op.result}"
-        took = "" if op.end is None else f", returned after {(op.end - op.start) / 1000:.3f} ms"
+        took = "" if op.end is None else f", returned after {ms_text(op.end - op.start)} ms"
         rows.append((op.start, 0, Row(t=op.start, side=op.side, kind=RowKind.OP, label=label,
                                       explain=f"{op.side.value} application calls {label}"
                                               f"{took}", op=op)))
@@ -124,9 +125,9 @@ def build_bars(trace: Trace) -> list[Bar]:
             if start is not None and e.t > start.t:
                 name = "delayed ACK" if e.timer == "delack" else "probe timer"
                 bars.append(Bar(side=e.side, start=start.t, end=e.t, what=e.timer,
-                                label=f"{name} {(e.t - start.t) / 1000:.1f} ms"))
+                                label=f"{name} {ms_text(e.t - start.t, 1)} ms"))
     # A hold lasts until that side next sends data; later holds inside it are the same bar.
-    sends = {side: [s.t for s in trace.segments if s.src is side and s.length] for side in Side}
+    sends = {side: [s.t for s in trace.segments if s.src is side and s.is_data] for side in Side}
     bar_end: dict[Side, int] = {}
     for e in trace.events:
         if e.kind != "hold" or e.t < bar_end.get(e.side, -1):
@@ -137,6 +138,6 @@ def build_bars(trace: Trace) -> list[Bar]:
         bar_end[e.side] = end
         if end > e.t:
             bars.append(Bar(side=e.side, start=e.t, end=Micros(end), what="hold",
-                            label=f"{_event_label(e)} for {(end - e.t) / 1000:.1f} ms"))
+                            label=f"{_event_label(e)} for {ms_text(end - e.t, 1)} ms"))
     bars.sort(key=lambda b: (b.start, b.end))
     return bars

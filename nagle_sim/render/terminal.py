@@ -14,7 +14,8 @@ from rich.text import Text
 
 from ..model.events import Side, short
 from ..summary import Stall, Summary, WireNamer, summarize
-from ..trace import Trace
+from ..trace import Outcome, Trace
+from ..units import ms_text
 from .rows import Row, RowKind, build_rows
 
 _STYLE = {
@@ -28,7 +29,7 @@ def _wire(row: Row, width: int) -> Text:
     seg = row.segment
     assert seg is not None
     label = f" {seg.label()} "
-    if seg.ack and seg.length:
+    if seg.ack and seg.is_data:
         label = f" {seg.label()} ack {seg.ack} "
     dashes = max(2, width - len(label) - 1)
     left, right = dashes // 2, dashes - dashes // 2
@@ -36,19 +37,19 @@ def _wire(row: Row, width: int) -> Text:
         body = "─" * left + label + "─" * right + "▶"
     else:
         body = "◀" + "─" * left + label + "─" * right
-    style = "bold" if seg.length else ""
+    style = "bold" if seg.is_data else ""
     if "S" in seg.flags or "F" in seg.flags or "R" in seg.flags:
         style = "dim"
     return Text(body, style=style)
 
 
-def ladder_table(trace: Trace, rows: list[Row], *, width: int = 120) -> Table:
+def ladder_table(rows: list[Row], *, width: int = 120) -> Table:
     """The ladder as a table sized to ``width`` columns: the time column never shrinks,
     the wire gets about 40 % of the rest and the two sides share the remainder."""
     table = Table(box=None, pad_edge=False, show_edge=False, expand=False,
                   header_style="bold")
     # rich counts the cell's one-space right padding inside `width`; 6 is the header
-    t_width = max([6, *(len(f"{r.t / 1000:.3f}") for r in rows)]) + 1
+    t_width = max([6, *(len(ms_text(r.t)) for r in rows)]) + 1
     avail = max(60, width - t_width - 3)            # the other columns' padding
     wire_width = max(24, avail * 2 // 5) - 2
     note_width = (avail - wire_width - 2) // 2
@@ -58,7 +59,7 @@ def ladder_table(trace: Trace, rows: list[Row], *, width: int = 120) -> Table:
     table.add_column("server", width=note_width, overflow="fold")
     previous = None
     for row in rows:
-        t = f"{row.t / 1000:.3f}" if row.t != previous else ""
+        t = ms_text(row.t) if row.t != previous else ""
         previous = row.t
         if row.kind is RowKind.SEGMENT:
             seg = row.segment
@@ -70,7 +71,7 @@ def ladder_table(trace: Trace, rows: list[Row], *, width: int = 120) -> Table:
             continue
         note = Text(row.label, style=_STYLE.get(row.kind, ""))
         if row.kind is RowKind.OP and row.op and row.op.end is not None and row.op.op == "read":
-            note.append(f" ({(row.op.end - row.op.start) / 1000:.3f} ms)", style="dim")
+            note.append(f" ({ms_text(row.op.end - row.op.start)} ms)", style="dim")
         cells = (note, Text("")) if row.side is Side.CLIENT else (Text(""), note)
         table.add_row(t, cells[0], Text("│".center(wire_width), style="dim"), cells[1])
     return table
@@ -99,10 +100,10 @@ def summary_renderable(trace: Trace, summary: Summary | None = None) -> Renderab
         f"{side.value} {s.segments[side]} ({s.data_segments[side]} with data, "
         f"{s.bytes_sent[side]} B)" for side in Side))
     parts.append(seg)
-    parts.append(Text(f"Duration: {s.duration / 1000:.3f} ms", style="bold"))
+    parts.append(Text(f"Duration: {ms_text(s.duration)} ms", style="bold"))
     if s.stalls:
         parts.append(Text(f"Stalls ≥ 10 ms: {len(s.stalls)}, "
-                          f"{sum(st.duration for st in s.stalls) / 1000:.1f} ms in all",
+                          f"{ms_text(sum(st.duration for st in s.stalls), 1)} ms in all",
                           style="bold yellow"))
         groups: dict[tuple[str, str], list[Stall]] = {}
         for stall in s.stalls:
@@ -113,12 +114,12 @@ def summary_renderable(trace: Trace, summary: Summary | None = None) -> Renderab
                     else f"{min(durations):.1f}–{max(durations):.1f} ms")
             first = members[0]
             parts.append(Text(f"  • {len(members)} × {span}: {first.held_by} — until "
-                              f"{first.ended_by}" + (f" (first at {first.start / 1000:.3f} ms)"
+                              f"{first.ended_by}" + (f" (first at {ms_text(first.start)} ms)"
                                                      if len(members) > 1 else
-                                                     f" (at {first.start / 1000:.3f} ms)")))
+                                                     f" (at {ms_text(first.start)} ms)")))
     else:
         parts.append(Text("No stalls ≥ 10 ms.", style="bold green"))
-    if trace.outcome != "ok":
+    if trace.outcome is not Outcome.OK:
         parts.append(Text(trace.message, style="bold red"))
     return Group(*parts)
 
@@ -130,7 +131,7 @@ def print_run(trace: Trace, console: Console, *, limit: int | None = 200,
     title = Text(f"{trace.title}  [{trace.source}]", style="bold underline")
     console.print(title)
     shown = rows if limit is None else rows[:limit]
-    console.print(ladder_table(trace, shown, width=console.width))
+    console.print(ladder_table(shown, width=console.width))
     if limit is not None and len(rows) > limit:
         console.print(Text(f"… {len(rows) - limit} more rows (use --all to print them)",
                            style="dim"))

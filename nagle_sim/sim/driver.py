@@ -17,21 +17,22 @@ import simpy
 
 from ..model.endpoint import Endpoint, ModelError, SockOpt
 from ..model.events import REASON_CODE, REASON_TEXT, Micros, Segment, Side, flag_letters
-from ..scenario import (
-    Close,
-    GetOpt,
-    Read,
-    Scenario,
-    SetOpt,
-    Sleep,
-    Statement,
-    Write,
-    Writev,
-    describe,
-    flatten,
-    outermost_loops,
+from ..scenario import Close, GetOpt, Read, Scenario, SetOpt, Sleep, Statement, Write, Writev
+from ..script import (
+    HANDSHAKE_WAIT,
+    Step,
+    after_close,
+    deadlock_message,
+    eof_error,
+    eof_result,
+    handshake_op,
+    limit_message,
+    read_wait,
+    side_error,
+    steps,
+    trace_meta,
 )
-from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
+from ..trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
 
 DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
 DEFAULT_SEGMENT_LIMIT = 5_000_000
@@ -69,7 +70,7 @@ class _App:
     """One side's application: its place in the script and its virtual clock."""
 
     side: Side
-    ops: Iterator[tuple[Statement, tuple[int, ...]]]
+    ops: Iterator[Step]
     vnow: int = 0
     started: bool = False
     closed: bool = False
@@ -109,22 +110,11 @@ class SimDriver:
         self.profile = {side: scenario.side(side).profile for side in Side}
         self.delay = {side: scenario.link.delay(side.peer) + self.profile[side].host_latency_us
                       for side in Side}
-        self.trace = Trace(source="sim", title=scenario.title, meta=self._meta())
+        self.trace = Trace(source="sim", title=scenario.title, meta=trace_meta(scenario))
         self._wakes: dict[Side, set[int]] = {side: set() for side in Side}
-        self.apps = {side: _App(side, flatten(scenario.side(side).script)) for side in Side}
-        self.loops = {side: outermost_loops(scenario.side(side).script) for side in Side}
+        self.apps = {side: _App(side, steps(scenario.side(side).script)) for side in Side}
         self._error: str | None = None
         self._segments = 0
-
-    def _meta(self) -> dict[str, Any]:
-        s = self.scenario
-        return {"scenario": s.source, "mss": s.link.mss,
-                "to_server_delay_ms": s.link.to_server_delay / 1000,
-                "to_client_delay_ms": s.link.to_client_delay / 1000,
-                **{f"{side.value}_profile": s.side(side).profile.name for side in Side},
-                **{f"{side.value}_options": {"nodelay": s.side(side).options.nodelay,
-                                             "cork": s.side(side).options.cork}
-                   for side in Side}}
 
     # ---------------------------------------------------------------- plumbing
     def _at(self, when: int, callback: Callable[[], None]) -> None:
@@ -199,7 +189,7 @@ class SimDriver:
         app = self.apps[side]
         app.vnow = self._now()
         self.trace.ops.append(OpRecord(
-            side=side, op="connect" if side is Side.CLIENT else "accept", arg="",
+            side=side, op=handshake_op(side), arg="",
             start=Micros(0), end=Micros(app.vnow)))
         self._run(app)
 
@@ -216,7 +206,7 @@ class SimDriver:
             self._run_ops(app)
         except ModelError as exc:
             line = app.record.line if app.record else 0
-            self._fail(f"{self.scenario.source}:{line}: {app.side.value} {exc}")
+            self._fail(side_error(self.scenario.source, line, app.side, str(exc)))
 
     def _run_ops(self, app: _App) -> None:
         side, ep, profile = app.side, self.ep[app.side], self.profile[app.side]
@@ -226,24 +216,23 @@ class SimDriver:
                     return
                 end = app.vnow + profile.syscall_us
             else:
-                item = next(app.ops, None)
-                if item is None:
+                step = next(app.ops, None)
+                if step is None:
                     if not app.closed:
                         app.closed = True
                         ep.app_close(Micros(app.vnow))
                         self._pump(side, app.vnow)
                     app.done = True
                     return
-                stmt, path = item
-                op, arg = describe(stmt)
-                record = app.record = OpRecord(side=side, op=op, arg=arg,
+                stmt = step.stmt
+                record = app.record = OpRecord(side=side, op=step.op, arg=step.arg,
                                                start=Micros(app.vnow), end=None,
-                                               line=stmt.line, iteration=path,
-                                               loop=self.loops[side][id(stmt)])
+                                               line=step.line, iteration=step.iteration,
+                                               loop=step.loop)
                 self.trace.ops.append(record)
                 self._check_records()
                 if app.closed and not isinstance(stmt, Sleep):
-                    raise ModelError(f"{op} after close")
+                    raise ModelError(after_close(step.op))
                 if isinstance(stmt, Read):
                     app.reading, app.got = stmt, 0
                     continue
@@ -287,10 +276,9 @@ class SimDriver:
             app.reading = None
             return True
         if ep.eof or not (ep.established or ep.state.value.startswith("FIN_WAIT")):
-            app.record.result = f"eof after {app.got} B"
-            raise ModelError(f"read {stmt.size} hit end of stream after {app.got} B: "
-                             f"the {app.side.peer.value} closed the connection")
-        app.blocked = _Blocked(f"{stmt.size - app.got} more of {stmt.size} bytes", stmt.line)
+            app.record.result = eof_result(app.got)
+            raise ModelError(eof_error(app.side, stmt.size, app.got))
+        app.blocked = _Blocked(read_wait(stmt.size - app.got, stmt.size), stmt.line)
         return False
 
     def _fail(self, message: str) -> None:
@@ -312,7 +300,7 @@ class SimDriver:
 
     def _execute(self) -> Trace:
         for app in self.apps.values():
-            app.blocked = _Blocked("the handshake", 0)
+            app.blocked = _Blocked(HANDSHAKE_WAIT, 0)
         self.ep[Side.CLIENT].connect(Micros(0))
         self._pump(Side.CLIENT, 0)
         steps = 0
@@ -328,24 +316,18 @@ class SimDriver:
                     # classroom tab, a quitting app): stop between two events
                     raise RunCancelled(f"{self.scenario.source}: cancelled")
         except RunLimit as exc:
-            self.trace.outcome = "limit"
-            self.trace.message = f"{self.scenario.source}: stopped: {exc}"
+            self.trace.outcome = Outcome.LIMIT
+            self.trace.message = limit_message(self.scenario.source, str(exc))
             return self.trace
         if self._error:
-            self.trace.outcome = "error"
+            self.trace.outcome = Outcome.ERROR
             self.trace.message = self._error
         elif not all(app.done for app in self.apps.values()):
-            parts = []
-            for side, app in self.apps.items():
-                if app.done:
-                    parts.append(f"{side.value} finished")
-                    continue
-                blocked = app.blocked
-                what = blocked.what if blocked else "nothing"
-                where = f" (line {blocked.line})" if blocked and blocked.line else ""
-                parts.append(f"{side.value} waits for {what}{where}")
-            self.trace.outcome = "deadlock"
-            self.trace.message = f"{self.scenario.source}: deadlock: {', '.join(parts)}"
+            self.trace.outcome = Outcome.DEADLOCK
+            self.trace.message = deadlock_message(self.scenario.source, (
+                (side, None if app.done else
+                 (app.blocked.what, app.blocked.line) if app.blocked else ("nothing", 0))
+                for side, app in self.apps.items()))
         return self.trace
 
 

@@ -8,8 +8,8 @@ simulator driver when it is called.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -19,6 +19,7 @@ from textual.theme import Theme
 from ..lessons import Lesson, load_lessons
 from ..scenario import ScenarioError
 from .classroom import NO_FILES, REAL_OFF, Classroom
+from .commands import binding_commands, own_bindings
 from .runners import Runner
 from .screens.help import HelpScreen
 from .screens.lesson_list import LessonListScreen
@@ -49,7 +50,7 @@ class NagleApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "nagle-sim"
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,f1", "help", "Help", show=True, id="app.help",
                 key_display="?", tooltip="Show every key binding"),
         Binding("f2", "high_contrast", "Contrast", show=False, id="app.high_contrast",
@@ -123,43 +124,11 @@ class NagleApp(App[int]):
     # ------------------------------------------------------------------ palette
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Help: key bindings", "Every key and what it does", self.action_help)
-        yield SystemCommand("High-contrast theme", "Toggle black/white with strong colours",
-                            self.action_high_contrast)
-        yield SystemCommand("Projector mode", "Double row spacing, bolder text",
-                            self.action_projector)
-        yield SystemCommand("Sandbox", "Edit and run any scenario", self.action_sandbox)
-        if not isinstance(screen, RunScreen):
-            return
-        run = screen.run_action
-        entries = [
-            ("Step forward", "Select the next event", "step(1)"),
-            ("Step back", "Select the previous event", "step(-1)"),
-            ("Next stall", "Jump to the next silent gap ≥ 10 ms", "stall(1)"),
-            ("Previous stall", "Jump to the previous stall", "stall(-1)"),
-            ("Play / pause", "Step through the run automatically", "play"),
-            ("Toggle client TCP_NODELAY", "Re-simulate with Nagle off/on on the client",
-             "flip('client','nodelay')"),
-            ("Toggle server TCP_NODELAY", "Re-simulate with Nagle off/on on the server",
-             "flip('server','nodelay')"),
-            ("Toggle client TCP_CORK", "Re-simulate with the client corked",
-             "flip('client','cork')"),
-            ("Cycle client TCP_QUICKACK", "default → 0 → 1", "flip('client','quickack')"),
-            ("Cycle server TCP_QUICKACK", "default → 0 → 1", "flip('server','quickack')"),
-            ("Cycle client OS profile", "linux, linux-5.4, windows, freebsd, macos",
-             "flip('client','profile')"),
-            ("Cycle server OS profile", "linux, linux-5.4, windows, freebsd, macos",
-             "flip('server','profile')"),
-            ("Cycle link delay", "0, 1, 10, 40, 200 ms or the scenario's own", "delay"),
-            ("Undo what-ifs", "Back to the scenario's own options", "reset_whatif"),
-            ("Compressed gaps / linear time", "Switch the ladder's time axis", "compress"),
-            ("Export trace", "SVG ladder and pcap, named after lesson and variant",
-             "export"),
-        ]
-        entries.append(("Run on real sockets", "Measure and overlay the real segments",
-                        "run_real"))
-        for title, help_text, action in entries:
-            yield SystemCommand(title, help_text, partial(run, action))
+        yield from binding_commands(type(self).BINDINGS, self.run_action)
+        # The sandbox has a key only on the lesson list; the palette offers it everywhere.
+        if not isinstance(screen, SandboxScreen):
+            yield SystemCommand("Sandbox", "Edit and run any scenario", self.action_sandbox)
+        yield from binding_commands(own_bindings(type(screen)), screen.run_action)
 
 
 def run_app(path: str | None = None, *, run_sim: Runner, run_real: Runner | None = None,

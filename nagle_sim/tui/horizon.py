@@ -11,8 +11,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import replace
 
+from ..model.events import Micros
 from ..render.rows import Bar, Row, RowKind
-from ..trace import SegmentRecord, Trace
+from ..trace import Outcome, SegmentRecord, Trace
 
 
 def visible_rows(rows: list[Row], horizon: int | None) -> list[Row]:
@@ -46,7 +47,7 @@ def visible_bars(bars: list[Bar], horizon: int | None) -> list[Bar]:
         if bar.start > horizon:
             continue
         if bar.end > horizon:
-            bar = replace(bar, end=horizon, label=running_label(bar))
+            bar = replace(bar, end=Micros(horizon), label=running_label(bar))
         out.append(bar)
     return out
 
@@ -81,4 +82,4 @@ def trace_until(trace: Trace, horizon: int | None) -> Trace:
              else replace(op, end=None, result=None)
              for op in trace.ops if op.start <= horizon],
         events=[e for e in trace.events if e.t <= horizon],
-        outcome="ok", message="")
+        outcome=Outcome.OK, message="")

@@ -79,10 +79,6 @@ class LadderLayout:
             return -1
         return max(0, bisect.bisect_right(self.row_y, y) - 1)
 
-    def is_row_line(self, y: int) -> bool:
-        i = bisect.bisect_left(self.row_y, y)
-        return i < len(self.row_y) and self.row_y[i] == y
-
     def line_of_time(self, t: int) -> int:
         """The line where time ``t`` falls (interpolated inside gaps)."""
         times, row_y = self.times, self.row_y

@@ -1,7 +1,8 @@
 """One finished run as the TUI shows it: scenario, trace, ladder rows, bars and summary.
 
-Owns the "what changed" sentence shown after a what-if toggle. Built off the UI thread.
-Must not import textual, simpy or realnet.
+Owns the "what changed" sentence shown after a what-if toggle and the measured-Δ line of a
+segment (matched by `nagle_sim.compare`, the matcher of ``nagle-sim compare``). Built off
+the UI thread. Must not import textual, simpy or realnet.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import bisect
 import statistics
 from dataclasses import dataclass, field
 
+from ..compare import Match, compare
 from ..model.events import Micros
 from ..render.rows import Bar, Row, RowKind, build_bars, build_rows
 from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
-from ..trace import Trace
+from ..trace import Outcome, SegmentRecord, Trace
+from ..units import ms_text
 
 ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "CWND_IDLE"})
 """Bookkeeping rows no lesson talks about (BBR's cwnd updates, pacing holds, the cwnd
@@ -23,7 +26,7 @@ restart after idle): the app's "normal" detail folds them away; "all" shows them
 
 def fmt_ms(us: float) -> str:
     """44.0 ms, 0.041 ms: one decimal when it is readable, three below 1 ms."""
-    return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us / 1000:.3f} ms"
+    return f"{ms_text(us, 1)} ms" if us >= 1000 else f"{ms_text(us)} ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +90,7 @@ class RunResult:
             parts.append(f"per-request latency {fmt_ms(self.latency)}")
         parts.append(f"segments {self.segment_count}")
         parts.append(f"stalls {len(self.summary.stalls)}")
-        if self.trace.outcome != "ok":
+        if self.trace.outcome is not Outcome.OK:
             parts.append(f"{self.trace.outcome}: {self.trace.message}")
         return ", ".join(parts)
 
@@ -120,3 +123,20 @@ def compare_text(before: RunResult, after: RunResult) -> str:
     if a != b:
         parts.append(f"stalls {b} → {a}")
     return ", ".join(parts)
+
+
+def measured_twins(sim: Trace, real: Trace) -> dict[int, Match]:
+    """Each simulated segment's row of the sim-vs-real comparison, keyed by ``id(segment)``
+    (the segments of ``sim``, which the screen keeps while the overlay is shown)."""
+    return {id(seg): m for m in compare(sim, real).matches for seg in m.sim}
+
+
+def measured_delta(seg: SegmentRecord, match: Match | None) -> str:
+    """Where the real twin of ``seg`` went out, and how far from the model, e.g.
+    "measured at 44.120 ms (Δ +0.120 ms vs sim)"; a regrouped twin adds the matcher's note."""
+    if match is None or match.real_t is None:
+        return "measured: no matching segment on real sockets"
+    delta = match.real_t - seg.t
+    sign = "+" if delta >= 0 else "−"
+    text = f"measured at {ms_text(match.real_t)} ms (Δ {sign}{fmt_ms(abs(delta))} vs sim)"
+    return f"{text}: {match.note}" if match.kind != "match" and match.note else text

@@ -23,10 +23,10 @@ def run_cancellable(runner: Runner, scenario: Scenario, cancelled: Callable[[], 
     stop early once ``cancelled()`` is true: a superseded run or a quitting app must not
     keep a thread busy for minutes. Other runners (test fakes) just run."""
     try:
-        params = inspect.signature(runner).parameters
+        params = list(inspect.signature(runner).parameters.values())
     except (TypeError, ValueError):
-        params = {}
-    if "cancelled" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        params = []
+    if any(p.name == "cancelled" or p.kind is p.VAR_KEYWORD for p in params):
         return runner(scenario, cancelled=cancelled)  # type: ignore[call-arg]
     return runner(scenario)
 

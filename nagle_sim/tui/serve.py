@@ -125,11 +125,6 @@ def app_argv(options: ServeOptions, real_lock: Path | None) -> list[str]:
     return argv
 
 
-def serve_command() -> str:
-    """The per-tab command as one shell line (for the log)."""
-    return shlex.join(app_argv(ServeOptions(), None))
-
-
 async def spawn_app(argv: Sequence[str], environment: dict[str, str]
                     ) -> asyncio.subprocess.Process:
     """Start one app process: exec, not a shell, so the pid we hold is the app; a new

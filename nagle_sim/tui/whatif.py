@@ -11,6 +11,7 @@ from enum import Enum
 
 from ..model.config import PROFILES
 from ..model.events import Side
+from ..model.state import SockOpt
 from ..scenario import Scenario
 
 DELAYS_MS: tuple[float, ...] = (0, 1, 10, 40, 200)
@@ -20,9 +21,9 @@ DELAYS_MS: tuple[float, ...] = (0, 1, 10, 40, 200)
 class Knob(Enum):
     """A toggle the user can flip."""
 
-    NODELAY = "nodelay"
-    CORK = "cork"
-    QUICKACK = "quickack"
+    NODELAY = SockOpt.NODELAY.value
+    CORK = SockOpt.CORK.value
+    QUICKACK = SockOpt.QUICKACK.value
     PROFILE = "profile"
 
 
@@ -66,7 +67,7 @@ class WhatIf:
             names = list(PROFILES)
             i = names.index(cur.profile) if cur.profile in names else -1
             new = replace(cur, profile=names[(i + 1) % len(names)])
-        return replace(self, **{side.value: new})
+        return replace(self, client=new) if side is Side.CLIENT else replace(self, server=new)
 
     def next_delay(self) -> WhatIf:
         options: list[float | None] = [None, *DELAYS_MS]

@@ -13,7 +13,7 @@ from nagle_sim.lessons import Lesson, lesson_dirs, load_lesson, load_lessons, to
 from nagle_sim.scenario import Scenario, ScenarioError
 from nagle_sim.scenario import loads as scenario_loads
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import Trace
+from nagle_sim.trace import Outcome, Trace
 
 LESSONS = lesson_dirs()
 
@@ -70,7 +70,7 @@ def test_lesson_claims_are_well_formed(path: Path) -> None:
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_lesson_runs_cleanly(path: Path) -> None:
     _, trace = _results(path)
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     for q in _lesson(path).questions:
         assert 0 <= q.at_ms <= trace.end / 1000, f"question at {q.at_ms} ms is past the end"
 

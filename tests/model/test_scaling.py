@@ -16,6 +16,7 @@ from typing import Any
 import nagle_sim.model
 from nagle_sim import scenario
 from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace import Outcome
 
 MODEL_DIR = str(Path(nagle_sim.model.__file__).parent)
 
@@ -42,7 +43,7 @@ def model_lines_executed(nbytes: int) -> int:
         trace = run_sim(sc)
     finally:
         sys.settrace(previous)
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     return lines
 
 

@@ -27,6 +27,7 @@ if not sys.platform.startswith("linux"):
 
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import load, loads
+from nagle_sim.trace import Outcome
 from realnet.remote import (
     MAX_HELLO_BYTES,
     PROTOCOL,
@@ -280,7 +281,7 @@ def test_idle_client_does_not_delay_another_clients_run(server: Serve) -> None:
     finally:
         idle.close()
         idle_authenticated.close()
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     assert beside_idle < alone + 1.0, (alone, beside_idle)
 
 
@@ -458,7 +459,7 @@ def test_remote_dying_mid_run_is_named_not_a_deadlock(server: Serve) -> None:
 def test_remote_run_merges_both_sides(server: Serve) -> None:
     scenario = load(DATA / "s1_write_write_read.toml", ["client.nodelay=true"])
     trace = run_real(scenario, remote=server.address, token=TOKEN)
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     sides = {o.side for o in trace.ops}
     assert sides == {Side.CLIENT, Side.SERVER}
     server_ops = [o for o in trace.ops if o.side is Side.SERVER]
@@ -480,7 +481,7 @@ def test_remote_run_of_100k_server_ops_succeeds(server: Serve) -> None:
     scenario = loads('[client]\nscript = "write 100000; read 1"\n'
                      '[server]\nscript = "repeat 100000 { read 1 }; write 1"\n', "big.toml")
     trace = run_real(scenario, remote=server.address, token=TOKEN)
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     server_ops = [o for o in trace.ops if o.side is Side.SERVER]
     assert len(server_ops) == 1 + 100_000 + 1     # accept, the reads, the write
     assert [o.op for o in server_ops[-2:]] == ["read", "write"]
@@ -586,7 +587,7 @@ def test_no_auth_on_loopback_runs_without_a_token() -> None:
         if env_token is not None:
             os.environ["NAGLE_SIM_REALNET_TOKEN"] = env_token
     thread.join(10)
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     assert {o.side for o in trace.ops} == {Side.CLIENT, Side.SERVER}
 
 
@@ -626,6 +627,6 @@ def test_remote_gigabyte_write_is_sent_not_called_a_deadlock(server: Serve) -> N
     scenario = loads('[client]\nscript = "read 1000000000"\n'
                      '[server]\nscript = "write 1000000000"\n', "gigabyte.toml")
     trace = run_real(scenario, remote=server.address, token=TOKEN)
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     read = next(o for o in trace.ops if o.side is Side.CLIENT and o.op == "read")
     assert read.arg == "1000000000" and read.end is not None

@@ -24,7 +24,7 @@ if not sys.platform.startswith("linux"):
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import load, loads
 from nagle_sim.summary import iterations
-from nagle_sim.trace import Trace
+from nagle_sim.trace import Outcome, Trace
 from realnet import cleanup
 from realnet.runner import run_real
 
@@ -49,7 +49,7 @@ DELACK_MAX_MS = 44 + 2 * JIFFY_MS
 
 def real(name: str, *overrides: str) -> Trace:
     trace = run_real(load(DATA / name, list(overrides)))
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     assert trace.segments, trace.meta.get("capture")
     return trace
 
@@ -209,21 +209,21 @@ def test_deadlock_ends_with_the_simulators_message() -> None:
     start = time.monotonic()
     trace = run_real(sc)
     assert time.monotonic() - start < 10
-    assert trace.outcome == "deadlock"
+    assert trace.outcome is Outcome.DEADLOCK
     assert "deadlock: " in trace.message and "client waits for 5 more of 5 bytes" in trace.message
 
 
 def test_eof_is_an_error_like_the_simulator() -> None:
     sc = loads('[client]\nscript = "read 5"\n[server]\nscript = "write 2"\n', "eof.toml")
     trace = run_real(sc)
-    assert trace.outcome == "error"
+    assert trace.outcome is Outcome.ERROR
     assert "read 5 hit end of stream after 2 B" in trace.message
 
 
 def test_timeout_limits_the_run() -> None:
     sc = loads('[client]\nscript = "sleep 5s"\n[server]\nscript = ""\n', "slow.toml")
     trace = run_real(sc, timeout_s=0.5)
-    assert trace.outcome == "limit"
+    assert trace.outcome is Outcome.LIMIT
 
 
 def _spawn_runner(*args: str) -> subprocess.Popen[bytes]:
@@ -277,7 +277,7 @@ def test_sigkilled_runner_leaves_nothing_the_next_loopback_run_does_not_remove()
     assert not list(Path(tempfile.gettempdir()).glob(f"nsim-{child.pid}-*"))
     assert set(names) <= set(cleanup.list_stale().namespaces)
     trace = run_real(loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n'))
-    assert trace.outcome == "ok" and trace.meta["link"] == "loopback"
+    assert trace.outcome is Outcome.OK and trace.meta["link"] == "loopback"
     assert not set(names) & set(cleanup.list_namespaces())
     assert not cleanup.list_stale()
 
@@ -328,9 +328,10 @@ def test_sigterm_cleans_up() -> None:
 MEASURE_SIDES = """
 import resource, sys
 from nagle_sim.scenario import loads
+from nagle_sim.trace import Outcome
 from realnet.runner import run_real
 trace = run_real(loads(sys.argv[1], "mem.toml"))
-assert trace.outcome == "ok", trace.message
+assert trace.outcome is Outcome.OK, trace.message
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
 """
 
@@ -433,7 +434,7 @@ def _starved_ms(text: str, cpu: int = 0) -> float:
         probe.send_signal(signal.SIGUSR1)
     worst = float(probe.stdout.readline())
     probe.wait()
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     return worst
 
 

@@ -11,14 +11,14 @@ from nagle_sim import scenario
 from nagle_sim.model import Side
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.summary import summarize
-from nagle_sim.trace import Trace
+from nagle_sim.trace import Outcome, Trace
 
 DATA = Path(__file__).parent.parent / "data"
 
 
 def sim(name: str, *overrides: str) -> Trace:
     trace = run_sim(scenario.load(DATA / name, list(overrides)))
-    assert trace.outcome == "ok", trace.message
+    assert trace.outcome is Outcome.OK, trace.message
     return trace
 
 

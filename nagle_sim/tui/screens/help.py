@@ -7,6 +7,8 @@ No simpy, no realnet.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -14,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
+from ..commands import own_bindings
 from ..palette import legend_text
 
 INTRO = (
@@ -51,7 +54,7 @@ class HelpScreen(Screen[None]):
     A full screen, not a modal: drawing the dimmed screen underneath cost most of the
     time help took to open."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close",
                 tooltip="Close the help"),
     ]
@@ -72,11 +75,7 @@ class HelpScreen(Screen[None]):
         parts: list[Text] = []
         screen = self.underneath
         if screen is not None:
-            seen: list[BindingType] = []
-            for cls in reversed(type(screen).__mro__):
-                own = cls.__dict__.get("BINDINGS")
-                if own and cls.__module__.startswith("nagle_sim"):
-                    seen.extend(own)
+            seen = own_bindings(type(screen))
             if seen:
                 parts.append(binding_table(f"This screen ({type(screen).__name__})", seen))
             ladder_bindings = [

@@ -6,6 +6,8 @@ move waits until the student has answered. No simpy, no realnet.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -23,7 +25,7 @@ from .run import RunScreen
 class LessonScreen(RunScreen):
     """Prose | ladder, explanation, what-if bar."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "questions", "Questions", show=False, id="lesson.questions",
                 tooltip="List the lesson's questions; reopen one you skipped or answered"),
         Binding("s", "sandbox_copy", "Sandbox", show=False, id="lesson.sandbox",
@@ -82,8 +84,9 @@ class LessonScreen(RunScreen):
         side, _, option = variant.toggle.partition(".")
         if self.whatif is None or self.base_whatif is None:
             return False
-        return getattr(self.whatif.side(Side(side)), option) != \
-            getattr((self.extra_whatif or self.base_whatif).side(Side(side)), option)
+        now: object = getattr(self.whatif.side(Side(side)), option)
+        was: object = getattr((self.extra_whatif or self.base_whatif).side(Side(side)), option)
+        return now != was
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "variant":

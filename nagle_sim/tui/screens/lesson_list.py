@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import ClassVar, cast
 
 from rich.text import Text
 from textual import on
@@ -20,7 +20,7 @@ from .sandbox import SandboxScreen
 
 
 class LessonListScreen(Screen[None]):
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "sandbox", "Sandbox", show=True, id="lessons.sandbox",
                 tooltip="Open the sandbox with an example scenario"),
         Binding("o", "open", "Open file", show=True, id="lessons.open",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -13,7 +15,7 @@ from textual.widgets import Input, Static
 class OpenFileScreen(ModalScreen[str | None]):
     """Returns the typed path, or None on escape."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="open.cancel", tooltip="Close without opening"),
     ]
 

@@ -5,6 +5,8 @@ No simpy, no realnet.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -19,7 +21,7 @@ from ...lessons import Question
 class QuestionScreen(ModalScreen[int | None]):
     """Ask, check, explain. Keys 1-6 answer; Enter continues after the reveal."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(str(n), f"answer({n - 1})", f"Answer {n}", show=False,
                   id=f"question.answer-{n}", tooltip=f"Choose answer {n}")
           for n in range(1, 7)),

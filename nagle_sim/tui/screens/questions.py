@@ -6,6 +6,8 @@ listed without their prompt (it would tell what comes next). No simpy, no realne
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -19,7 +21,7 @@ from ...lessons import Question
 
 
 class QuestionsScreen(ModalScreen[int | None]):
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Close", id="questions.close",
                 tooltip="Back to the lesson"),
     ]

@@ -12,7 +12,7 @@ import io
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import ClassVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -24,14 +24,16 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, ProgressBar, Static
 from textual.worker import get_current_worker
 
+from ...compare import Match
 from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
-from ...trace import SegmentRecord, Trace
+from ...trace import Trace
+from ...units import ms_text
 from ..classroom import export_stem
 from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
-from ..result import RunResult, compare_text, fmt_ms
+from ..result import RunResult, compare_text, measured_delta, measured_twins
 from ..runners import AppServices, run_cancellable
 from ..whatif import Knob, WhatIf
 from ..widgets.explain import ExplainPanel
@@ -52,7 +54,7 @@ def _b(key: str, action: str, description: str, tooltip: str, *, show: bool = Fa
 class RunScreen(Screen[None]):
     """Ladder + explanation + what-if bar over one scenario."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         # the footer has room for about eight keys at 80 columns: one entry per group, the
         # rest in help (?) and the palette (ctrl+p)
         _b("right", "step(1)", "Step", "Select the next event (← the previous one)",
@@ -115,11 +117,11 @@ class RunScreen(Screen[None]):
         self.result: RunResult | None = None
         self.previous: RunResult | None = None
         self.measured: Trace | None = None
-        self._measured_index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
+        self._twins: dict[int, Match] = {}
+        """The comparison row of each simulated segment (`measured_twins`)."""
         self._stall_rows: list[int] = []
         self._play: Timer | None = None
         self._speed = 2
-        self._compare_pending = False
         self._real_variant: tuple[WhatIf | None, tuple[str, ...]] | None = None
         self.extra: tuple[str, ...] = ()
         """A lesson variant's ``--set`` overrides (a claim's ``when``), applied first."""
@@ -262,7 +264,7 @@ class RunScreen(Screen[None]):
                 self.say(diff, title="What changed", timeout=4)
         self.result = new
         self.measured = None
-        self._measured_index = {}
+        self._twins = {}
         assert self.whatif is not None
         self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms)
         self.query_one(WhatIfBar).show(self.whatif, new.scenario)
@@ -298,7 +300,7 @@ class RunScreen(Screen[None]):
                 self.query_one("#diff", Static).update(self.result.headline())
         else:
             self.query_one("#diff", Static).update(
-                f"predict first: shown up to {horizon / 1000:.3f} ms; the summary follows")
+                f"predict first: shown up to {ms_text(horizon)} ms; the summary follows")
 
     def on_result(self, result: RunResult) -> None:
         """Hook for subclasses after every finished simulation."""
@@ -411,15 +413,15 @@ class RunScreen(Screen[None]):
                 label = bar.label if horizon is None or bar.end <= horizon \
                     else running_label(bar)
                 lines.append(f"{bar.side.value} {who}: {label} "
-                             f"(from {bar.start / 1000:.3f} ms)")
+                             f"(from {ms_text(bar.start)} ms)")
         stall = self.result.stall_at(row.t)
         if stall is not None:
             if horizon is None or stall.end <= horizon:
                 lines.append(f"Stall {stall.text()}")
             else:
-                lines.append(f"Silent since {stall.start / 1000:.3f} ms, so far")
+                lines.append(f"Silent since {ms_text(stall.start)} ms, so far")
         if row.segment is not None and self.measured is not None:
-            lines.append(self._measured_delta(row.segment))
+            lines.append(measured_delta(row.segment, self._twins.get(id(row.segment))))
         return lines[:4]
 
     # ------------------------------------------------------------------ what-if
@@ -512,10 +514,8 @@ class RunScreen(Screen[None]):
             self.show_error(f"real run failed: {reason}")
             return
         self.measured = message.trace
-        index: dict[tuple[str, int, int, str], list[SegmentRecord]] = {}
-        for seg in message.trace.segments:
-            index.setdefault((seg.src.value, seg.seq, seg.length, seg.flags), []).append(seg)
-        self._measured_index = index
+        self._twins = (measured_twins(self.result.trace, message.trace)
+                       if self.result is not None else {})
         ladder = self.query_one(Ladder)
         ladder.set_overlay("measured", visible_segments(message.trace.segments, self.horizon))
         text = f"measured {len(message.trace.segments)} segments on real sockets (┄ overlay)"
@@ -531,20 +531,6 @@ class RunScreen(Screen[None]):
     def _real_failed(self, message: RealRunFailed) -> None:
         self.query_one("#progress").display = False
         self.show_error(f"real run failed: {message.error}")
-
-    def _measured_delta(self, seg: SegmentRecord) -> str:
-        assert self.result is not None
-        key = (seg.src.value, seg.seq, seg.length, seg.flags)
-        nth = sum(1 for s in self.result.trace.segments
-                  if s is not seg and s.t <= seg.t and
-                  (s.src.value, s.seq, s.length, s.flags) == key)
-        matches = self._measured_index.get(key, [])
-        if nth >= len(matches):
-            return "measured: no matching segment on real sockets"
-        real = matches[nth]
-        delta = real.t - seg.t
-        sign = "+" if delta >= 0 else "−"
-        return f"measured at {real.t / 1000:.3f} ms (Δ {sign}{fmt_ms(abs(delta))} vs sim)"
 
     # ------------------------------------------------------------------ export
     def export_stem(self) -> str:

@@ -10,7 +10,7 @@ No simpy, no realnet.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
+from typing import ClassVar, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -55,7 +55,7 @@ read_scenario_file = read_text
 class SandboxScreen(RunScreen):
     """Editor | ladder. ctrl+r runs the editor's text, ctrl+o opens another file."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run_editor", "Run", show=True, id="sandbox.run",
                 tooltip="Simulate the scenario text in the editor"),
         Binding("ctrl+o", "open", "Open", show=True, id="sandbox.open",

@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ...render.rows import Row
+from ...units import ms_text
 
 
 class ExplainPanel(VerticalScroll, can_focus=True):
@@ -41,7 +42,7 @@ class ExplainPanel(VerticalScroll, can_focus=True):
             self.body.update("No trace yet.")
             return
         text = Text()
-        text.append(f"{row.t / 1000:.3f} ms", style="bold")
+        text.append(f"{ms_text(row.t)} ms", style="bold")
         text.append(f"  {row.side.value}  {row.kind.value}  ({index + 1}/{total})\n",
                     style="dim")
         text.append(row.explain[:1].upper() + row.explain[1:])

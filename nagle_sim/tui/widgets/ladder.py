@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -25,6 +26,7 @@ from textual.strip import Strip
 from ...model.events import Side
 from ...render.rows import Bar, Row, RowKind
 from ...trace import SegmentRecord
+from ...units import ms_text
 from ..layout import LadderLayout, Scale
 from ..palette import ladder_css
 
@@ -119,7 +121,7 @@ def _fit(text: str, width: int) -> str:
 class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     """Client | wire | server ladder over a finished trace, with a row cursor."""
 
-    BINDINGS: list[BindingType] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "scroll_up", "Scroll up", show=False, id="ladder.scroll_up",
                 tooltip="Scroll the ladder up one line"),
         Binding("down", "scroll_down", "Scroll down", show=False, id="ladder.scroll_down",
@@ -233,9 +235,6 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     def current_row(self) -> Row | None:
         return self.rows[self.cursor] if self.rows else None
 
-    def row_index_at_time(self, t: int) -> int:
-        return max(0, bisect.bisect_left(self.layout_.times, t) - 1)
-
     def _relayout(self) -> None:
         self.layout_ = LadderLayout([r.t for r in self.rows], self.scale)
         bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
@@ -285,7 +284,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 y1 = lay.height + _TAIL
             else:
                 y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
-            cls = f"ladder--{seg.src.value}" + ("" if seg.length else "-ack")
+            cls = f"ladder--{seg.src.value}" + ("" if seg.is_data else "-ack")
             arrow = _Arrow(y0, y1, seg.src, seg.label(), cls, "─")
             arrive_at[id(arrow)] = seg.arrive if seg.arrive is not None else seg.t
             arrows.append(arrow)
@@ -373,7 +372,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     def _columns(self, width: int) -> _Cols:
         if self._cols is None or self._cols.sl_x + self._cols.side_w != width:
             last = self.layout_.times[-1] if self.layout_.times else 0
-            time_w = max(9, len(f"{last / 1000:.3f}") + 2)  # room for the cursor ▶
+            time_w = max(9, len(ms_text(last)) + 2)  # room for the cursor ▶
             self._cols = _Cols.fit(width, time_w)
         return self._cols
 
@@ -416,7 +415,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 index + 1 < len(self.rows):
             gap = self.rows[index + 1].t - row.t
             if gap >= 1000:
-                text = f"+{gap / 1000:.1f}ms"
+                text = f"+{ms_text(gap, 1)}ms"
                 canvas.put(cols.time_w - 1 - len(text), text, base + self._style("ladder--gap"))
         if index == self.cursor and not gap_line:
             canvas.put(0, "▶", base + self._style("ladder--segment"))
@@ -436,13 +435,13 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _draw_row(self, canvas: _Canvas, cols: _Cols, row: Row) -> None:
         base = self.rich_style
-        text = f"{row.t / 1000:.3f}"
+        text = ms_text(row.t)
         canvas.put(cols.time_w - 1 - len(text), text, base + self._style("ladder--time"))
         client = row.side is Side.CLIENT
         axis_x = cols.ca_x if client else cols.sa_x
         if row.kind is RowKind.SEGMENT:
             seg = row.segment
-            cls = f"ladder--{row.side.value}" + ("" if seg is not None and seg.length
+            cls = f"ladder--{row.side.value}" + ("" if seg is not None and seg.is_data
                                                   else "-ack")
             canvas.put(axis_x, "●", base + self._style(cls))
             return
