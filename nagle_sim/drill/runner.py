@@ -332,8 +332,7 @@ def _check_count(line: int, name: str, size: int) -> None:
 _TCP_STATES = {"ESTABLISHED": 1, "SYN_SENT": 2, "SYN_RCVD": 3, "FIN_WAIT1": 4, "FIN_WAIT2": 5,
                "TIME_WAIT": 6, "CLOSED": 7, "CLOSE_WAIT": 8, "LAST_ACK": 9, "LISTEN": 10,
                "CLOSING": 11}
-_TCP_OPTS = {"TCP_NODELAY": SockOpt.NODELAY, "TCP_CORK": SockOpt.CORK,
-             "TCP_QUICKACK": SockOpt.QUICKACK}
+_TCP_OPTS = {f"TCP_{opt.name}": opt for opt in SockOpt}   # the model's option vocabulary
 _IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_SNDBUF", "SO_RCVBUF",
                         "SO_KEEPALIVE"}
 _SEND_CALLS = {"write", "send", "sendto", "sendmsg", "writev"}

@@ -21,7 +21,7 @@ from ..compare import tolerance
 from ..model.config import PROFILES
 from ..model.events import Micros, Side
 from ..scenario import Scenario, loads
-from ..trace import Trace
+from ..trace import Outcome, Trace
 from .causes import Stall, View, find_stalls, view_of
 from .totrace import Captured
 
@@ -433,7 +433,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         else:
             slow = frozenset()
             pair_stalls(stalls, out.model_stalls, cut)
-    if model.outcome != "ok":
+    if model.outcome is not Outcome.OK:
         out.notes.append(f"the model's re-run ended with {model.outcome}: {model.message}")
     if cut is not None:     # compare the what-ifs with a baseline of the same length
         short, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
