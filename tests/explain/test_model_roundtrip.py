@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nagle_sim.explain import explain_file
-from nagle_sim.export.pcap import write_pcap
+from nagle_sim.export.pcap import write_pcap_to
 from nagle_sim.scenario import load
 from nagle_sim.sim.driver import run_sim
 
@@ -23,7 +23,8 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 def test_a_capture_made_by_the_model_is_reproduced_in_full(tmp_path: Path, name: str) -> None:
     trace = run_sim(load(DATA / name))
     path = tmp_path / "own.pcap"
-    write_pcap(trace, path)
+    with path.open("wb") as out:
+        write_pcap_to(trace, out)
     ex = explain_file(str(path))
     assert ex.stalls
     missing = [(s.start / 1000, s.cause, s.model_ms) for s in ex.stalls if not s.reproduced]
