@@ -10,10 +10,12 @@ such as "delayed ACK" may appear in a setup, its timing may not.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from textual.widgets import Markdown, Static
 
-from nagle_sim.lessons import Lesson, load_lessons
+from nagle_sim.lessons import Lesson, Question, load_lessons
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.result import RunResult, fmt_ms
@@ -24,6 +26,48 @@ from nagle_sim.tui.widgets.ladder import Ladder
 from .conftest import settle
 
 SHIPPED = load_lessons()
+
+
+_QUANTITY = re.compile(r"\d[\d,.]*(?:[-–]\d[\d,.]*)?\s*(?:ms|bytes?|-byte|segments?)\b")
+_FORMULA = re.compile(r"[\w]+\([^()]*\)")
+REVIEW_PHRASES = {
+    # what the review found answering a question before it was asked (issue 12)
+    "one round trip later", "40-44 ms per request", "delayed-ACK timer is 200 ms",
+    "max(RTO, 200 ms)", "fires in", "(timer 200 ms)", "about 40 ms",
+}
+
+PREMISES = {
+    # numbers of a right choice that are the scenario's givens, which the setup must state
+    "01-nagle-basics": {"500 ms"},  # the link's one-way delay towards the server
+    "09-bulk-transfer": {"20 ms"},  # the round trip
+}
+
+
+def answer_keys(question: Question) -> set[str]:
+    """The numbers and formulas of a question's right choice that neither its prompt nor a
+    wrong choice says: text showing one of them before the answer gives the answer away.
+    Never whitelisted by what an earlier row said (an armed timer's "fires in 42.0 ms" is
+    an earlier row, and a leak)."""
+    right = question.choices[question.answer]
+    others = " ".join([question.prompt, *(c for i, c in enumerate(question.choices)
+                                          if i != question.answer)])
+    keys = set(_QUANTITY.findall(right)) | set(_FORMULA.findall(right))
+    return {k.strip() for k in keys if k.strip() not in others}
+
+
+def test_answer_keys_name_the_numbers_of_the_right_choice() -> None:
+    q = next(q for lesson in SHIPPED if lesson.slug.startswith("12") for q in lesson.questions)
+    assert {"214 ms", "max(RTO, 200 ms)"} <= answer_keys(q)
+
+
+def test_lesson_summaries_pose_the_topic_without_the_result() -> None:
+    """Issue 12: the lesson list shows every summary before any question is asked."""
+    for lesson in SHIPPED:
+        keys = set(REVIEW_PHRASES)
+        for q in lesson.questions:
+            keys |= answer_keys(q)
+        leaks = sorted(k for k in keys if k in lesson.summary)
+        assert not leaks, f"{lesson.slug}: summary gives away {leaks}"
 
 
 def forbidden_after(result: RunResult, at: int, allowed: str) -> set[str]:
@@ -70,6 +114,9 @@ def test_every_lesson_with_questions_keeps_its_answers_for_a_reveal() -> None:
         for q in lesson.questions:
             right = q.choices[q.answer]
             assert len(right.split()) < 3 or right not in lesson.setup, lesson.slug
+            leaks = sorted(k for k in answer_keys(q) - PREMISES.get(lesson.slug, set())
+                           if k in lesson.setup)
+            assert not leaks, f"{lesson.slug}: the setup prose gives away {leaks}"
 
 
 @pytest.mark.parametrize("lesson", SHIPPED, ids=[lesson.slug for lesson in SHIPPED])
@@ -93,6 +140,7 @@ async def test_no_question_opens_on_a_screen_that_shows_its_future(lesson: Lesso
             widgets, prose = visible_text(screen)
             allowed = " ".join([lesson.title, question.prompt, *question.choices])
             forbidden = forbidden_after(result, at, allowed)
+            forbidden |= answer_keys(question) | {"fires in", "(timer "}
             leaks = sorted(s for s in forbidden if s in widgets)
             leaks += sorted(s for s in forbidden if specific(s) and s in prose)
             assert not leaks, f"question {asked + 1} at {question.at_ms} ms shows {leaks}"
