@@ -173,3 +173,40 @@ def test_an_armed_timer_under_a_horizon_does_not_say_when_it_fires() -> None:
         for row in armed:
             for said in ("fires in", "timer 200 ms", "max(RTO", "RTO 210"):
                 assert said not in row.explain, (slug, row.explain)
+
+
+async def test_a_skip_reveals_nothing_and_a_reopened_question_hides_the_future_again(
+        ) -> None:
+    """Issue 12: Esc leaves the reveal hidden; q reopens the question over the run cut at
+    its time; the answer then reveals."""
+    from nagle_sim.tui.screens.questions import QuestionsScreen
+
+    lesson = next(x for x in SHIPPED if x.slug.startswith("03"))
+    at = round(lesson.questions[0].at_ms * 1000)
+    reveal = lesson.reveals[0].text.strip().splitlines()[0]
+    app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.push_screen(LessonScreen(lesson))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        ladder = screen.query_one(Ladder)
+        await pilot.press("end")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert screen.horizon is None and ladder.rows[-1].t > at
+        assert reveal not in screen.query_one("#prose", Markdown).source
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionsScreen)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, QuestionScreen)
+        assert screen.horizon == at and ladder.rows[-1].t <= at
+        assert reveal not in screen.query_one("#prose", Markdown).source
+        await pilot.press("2", "enter")
+        await settle(pilot)
+        assert screen.horizon is None and ladder.rows[-1].t > at
+        assert reveal in screen.query_one("#prose", Markdown).source

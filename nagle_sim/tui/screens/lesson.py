@@ -54,6 +54,8 @@ class LessonScreen(RunScreen):
         self.asked: set[int] = set()
         """Questions behind the student (answered or skipped with Esc)."""
         self.answers: dict[int, int] = {}
+        self.reopened: int | None = None
+        """A question reopened from the list (q): its time is the horizon while it is open."""
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
@@ -105,10 +107,12 @@ class LessonScreen(RunScreen):
         self.query_one("#variants", Static).update(self.variants_text())
 
     def done(self) -> int:
-        """How many questions, in time order, are behind the student (answered or
-        skipped): the reveals of lesson.md up to that count are shown."""
+        """How many questions, in time order, the student has answered: the reveals of
+        lesson.md up to that count are shown. A question skipped with Esc reveals nothing
+        (the student may reopen it with q and still predict); one reopened hides its reveal
+        again while it is open."""
         count = 0
-        while count in self.asked:
+        while count in self.answers and count != self.reopened:
             count += 1
         return count if self.services.ask_questions else len(self.lesson.questions)
 
@@ -122,6 +126,8 @@ class LessonScreen(RunScreen):
         return None
 
     def current_horizon(self) -> int | None:
+        if self.reopened is not None:
+            return round(self.lesson.questions[self.reopened].at_ms * 1000)
         pending = self.pending()
         return None if pending is None else round(pending[1].at_ms * 1000)
 
@@ -162,8 +168,15 @@ class LessonScreen(RunScreen):
 
     def ask(self, number: int, question: Question, then: int | None = None) -> None:
         self.pause()
+        if number in self.asked:
+            # reopened from the list: behind the question, the run is cut at its time again
+            # and its reveal is hidden, as when it was first asked
+            self.reopened = number
+            self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))
+            self.refresh_view()
 
         def answered(choice: int | None) -> None:
+            self.reopened = None
             self.asked.add(number)
             if choice is not None:
                 self.answers[number] = choice
