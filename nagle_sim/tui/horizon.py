@@ -3,7 +3,8 @@
 While a lesson's question is pending, the app draws the run only up to the question's
 ``at_ms``: later rows are dropped, and rows, bars and segments that reach past the horizon
 lose the parts that speak of the future (a read's result and duration, a hold's length,
-a segment's arrival, when an armed timer will fire). Pure functions; must not import textual, simpy or realnet.
+a segment's arrival, when an armed timer will fire). Pure functions; must not import
+textual, simpy or realnet.
 """
 
 from __future__ import annotations

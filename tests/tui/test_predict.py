@@ -210,3 +210,40 @@ async def test_a_skip_reveals_nothing_and_a_reopened_question_hides_the_future_a
         await settle(pilot)
         assert screen.horizon is None and ladder.rows[-1].t > at
         assert reveal in screen.query_one("#prose", Markdown).source
+
+
+def test_the_sandbox_copy_of_every_lesson_holds_no_answers() -> None:
+    """Issue 12: `s` must not be a way round predicting: no [lesson], no [[expect]]."""
+    import tomllib
+    from dataclasses import replace
+
+    from nagle_sim.scenario import loads
+    from nagle_sim.tui.screens.sandbox import without_answers
+
+    for lesson in SHIPPED:
+        text = (lesson.path / "scenario.toml").read_text("utf-8")
+        cut = without_answers(text)
+        data = tomllib.loads(cut)
+        assert "lesson" not in data and "expect" not in data, lesson.slug
+        for q in lesson.questions:
+            assert q.explain not in cut
+        same = [replace(loads(t, "x"), expect=(), raw={}) for t in (cut, text)]
+        assert same[0] == same[1], lesson.slug
+
+
+async def test_the_sandbox_opened_with_a_question_pending_keeps_its_horizon() -> None:
+    from nagle_sim.tui.screens.sandbox import SandboxScreen
+
+    lesson = next(x for x in SHIPPED if x.slug.startswith("03"))
+    at = round(lesson.questions[0].at_ms * 1000)
+    app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.push_screen(LessonScreen(lesson))
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        sandbox = app.screen
+        assert isinstance(sandbox, SandboxScreen)
+        assert sandbox.horizon == at
+        assert sandbox.query_one(Ladder).rows[-1].t <= at
+        assert "[[expect]]" not in (sandbox.text or "")

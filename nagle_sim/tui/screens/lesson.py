@@ -147,9 +147,18 @@ class LessonScreen(RunScreen):
                                              self.answers), chosen)
 
     def action_sandbox_copy(self) -> None:
-        from .sandbox import SandboxScreen  # the sandbox imports this module's siblings
-        if self.text is not None:
-            self.app.push_screen(SandboxScreen(text=self.text, name=self.lesson.slug))
+        from .sandbox import SandboxScreen, without_answers  # imports this module's siblings
+        if self.text is None:
+            return
+        try:
+            text = without_answers(self.text)
+        except ValueError as exc:
+            self.show_error(f"{self.where}: {exc}")
+            return
+        # a question still pending keeps its horizon in the copy: the sandbox must not be
+        # a way round predicting
+        self.app.push_screen(SandboxScreen(text=text, name=self.lesson.slug,
+                                           horizon=self.current_horizon()))
 
     def move_to(self, index: int) -> None:
         ladder = self.query_one(Ladder)
