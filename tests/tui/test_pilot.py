@@ -425,3 +425,65 @@ async def test_an_empty_capture_is_a_failed_real_run_not_zero_segments(
         await settle(pilot)
         assert "real run failed" in _text(app, "#diff")
         assert ladder.overlay("measured") is None
+
+
+async def test_r_and_e_wait_for_the_what_if_being_simulated_and_use_the_runs_variant(
+        make_app: MakeApp, sim: Callable, monkeypatch: pytest.MonkeyPatch,  # type: ignore[type-arg]
+        tmp_path: Path) -> None:
+    """Issue 12: toggling d updates the toggles at once, but the run shown is the old one
+    until the re-simulation finishes: r and e must not measure or name the new variant
+    over the old run."""
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    gate = threading.Event()
+    gate.set()
+    real_runs: list[object] = []
+
+    def slow_sim(scenario):  # type: ignore[no-untyped-def]
+        assert gate.wait(30)
+        return sim(scenario)
+
+    def fake_real(scenario):  # type: ignore[no-untyped-def]
+        real_runs.append(scenario)
+        return sim(scenario)
+
+    app = make_app(ask_questions=False, run_sim=slow_sim, run_real=fake_real)
+    notes = _record_notes(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        gate.clear()
+        await pilot.press("d")
+        await pilot.pause()
+        assert screen.simulating()
+        await pilot.press("r", "e")
+        await pilot.pause()
+        assert real_runs == []
+        assert sum("still simulating" in n for n in notes) == 2
+        assert list(tmp_path.iterdir()) == []
+        gate.set()
+        await settle(pilot)
+        assert not screen.simulating()
+        assert screen.result is not None and screen.result.overrides
+        await pilot.press("e")
+        await settle(pilot)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "01-tiny-client-nodelay.pcap", "01-tiny-client-nodelay.svg"]
+
+
+async def test_a_real_run_under_a_question_counts_only_what_is_shown(
+        make_app: MakeApp, sim: Callable) -> None:  # type: ignore[type-arg]
+    """Issue 12: "measured N segments" under a horizon counts the segments up to it."""
+    app = make_app(run_real=sim)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen) and screen.horizon is not None
+        await pilot.press("r")
+        await settle(pilot)
+        assert screen.measured is not None
+        shown = sum(1 for s in screen.measured.segments if s.t <= screen.horizon)
+        assert shown < len(screen.measured.segments)
+        assert f"measured {shown} segments up to" in _text(app, "#diff")
