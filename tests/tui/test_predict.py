@@ -247,3 +247,27 @@ async def test_the_sandbox_opened_with_a_question_pending_keeps_its_horizon() ->
         assert sandbox.horizon == at
         assert sandbox.query_one(Ladder).rows[-1].t <= at
         assert "[[expect]]" not in (sandbox.text or "")
+
+
+async def test_the_time_column_widens_when_the_horizon_lifts() -> None:
+    """Issue 12: lesson 10's last row read ▶600.152 for 1600.152 after the answer."""
+    lesson = next(x for x in SHIPPED if x.slug.startswith("10"))
+    app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.push_screen(LessonScreen(lesson))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        ladder = screen.query_one(Ladder)
+        await pilot.press("end")
+        await pilot.pause()
+        assert isinstance(app.screen, QuestionScreen)
+        await pilot.press("3", "enter")
+        await settle(pilot)
+        await pilot.press("end")
+        await settle(pilot)
+        width = ladder.scrollable_content_region.width
+        y = ladder.layout_.row_y[ladder.cursor]
+        line = "".join(seg.text for seg in ladder._render_full(y, width))
+        last = f"{ladder.rows[-1].t / 1000:.3f}"
+        assert len(last) >= 8 and f"▶{last}" in line.replace(" ", ""), line

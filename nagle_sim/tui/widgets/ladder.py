@@ -238,6 +238,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _relayout(self) -> None:
         self.layout_ = LadderLayout([r.t for r in self.rows], self.scale)
+        self._cols = None  # the time column's width follows the last time (a lifted horizon)
         bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
         for side in Side:
             mine = [b for b in self.bars if b.side is side]
