@@ -16,10 +16,6 @@ from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
 from ..trace import Trace
 
-ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "CWND_IDLE"})
-"""Bookkeeping rows no lesson talks about (BBR's cwnd updates, pacing holds, the cwnd
-restart after idle): the app's "normal" detail folds them away; "all" shows them."""
-
 
 def fmt_ms(us: float) -> str:
     """44.0 ms, 0.041 ms: one decimal when it is readable, three below 1 ms."""
@@ -53,8 +49,6 @@ class RunResult:
             reach.append(top)
         summary = summarize(trace)
         rows = build_rows(trace, detail)
-        if detail == "normal":
-            rows = [r for r in rows if r.code not in ROUTINE_CODES]
         return cls(scenario, trace, rows, bars, summary, overrides,
                    [b.start for b in bars], reach, [s.start for s in summary.stalls])
 

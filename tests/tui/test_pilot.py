@@ -487,3 +487,21 @@ async def test_a_real_run_under_a_question_counts_only_what_is_shown(
         shown = sum(1 for s in screen.measured.segments if s.t <= screen.horizon)
         assert shown < len(screen.measured.segments)
         assert f"measured {shown} segments up to" in _text(app, "#diff")
+
+
+async def test_a_question_opens_over_the_lessons_own_run_not_a_what_if(
+        make_app: MakeApp) -> None:
+    """Issue 12: d before the question, then the question: the variant is undone."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        await pilot.press("d")
+        await settle(pilot)
+        assert screen.result is not None and screen.result.overrides
+        await pilot.press("end")
+        await settle(pilot)
+        assert isinstance(app.screen, QuestionScreen)
+        assert screen.result is not None and screen.result.overrides == ()
+        assert screen.whatif == screen.base_whatif

@@ -177,6 +177,12 @@ class LessonScreen(RunScreen):
 
     def ask(self, number: int, question: Question, then: int | None = None) -> None:
         self.pause()
+        if self.result is not None and (self.result.overrides or self.simulating()):
+            # a question is about the lesson's own run, never about a what-if variant drawn
+            # behind it
+            self.action_reset_whatif()
+            self.say("What-ifs undone: the question is about the lesson's own run.",
+                     timeout=4)
         if number in self.asked:
             # reopened from the list: behind the question, the run is cut at its time again
             # and its reveal is hidden, as when it was first asked
