@@ -92,3 +92,23 @@ async def test_lesson_11_every_arrival_is_labelled_at_80x24() -> None:
             wire = line[cols.wire_x:cols.wire_x + cols.wire_w]
             shorts = {_short_label(n, max(4, min(8, cols.wire_w - stub - 4))) for n in names}
             assert any(t in wire for t in shorts | {n[:6] for n in names}), (names, wire)
+
+
+def test_delayed_ack_rows_are_purple_like_their_bar_and_the_legend_explains_stubs() -> None:
+    """Issue 12: "delack timer fired" was amber, which the legend gives to probe/RTO."""
+    from nagle_sim.lessons import load_lessons
+    from nagle_sim.render.rows import RowKind, build_rows
+    from nagle_sim.scenario import loads
+    from nagle_sim.sim.driver import run_sim
+    from nagle_sim.tui.palette import legend_text
+    from nagle_sim.tui.widgets.ladder import _BAR_CLASS, _row_class
+
+    lesson = next(x for x in load_lessons() if x.slug.startswith("03"))
+    scenario = loads((lesson.path / "scenario.toml").read_text("utf-8"), "03")
+    rows = build_rows(run_sim(scenario), "normal")
+    delack = [r for r in rows if r.kind is RowKind.TIMER and r.event is not None
+              and r.event.timer == "delack"]
+    assert delack and {_row_class(r) for r in delack} == {_BAR_CLASS["delack"]}
+    legend = legend_text().plain
+    for needle in ("┈", "arrives", "grey italic"):
+        assert needle in legend

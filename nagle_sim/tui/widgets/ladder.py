@@ -112,6 +112,14 @@ class _Canvas:
         return Strip(segments, self.width)
 
 
+def _row_class(row: Row) -> str:
+    """The colour of an event row: a delayed-ACK timer's rows are purple like its bar and
+    like the exports; amber is for the probe and retransmission timers."""
+    if row.kind is RowKind.TIMER and row.event is not None and row.event.timer == "delack":
+        return "ladder--delack"
+    return _ROW_CLASS.get(row.kind, "ladder--note")
+
+
 def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
@@ -468,7 +476,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                                                   else "-ack")
             canvas.put(axis_x, "●", base + self._style(cls))
             return
-        style = base + self._style(_ROW_CLASS.get(row.kind, "ladder--note"))
+        style = base + self._style(_row_class(row))
         if row.kind is RowKind.OP and row.op is not None:
             mark = {"write": "◆", "writev": "◆", "read": "◇"}.get(row.op.op, "•")
             canvas.put(axis_x, mark, style)
