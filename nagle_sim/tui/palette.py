@@ -28,7 +28,7 @@ LEGEND: tuple[tuple[str, str, str], ...] = (
     ("┃", f"bold {DELACK}", "delayed ACK: its timer running (purple bar) and its rows"),
     ("┃", PROBE, "probe / retransmission timer: bar and rows (amber)"),
     ("──┈", CLIENT, "a segment sent while many others travel: drawn as a send stub…"),
-    ("──▶", CLIENT, "…and an arrival stub, labelled \"… arrives\" (or …:seq when narrow)"),
+    ("──▶", CLIENT, "…and an arrival stub: \"… arrives\" (…:seq when narrow)"),
     ("┄┄▶", OVERLAY, "measured on real sockets (orange, dashed)"),
     ("──▶", f"dim {GHOST}", "the previous run, before your last what-if (ghost)"),
     ("◆ ◇", "bold", "the application writes / reads"),
