@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
+from textual.actions import parse
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -20,7 +21,7 @@ from ..lessons import Lesson, load_lessons
 from ..scenario import ScenarioError
 from .classroom import NO_FILES, REAL_OFF, Classroom
 from .runners import Runner
-from .screens.help import HelpScreen
+from .screens.help import HelpScreen, key_label, screen_bindings
 from .screens.lesson_list import LessonListScreen
 from .screens.run import RunScreen
 from .screens.sandbox import SandboxScreen
@@ -131,35 +132,20 @@ class NagleApp(App[int]):
         yield SystemCommand("Sandbox", "Edit and run any scenario", self.action_sandbox)
         if not isinstance(screen, RunScreen):
             return
-        run = screen.run_action
-        entries = [
-            ("Step forward", "Select the next event", "step(1)"),
-            ("Step back", "Select the previous event", "step(-1)"),
-            ("Next stall", "Jump to the next silent gap ≥ 10 ms", "stall(1)"),
-            ("Previous stall", "Jump to the previous stall", "stall(-1)"),
-            ("Play / pause", "Step through the run automatically", "play"),
-            ("Toggle client TCP_NODELAY", "Re-simulate with Nagle off/on on the client",
-             "flip('client','nodelay')"),
-            ("Toggle server TCP_NODELAY", "Re-simulate with Nagle off/on on the server",
-             "flip('server','nodelay')"),
-            ("Toggle client TCP_CORK", "Re-simulate with the client corked",
-             "flip('client','cork')"),
-            ("Cycle client TCP_QUICKACK", "default → 0 → 1", "flip('client','quickack')"),
-            ("Cycle server TCP_QUICKACK", "default → 0 → 1", "flip('server','quickack')"),
-            ("Cycle client OS profile", "linux, linux-5.4, windows, freebsd, macos",
-             "flip('client','profile')"),
-            ("Cycle server OS profile", "linux, linux-5.4, windows, freebsd, macos",
-             "flip('server','profile')"),
-            ("Cycle link delay", "0, 1, 10, 40, 200 ms or the scenario's own", "delay"),
-            ("Undo what-ifs", "Back to the scenario's own options", "reset_whatif"),
-            ("Compressed gaps / linear time", "Switch the ladder's time axis", "compress"),
-            ("Export trace", "SVG ladder and pcap, named after lesson and variant",
-             "export"),
-        ]
-        entries.append(("Run on real sockets", "Measure and overlay the real segments",
-                        "run_real"))
-        for title, help_text, action in entries:
-            yield SystemCommand(title, help_text, partial(run, action))
+        # built from the screen's bindings, so every key is in the palette too (what-ifs
+        # named by the lesson, CORK, detail, ghost, questions, the sandbox copy…)
+        variants = getattr(screen, "variants", None)
+        for binding in screen_bindings(screen):
+            _ns, name, params = parse(binding.action)
+            if binding.action.startswith("app."):
+                continue
+            title = binding.description
+            if name == "variant" and variants is not None and params:
+                index = params[0]
+                assert isinstance(index, int)
+                title = f"What-if {index + 1}: {variants[index].label}"
+            yield SystemCommand(f"{title} ({key_label(binding)})", binding.tooltip or title,
+                                partial(screen.run_action, binding.action))
 
 
 def run_app(path: str | None = None, *, run_sim: Runner, run_real: Runner | None = None,

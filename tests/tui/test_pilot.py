@@ -343,7 +343,8 @@ async def test_command_palette_has_the_main_actions(make_app: MakeApp) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await _open_first_lesson(pilot)
         titles = {c.title for c in app.get_system_commands(app.screen)}
-        for title in ("Next stall", "Toggle client TCP_NODELAY", "Export trace",
+        # the screen's entries come from its bindings: description and key
+        for title in ("Stall (n)", "NODELAY (d)", "Export (e)", "Real (r)",
                       "High-contrast theme", "Projector mode", "Help: key bindings"):
             assert title in titles
 
@@ -505,3 +506,42 @@ async def test_a_question_opens_over_the_lessons_own_run_not_a_what_if(
         assert isinstance(app.screen, QuestionScreen)
         assert screen.result is not None and screen.result.overrides == ()
         assert screen.whatif == screen.base_whatif
+
+
+async def test_palette_help_and_footer_offer_every_key_once(make_app: MakeApp) -> None:
+    """Issue 12: the palette is built from the bindings (nothing missing), help lists d
+    once and only the lesson's what-ifs, tooltips wrap indented, the sandbox footer keeps
+    ? Help at 80 columns, and q is announced beside the what-ifs."""
+    from textual.widgets import Footer
+
+    from nagle_sim.tui.screens.help import screen_bindings
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        titles = [c.title for c in app.get_system_commands(screen)]
+        for needle in ("Server CORK", "Detail", "Ghost", "Questions", "Sandbox (s)",
+                       f"What-if 1: {screen.variants[0].label}"):
+            assert any(needle in t for t in titles), (needle, titles)
+        keys = [b.key for b in screen_bindings(screen)]
+        assert keys.count("d") == 1
+        assert len([k for k in keys if k.isdigit()]) == len(screen.variants)
+        assert "q lists them" in _text(app, "#variants")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        lines = str(app.screen.query_one("#keys", Static).render()).splitlines()
+        tooltip_lines = [ln for ln in lines if ln.strip() and not ln.startswith(
+            ("This screen", "Ladder", "Everywhere", "Press ctrl+p"))]
+        assert all(ln.startswith(" ") for ln in tooltip_lines), tooltip_lines
+        await pilot.press("escape")
+        await pilot.press("s")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)
+        footer = app.screen.query_one(Footer)
+        shown = [k for k in footer.query("FooterKey") if k.region.right <= 80
+                 and k.region.width > 0]
+        assert any(getattr(k, "key", "") == "question_mark" for k in shown), [
+            getattr(k, "key", "") for k in shown]

@@ -76,6 +76,13 @@ class LessonScreen(RunScreen):
                 label = f"another script ({scripts}), shown after the questions"
             text.append(f"\n {i + 1} ", style="reverse" if on else "bold")
             text.append(" " + label, style="bold" if on else "")
+        if self.lesson.questions and self.services.ask_questions:
+            # q is not in the footer (no room at 80 columns): say it where it matters
+            right = sum(1 for n, c in self.answers.items()
+                        if c == self.lesson.questions[n].answer)
+            text.append(f"\nQuestions: {len(self.answers)}/{len(self.lesson.questions)} "
+                        f"answered, {right} right", style="bold")
+            text.append("  q lists them (reopen a skipped one)", style="dim")
         return text
 
     def _variant_on(self, variant: Variant) -> bool:

@@ -93,7 +93,8 @@ class SandboxScreen(RunScreen):
     BINDINGS: list[BindingType] = [
         Binding("ctrl+r", "run_editor", "Run", show=True, id="sandbox.run",
                 tooltip="Simulate the scenario text in the editor"),
-        Binding("ctrl+o", "open", "Open", show=True, id="sandbox.open",
+        # not in the footer: at 80 columns it pushed "? Help" out (help and ctrl+p list it)
+        Binding("ctrl+o", "open", "Open", show=False, id="sandbox.open",
                 tooltip="Open a scenario file"),
     ]
 
