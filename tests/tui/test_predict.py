@@ -210,6 +210,16 @@ async def test_a_skip_reveals_nothing_and_a_reopened_question_hides_the_future_a
         await settle(pilot)
         assert screen.horizon is None and ladder.rows[-1].t > at
         assert reveal in screen.query_one("#prose", Markdown).source
+        assert screen.answers == {0: 1}
+        # reopening an answered question after seeing the run does not change the score
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, QuestionScreen) and screen.horizon == at
+        await pilot.press("1", "enter")
+        await settle(pilot)
+        assert screen.answers == {0: 1}
 
 
 def test_the_sandbox_copy_of_every_lesson_holds_no_answers() -> None:

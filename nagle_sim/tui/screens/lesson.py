@@ -200,7 +200,8 @@ class LessonScreen(RunScreen):
         def answered(choice: int | None) -> None:
             self.reopened = None
             self.asked.add(number)
-            if choice is not None:
+            if choice is not None and number not in self.answers:
+                # the first answer counts: answering again after seeing the run is practice
                 self.answers[number] = choice
             self.record_score()
             self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))
