@@ -8,6 +8,7 @@ No simpy, no realnet.
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 from rich.text import Text
 from textual.actions import parse
@@ -52,7 +53,7 @@ def binding_table(title: str, bindings: list[BindingType], width: int = 116) -> 
     return text
 
 
-def screen_bindings(screen: Screen[object]) -> list[Binding]:
+def screen_bindings(screen: Screen[Any]) -> list[Binding]:
     """The screen's own key bindings (its classes' BINDINGS), one per action (a subclass's
     binding replaces its base's: lesson screens rebind d), only those the screen offers
     now (``check_action``: a lesson with two what-ifs has no What-if 3…9)."""
@@ -74,7 +75,7 @@ def screen_bindings(screen: Screen[object]) -> list[Binding]:
     return sorted((chosen[a] for a in order), key=lambda b: _rank(screen, b))
 
 
-def _rank(screen: Screen[object], binding: Binding) -> int:
+def _rank(screen: Screen[Any], binding: Binding) -> int:
     for depth, cls in enumerate(reversed(type(screen).__mro__)):
         if binding in (cls.__dict__.get("BINDINGS") or ()):
             return depth
