@@ -222,8 +222,14 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--only-help", action="store_true",
+                        help="only help open and lesson open → explanation")
     args = parser.parse_args()
     lessons, where = _lessons()
+    if args.only_help:
+        print("help and explanation (target: help < 150 ms)")
+        asyncio.run(help_and_explanation(lessons, args.repeat))
+        return
     print("first paint (target ≤ 1000 ms)")
     t_list, t_lesson = asyncio.run(first_paint(lessons))
     print(f"  app start → lesson list painted: {t_list * 1000:.0f} ms")

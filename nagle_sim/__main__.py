@@ -98,15 +98,30 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _real_runner() -> Callable[[Scenario], Trace] | None:
-    """realnet's executor when this host can run it (Linux), else None (the app then offers
-    no "run on real sockets")."""
-    if not sys.platform.startswith("linux"):
+    """realnet's executor when this host can run it (Linux, capture allowed), else None
+    (the app then says why, from `_real_unavailable`, instead of running)."""
+    if _real_unavailable() is not None:
         return None
-    try:
-        from realnet.runner import run_real
-    except ImportError:
-        return None
+    from realnet.runner import run_real
     return run_real
+
+
+def _real_unavailable(remote: str | None = None) -> str | None:
+    """Why a real-socket run cannot work here, asked before running anything (None: it
+    can). Without CAP_NET_RAW the run would succeed with an empty capture that looks like
+    a valid measurement ("segments 67 → 0")."""
+    try:
+        from realnet.core import RealnetError, capture_unavailable, check_platform
+    except ImportError as exc:
+        return f"real-socket runs need the realnet package ({exc})"
+    try:
+        check_platform()
+    except RealnetError as exc:
+        return str(exc)
+    if remote:
+        return None  # the serve process captures on its own host
+    why = capture_unavailable()
+    return f"real-socket runs cannot capture packets here: {why}" if why else None
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
@@ -116,8 +131,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
     except ImportError as exc:  # pragma: no cover - only when textual is missing
         raise CliError(f"the TUI is unavailable: {exc}") from None
     from .sim.driver import run_sim
-    run_real = _real_runner()
-    blocker = "" if run_real else "real-socket runs need Linux and the realnet package"
+    blocker = _real_unavailable() or ""
+    run_real = _real_runner() if not blocker else None
     classroom = None
     if getattr(args, "classroom", False):  # started by `nagle-sim serve`, one per tab
         from pathlib import Path
@@ -190,6 +205,9 @@ def cmd_lessons(args: argparse.Namespace) -> int:
 
 def _real_trace(scenario: Scenario, remote: str | None = None,
                 token: str | None = None) -> Trace:
+    why = _real_unavailable(remote)
+    if why is not None:
+        raise CliError(why)
     try:
         from realnet.runner import run_real
     except ImportError as exc:
@@ -220,12 +238,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .compare_run import compare_cli
     _check_output(args.markdown)
     _check_output(args.csv)
-    return compare_cli(_load(args), args)
+    scenario = _load(args)
+    why = _real_unavailable()
+    if why is not None:  # never "DISAGREE" against an empty capture
+        raise CliError(f"compare: {why}")
+    return compare_cli(scenario, args)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .compare_run import validate_cli
     _check_output(args.markdown)
+    why = _real_unavailable()
+    if why is not None:
+        raise CliError(f"validate: {why}")
     return validate_cli(args)
 
 

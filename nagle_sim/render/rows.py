@@ -59,6 +59,12 @@ _EVENT_KINDS = {
 
 DETAIL_LEVELS = ("wire", "normal", "all")
 
+ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "PACING_RELEASE", "CWND_IDLE",
+                           "CWND_GROW", "ATO_UPDATE", "FIN_ACK", "QUICK_START"})
+"""Bookkeeping no lesson's question turns on (BBR's cwnd updates, pacing, the cwnd restart
+after idle, a new connection's quick-ACK budget being granted): "normal" folds them away,
+"all" shows them. Running out of quick ACKs (QUICK_SPENT) stays: lesson 2 is about it."""
+
 
 def _event_label(e: EventRecord) -> str:
     if e.kind.startswith("timer_"):
@@ -75,8 +81,10 @@ def _wanted(e: EventRecord, detail: str) -> bool:
     if detail == "wire":
         return False
     # "normal": the decisions a lesson talks about
+    if e.code in ROUTINE_CODES:
+        return False
     if e.kind in ("hold", "mode", "sockopt"):
-        return e.code not in ("CWND_GROW", "ATO_UPDATE", "FIN_ACK")
+        return True
     if e.kind in ("timer_armed", "timer_fired"):
         return e.timer in ("delack", "probe0", "tsq") or e.code == "RETRANSMIT"
     return e.kind == "ack_delayed"
@@ -102,9 +110,13 @@ def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
                                       explain=f"{op.side.value} application calls {label}"
                                               f"{took}", op=op)))
     if detail != "wire":
+        said: tuple[int, Side, str] | None = None
         for e in trace.events:
             if e.kind not in _EVENT_KINDS or not _wanted(e, detail):
                 continue
+            if detail == "normal" and e.kind == "timer_armed" and said == (e.t, e.side, e.code):
+                continue  # the "delayed ACK" row just said this sentence: one row is enough
+            said = (e.t, e.side, e.code) if e.kind == "ack_delayed" else None
             rows.append((e.t, 2, Row(t=e.t, side=e.side, kind=_EVENT_KINDS[e.kind],
                                      label=_event_label(e),
                                      explain=f"{e.side.value}: {e.text()}", code=e.code,

@@ -8,9 +8,11 @@ simulator driver when it is called.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from textual.actions import parse
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -21,7 +23,7 @@ from ..scenario import ScenarioError
 from .classroom import NO_FILES, REAL_OFF, Classroom
 from .commands import binding_commands, own_bindings
 from .runners import Runner
-from .screens.help import HelpScreen
+from .screens.help import HelpScreen, key_label, screen_bindings
 from .screens.lesson_list import LessonListScreen
 from .screens.run import RunScreen
 from .screens.sandbox import SandboxScreen
@@ -128,7 +130,23 @@ class NagleApp(App[int]):
         # The sandbox has a key only on the lesson list; the palette offers it everywhere.
         if not isinstance(screen, SandboxScreen):
             yield SystemCommand("Sandbox", "Edit and run any scenario", self.action_sandbox)
-        yield from binding_commands(own_bindings(type(screen)), screen.run_action)
+        if not isinstance(screen, RunScreen):
+            yield from binding_commands(own_bindings(type(screen)), screen.run_action)
+            return
+        # a run screen's entries are built from its bindings, with their keys, so every
+        # key is in the palette too (what-ifs named by the lesson, CORK, detail, ghost…)
+        variants = getattr(screen, "variants", None)
+        for binding in screen_bindings(screen):
+            _ns, name, params = parse(binding.action)
+            if binding.action.startswith("app."):
+                continue
+            title = binding.description
+            if name == "variant" and variants is not None and params:
+                index = params[0]
+                assert isinstance(index, int)
+                title = f"What-if {index + 1}: {variants[index].label}"
+            yield SystemCommand(f"{title} ({key_label(binding)})", binding.tooltip or title,
+                                partial(screen.run_action, binding.action))
 
 
 def run_app(path: str | None = None, *, run_sim: Runner, run_real: Runner | None = None,

@@ -3,7 +3,8 @@
 While a lesson's question is pending, the app draws the run only up to the question's
 ``at_ms``: later rows are dropped, and rows, bars and segments that reach past the horizon
 lose the parts that speak of the future (a read's result and duration, a hold's length,
-a segment's arrival). Pure functions; must not import textual, simpy or realnet.
+a segment's arrival, when an armed timer will fire). Pure functions; must not import
+textual, simpy or realnet.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ def visible_rows(rows: list[Row], horizon: int | None) -> list[Row]:
     return [_row_at(r, horizon) for r in rows[:cut]]
 
 
+_ARMED_NOW = {
+    # reasons whose own words give the timer's length
+    "PROBE0_ARMED": "nothing in flight but data queued: probe timer armed",
+}
+
+
 def _row_at(row: Row, horizon: int) -> Row:
     op = row.op
     if row.kind is RowKind.OP and op is not None and (op.end is None or op.end > horizon):
@@ -32,6 +39,14 @@ def _row_at(row: Row, horizon: int) -> Row:
                        explain=f"{op.side.value} application calls {label} "
                                "(not returned yet)",
                        op=replace(op, end=None, result=None))
+    event = row.event
+    if event is not None and event.kind in ("ack_delayed", "timer_armed") and (
+            event.deadline is None or event.deadline > horizon):
+        # "fires in 42.0 ms", "(timer 200 ms)", "at max(RTO, 200 ms) (RTO 210 ms)" all
+        # say when the timer will fire: the question is about exactly that
+        reason = _ARMED_NOW.get(event.code, event.reason)
+        quiet = replace(event, reason=reason, detail="still running", deadline=None)
+        return replace(row, explain=f"{event.side.value}: {quiet.text()}", event=quiet)
     seg = row.segment
     if seg is not None and seg.arrive is not None and seg.arrive > horizon:
         return replace(row, segment=replace(seg, arrive=None))

@@ -20,6 +20,8 @@ class SimFinished(Message):
     result: RunResult
     compare: bool
     """True when this re-run came from a what-if toggle (show the difference)."""
+    generation: int = 0
+    """Which request this answers (`RunScreen.simulate` counts them): a stale one is dropped."""
 
 
 @dataclass
@@ -27,6 +29,7 @@ class SimFailed(Message):
     """Loading or simulating failed; ``error`` is the one-line message the CLI prints."""
 
     error: str
+    generation: int = 0
 
 
 @dataclass

@@ -19,10 +19,6 @@ from ..summary import Stall, Summary, summarize
 from ..trace import Outcome, SegmentRecord, Trace
 from ..units import ms_text
 
-ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "CWND_IDLE"})
-"""Bookkeeping rows no lesson talks about (BBR's cwnd updates, pacing holds, the cwnd
-restart after idle): the app's "normal" detail folds them away; "all" shows them."""
-
 
 def fmt_ms(us: float) -> str:
     """44.0 ms, 0.041 ms: one decimal when it is readable, three below 1 ms."""
@@ -36,12 +32,17 @@ class RunResult:
     rows: list[Row]
     bars: list[Bar]
     summary: Summary
+    overrides: tuple[str, ...] = ()
+    """The ``--set`` list this run was simulated with: the what-if variant it shows. Real
+    runs and exports take their variant from here, never from the toggles' current state
+    (which may already name a variant still being simulated)."""
     _bar_starts: list[int] = field(default_factory=list)
     _bar_reach: list[int] = field(default_factory=list)
     _stall_starts: list[int] = field(default_factory=list)
 
     @classmethod
-    def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal") -> RunResult:
+    def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal",
+              overrides: tuple[str, ...] = ()) -> RunResult:
         """Rows at ``detail`` (render.rows.DETAIL_LEVELS: wire, normal, all)."""
         bars = sorted(build_bars(trace), key=lambda b: b.start)
         reach: list[int] = []
@@ -51,9 +52,7 @@ class RunResult:
             reach.append(top)
         summary = summarize(trace)
         rows = build_rows(trace, detail)
-        if detail == "normal":
-            rows = [r for r in rows if r.code not in ROUTINE_CODES]
-        return cls(scenario, trace, rows, bars, summary,
+        return cls(scenario, trace, rows, bars, summary, overrides,
                    [b.start for b in bars], reach, [s.start for s in summary.stalls])
 
     def bars_at(self, t: int) -> list[Bar]:

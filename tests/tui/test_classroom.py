@@ -23,7 +23,7 @@ from nagle_sim.tui.classroom import (
 from nagle_sim.tui.screens.lesson import LessonScreen
 from nagle_sim.tui.screens.lesson_list import LessonListScreen
 from nagle_sim.tui.screens.open_file import OpenFileScreen
-from nagle_sim.tui.screens.sandbox import SandboxScreen
+from nagle_sim.tui.screens.sandbox import SandboxScreen, without_answers
 from nagle_sim.tui.widgets.ladder import Ladder
 
 from .conftest import settle
@@ -111,7 +111,9 @@ async def test_s_in_a_lesson_opens_an_in_memory_copy_in_the_sandbox(
         sandbox = app.screen
         assert isinstance(sandbox, SandboxScreen)
         editor = sandbox.query_one("#editor", TextArea)
-        assert editor.text == original
+        # the copy is the scenario alone: no questions, answers or claims (issue 12)
+        assert editor.text == without_answers(original) and "[lesson]" not in editor.text
+        assert editor.text.startswith(original.split("[lesson]")[0])
         editor.text = original.replace("title", "# edited\ntitle", 1)
         await pilot.press("ctrl+r")
         await settle(pilot)

@@ -15,8 +15,7 @@ from textual.widgets import Markdown, Static
 from nagle_sim.render.rows import RowKind
 from nagle_sim.scenario import ScenarioError, load
 from nagle_sim.tui.app import NagleApp
-from nagle_sim.tui.commands import own_bindings
-from nagle_sim.tui.screens.help import HelpScreen
+from nagle_sim.tui.screens.help import HelpScreen, screen_bindings
 from nagle_sim.tui.screens.lesson import LessonScreen
 from nagle_sim.tui.screens.question import QuestionScreen
 from nagle_sim.tui.screens.sandbox import SandboxScreen
@@ -344,12 +343,16 @@ async def test_command_palette_has_the_main_actions(make_app: MakeApp) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await _open_first_lesson(pilot)
         commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        titles = set(commands)
+        # the screen's entries come from its bindings: description and key
+        for title in ("Stall (n)", "NODELAY (d)", "Export (e)", "Real (r)"):
+            assert title in titles
         # built from the bindings: every key of the screen and of the app is in the palette
-        for binding in [*own_bindings(type(app.screen)), *NagleApp.BINDINGS]:
+        for binding in [*screen_bindings(app.screen), *NagleApp.BINDINGS]:
             assert isinstance(binding, Binding)
             if binding.action != "quit":
-                assert binding.description in commands, binding.id
-        assert "TCP_NODELAY" in commands["NODELAY"].help
+                assert any(t == binding.description or t.startswith(binding.description + " (")
+                           or t.startswith("What-if") for t in titles), binding.id
         assert "Sandbox" in commands
         app.call_next(commands["Contrast"].callback)   # as the palette runs it
         await pilot.pause()
@@ -433,3 +436,122 @@ async def test_an_empty_capture_is_a_failed_real_run_not_zero_segments(
         await settle(pilot)
         assert "real run failed" in _text(app, "#diff")
         assert ladder.overlay("measured") is None
+
+
+async def test_r_and_e_wait_for_the_what_if_being_simulated_and_use_the_runs_variant(
+        make_app: MakeApp, sim: Callable, monkeypatch: pytest.MonkeyPatch,  # type: ignore[type-arg]
+        tmp_path: Path) -> None:
+    """Issue 12: toggling d updates the toggles at once, but the run shown is the old one
+    until the re-simulation finishes: r and e must not measure or name the new variant
+    over the old run."""
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    gate = threading.Event()
+    gate.set()
+    real_runs: list[object] = []
+
+    def slow_sim(scenario):  # type: ignore[no-untyped-def]
+        assert gate.wait(30)
+        return sim(scenario)
+
+    def fake_real(scenario):  # type: ignore[no-untyped-def]
+        real_runs.append(scenario)
+        return sim(scenario)
+
+    app = make_app(ask_questions=False, run_sim=slow_sim, run_real=fake_real)
+    notes = _record_notes(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        gate.clear()
+        await pilot.press("d")
+        await pilot.pause()
+        assert screen.simulating()
+        await pilot.press("r", "e")
+        await pilot.pause()
+        assert real_runs == []
+        assert sum("still simulating" in n for n in notes) == 2
+        assert list(tmp_path.iterdir()) == []
+        gate.set()
+        await settle(pilot)
+        assert not screen.simulating()
+        assert screen.result is not None and screen.result.overrides
+        await pilot.press("e")
+        await settle(pilot)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "01-tiny-client-nodelay.pcap", "01-tiny-client-nodelay.svg"]
+
+
+async def test_a_real_run_under_a_question_counts_only_what_is_shown(
+        make_app: MakeApp, sim: Callable) -> None:  # type: ignore[type-arg]
+    """Issue 12: "measured N segments" under a horizon counts the segments up to it."""
+    app = make_app(run_real=sim)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen) and screen.horizon is not None
+        await pilot.press("r")
+        await settle(pilot)
+        assert screen.measured is not None
+        shown = sum(1 for s in screen.measured.segments if s.t <= screen.horizon)
+        assert shown < len(screen.measured.segments)
+        assert f"measured {shown} segments up to" in _text(app, "#diff")
+
+
+async def test_a_question_opens_over_the_lessons_own_run_not_a_what_if(
+        make_app: MakeApp) -> None:
+    """Issue 12: d before the question, then the question: the variant is undone."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        await pilot.press("d")
+        await settle(pilot)
+        assert screen.result is not None and screen.result.overrides
+        await pilot.press("end")
+        await settle(pilot)
+        assert isinstance(app.screen, QuestionScreen)
+        assert screen.result is not None and screen.result.overrides == ()
+        assert screen.whatif == screen.base_whatif
+
+
+async def test_palette_help_and_footer_offer_every_key_once(make_app: MakeApp) -> None:
+    """Issue 12: the palette is built from the bindings (nothing missing), help lists d
+    once and only the lesson's what-ifs, tooltips wrap indented, the sandbox footer keeps
+    ? Help at 80 columns, and q is announced beside the what-ifs."""
+    from textual.widgets import Footer
+
+    from nagle_sim.tui.screens.help import screen_bindings
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        titles = [c.title for c in app.get_system_commands(screen)]
+        for needle in ("Server CORK", "Detail", "Ghost", "Questions", "Sandbox (s)",
+                       f"What-if 1: {screen.variants[0].label}"):
+            assert any(needle in t for t in titles), (needle, titles)
+        keys = [b.key for b in screen_bindings(screen)]
+        assert keys.count("d") == 1
+        assert len([k for k in keys if k.isdigit()]) == len(screen.variants)
+        assert "q lists them" in _text(app, "#variants")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        lines = str(app.screen.query_one("#keys", Static).render()).splitlines()
+        tooltip_lines = [ln for ln in lines if ln.strip() and not ln.startswith(
+            ("This screen", "Ladder", "Everywhere", "Press ctrl+p"))]
+        assert all(ln.startswith(" ") for ln in tooltip_lines), tooltip_lines
+        await pilot.press("escape")
+        await pilot.press("s")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)
+        footer = app.screen.query_one(Footer)
+        shown = [k for k in footer.query("FooterKey") if k.region.right <= 80
+                 and k.region.width > 0]
+        assert any(getattr(k, "key", "") == "question_mark" for k in shown), [
+            getattr(k, "key", "") for k in shown]

@@ -97,3 +97,23 @@ def test_legend_in_help(snap_compare: Callable[..., bool],
                         make_app: Callable[..., NagleApp], size: tuple[int, int]) -> None:
     """Issue 12: help opens on the legend (colours as in the exports)."""
     assert snap_compare(make_app(ask_questions=False), terminal_size=size, run_before=_help)
+
+
+async def _lesson_11_question_pending(pilot: Pilot[object]) -> None:
+    app = pilot.app
+    lesson = next(x for x in load_lessons() if x.slug.startswith("11-"))
+    await app.push_screen(LessonScreen(lesson))
+    await settle(pilot)
+    ladder = app.screen.query_one(Ladder)
+    ladder.cursor = len(ladder.rows) - 1  # the last row before the question's time
+    await pilot.pause()
+    ladder.focus()
+    await pilot.pause()
+
+
+@SIZES
+def test_lesson_11_in_flight_with_the_question_pending(snap_compare: Callable[..., bool],
+                                                       size: tuple[int, int]) -> None:
+    """Issue 12: at the question's horizon the in-flight segments are send stubs too."""
+    app = NagleApp(run_sim=run_sim)
+    assert snap_compare(app, terminal_size=size, run_before=_lesson_11_question_pending)

@@ -7,16 +7,17 @@ No simpy, no realnet.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import textwrap
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.actions import parse
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static
 
-from ..commands import own_bindings
 from ..palette import legend_text
 
 INTRO = (
@@ -27,7 +28,8 @@ INTRO = (
 )
 
 
-def _key(binding: Binding) -> str:
+def key_label(binding: Binding) -> str:
+    """How a binding's key reads: its key_display, else its keys spelled out."""
     if binding.key_display:
         return binding.key_display
     names = {"full_stop": ".", "comma": ",", "plus": "+", "equals_sign": "=", "minus": "-",
@@ -35,17 +37,49 @@ def _key(binding: Binding) -> str:
     return " / ".join(names.get(k, k) for k in binding.key.split(","))
 
 
-def binding_table(title: str, bindings: list[BindingType]) -> Text:
+def binding_table(title: str, bindings: list[BindingType], width: int = 116) -> Text:
     """One section of keys as plain styled lines (a rich Table here cost ~0.5 s to lay
-    out; help must open in < 150 ms)."""
+    out; help must open in < 150 ms). Tooltips wrap under themselves, not under the key."""
     text = Text()
     text.append(f"\n{title}\n", style="bold underline")
+    indent = 12 + 1 + 16 + 1
+    wrap = max(20, width - indent)
     for b in bindings:
         if isinstance(b, Binding):
-            text.append(f"{_key(b):>12} ", style="bold")
+            text.append(f"{key_label(b):>12} ", style="bold")
             text.append(f"{b.description:<16}")
-            text.append(f" {b.tooltip or ''}\n", style="dim")
+            lines = textwrap.wrap(b.tooltip or "", wrap) or [""]
+            text.append(" " + ("\n" + " " * indent).join(lines) + "\n", style="dim")
     return text
+
+
+def screen_bindings(screen: Screen[Any]) -> list[Binding]:
+    """The screen's own key bindings (its classes' BINDINGS), one per action (a subclass's
+    binding replaces its base's: lesson screens rebind d), only those the screen offers
+    now (``check_action``: a lesson with two what-ifs has no What-if 3…9)."""
+    chosen: dict[str, Binding] = {}
+    order: list[str] = []
+    for cls in type(screen).__mro__:  # most derived first
+        own = cls.__dict__.get("BINDINGS")
+        if not own or not cls.__module__.startswith("nagle_sim"):
+            continue
+        for b in own:
+            if not isinstance(b, Binding) or b.action in chosen:
+                continue
+            _ns, name, params = parse(b.action)
+            if screen.check_action(name, params) is False:
+                continue
+            chosen[b.action] = b
+            order.append(b.action)
+    # base classes first, as the footer reads
+    return sorted((chosen[a] for a in order), key=lambda b: _rank(screen, b))
+
+
+def _rank(screen: Screen[Any], binding: Binding) -> int:
+    for depth, cls in enumerate(reversed(type(screen).__mro__)):
+        if binding in (cls.__dict__.get("BINDINGS") or ()):
+            return depth
+    return 0
 
 
 class HelpScreen(Screen[None]):
@@ -73,15 +107,17 @@ class HelpScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         parts: list[Text] = []
+        width = min(120, self.app.size.width) - 6  # border and padding
         screen = self.underneath
         if screen is not None:
-            seen = own_bindings(type(screen))
+            seen: list[BindingType] = list(screen_bindings(screen))
             if seen:
-                parts.append(binding_table(f"This screen ({type(screen).__name__})", seen))
+                parts.append(binding_table(f"This screen ({type(screen).__name__})", seen,
+                                           width))
             ladder_bindings = [
                 b for b in _ladder_bindings() if isinstance(b, Binding)]
-            parts.append(binding_table("Ladder (when focused)", list(ladder_bindings)))
-        parts.append(binding_table("Everywhere", list(type(self.app).BINDINGS)))
+            parts.append(binding_table("Ladder (when focused)", list(ladder_bindings), width))
+        parts.append(binding_table("Everywhere", list(type(self.app).BINDINGS), width))
         self.source = "\n".join(t.plain for t in parts)
         """Plain text of every key table."""
         legend = Text()

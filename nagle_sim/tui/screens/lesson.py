@@ -56,6 +56,8 @@ class LessonScreen(RunScreen):
         self.asked: set[int] = set()
         """Questions behind the student (answered or skipped with Esc)."""
         self.answers: dict[int, int] = {}
+        self.reopened: int | None = None
+        """A question reopened from the list (q): its time is the horizon while it is open."""
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
@@ -76,6 +78,13 @@ class LessonScreen(RunScreen):
                 label = f"another script ({scripts}), shown after the questions"
             text.append(f"\n {i + 1} ", style="reverse" if on else "bold")
             text.append(" " + label, style="bold" if on else "")
+        if self.lesson.questions and self.services.ask_questions:
+            # q is not in the footer (no room at 80 columns): say it where it matters
+            right = sum(1 for n, c in self.answers.items()
+                        if c == self.lesson.questions[n].answer)
+            text.append(f"\nQuestions: {len(self.answers)}/{len(self.lesson.questions)} "
+                        f"answered, {right} right", style="bold")
+            text.append("  q lists them (reopen a skipped one)", style="dim")
         return text
 
     def _variant_on(self, variant: Variant) -> bool:
@@ -108,10 +117,12 @@ class LessonScreen(RunScreen):
         self.query_one("#variants", Static).update(self.variants_text())
 
     def done(self) -> int:
-        """How many questions, in time order, are behind the student (answered or
-        skipped): the reveals of lesson.md up to that count are shown."""
+        """How many questions, in time order, the student has answered: the reveals of
+        lesson.md up to that count are shown. A question skipped with Esc reveals nothing
+        (the student may reopen it with q and still predict); one reopened hides its reveal
+        again while it is open."""
         count = 0
-        while count in self.asked:
+        while count in self.answers and count != self.reopened:
             count += 1
         return count if self.services.ask_questions else len(self.lesson.questions)
 
@@ -125,6 +136,8 @@ class LessonScreen(RunScreen):
         return None
 
     def current_horizon(self) -> int | None:
+        if self.reopened is not None:
+            return round(self.lesson.questions[self.reopened].at_ms * 1000)
         pending = self.pending()
         return None if pending is None else round(pending[1].at_ms * 1000)
 
@@ -144,9 +157,18 @@ class LessonScreen(RunScreen):
                                              self.answers), chosen)
 
     def action_sandbox_copy(self) -> None:
-        from .sandbox import SandboxScreen  # the sandbox imports this module's siblings
-        if self.text is not None:
-            self.app.push_screen(SandboxScreen(text=self.text, name=self.lesson.slug))
+        from .sandbox import SandboxScreen, without_answers  # imports this module's siblings
+        if self.text is None:
+            return
+        try:
+            text = without_answers(self.text)
+        except ValueError as exc:
+            self.show_error(f"{self.where}: {exc}")
+            return
+        # a question still pending keeps its horizon in the copy: the sandbox must not be
+        # a way round predicting
+        self.app.push_screen(SandboxScreen(text=text, name=self.lesson.slug,
+                                           horizon=self.current_horizon()))
 
     def move_to(self, index: int) -> None:
         ladder = self.query_one(Ladder)
@@ -165,10 +187,24 @@ class LessonScreen(RunScreen):
 
     def ask(self, number: int, question: Question, then: int | None = None) -> None:
         self.pause()
+        if self.result is not None and (self.result.overrides or self.simulating()):
+            # a question is about the lesson's own run, never about a what-if variant drawn
+            # behind it
+            self.action_reset_whatif()
+            self.say("What-ifs undone: the question is about the lesson's own run.",
+                     timeout=4)
+        if number in self.asked:
+            # reopened from the list: behind the question, the run is cut at its time again
+            # and its reveal is hidden, as when it was first asked
+            self.reopened = number
+            self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))
+            self.refresh_view()
 
         def answered(choice: int | None) -> None:
+            self.reopened = None
             self.asked.add(number)
-            if choice is not None:
+            if choice is not None and number not in self.answers:
+                # the first answer counts: answering again after seeing the run is practice
                 self.answers[number] = choice
             self.record_score()
             self.query_one("#prose", Markdown).update(self.lesson.visible_prose(self.done()))

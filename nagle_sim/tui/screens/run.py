@@ -122,15 +122,18 @@ class RunScreen(Screen[None]):
         self._stall_rows: list[int] = []
         self._play: Timer | None = None
         self._speed = 2
-        self._real_variant: tuple[WhatIf | None, tuple[str, ...]] | None = None
+        self._real_variant: tuple[str, ...] | None = None
+        """The overrides of the run a real-socket run was started for (its variant)."""
+        self._sim_requested = 0
+        self._sim_answered = 0
         self.extra: tuple[str, ...] = ()
         """A lesson variant's ``--set`` overrides (a claim's ``when``), applied first."""
         self.extra_whatif: WhatIf | None = None
         """The option state of the scenario with `extra` applied (what toggles flip from)."""
         self.horizon: int | None = None
+        """While a question is pending: the time (µs) after which nothing is shown."""
         self.detail = "normal"
         """Which rows the ladder shows (render.rows.DETAIL_LEVELS), as the CLI's --detail."""
-        """While a question is pending: the time (µs) after which nothing is shown."""
         self.export_name = Path(where).stem
         """File-name stem of exports (the lesson's folder name for a lesson)."""
 
@@ -205,34 +208,44 @@ class RunScreen(Screen[None]):
         self.say(message, markup=False, title="Scenario error", severity="error", timeout=8)
 
     # ------------------------------------------------------------------ simulation
-    @work(thread=True, exclusive=True, group="sim")
     def simulate(self, compare: bool) -> None:
-        """Load with the current what-ifs and run the injected simulator (off the UI loop)."""
+        """Simulate the variant the toggles show now (off the UI loop). The variant is
+        fixed here, not read later by the worker, and travels on the result."""
         assert self.text is not None and self.base_whatif is not None
         assert self.whatif is not None
+        self._sim_requested += 1
+        self._simulate(self.text, self.where, tuple(self.overrides()), self.detail, compare,
+                       self._sim_requested)
+
+    def simulating(self) -> bool:
+        """A what-if's re-simulation has not finished: the shown run is not the variant
+        the toggles name yet."""
+        return self._sim_answered != self._sim_requested
+
+    @work(thread=True, exclusive=True, group="sim")
+    def _simulate(self, text: str, where: str, overrides: tuple[str, ...], detail: str,
+                  compare: bool, generation: int) -> None:
         worker = get_current_worker()
         try:
-            scenario = loads(self.text, self.where, self.overrides())
+            scenario = loads(text, where, list(overrides))
             trace = run_cancellable(self.services.run_sim, scenario,
                                     lambda: worker.is_cancelled)
-            result = RunResult.build(scenario, trace, self.detail)
+            result = RunResult.build(scenario, trace, detail, overrides)
         except ScenarioError as exc:
-            self.post_message(SimFailed(str(exc)))
+            self.post_message(SimFailed(str(exc), generation))
             return
         except Exception as exc:  # the model rejecting a combination is a user error too
             if not worker.is_cancelled:   # a cancelled run ends in an exception: say nothing
-                self.post_message(SimFailed(f"{self.where}: {type(exc).__name__}: {exc}"))
+                self.post_message(SimFailed(f"{where}: {type(exc).__name__}: {exc}",
+                                            generation))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(SimFinished(result, compare))
+            self.post_message(SimFinished(result, compare, generation))
 
     def overrides(self) -> list[str]:
         """``--set`` list of the state shown: the variant, then the toggles on top of it."""
         assert self.whatif is not None and self.base_whatif is not None
         return [*self.extra, *self.whatif.overrides(self.extra_whatif or self.base_whatif)]
-
-    def variant_key(self) -> tuple[WhatIf | None, tuple[str, ...]]:
-        return (self.whatif, self.extra)
 
     def set_variant(self, overrides: tuple[str, ...]) -> None:
         """Show the scenario with ``overrides`` applied (a lesson's what-if); () = base."""
@@ -252,6 +265,9 @@ class RunScreen(Screen[None]):
 
     @on(SimFinished)
     def _sim_finished(self, message: SimFinished) -> None:
+        if message.generation != self._sim_requested:
+            return  # a newer what-if is being simulated: this one is no longer asked for
+        self._sim_answered = message.generation
         new = message.result
         ladder = self.query_one(Ladder)
         old_time = ladder.current_row.t if ladder.current_row else 0
@@ -307,6 +323,8 @@ class RunScreen(Screen[None]):
 
     @on(SimFailed)
     def _sim_failed(self, message: SimFailed) -> None:
+        if message.generation == self._sim_requested:
+            self._sim_answered = message.generation
         self.show_error(message.error)
 
     # ------------------------------------------------------------------ stepping
@@ -458,7 +476,8 @@ class RunScreen(Screen[None]):
         self.detail = DETAIL_LEVELS[(DETAIL_LEVELS.index(self.detail) + 1) % len(DETAIL_LEVELS)]
         ladder = self.query_one(Ladder)
         old_time = ladder.current_row.t if ladder.current_row else 0
-        self.result = RunResult.build(self.result.scenario, self.result.trace, self.detail)
+        self.result = RunResult.build(self.result.scenario, self.result.trace, self.detail,
+                                      self.result.overrides)
         self._stall_rows = [i for i, _ in self.result.stall_rows()]
         times = [r.t for r in self.result.rows]
         self.refresh_view(max(0, bisect.bisect_right(times, old_time) - 1))
@@ -479,7 +498,11 @@ class RunScreen(Screen[None]):
             return
         if self.result is None:
             return
-        self._real_variant = self.variant_key()
+        if self.simulating():
+            self.say("still simulating the what-if you chose: press r again when the ladder "
+                     "shows it", title="Real sockets", severity="warning")
+            return
+        self._real_variant = self.result.overrides
         self.query_one("#progress").display = True
         waiting = " (waiting for its turn)" if self.services.classroom is not None else ""
         self.query_one("#diff", Static).update(f"running on real sockets{waiting}…")
@@ -499,7 +522,8 @@ class RunScreen(Screen[None]):
     @on(RealRunFinished)
     def _real_finished(self, message: RealRunFinished) -> None:
         self.query_one("#progress").display = False
-        if self._real_variant != self.variant_key():
+        if self.simulating() or self.result is None or \
+                self._real_variant != self.result.overrides:
             # the student toggled a what-if while it ran: never draw a measurement of one
             # variant over the model of another
             text = ("real run discarded: it measured another what-if variant than the one "
@@ -518,7 +542,11 @@ class RunScreen(Screen[None]):
                        if self.result is not None else {})
         ladder = self.query_one(Ladder)
         ladder.set_overlay("measured", visible_segments(message.trace.segments, self.horizon))
-        text = f"measured {len(message.trace.segments)} segments on real sockets (┄ overlay)"
+        shown = visible_segments(message.trace.segments, self.horizon) or []
+        text = f"measured {len(shown)} segments on real sockets (┄ overlay)"
+        if self.horizon is not None:
+            text = (f"measured {len(shown)} segments up to {self.horizon / 1000:.3f} ms on "
+                    "real sockets (┄ overlay); the rest after your answer")
         if self.result is not None and self.horizon is None:
             real = RunResult.build(self.result.scenario, message.trace)
             text = f"sim vs real: {compare_text(self.result, real)}"
@@ -535,14 +563,17 @@ class RunScreen(Screen[None]):
     # ------------------------------------------------------------------ export
     def export_stem(self) -> str:
         """``<lesson>-<variant>``: the name both exports share."""
-        overrides = (self.overrides()
-                     if self.whatif is not None and self.base_whatif is not None else [])
+        overrides = list(self.result.overrides) if self.result is not None else []
         return export_stem(self.export_name, overrides)
 
     def action_export(self) -> None:
         if self.result is None:
             return
-        overlay = self.measured if self._real_variant == self.variant_key() else None
+        if self.simulating():
+            self.say("still simulating the what-if you chose: press e again when the ladder "
+                     "shows it", title="Export", severity="warning")
+            return
+        overlay = self.measured if self._real_variant == self.result.overrides else None
         # while a question is pending an export must not show what comes next either
         trace = trace_until(self.result.trace, self.horizon)
         overlay = trace_until(overlay, self.horizon) if overlay is not None else None

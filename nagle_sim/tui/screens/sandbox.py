@@ -9,6 +9,8 @@ No simpy, no realnet.
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import ClassVar, cast
 
@@ -51,6 +53,39 @@ repeat 5 {
 read_scenario_file = read_text
 """The file's text; `ScenarioError` with the CLI's message when it cannot be read."""
 
+_HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\s]+?)\s*\]\]?\s*(#.*)?$")
+TEACHING_TABLES = ("lesson", "expect")
+"""A lesson's questions, answers, explanations and claims: not part of a sandbox copy."""
+
+
+def without_answers(text: str) -> str:
+    """``text`` without its ``[lesson]`` and ``[[expect]]`` tables (and their sub-tables),
+    comments and layout of the rest kept: the sandbox copy of a lesson must not hold the
+    answers of questions still to come. ValueError if the cut does not parse to exactly the
+    rest of the scenario (never a copy that silently lost or kept something)."""
+    out: list[str] = []
+    skipping = False
+    in_string = False
+    for line in text.splitlines(keepends=True):
+        if not in_string:
+            header = _HEADER.match(line)
+            if header:
+                root = header.group(1).split(".")[0].strip()
+                skipping = root in TEACHING_TABLES
+        if not skipping:
+            out.append(line)
+        if line.count('"""') % 2 or line.count("'''") % 2:
+            in_string = not in_string
+    cut = "".join(out)
+    try:
+        kept = tomllib.loads(cut)
+        whole = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return text  # not TOML: the sandbox shows the loader's own error for it
+    if kept != {k: v for k, v in whole.items() if k not in TEACHING_TABLES}:
+        raise ValueError("the lesson's scenario.toml could not be cut cleanly")
+    return cut
+
 
 class SandboxScreen(RunScreen):
     """Editor | ladder. ctrl+r runs the editor's text, ctrl+o opens another file."""
@@ -58,13 +93,16 @@ class SandboxScreen(RunScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run_editor", "Run", show=True, id="sandbox.run",
                 tooltip="Simulate the scenario text in the editor"),
-        Binding("ctrl+o", "open", "Open", show=True, id="sandbox.open",
+        # not in the footer: at 80 columns it pushed "? Help" out (help and ctrl+p list it)
+        Binding("ctrl+o", "open", "Open", show=False, id="sandbox.open",
                 tooltip="Open a scenario file"),
     ]
 
     def __init__(self, path: str | None = None, *, text: str | None = None,
-                 name: str | None = None) -> None:
-        """Open ``path``, or edit ``text`` in memory (named ``name``), or the template."""
+                 name: str | None = None, horizon: int | None = None) -> None:
+        """Open ``path``, or edit ``text`` in memory (named ``name``), or the template.
+        ``horizon``: a lesson question still pending (µs): the copy shows nothing after it."""
+        self.lesson_horizon = horizon
         if text is not None:
             where, error = f"{name or 'sandbox'}.toml", ""
         elif path is None:
@@ -79,6 +117,9 @@ class SandboxScreen(RunScreen):
                          scenario_path=Path(where), error=error)
         if name is not None:
             self.export_name = f"{name}-sandbox"
+
+    def current_horizon(self) -> int | None:
+        return self.lesson_horizon
 
     def compose_side(self) -> ComposeResult:
         with Vertical(id="side"):

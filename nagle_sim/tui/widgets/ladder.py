@@ -114,8 +114,32 @@ class _Canvas:
         return Strip(segments, self.width)
 
 
+def _row_class(row: Row) -> str:
+    """The colour of an event row: a delayed-ACK timer's rows are purple like its bar and
+    like the exports; amber is for the probe and retransmission timers."""
+    if row.kind is RowKind.TIMER and row.event is not None and row.event.timer == "delack":
+        return "ladder--delack"
+    return _ROW_CLASS.get(row.kind, "ladder--note")
+
+
 def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _short_label(label: str, width: int) -> str:
+    """A segment label cut to ``width`` keeping what tells arrivals apart, the end of its
+    sequence range: "P. 1:1201(1200)" → "…:1201"; an ACK keeps its number."""
+    if len(label) <= width:
+        return label
+    if ":" in label:
+        end = "…" + label[label.rfind(":"):].split("(")[0]
+        if len(end) <= width:
+            return end
+    if "ack " in label:
+        ack = "ack " + label.rsplit("ack ", 1)[1]
+        if len(ack) <= width:
+            return ack
+    return _fit(label, width)
 
 
 class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
@@ -237,6 +261,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _relayout(self) -> None:
         self.layout_ = LadderLayout([r.t for r in self.rows], self.scale)
+        self._cols = None  # the time column's width follows the last time (a lifted horizon)
         bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
         for side in Side:
             mine = [b for b in self.bars if b.side is side]
@@ -296,11 +321,16 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 heapq.heappop(in_flight)
             others = len(in_flight) + bisect.bisect_left(starts, a.y1) - i - 1
             heapq.heappush(in_flight, a.y1)
-            if a.y1 > a.y0 + 1 and a.y1 <= lay.height and others > _MAX_CROSSINGS:
-                # the arrival goes on the receiver's first row at or after it (an arrival
-                # between rows would share the line of the row before it)
-                j = bisect.bisect_left(lay.times, arrive_at[id(a)])
-                y1 = lay.row_y[j] if j < len(lay.row_y) else a.y1
+            if a.y1 > a.y0 + 1 and others > _MAX_CROSSINGS:
+                if a.y1 > lay.height:
+                    # still in flight at a question's horizon: the send stub alone (its
+                    # arrival line lies past the last line and is never drawn)
+                    y1 = a.y1
+                else:
+                    # the arrival goes on the receiver's first row at or after it (an
+                    # arrival between rows would share the line of the row before it)
+                    j = bisect.bisect_left(lay.times, arrive_at[id(a)])
+                    y1 = lay.row_y[j] if j < len(lay.row_y) else a.y1
                 arrows[i] = _Arrow(a.y0, max(a.y1, y1), a.src, a.label, a.cls, a.line,
                                    split=True)
         self._arrows = arrows
@@ -445,7 +475,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                                                   else "-ack")
             canvas.put(axis_x, "●", base + self._style(cls))
             return
-        style = base + self._style(_ROW_CLASS.get(row.kind, "ladder--note"))
+        style = base + self._style(_row_class(row))
         if row.kind is RowKind.OP and row.op is not None:
             mark = {"write": "◆", "writev": "◆", "read": "◇"}.get(row.op.op, "•")
             canvas.put(axis_x, mark, style)
@@ -510,10 +540,13 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 canvas.put(cols.wire_x + x, ch, style)
             if i == 0 and arrow.label:
                 labels.append((arrow, style))
+        under = (canvas.chars[:], canvas.styles[:])  # the arrows, before any label
+        placed: list[list[object]] = []  # [x, text, style] of each send label
         for arrow, style in labels:
             label = _fit(arrow.label, max(1, w - 3))
             x = 1 if arrow.src is Side.CLIENT else w - 2 - len(label)
             canvas.put(cols.wire_x + x, label, style, limit=cols.wire_x + w)
+            placed.append([cols.wire_x + x, label, style])
         for arrow, style in arrivals:
             # the arrival's label takes only the free cells beside its stub: a segment sent
             # at the same moment keeps its own label readable
@@ -522,13 +555,39 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             if arrow.src is Side.SERVER:
                 lo, hi = cols.wire_x + stub + 1, cols.wire_x + w
             run = _free_run(canvas.chars, lo, hi, near_end=arrow.src is Side.CLIENT, least=7)
-            if run is None:
+            if run is not None:
+                start, end = run
+                room = end - start - 1
+                label = f"{arrow.label} arrives"
+                label = _fit(label if len(label) <= room else arrow.label, room)
+                x = end - 1 - len(label) if arrow.src is Side.CLIENT else start + 1
+                canvas.put(x, label, style, limit=cols.wire_x + w)
                 continue
-            start, end = run
-            room = end - start - 1
-            label = f"{arrow.label} arrives"
-            label = _fit(label if len(label) <= room else arrow.label, room)
-            x = end - 1 - len(label) if arrow.src is Side.CLIENT else start + 1
+            # no gap (a narrow wire, a segment sent on the same line): the arrival still
+            # gets a short label ("…:13449") beside its stub, and a send label in the way
+            # is shortened to make room
+            label = _short_label(arrow.label, max(4, min(8, w - stub - 4)))
+            if arrow.src is Side.CLIENT:
+                a, b = max(lo, hi - len(label) - 1), hi
+            else:
+                a, b = lo, min(hi, lo + len(label) + 1)
+            for item in placed:
+                px, text, pstyle = item
+                assert isinstance(px, int) and isinstance(text, str)
+                if px >= b or px + len(text) <= a:
+                    continue
+                for i in range(px, px + len(text)):  # give the cells back to the arrows
+                    if 0 <= i < canvas.width:
+                        canvas.chars[i], canvas.styles[i] = under[0][i], under[1][i]
+                if px < a:
+                    text = _fit(text, a - px - 1)
+                else:
+                    cut = px + len(text) - b - 1
+                    text = "…" + text[len(text) - cut + 1:] if cut > 1 else ""
+                    px = b + 1
+                item[:2] = [px, text]
+                canvas.put(px, text, pstyle, limit=cols.wire_x + w)  # type: ignore[arg-type]
+            x = b - len(label) if arrow.src is Side.CLIENT else a + 1
             canvas.put(x, label, style, limit=cols.wire_x + w)
 
 
