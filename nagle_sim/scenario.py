@@ -763,16 +763,18 @@ def load(path: str | Path, overrides: list[str] | None = None) -> Scenario:
     return loads(read_text(path), str(path), overrides)
 
 
-def read_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
-    """A scenario file's text; unreadable, non-regular (a FIFO would block), oversized or
-    non-UTF-8 files raise a one-line `ScenarioError` before anything is parsed."""
+def read_text(path: str | Path, limit: int = MAX_FILE_BYTES, what: str = "a scenario file"
+              ) -> str:
+    """A text file's contents (a scenario; ``what`` names the kind in errors): unreadable,
+    non-regular (a FIFO would block), oversized or non-UTF-8 files raise a one-line
+    `ScenarioError` before anything is parsed."""
     p = Path(path)
     try:
         raw = read_regular_file(p, limit)
     except FileNotFoundError:
         raise ScenarioError(f"{p}: no such file") from None
     except IsADirectoryError:
-        raise ScenarioError(f"{p}: is a directory, not a scenario file") from None
+        raise ScenarioError(f"{p}: is a directory, not {what}") from None
     except OSError as exc:
         raise ScenarioError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except FileTooBig as exc:

@@ -14,7 +14,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from ..scenario import FileTooBig, ScenarioError, read_regular_file
+from ..scenario import ScenarioError, read_text
 from .script import (
     Code,
     Command,
@@ -466,21 +466,10 @@ def parse(text: str, where: str = "<script>") -> Script:
 
 
 def load(path: str | Path) -> Script:
-    """Read and parse a ``.pkt`` file. Only a regular file is read (opened without
-    blocking: a FIFO with no writer would otherwise hang here), and at most `MAX_BYTES`."""
-    p = Path(path)
+    """Read and parse a ``.pkt`` file: only a regular file (a FIFO with no writer would
+    hang), at most `MAX_BYTES`, UTF-8 — read as scenario files are."""
     try:
-        raw = read_regular_file(p, MAX_BYTES)
-    except FileNotFoundError:
-        raise DrillSyntaxError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise DrillSyntaxError(f"{p}: is a directory") from None
-    except FileTooBig as exc:
-        raise DrillSyntaxError(f"{p}: {exc}; not a script") from None
-    except OSError as exc:
-        raise DrillSyntaxError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DrillSyntaxError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    return parse(text, str(p))
+        text = read_text(path, MAX_BYTES, what="a packetdrill script")
+    except ScenarioError as exc:
+        raise DrillSyntaxError(str(exc)) from None
+    return parse(text, str(path))
