@@ -377,23 +377,12 @@ class Trace:
     def load(cls, path: str | Path) -> Trace:
         """Read a trace file: a regular file of at most `MAX_TRACE_BYTES`, UTF-8 JSON
         nested at most `MAX_DEPTH` deep; any problem is a one-line `TraceError`."""
-        from .scenario import FileTooBig, read_regular_file
-        p = Path(path)
+        from .scenario import ScenarioError, read_text
         try:
-            raw = read_regular_file(p, MAX_TRACE_BYTES)
-        except FileNotFoundError:
-            raise TraceError(f"{p}: no such file") from None
-        except IsADirectoryError:
-            raise TraceError(f"{p}: is a directory, not a trace file") from None
-        except OSError as exc:
-            raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
-        except FileTooBig as exc:
-            raise TraceError(f"{p}: {exc}") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-        return cls.loads(text, str(p))
+            text = read_text(path, MAX_TRACE_BYTES, what="a trace file")
+        except ScenarioError as exc:
+            raise TraceError(str(exc)) from None
+        return cls.loads(text, str(path))
 
     @classmethod
     def loads(cls, text: str, where: str = "<trace>") -> Trace:
