@@ -23,6 +23,8 @@ from .summary import STALL_MIN, Stall, iterations, stalls
 from .trace import Outcome, SegmentRecord, Trace
 from .units import ms, ms_text
 
+STOCK_WMEM = [4096, 16384, 4194304]
+"""net.ipv4.tcp_wmem as Linux ships it (the model has no send-buffer limit)."""
 TOLERANCE_FLOOR = Micros(4_000)
 TOLERANCE_FRACTION = 0.125
 TOLERANCE_TEXT = ("packetdrill's: |error| ≤ max(4 ms, 12.5 % of the interval since the "
@@ -638,6 +640,7 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
     so a difference in the matches can be traced to it."""
     lines: list[str] = []
     problems: list[str] = []
+    one_host = real.meta.get("link") != "remote"
     facts_by_side = real.meta.get("host_facts")
     if not isinstance(facts_by_side, dict):
         return lines, problems
@@ -671,7 +674,7 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
                 lines.append(f"{who}: net.ipv4.{key} default {value[1]} B, profile {name} has "
                              f"{field_name} {model} B: the offered window differs")
         wmem = facts.get("tcp_wmem")
-        if isinstance(wmem, list) and len(wmem) == 3:
+        if isinstance(wmem, list) and len(wmem) == 3 and wmem != STOCK_WMEM:
             lines.append(f"{who}: net.ipv4.tcp_wmem = {' '.join(map(str, wmem))} (the model "
                          "has no send-buffer limit: a write never blocks on it)")
         want = profile_congestion(profile)
@@ -686,7 +689,7 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
                             + ": the senders follow different rules")
         kernel = facts.get("kernel")
         m = re.match(r"(\d+)\.(\d+)", kernel) if isinstance(kernel, str) else None
-        if m and name.startswith("linux") and name != f"linux-{m.group(1)}.{m.group(2)}":
+        if m and name.startswith("linux-") and name != f"linux-{m.group(1)}.{m.group(2)}":
             lines.append(f"{who}: kernel {kernel}, the model ran profile {name}")
         offl = facts.get("offloads")
         if isinstance(offl, dict) and real.meta.get("link") == "remote":
@@ -696,6 +699,14 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
                              "bursts into MSS segments and merges them on receipt; the "
                              "capture may see several MSS as one (compared by bytes on the "
                              "MSS grid)")
+    if one_host:    # a local run: both sides are this host; say each fact once
+        seen: list[str] = []
+        for line in lines:
+            text = line.replace("client host:", "this host:").replace("server host:",
+                                                                      "this host:")
+            if text not in seen:
+                seen.append(text)
+        lines = seen
     return lines, problems
 
 
