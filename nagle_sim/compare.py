@@ -587,13 +587,14 @@ def compare(sim: Trace, real: Trace, *,
 
 # ---------------------------------------------------------------- host facts
 def _offloaded(real: Trace) -> bool:
-    """A remote run over an interface with TSO/GSO/GRO: the capture can see bursts of
-    several MSS (cut into MSS segments on the wire, or merged on receipt)."""
+    """A remote run over an interface with TSO or GRO: the capture can see bursts of
+    several MSS (cut into MSS segments on the wire, or merged on receipt). Software GSO
+    alone is split before the capture tap."""
     if real.meta.get("link") != "remote":
         return False
     for facts in (real.meta.get("host_facts") or {}).values():
         offl = facts.get("offloads") if isinstance(facts, dict) else None
-        if isinstance(offl, dict) and any(offl.get(k) for k in ("tso", "gso", "gro")):
+        if isinstance(offl, dict) and any(offl.get(k) for k in ("tso", "gro")):
             return True
     return False
 
@@ -693,12 +694,12 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
             lines.append(f"{who}: kernel {kernel}, the model ran profile {name}")
         offl = facts.get("offloads")
         if isinstance(offl, dict) and real.meta.get("link") == "remote":
-            on = [k.upper() for k in ("tso", "gso", "gro") if offl.get(k)]
+            on = [k.upper() for k in ("tso", "gro") if offl.get(k)]
             if on:
                 lines.append(f"{who}: {'/'.join(on)} on {facts.get('interface')}: the NIC cuts "
-                             "bursts into MSS segments and merges them on receipt; the "
-                             "capture may see several MSS as one (compared by bytes on the "
-                             "MSS grid)")
+                             "TSO bursts into MSS segments and GRO merges them on receipt, "
+                             "so the capture may see several MSS as one (compared by bytes "
+                             "on the MSS grid)")
     if one_host:    # a local run: both sides are this host; say each fact once
         seen: list[str] = []
         for line in lines:

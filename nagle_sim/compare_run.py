@@ -163,14 +163,46 @@ def model_scenario(scenario: Any, real: Trace, profile: str = "auto"
             sides[side.value] = replace(spec, profile=tuned)
     out = replace(scenario, **sides) if sides else scenario
     if real.meta.get("link") == "remote":
+        out = _path_delays(out, real, notes)
         offl = [(f or {}).get("offloads") or {} for f in facts.values()
                 if isinstance(f, dict)]
-        gso = any(o.get("tso") or o.get("gso") for o in offl if isinstance(o, dict))
+        # Software GSO is split before the capture tap; only a NIC that segments (TSO)
+        # puts multi-MSS bursts where a capture sees them.
+        gso = any(o.get("tso") for o in offl if isinstance(o, dict))
         if gso != out.link.gso:
             out = replace(out, link=replace(out.link, gso=gso))
-            notes.append(f"the model's link {'has' if gso else 'has no'} GSO/TSO, as the "
-                         "hosts' interfaces")
+            notes.append(f"the model's link {'sends' if gso else 'does not send'} TSO "
+                         "bursts, as the hosts' interfaces (TSO "
+                         f"{'on' if gso else 'off'})")
     return out, notes
+
+
+def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
+    """A remote run crosses a real path: when the scenario's link delays do not add up to
+    the round trip measured in the handshake (within max(1 ms, 25 %)), the model takes the
+    path's one-way delays instead, so both executors see the same link."""
+    from dataclasses import replace
+
+    from .model.events import Micros
+
+    clock = real.meta.get("clock_offset")
+    if not isinstance(clock, dict):
+        return scenario
+    rtt, to_client = clock.get("handshake_rtt_us"), clock.get("one_way_to_client_us")
+    if not isinstance(rtt, int | float) or not isinstance(to_client, int | float) or rtt <= 0:
+        return scenario
+    link = scenario.link
+    declared = link.to_server_delay + link.to_client_delay
+    if abs(rtt - declared) <= max(1_000, 0.25 * declared):
+        return scenario
+    to_client = min(max(0, round(to_client)), round(rtt))
+    to_server = max(0, round(rtt) - to_client)
+    notes.append(f"the model's link delays are the path's, measured in the handshake: "
+                 f"{to_server / 1000:g} ms to the server, {to_client / 1000:g} ms to the "
+                 f"client (the scenario says {link.to_server_delay / 1000:g} / "
+                 f"{link.to_client_delay / 1000:g} ms)")
+    return replace(scenario, link=replace(link, to_server_delay=Micros(to_server),
+                                          to_client_delay=Micros(to_client)))
 
 
 def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
