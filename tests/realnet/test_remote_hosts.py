@@ -203,3 +203,15 @@ def test_remote_run_of_100k_operations_over_the_link(tmp_path: Path) -> None:
     assert len(server_ops) == 1 + 100_000 + 1
     assert sum(s.length for s in trace.segments if s.src is Side.CLIENT) == 100_000
     print(f"100k-operation remote run over the link: {took:.1f} s")
+
+
+def test_sweep_real_remote_runs_every_cell_on_the_remote_host(tmp_path: Path) -> None:
+    with two_hosts(tmp_path, 1, 1) as hosts:
+        out = client(hosts, "sweep", str(DATA / "s1_write_write_read.toml"), "--real",
+                     "--remote", hosts.address, "--vary", "client.nodelay=false,true",
+                     "--metric", "latency_p50_ms", "--csv", str(tmp_path / "sweep.csv"))
+        log = hosts.log.read_text()
+    assert out.returncode == 0, out.stderr
+    rows = (tmp_path / "sweep.csv").read_text().splitlines()
+    assert len(rows) == 3, rows                       # header + two cells
+    assert log.count("running the server side") == 2  # both real cells ran there
