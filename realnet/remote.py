@@ -1002,13 +1002,14 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
                              scenario, offset_ns, rtt_ns)
     meta["clock_offset"] = clock.to_meta()
     server_log = _align(far.log, clock.offset_ns, scenario)
-    if same_host_lo or not packets:
+    if same_host_lo or not (packets or remote_packets):
         segs = segments_from_lo(packets, local_off, data_port) if packets else []
         sources = "L" * len(segs)
     else:
         segs, sources = merge_captures(packets, local_off, remote_packets,
                                        (remote_off or 0) + clock.offset_ns, data_port,
-                                       clock.one_way_to_client_ns)
+                                       clock.one_way_to_client_ns,
+                                       clock.one_way_to_server_ns)
     meta["segment_capture"] = sources
     meta["segment_capture_key"] = dict(SOURCE_KEY)
     if not segs:
@@ -1027,7 +1028,9 @@ SOURCE_KEY = (("L", "this host's capture, at the sender (the client)"),
               ("R", "the serve's capture, at the sender (the server), moved onto this "
                     "host's clock by the estimated offset"),
               ("A", "this host's capture at arrival, minus the estimated one-way delay "
-                    "(the serve did not capture this segment)"))
+                    "(the serve did not capture this segment)"),
+              ("B", "the serve's capture at arrival, minus the estimated one-way delay "
+                    "(this host did not capture this segment)"))
 """What each letter of ``meta.segment_capture`` (one per segment, in order) means."""
 
 
@@ -1042,6 +1045,7 @@ class ClockEstimate:
     handshake_ns: int | None = None
     handshake_rtt_ns: int | None = None
     one_way_to_client_ns: int = 0
+    one_way_to_server_ns: int = 0
 
     def to_meta(self) -> dict[str, Any]:
         def us(v: int | None) -> float | None:
@@ -1051,7 +1055,8 @@ class ClockEstimate:
                 "control_rtt_us": us(self.control_rtt_ns),
                 "handshake_us": us(self.handshake_ns),
                 "handshake_rtt_us": us(self.handshake_rtt_ns),
-                "one_way_to_client_us": us(self.one_way_to_client_ns)}
+                "one_way_to_client_us": us(self.one_way_to_client_ns),
+                "one_way_to_server_us": us(self.one_way_to_server_ns)}
 
 
 def _first(packets: list[Any], *, server: bool, syn_ack: bool, outgoing: bool,
@@ -1072,7 +1077,8 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
     taken out: NTP assumes both directions take as long."""
     est = ClockEstimate(control_ns, "control channel (best of "
                         f"{CLOCK_SAMPLES} round trips)", control_ns, control_rtt_ns,
-                        one_way_to_client_ns=control_rtt_ns // 2)
+                        one_way_to_client_ns=control_rtt_ns // 2,
+                        one_way_to_server_ns=control_rtt_ns // 2)
     t1 = _first(local, server=False, syn_ack=False, outgoing=True, port=port)
     t4 = _first(local, server=True, syn_ack=True, outgoing=False, port=port)
     if t1 is None or t4 is None:
@@ -1084,6 +1090,7 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
     asym = (ds - dc) if declared else 0
     est.handshake_rtt_ns = rtt
     est.one_way_to_client_ns = round(rtt * dc / (ds + dc)) if declared else rtt // 2
+    est.one_way_to_server_ns = rtt - est.one_way_to_client_ns
     if declared:
         est.offset_ns = control_ns - asym // 2
         est.method += "; declared link asymmetry taken out"
@@ -1100,7 +1107,8 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
 
 
 def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_to_ours: int,
-                   port: int, one_way_to_client_ns: int) -> tuple[list[_Seg], str]:
+                   port: int, one_way_to_client_ns: int, one_way_to_server_ns: int = 0
+                   ) -> tuple[list[_Seg], str]:
     """Both hosts' captures as one list of segments on our perf clock, each timed at its
     sender: the client's from this host's capture, the server's from the serve's capture
     when it has them, else from their arrival here minus the one-way delay. Arrivals come
@@ -1120,6 +1128,13 @@ def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_t
             queue = arrivals.get(key(p))
             out.append((_Seg(p.t_ns - local_off, Side.CLIENT, p.seq, p.ack, p.payload_len,
                              p.flags, p.window, queue.pop(0) if queue else None), "L"))
+    for p in remote:    # what this host did not capture (e.g. no root here)
+        if not p.outgoing and p.dport == port:
+            queue = arrivals.get(key(p))
+            if queue and queue[0] == p.t_ns - remote_to_ours:
+                t = queue.pop(0)
+                out.append((_Seg(t - one_way_to_server_ns, Side.CLIENT, p.seq, p.ack,
+                                 p.payload_len, p.flags, p.window, t), "B"))
     # server -> client: arrived here; sent there if the serve captured it
     here: dict[tuple[int, int, str, int], list[int]] = {}
     for p in local:

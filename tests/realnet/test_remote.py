@@ -671,6 +671,11 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
     last = max(segs, key=lambda s: s.t_ns)
     assert last.src is Side.SERVER and last.t_ns // 1000 == 200
     assert last.arrive_ns is not None and last.arrive_ns // 1000 == 2200
+    # no capture here (not root): the client's segments at their arrival there, minus
+    # the one-way delay towards the server
+    segs, sources = merge_captures([], 0, remote, est.offset_ns, 9000, 2_000, 2_000)
+    assert sorted(sources) == ["B", "B", "R", "R"]
+    assert [s.t_ns // 1000 for s in segs if s.src is Side.CLIENT] == [100, 105]
 
 
 def test_a_remote_write_that_sent_nothing_is_not_called_a_deadlock() -> None:
