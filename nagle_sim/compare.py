@@ -574,6 +574,10 @@ def compare(sim: Trace, real: Trace, *,
                                                  or "none"))
     for note in real.meta.get("notes", []):
         notes.append(note)
+    slept = sim.meta.get("measured_sleeps")
+    if isinstance(slept, dict) and slept:
+        notes.append("the model slept as long as the kernel run's sleeps took (median per "
+                     "statement: " + ", ".join(f"{k} {v}" for k, v in slept.items()) + ")")
     if sim.meta.get("jiffy_phase_us") is not None:
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "

@@ -206,12 +206,63 @@ def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
 
 
 def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
+    """The model at the real run's jiffy phase (local runs) and with its measured sleeps."""
+    scenario, slept = with_measured_sleeps(scenario, real)
     phase = measured_jiffy_phase(real, scenario.client.profile.hz)
     if phase is None or real.meta.get("remote"):
-        return run_sim(scenario)   # type: ignore[no-any-return]
-    sim: Trace = run_sim(with_jiffy_phase(scenario, phase))
-    sim.meta["jiffy_phase_us"] = phase
+        sim: Trace = run_sim(scenario)
+    else:
+        sim = run_sim(with_jiffy_phase(scenario, phase))
+        sim.meta["jiffy_phase_us"] = phase
+    if slept:
+        sim.meta["measured_sleeps"] = slept
     return sim
+
+
+SLEEP_DRIFT_MIN_US = 50
+"""A real sleep this much longer or shorter (median per statement) is given to the model."""
+
+
+def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str]]:
+    """``scenario`` with each ``sleep`` statement as long as the real run's sleeps of that
+    statement took (median, per side and line), where they differ by
+    `SLEEP_DRIFT_MIN_US` or more. A real sleep ends a little late, more so under load
+    (~0.5 ms per iteration seen on this VM), and the model's sleeps are exact: without
+    this, a long loop of sleeps drifts apart and one late write fails the comparison.
+    Returns (scenario, "side:line" -> "declared → measured" for those changed)."""
+    from dataclasses import replace
+
+    from .model.events import Micros
+    from .scenario import Repeat, Sleep
+
+    measured: dict[tuple[Side, int], list[int]] = {}
+    for op in real.ops:
+        if op.op == "sleep" and op.end is not None and op.line:
+            measured.setdefault((op.side, op.line), []).append(op.end - op.start)
+    changed: dict[str, str] = {}
+
+    def walk(side: Side, body: tuple[Any, ...]) -> tuple[Any, ...]:
+        out = []
+        for stmt in body:
+            if isinstance(stmt, Repeat):
+                stmt = replace(stmt, body=walk(side, stmt.body))
+            elif isinstance(stmt, Sleep) and (side, stmt.line) in measured:
+                values = sorted(measured[(side, stmt.line)])
+                median = values[len(values) // 2]
+                if abs(median - stmt.duration) >= SLEEP_DRIFT_MIN_US:
+                    changed[f"{side.value}:{stmt.line}"] = (f"{stmt.duration} µs → "
+                                                           f"{median} µs")
+                    stmt = replace(stmt, duration=Micros(median))
+            out.append(stmt)
+        return tuple(out)
+
+    sides = {}
+    for side in Side:
+        spec = scenario.side(side)
+        script = walk(side, spec.script)
+        if script != spec.script:
+            sides[side.value] = replace(spec, script=script)
+    return (replace(scenario, **sides) if sides else scenario), changed
 
 
 def profiles_of(scenario: Any) -> dict[Side, Any]:

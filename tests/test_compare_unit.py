@@ -326,3 +326,26 @@ def test_a_real_trace_without_segments_never_reports_no_stalls() -> None:
     text = console.export_text()
     assert "No stalls" not in text
     assert "Stalls on the wire: unknown" in text and "CAP_NET_RAW" in text
+
+
+def test_the_model_sleeps_as_long_as_the_real_sleeps_took() -> None:
+    """Optional in issue 18: a real sleep ends late (more under load); the aligned model
+    run takes the median per statement, so long loops of sleeps do not drift apart."""
+    from nagle_sim.compare_run import with_measured_sleeps
+    from nagle_sim.scenario import Repeat, Sleep, loads
+
+    sc = loads('[client]\nscript = """\nrepeat 3 {\n  write 1\n  sleep 300ms\n}\n"""\n'
+               '[server]\nscript = "repeat 3 { read 1 }"\n', "s.toml")
+    real = Trace(source="realnet", title="t", ops=[
+        OpRecord(side=C, op="sleep", arg="300ms", start=Micros(s), end=Micros(s + d), line=5)
+        for s, d in ((0, 300_400), (400_000, 300_600), (800_000, 300_500))])
+    modelled, changed = with_measured_sleeps(sc, real)
+    loop = modelled.client.script[0]
+    assert isinstance(loop, Repeat)
+    sleep = loop.body[1]
+    assert isinstance(sleep, Sleep) and sleep.duration == 300_500
+    assert changed == {"client:5": "300000 µs → 300500 µs"}
+    exact = Trace(source="realnet", title="t", ops=[
+        OpRecord(side=C, op="sleep", arg="300ms", start=Micros(0), end=Micros(300_010),
+                 line=5)])
+    assert with_measured_sleeps(sc, exact) == (sc, {})
