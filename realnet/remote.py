@@ -988,6 +988,10 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     server_facts["congestion"] = {"server": far.meta.get("server_congestion")}
     if far.meta.get("server_congestion_note"):
         server_facts["congestion_notes"] = {"server": far.meta["server_congestion_note"]}
+        said = (f"remote server: {far.meta['server_congestion_note']}; it used "
+                f"{far.meta.get('server_congestion', 'unknown')}")
+        meta.setdefault("notes", []).append(said)
+        say(f"realnet: {said}")
     meta["host_facts"] = {"client": client_facts, "server": server_facts}
     if far.packets_dropped:
         meta.setdefault("notes", []).append(
