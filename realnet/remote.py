@@ -774,7 +774,8 @@ class RemoteSide:
             raise ProtocolError("malformed packets chunk")
         for row in rows:
             if not (isinstance(row, list) and len(row) == 9
-                    and all(type(v) is int for i, v in enumerate(row) if i != 5)
+                    and all(type(v) is int and 0 <= v < 1 << 63
+                            for i, v in enumerate(row) if i != 5)
                     and isinstance(row[5], str) and set(row[5]) <= set("SFRPA")):
                 raise ProtocolError("malformed captured packet from the server")
             if len(self.packets) >= MAX_REMOTE_PACKETS:

@@ -693,3 +693,17 @@ def test_a_remote_write_that_sent_nothing_is_not_called_a_deadlock() -> None:
         "not a deadlock", "")
     # a real deadlock (the client is not reading) keeps its name
     assert _name_remote_failure(sc, deadlock, ("", 0), far) is deadlock
+
+
+def test_host_facts_from_a_serve_are_bounded_and_printable() -> None:
+    from realnet.hostfacts import clean_facts
+
+    raw = {"kernel": "\x1b[2J6.1" + "x" * 10_000, "hz": 10 ** 40, "evil": "rm -rf",
+           "tcp_rmem": list(range(1000)), "offloads": {"tso": True, str(1): [[[1]]]},
+           "congestion": {"server": "bbr\u202e"}}
+    facts = clean_facts(raw)
+    assert "evil" not in facts
+    assert facts["kernel"].startswith("?[2J6.1") and len(facts["kernel"]) <= 200
+    assert facts["hz"] is None and len(facts["tcp_rmem"]) == 32
+    assert facts["congestion"] == {"server": "bbr?"}
+    assert clean_facts("not a dict") == {}
