@@ -6,6 +6,11 @@ are explained, and timing uses packetdrill's tolerance on intervals (never accum
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
 from nagle_sim.compare import compare, measured_jiffy_phase, tolerance
 from nagle_sim.model.events import Micros, Side
 from nagle_sim.trace import OpRecord, Outcome, SegmentRecord, Trace
@@ -349,3 +354,27 @@ def test_the_model_sleeps_as_long_as_the_real_sleeps_took() -> None:
         OpRecord(side=C, op="sleep", arg="300ms", start=Micros(0), end=Micros(300_010),
                  line=5)])
     assert with_measured_sleeps(sc, exact) == (sc, {})
+
+
+def test_compare_cli_with_saved_traces_and_its_one_line_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare MODEL.json REAL.json` and `compare SCENARIO REAL.json` need no kernel run;
+    misuse is one line and exit 2."""
+    from nagle_sim.__main__ import main
+
+    body = [seg(1, C, 1, 6, "PA"), seg(1.01, S, 1, ack=7)]
+    model, real = tmp_path / "model.json", tmp_path / "real.json"
+    with open(model, "w") as f:
+        trace("sim", body).write_json(f)
+    with open(real, "w") as f:
+        trace("realnet", list(body), link="loopback").write_json(f)
+    assert main(["compare", str(model), str(real), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["agree"] is True
+    for argv, words in (([str(model)], "needs a saved real trace"),
+                        ([str(model), str(model)], "not a real trace"),
+                        ([str(model), str(real), "--remote", "h:1"], "needs no run"),
+                        ([str(model), str(tmp_path / "gone.json")], "gone.json"),
+                        ([str(model), str(real), "--profile", "nope"], "--profile 'nope'")):
+        assert main(["compare", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err
