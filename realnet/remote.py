@@ -975,7 +975,6 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
         limit = timeout_s if timeout_s is not None else run_timeout_s(scenario)
         outcome = supervise(scenario, {Side.CLIENT: runner, Side.SERVER: far},
                             timeout_s=limit, stall_s=stall_timeout_s(scenario) + 1.0)
-        client_wait = runner.waiting_text()
         runner.join(5.0)
         far.abort()
         time.sleep(min(2.0, 2 * rtt_ns / 1e9 + 0.03))   # the last ACK / FIN reaches us
@@ -1020,7 +1019,7 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     if not segs:
         meta.setdefault("notes", []).append(
             "no segment was captured on either host: stalls on the wire are unknown")
-    outcome = _name_remote_failure(scenario, outcome, client_wait, far)
+    outcome = _name_remote_failure(scenario, outcome)
     if outcome.outcome is Outcome.OK and server_log.error:
         outcome = RunEnd(Outcome.ERROR, server_log.error)
     trace = build_trace(scenario, {Side.CLIENT: runner.log, Side.SERVER: server_log}, segs,
@@ -1161,24 +1160,27 @@ def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_t
     return [seg for seg, _ in out], "".join(letter for _, letter in out)
 
 
-def _name_remote_failure(scenario: Scenario, outcome: RunEnd, client_wait: tuple[str, int],
-                         far: RemoteSide) -> RunEnd:
-    """A "deadlock" where the client waits for every byte of a read while the remote server
-    is stuck in a write has sent nothing: the client *is* reading, so the peer-not-reading
-    sentence would be wrong. Name what it is."""
+def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:
+    """A "deadlock" where the client waits in a read while the remote server is stuck in a
+    write is none: the client *is* reading, so the peer-not-reading sentence would be
+    wrong. Name what it is (nothing sent, or sending stopped). (Read from the deadlock's own sentence, which
+    supervision wrote while both sides were still blocked.)"""
     if outcome.outcome is not Outcome.DEADLOCK:
         return outcome
-    what, line = far.waiting_text()
-    wait, _ = client_wait
-    m = re.fullmatch(r"(\d+) more of (\d+) bytes", wait)
-    if "write fills the send buffer" not in what or not m or m.group(1) != m.group(2):
+    client = re.search(r"client waits for (\d+) more of (\d+) bytes", outcome.message)
+    server = re.search(r"server waits for the client to read \(a (\d+)-byte write fills "
+                       r"the send buffer\)(?: \(line (\d+)\))?", outcome.message)
+    if not client or not server:
         return outcome
-    size = re.search(r"a (\d+)-byte write", what)
+    line = f":{server.group(2)}" if server.group(2) else ""
+    remaining, total = int(client.group(1)), int(client.group(2))
+    what = ("never sent a byte" if remaining == total else
+            f"stopped sending after {total - remaining} of the {total} bytes the client "
+            "reads")
     return RunEnd(Outcome.ERROR, (
-        f"{scenario.source}:{line}: the remote server's write"
-        + (f" of {size.group(1)} bytes" if size else "")
-        + " never sent a byte while the client was reading: the remote host did not send "
-        "(it could not allocate the data, the path stalled, or it is gone); not a deadlock"))
+        f"{scenario.source}{line}: the remote server's write of {server.group(1)} bytes "
+        f"{what} while the client was reading: the remote host did not send (it could "
+        "not allocate the data, the path stalled, or it is gone); not a deadlock"))
 
 
 def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:

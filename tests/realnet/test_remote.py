@@ -679,20 +679,28 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
 
 
 def test_a_remote_write_that_sent_nothing_is_not_called_a_deadlock() -> None:
+    from nagle_sim.script import deadlock_message
     from realnet.core import RunEnd
-    from realnet.remote import RemoteSide, _name_remote_failure
+    from realnet.remote import _name_remote_failure
 
     sc = loads('[client]\nscript = "read 1000000000"\n[server]\nscript = "write 1000000000"\n',
                "g.toml")
-    far = RemoteSide.__new__(RemoteSide)
-    far._waiting = ("the client to read (a 1000000000-byte write fills the send buffer)", 2)
-    deadlock = RunEnd(Outcome.DEADLOCK, "g.toml: deadlock: ...")
-    end = _name_remote_failure(sc, deadlock, ("1000000000 more of 1000000000 bytes", 1), far)
+    write = ("the client to read (a 1000000000-byte write fills the send buffer)", 2)
+    nothing = RunEnd(Outcome.DEADLOCK, deadlock_message("g.toml", [
+        (Side.CLIENT, ("1000000000 more of 1000000000 bytes", 1)), (Side.SERVER, write)]))
+    end = _name_remote_failure(sc, nothing)
     assert end.outcome is Outcome.ERROR
-    assert "never sent a byte" in end.message and "deadlock" not in end.message.replace(
-        "not a deadlock", "")
-    # a real deadlock (the client is not reading) keeps its name
-    assert _name_remote_failure(sc, deadlock, ("", 0), far) is deadlock
+    assert end.message.startswith("g.toml:2: the remote server's write of 1000000000 bytes "
+                                  "never sent a byte while the client was reading")
+    assert "peer is not reading" not in end.message
+    some = RunEnd(Outcome.DEADLOCK, deadlock_message("g.toml", [
+        (Side.CLIENT, ("5 more of 1000000000 bytes", 1)), (Side.SERVER, write)]))
+    assert "stopped sending after 999999995 of the 1000000000 bytes" in \
+        _name_remote_failure(sc, some).message
+    # the client finished (it is not reading): a real deadlock keeps its name
+    stuck = RunEnd(Outcome.DEADLOCK, deadlock_message(
+        "g.toml", [(Side.CLIENT, None), (Side.SERVER, write)]))
+    assert _name_remote_failure(sc, stuck) is stuck
 
 
 def test_host_facts_from_a_serve_are_bounded_and_printable() -> None:
