@@ -1163,8 +1163,8 @@ def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_t
 def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:
     """A "deadlock" where the client waits in a read while the remote server is stuck in a
     write is none: the client *is* reading, so the peer-not-reading sentence would be
-    wrong. Name what it is (nothing sent, or sending stopped). (Read from the deadlock's own sentence, which
-    supervision wrote while both sides were still blocked.)"""
+    wrong. Name what it is (nothing sent, or sending stopped). Read from the deadlock's
+    own sentence, which supervision wrote while both sides were still blocked."""
     if outcome.outcome is not Outcome.DEADLOCK:
         return outcome
     client = re.search(r"client waits for (\d+) more of (\d+) bytes", outcome.message)
