@@ -565,7 +565,7 @@ class _Session:
             note = sockopts.apply_initial(
                 listener, nodelay=scenario.server.options.nodelay, cork=False,
                 quickack=scenario.server.options.quickack,
-                congestion=sockopts.congestion_for(scenario.server.profile.bbr))
+                congestion=hostfacts.wanted_congestion(scenario.server.profile))
         except OSError as exc:
             listener.close()
             self.error(f"cannot listen on {addr}: {exc.strerror or exc}")
