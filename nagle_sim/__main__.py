@@ -234,21 +234,59 @@ def cmd_realnet_cleanup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_profile(name: str | None) -> None:
+    from .model.config import PROFILES
+    if name not in (None, "auto", "scenario") and name not in PROFILES:
+        raise CliError(f"--profile {name!r}: use auto, scenario or one of "
+                       + ", ".join(sorted(PROFILES)))
+
+
+def _real_trace_file(path: str) -> Trace:
+    from .trace import Trace
+    trace = Trace.load(path)
+    if trace.source != "realnet":
+        raise CliError(f"{path}: not a real trace (its source is {trace.source!r}; save "
+                       "one with `nagle-sim realnet run FILE --json > REAL.json`)")
+    return trace
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    """``compare SCENARIO`` (run both), ``compare SCENARIO REAL.json`` (the model against a
+    saved real trace), ``compare MODEL.json REAL.json`` (two saved traces)."""
     from .compare_run import compare_cli
     _check_output(args.markdown)
     _check_output(args.csv)
-    scenario = _load(args)
-    why = _real_unavailable()
-    if why is not None:  # never "DISAGREE" against an empty capture
-        raise CliError(f"compare: {why}")
+    _check_profile(args.profile)
+    args.model_trace = None
+    if args.real is not None:
+        if args.remote:
+            raise CliError("compare: --remote runs the kernel; a saved real trace "
+                           f"({args.real}) needs no run")
+        _real_trace_file(args.real)     # bad input fails before the model runs
+    if _is_trace_file(args.file):
+        if args.real is None:
+            raise CliError(f"compare {args.file}: a saved model trace needs a saved real "
+                           "trace to compare with: compare MODEL.json REAL.json")
+        if args.set or args.param:
+            raise CliError(f"{args.file}: a saved trace is compared as it is; --set and "
+                           "--param need a scenario file")
+        from .trace import Trace
+        args.model_trace = Trace.load(args.file)
+        scenario = None
+    else:
+        scenario = _load(args)
+    if args.real is None:
+        why = _real_unavailable(args.remote)
+        if why is not None:  # never "DISAGREE" against an empty capture
+            raise CliError(f"compare: {why}")
     return compare_cli(scenario, args)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .compare_run import validate_cli
     _check_output(args.markdown)
-    why = _real_unavailable()
+    _check_profile(args.profile)
+    why = _real_unavailable(args.remote)
     if why is not None:
         raise CliError(f"validate: {why}")
     return validate_cli(args)
@@ -395,6 +433,16 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+def _add_remote_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--remote", metavar="[TOKEN@]HOST:PORT",
+                   help="run the server side on a remote `nagle-sim realnet serve`")
+    p.add_argument("--token", help="the serve's token (default $NAGLE_SIM_REALNET_TOKEN)")
+    p.add_argument("--profile", metavar="NAME", default="auto",
+                   help="the model's profile: auto (default: the version profile of each "
+                   "host's kernel where the model has one), scenario (as written) or a "
+                   "profile name for both sides")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
@@ -472,12 +520,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="run on the model and on real sockets; match segments")
     _add_scenario(p)
+    p.add_argument("real", nargs="?", metavar="REAL.json",
+                   help="a saved real trace to compare with instead of running the kernel "
+                   "(FILE may then be a saved model trace too)")
+    _add_remote_options(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--markdown", metavar="PATH")
     p.add_argument("--csv", metavar="PATH")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("validate", help="compare every lesson with the real kernel")
+    _add_remote_options(p)
     p.add_argument("--markdown", metavar="PATH")
     p.set_defaults(func=cmd_validate)
 

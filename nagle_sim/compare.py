@@ -12,15 +12,19 @@ not import simpy, textual, rich or realnet.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from .export.tables import render_markdown
+from .model.config import PROFILES, StackProfile
 from .model.events import Micros, Side
 from .summary import STALL_MIN, Stall, iterations, stalls
 from .trace import Outcome, SegmentRecord, Trace
 from .units import ms, ms_text
 
+STOCK_WMEM = [4096, 16384, 4194304]
+"""net.ipv4.tcp_wmem as Linux ships it (the model has no send-buffer limit)."""
 TOLERANCE_FLOOR = Micros(4_000)
 TOLERANCE_FRACTION = 0.125
 TOLERANCE_TEXT = ("packetdrill's: |error| ≤ max(4 ms, 12.5 % of the interval since the "
@@ -148,6 +152,8 @@ class Comparison:
     notes: list[str]
     sim_outcome: Outcome
     real_outcome: Outcome
+    host: list[str] = field(default_factory=list)
+    """Every host fact that differs from the model's profile, one line each."""
 
     @property
     def agree(self) -> bool:
@@ -165,6 +171,7 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "agree": self.agree, "verdict": self.verdict,
                 "tolerance": TOLERANCE_TEXT, "problems": self.problems, "notes": self.notes,
+                "host": self.host,
                 "outcome": {"sim": self.sim_outcome, "real": self.real_outcome},
                 "max_error_ms": round(self.max_error() / 1000, 3),
                 "matches": [m.to_json() for m in self.matches],
@@ -489,16 +496,19 @@ def _pair_iterations(sim: Trace, real: Trace) -> list[IterationPair]:
     return out
 
 
-def compare(sim: Trace, real: Trace) -> Comparison:
+def compare(sim: Trace, real: Trace, *,
+            profiles: dict[Side, StackProfile] | None = None) -> Comparison:
     """Match every real segment with its simulated twin and judge the timings.
 
     Data segments pair by byte range per direction (a group closes where both traces share
     a sequence boundary, so "2 B + 28 B vs 30 B" is one explained row); SYN / SYN-ACK / FIN
     / RST pair in order; pure ACKs pair by ACK number. Timing uses packetdrill's tolerance
     on each interval. Stalls pair through the segment that ends them; iterations by index.
+    ``profiles``: the model's profile per side (default: looked up by the names in the
+    model trace's meta), against which the real hosts' facts are listed.
     """
     mss = sim.meta.get("mss") or real.meta.get("mss")
-    gso_possible = real.meta.get("link", "loopback") == "loopback"
+    gso_possible = real.meta.get("link", "loopback") == "loopback" or _offloaded(real)
     matches: list[Match] = []
     for side in Side:
         by_class: dict[tuple[str, str], list[SegmentRecord]] = {}
@@ -523,7 +533,8 @@ def compare(sim: Trace, real: Trace) -> Comparison:
     notes: list[str] = []
     if not real.segments:
         notes.append("the real trace has no captured segments "
-                     f"({real.meta.get('capture', 'no capture')}): only ops are compared")
+                     f"({real.meta.get('capture', 'no capture')}): only ops are compared; "
+                     "stalls on the wire are unknown")
     for m in matches:
         if not m.ok:
             where = m.sim_t if m.sim_t is not None else m.real_t
@@ -563,13 +574,145 @@ def compare(sim: Trace, real: Trace) -> Comparison:
                                                  or "none"))
     for note in real.meta.get("notes", []):
         notes.append(note)
+    slept = sim.meta.get("measured_sleeps")
+    if isinstance(slept, dict) and slept:
+        notes.append("the model slept as long as the kernel run's sleeps took (median per "
+                     "statement: " + ", ".join(f"{k} {v}" for k, v in slept.items()) + ")")
     if sim.meta.get("jiffy_phase_us") is not None:
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
                      "phase is arbitrary)")
+    host, host_problems = host_differences(real, profiles or _profiles_of(sim))
+    problems += host_problems
     return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
                       iterations=iters, problems=problems, notes=notes,
-                      sim_outcome=sim.outcome, real_outcome=real.outcome)
+                      sim_outcome=sim.outcome, real_outcome=real.outcome, host=host)
+
+
+# ---------------------------------------------------------------- host facts
+def _offloaded(real: Trace) -> bool:
+    """A remote run over an interface with TSO or GRO: the capture can see bursts of
+    several MSS (cut into MSS segments on the wire, or merged on receipt). Software GSO
+    alone is split before the capture tap."""
+    if real.meta.get("link") != "remote":
+        return False
+    for facts in (real.meta.get("host_facts") or {}).values():
+        offl = facts.get("offloads") if isinstance(facts, dict) else None
+        if isinstance(offl, dict) and any(offl.get(k) for k in ("tso", "gro")):
+            return True
+    return False
+
+
+def _profiles_of(sim: Trace) -> dict[Side, StackProfile]:
+    out = {}
+    for side in Side:
+        name = sim.meta.get(f"{side.value}_profile")
+        if isinstance(name, str) and name in PROFILES:
+            out[side] = PROFILES[name]
+    return out
+
+
+def version_profile(kernel: object) -> tuple[str, str]:
+    """(profile name, note) for a kernel release: ``linux-6.1`` for "6.1.0-13-amd64" when
+    the model has that profile, else ``linux`` and a note saying there is none."""
+    m = re.match(r"(\d+)\.(\d+)", kernel if isinstance(kernel, str) else "")
+    if not m:
+        return "linux", f"kernel release {kernel!r} unknown: the model uses profile linux"
+    name = f"linux-{m.group(1)}.{m.group(2)}"
+    if name in PROFILES:
+        return name, f"kernel {kernel}: the model uses its version profile {name}"
+    return "linux", (f"kernel {kernel}: the model has no profile {name}, so it uses "
+                     "profile linux")
+
+
+def profile_congestion(profile: StackProfile) -> str:
+    """The congestion control a profile models (its ``congestion`` field if it has one,
+    else ``bbr`` or ``cubic`` from ``bbr``)."""
+    name = getattr(profile, "congestion", None)
+    if isinstance(name, str) and name:
+        return name
+    return "bbr" if profile.bbr else "cubic"
+
+
+def host_differences(real: Trace, profiles: dict[Side, StackProfile]
+                     ) -> tuple[list[str], list[str]]:
+    """(every difference between the real hosts' facts and the model's profiles, one line
+    each; the ones that make the comparison unfair, as problems).
+
+    A congestion control the host could not set (or a socket that reports another one) is
+    a problem: the two senders then follow different rules. Everything else (HZ, the
+    ping-pong threshold, autocorking, buffer sizes, the kernel version, offloads) is listed
+    so a difference in the matches can be traced to it."""
+    lines: list[str] = []
+    problems: list[str] = []
+    one_host = real.meta.get("link") != "remote"
+    facts_by_side = real.meta.get("host_facts")
+    if not isinstance(facts_by_side, dict):
+        return lines, problems
+    emulated = real.meta.get("link") == "emulated"
+    for side in Side:
+        facts = facts_by_side.get(side.value)
+        profile = profiles.get(side)
+        if not isinstance(facts, dict) or profile is None:
+            continue
+        who = f"{side.value} host"
+        name = profile.name
+        hz = facts.get("hz")
+        if isinstance(hz, int) and hz != profile.hz:
+            lines.append(f"{who}: HZ {hz}, profile {name} has HZ {profile.hz}: delayed-ACK "
+                         "and probe timers are whole jiffies of another length")
+        thresh = facts.get("tcp_pingpong_thresh")
+        if isinstance(thresh, int) and thresh != profile.pingpong_thresh:
+            lines.append(f"{who}: net.ipv4.tcp_pingpong_thresh = {thresh}, profile {name} has "
+                         f"{profile.pingpong_thresh}: delayed ACKs start after a different "
+                         "number of replies")
+        cork = facts.get("tcp_autocorking")
+        if isinstance(cork, int) and not emulated and bool(cork) != profile.autocorking:
+            lines.append(f"{who}: net.ipv4.tcp_autocorking = {cork}, profile {name} has "
+                         f"{int(profile.autocorking)}: small writes merge differently while "
+                         "a packet waits in the device queue")
+        for key, field_name in (("tcp_rmem", "rcv_buf"),):
+            value = facts.get(key)
+            model = getattr(profile, field_name, None)
+            if isinstance(value, list) and len(value) == 3 and isinstance(value[1], int) \
+                    and isinstance(model, int) and value[1] != model:
+                lines.append(f"{who}: net.ipv4.{key} default {value[1]} B, profile {name} has "
+                             f"{field_name} {model} B: the offered window differs")
+        wmem = facts.get("tcp_wmem")
+        if isinstance(wmem, list) and len(wmem) == 3 and wmem != STOCK_WMEM:
+            lines.append(f"{who}: net.ipv4.tcp_wmem = {' '.join(map(str, wmem))} (the model "
+                         "has no send-buffer limit: a write never blocks on it)")
+        want = profile_congestion(profile)
+        used = facts.get("congestion", {}).get(side.value) \
+            if isinstance(facts.get("congestion"), dict) else None
+        why = facts.get("congestion_notes", {}).get(side.value) \
+            if isinstance(facts.get("congestion_notes"), dict) else None
+        if why or (isinstance(used, str) and used != want):
+            problems.append(f"{who}: congestion control {used or 'unknown'} in use where "
+                            f"profile {name} models {want}"
+                            + (f" ({why})" if why else "")
+                            + ": the senders follow different rules")
+        kernel = facts.get("kernel")
+        m = re.match(r"(\d+)\.(\d+)", kernel) if isinstance(kernel, str) else None
+        if m and name.startswith("linux-") and name != f"linux-{m.group(1)}.{m.group(2)}":
+            lines.append(f"{who}: kernel {kernel}, the model ran profile {name}")
+        offl = facts.get("offloads")
+        if isinstance(offl, dict) and real.meta.get("link") == "remote":
+            on = [k.upper() for k in ("tso", "gro") if offl.get(k)]
+            if on:
+                lines.append(f"{who}: {'/'.join(on)} on {facts.get('interface')}: the NIC cuts "
+                             "TSO bursts into MSS segments and GRO merges them on receipt, "
+                             "so the capture may see several MSS as one (compared by bytes "
+                             "on the MSS grid)")
+    if one_host:    # a local run: both sides are this host; say each fact once
+        seen: list[str] = []
+        for line in lines:
+            text = line.replace("client host:", "this host:").replace("server host:",
+                                                                      "this host:")
+            if text not in seen:
+                seen.append(text)
+        lines = seen
+    return lines, problems
 
 
 # ---------------------------------------------------------------- tables
@@ -611,6 +754,8 @@ def comparison_markdown(cmp: Comparison) -> str:
     parts = [f"# Model vs kernel: {cmp.title}\n", f"**Verdict:** {cmp.verdict}\n"]
     if cmp.problems:
         parts.append("## Differences\n\n" + "".join(f"- {p}\n" for p in cmp.problems))
+    if cmp.host:
+        parts.append("## Host vs model profile\n\n" + "".join(f"- {h}\n" for h in cmp.host))
     if cmp.notes:
         parts.append("## Notes\n\n" + "".join(f"- {n}\n" for n in cmp.notes))
     parts.append("## Per-iteration latency\n\n" + render_markdown(*iteration_rows(cmp)))

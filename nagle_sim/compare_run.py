@@ -73,6 +73,8 @@ def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None
         console.print(st)
     for note in cmp.notes:
         console.print(f"note: {note}", markup=False)
+    for line in cmp.host:
+        console.print(f"host: {line}", markup=False, style="yellow")
     for problem in cmp.problems[:40]:
         console.print(f"difference: {problem}", markup=False, style="red")
     if len(cmp.problems) > 40:
@@ -92,22 +94,179 @@ def with_jiffy_phase(scenario: Any, phase: int) -> Any:
     return replace(scenario, **sides)
 
 
-def run_both(scenario: Any) -> tuple[Trace, Trace]:
-    """The real run first, then the model at the real run's measured jiffy phase."""
+@dataclass(slots=True)
+class Both:
+    """A model run and a real run of one scenario, and how the model was set up."""
+
+    sim: Trace
+    real: Trace
+    scenario: Any
+    """The scenario the model ran (profiles chosen for the real hosts)."""
+    notes: list[str]
+
+    def compare(self) -> Comparison:
+        cmp = compare(self.sim, self.real, profiles=profiles_of(self.scenario))
+        cmp.notes[:0] = self.notes
+        return cmp
+
+
+def run_both(scenario: Any, *, remote: str | None = None, token: str | None = None,
+             profile: str = "auto") -> Both:
+    """The real run first (the server side on ``remote`` if given), then the model with
+    the profiles the real hosts call for (`model_scenario`) at the real run's measured
+    jiffy phase."""
     from realnet.runner import run_real
 
+    real = run_real(scenario, remote=remote, token=token, progress=_stderr)
+    return model_against(scenario, real, profile)
+
+
+def model_against(scenario: Any, real: Trace, profile: str = "auto") -> Both:
+    """The model's run of ``scenario`` set up and aligned for the real trace ``real``."""
     from .sim.driver import run_sim
-    real = run_real(scenario, progress=_stderr)
-    return aligned_model_run(scenario, real, run_sim), real
+
+    modelled, notes = model_scenario(scenario, real, profile)
+    return Both(aligned_model_run(modelled, real, run_sim), real, modelled, notes)
+
+
+def model_scenario(scenario: Any, real: Trace, profile: str = "auto"
+                   ) -> tuple[Any, list[str]]:
+    """The scenario as the model should run it against ``real``.
+
+    ``profile``: "auto" gives each side whose profile is the default ``linux`` the version
+    profile of its host's kernel (``linux-6.1`` on a 6.1 host) when the model has one;
+    "scenario" keeps the scenario's profiles; any other name is used on both sides (its
+    ``tune`` settings stay). A remote run's link also takes the hosts' segmentation
+    offload (TSO/GSO) as its ``gso``. Returns (that scenario, what was chosen, one line
+    each)."""
+    from dataclasses import replace
+
+    from .compare import version_profile
+    from .model.config import PROFILES
+
+    raw = real.meta.get("host_facts")
+    facts: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    notes: list[str] = []
+    sides = {}
+    for side in Side:
+        spec = scenario.side(side)
+        name = spec.profile.name
+        if profile == "auto" and name == "linux":
+            kernel = (facts.get(side.value) or {}).get("kernel")
+            name, note = version_profile(kernel)
+            notes.append(f"{side.value}: {note}")
+        elif profile not in ("auto", "scenario"):
+            name = profile
+        if name != spec.profile.name:
+            base = PROFILES[name]
+            tuned = base.with_overrides(**spec.tune) if spec.tune else base
+            sides[side.value] = replace(spec, profile=tuned)
+    out = replace(scenario, **sides) if sides else scenario
+    if real.meta.get("link") == "remote":
+        out = _path_delays(out, real, notes)
+        offl = [(f or {}).get("offloads") or {} for f in facts.values()
+                if isinstance(f, dict)]
+        # Software GSO is split before the capture tap; only a NIC that segments (TSO)
+        # puts multi-MSS bursts where a capture sees them.
+        gso = any(o.get("tso") for o in offl if isinstance(o, dict))
+        if gso != out.link.gso:
+            out = replace(out, link=replace(out.link, gso=gso))
+            notes.append(f"the model's link {'sends' if gso else 'does not send'} TSO "
+                         "bursts, as the hosts' interfaces (TSO "
+                         f"{'on' if gso else 'off'})")
+    return out, notes
+
+
+def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
+    """A remote run crosses a real path: when the scenario's link delays do not add up to
+    the round trip measured in the handshake (within max(1 ms, 25 %)), the model takes the
+    path's one-way delays instead, so both executors see the same link."""
+    from dataclasses import replace
+
+    from .model.events import Micros
+
+    clock = real.meta.get("clock_offset")
+    if not isinstance(clock, dict):
+        return scenario
+    rtt, to_client = clock.get("handshake_rtt_us"), clock.get("one_way_to_client_us")
+    if not isinstance(rtt, int | float) or not isinstance(to_client, int | float) or rtt <= 0:
+        return scenario
+    link = scenario.link
+    declared = link.to_server_delay + link.to_client_delay
+    if abs(rtt - declared) <= max(1_000, 0.25 * declared):
+        return scenario
+    to_client = min(max(0, round(to_client)), round(rtt))
+    to_server = max(0, round(rtt) - to_client)
+    notes.append(f"the model's link delays are the path's, measured in the handshake: "
+                 f"{to_server / 1000:g} ms to the server, {to_client / 1000:g} ms to the "
+                 f"client (the scenario says {link.to_server_delay / 1000:g} / "
+                 f"{link.to_client_delay / 1000:g} ms)")
+    return replace(scenario, link=replace(link, to_server_delay=Micros(to_server),
+                                          to_client_delay=Micros(to_client)))
 
 
 def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
+    """The model at the real run's jiffy phase (local runs) and with its measured sleeps."""
+    scenario, slept = with_measured_sleeps(scenario, real)
     phase = measured_jiffy_phase(real, scenario.client.profile.hz)
     if phase is None or real.meta.get("remote"):
-        return run_sim(scenario)   # type: ignore[no-any-return]
-    sim: Trace = run_sim(with_jiffy_phase(scenario, phase))
-    sim.meta["jiffy_phase_us"] = phase
+        sim: Trace = run_sim(scenario)
+    else:
+        sim = run_sim(with_jiffy_phase(scenario, phase))
+        sim.meta["jiffy_phase_us"] = phase
+    if slept:
+        sim.meta["measured_sleeps"] = slept
     return sim
+
+
+SLEEP_DRIFT_MIN_US = 50
+"""A real sleep this much longer or shorter (median per statement) is given to the model."""
+
+
+def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str]]:
+    """``scenario`` with each ``sleep`` statement as long as the real run's sleeps of that
+    statement took (median, per side and line), where they differ by
+    `SLEEP_DRIFT_MIN_US` or more. A real sleep ends a little late, more so under load
+    (~0.5 ms per iteration seen on this VM), and the model's sleeps are exact: without
+    this, a long loop of sleeps drifts apart and one late write fails the comparison.
+    Returns (scenario, "side:line" -> "declared → measured" for those changed)."""
+    from dataclasses import replace
+
+    from .model.events import Micros
+    from .scenario import Repeat, Sleep
+
+    measured: dict[tuple[Side, int], list[int]] = {}
+    for op in real.ops:
+        if op.op == "sleep" and op.end is not None and op.line:
+            measured.setdefault((op.side, op.line), []).append(op.end - op.start)
+    changed: dict[str, str] = {}
+
+    def walk(side: Side, body: tuple[Any, ...]) -> tuple[Any, ...]:
+        out = []
+        for stmt in body:
+            if isinstance(stmt, Repeat):
+                stmt = replace(stmt, body=walk(side, stmt.body))
+            elif isinstance(stmt, Sleep) and (side, stmt.line) in measured:
+                values = sorted(measured[(side, stmt.line)])
+                median = values[len(values) // 2]
+                if abs(median - stmt.duration) >= SLEEP_DRIFT_MIN_US:
+                    changed[f"{side.value}:{stmt.line}"] = (f"{stmt.duration} µs → "
+                                                           f"{median} µs")
+                    stmt = replace(stmt, duration=Micros(median))
+            out.append(stmt)
+        return tuple(out)
+
+    sides = {}
+    for side in Side:
+        spec = scenario.side(side)
+        script = walk(side, spec.script)
+        if script != spec.script:
+            sides[side.value] = replace(spec, script=script)
+    return (replace(scenario, **sides) if sides else scenario), changed
+
+
+def profiles_of(scenario: Any) -> dict[Side, Any]:
+    return {side: scenario.side(side).profile for side in Side}
 
 
 def _write_tables(cmp: Comparison, markdown: str | None, csv_path: str | None) -> None:
@@ -120,12 +279,21 @@ def _write_tables(cmp: Comparison, markdown: str | None, csv_path: str | None) -
 
 
 def compare_cli(scenario: Any, args: Any) -> int:
-    """``nagle-sim compare FILE``: exit 0 when the kernel agrees with the model, else 1."""
-    reason = not_comparable(scenario)
+    """``nagle-sim compare FILE [REAL.json]``: exit 0 when the kernel agrees with the
+    model, else 1. ``scenario`` is None when ``args.model_trace`` is a saved model trace."""
+    reason = not_comparable(scenario) if scenario is not None else ""
     if reason:
         _stderr(f"note: {reason}; comparing anyway, expect differences")
-    sim, real = run_both(scenario)
-    cmp = compare(sim, real)
+    profile = getattr(args, "profile", None) or "auto"
+    saved = getattr(args, "real", None)
+    if getattr(args, "model_trace", None) is not None and saved:
+        real = Trace.load(saved)
+        cmp = compare(args.model_trace, real)
+    elif saved:
+        cmp = model_against(scenario, Trace.load(saved), profile).compare()
+    else:
+        cmp = run_both(scenario, remote=getattr(args, "remote", None),
+                       token=getattr(args, "token", None), profile=profile).compare()
     if getattr(args, "json", False):
         sys.stdout.write(json.dumps(cmp.to_json(), ensure_ascii=False) + "\n")
     else:
@@ -197,18 +365,22 @@ def validate_cli(args: Any) -> int:
                                         comparable=False))
             continue
         try:
-            sim, real = run_both(lesson.scenario)
+            both = run_both(lesson.scenario, remote=getattr(args, "remote", None),
+                            token=getattr(args, "token", None),
+                            profile=getattr(args, "profile", None) or "auto")
         except ScenarioError as exc:
             results.append(LessonResult(lesson.slug, None, None, None, str(exc)))
             continue
-        results.append(LessonResult(lesson.slug, compare(sim, real), sim, real))
+        results.append(LessonResult(lesson.slug, both.compare(), both.sim, both.real))
     headers = ["lesson", "verdict", "model", "real", "difference"]
     rows = []
     for res in results:
         verdict = ("n/a" if not res.comparable else "error" if res.cmp is None
                    else "agree" if res.cmp.agree else "DISAGREE")
         rows.append([res.slug, verdict, *res.key_numbers()])
-    table = Table(title=f"Model vs kernel, every lesson ({TOLERANCE_TEXT})")
+    remote = getattr(args, "remote", None)
+    where = f", server side on {remote}" if remote else ""
+    table = Table(title=f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})")
     for h in headers:
         table.add_column(h, overflow="fold")
     for row in rows:

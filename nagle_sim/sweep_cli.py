@@ -24,7 +24,8 @@ from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, run_
 from .trace import Trace
 
 
-def _real_runner(remote: str | None) -> Callable[[Scenario], Trace]:
+def _real_runner(remote: str | None, token: str | None = None
+                 ) -> Callable[[Scenario], Trace]:
     try:
         from realnet.runner import check_platform, run_real
     except ImportError as exc:
@@ -32,7 +33,7 @@ def _real_runner(remote: str | None) -> Callable[[Scenario], Trace]:
     check_platform()
 
     def run(sc: Scenario) -> Trace:
-        return run_real(sc, remote=remote)
+        return run_real(sc, remote=remote, token=token)
     return run
 
 
@@ -87,10 +88,10 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
         if series > MAX_SERIES:
             raise SweepError(f"--png/--svg: {series} lines per panel (the keys after the "
                              f"first) cannot be told apart; at most {MAX_SERIES}")
-    if (args.remote or args.repeat != 1) and not args.real:
-        raise SweepError("--remote and --repeat go with --real")
+    if (args.remote or args.repeat != 1 or getattr(args, "token", None)) and not args.real:
+        raise SweepError("--remote, --token and --repeat go with --real")
     text = read_text(args.file)
-    runner = _real_runner(args.remote) if args.real else None
+    runner = _real_runner(args.remote, getattr(args, "token", None)) if args.real else None
     err = Console(stderr=True, highlight=False)
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True,
@@ -154,8 +155,10 @@ def add_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], int]
                    "docs/sweep.md; default latency_p50_ms, segments_client, stalls)")
     p.add_argument("--real", action="store_true",
                    help="also run every cell on real kernel sockets (one at a time)")
-    p.add_argument("--remote", metavar="HOST:PORT",
+    p.add_argument("--remote", metavar="[TOKEN@]HOST:PORT",
                    help="with --real: run the server side on a `nagle-sim realnet serve`")
+    p.add_argument("--token", help="with --remote: the serve's token (default "
+                   "$NAGLE_SIM_REALNET_TOKEN)")
     p.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                    help="with --real: real runs per cell (mean and spread are reported)")
     p.add_argument("--jobs", type=positive_int, metavar="N",

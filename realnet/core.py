@@ -1015,6 +1015,8 @@ def _int(text: str | None) -> int | None:
 
 def base_meta(scenario: Scenario) -> dict[str, Any]:
     meta = trace_meta(scenario, kernel=platform.release())
+    from realnet import hostfacts  # issue 18: every real trace records its hosts' facts
+    meta["host_facts"] = hostfacts.local_facts(scenario)
     notes = real_run_caveats(scenario)
     if notes:
         meta["notes"] = notes

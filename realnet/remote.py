@@ -51,7 +51,7 @@ from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, ScenarioError, loads
 from nagle_sim.script import steps
 from nagle_sim.trace import Outcome, Trace
-from realnet import cleanup, sockopts
+from realnet import cleanup, hostfacts, sockopts
 from realnet.core import (
     LogReader,
     Progress,
@@ -59,6 +59,7 @@ from realnet.core import (
     RunEnd,
     SideLog,
     SideRunner,
+    _Seg,
     base_meta,
     build_trace,
     capture_unavailable,
@@ -66,6 +67,7 @@ from realnet.core import (
     maxseg_for,
     report_retransmissions,
     rt_priority_available,
+    rtt_s,
     run_timeout_s,
     script_size,
     segments_from_lo,
@@ -92,6 +94,8 @@ MAX_CLIENTS = 16                  # connections at once (pre-run); more are told
 MAX_CLOCKS = 64
 CLOCK_SAMPLES = 8
 STATUS_INTERVAL_S = 0.05
+MAX_REMOTE_PACKETS = 4_000_000    # the serve's capture, as the client accepts it
+PACKETS_PER_CHUNK = 12_000        # ~0.7 MiB of compact packet rows per message
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +330,7 @@ def serve_forever(listen: str = "127.0.0.1:7070", *, token: str | None = None,
     removed = cleanup.remove_stale_quietly()
     if removed:
         say(f"realnet serve: removed {len(removed)} leftovers of dead runs")
+    hostfacts.estimate_hz()     # counted once (0.2 s) before any client waits for it
     server = _Server(token, say, limits or Limits())
     try:
         return server.accept_loop(srv, once)
@@ -495,7 +500,8 @@ class _Session:
         self.authenticated()
         self.chan.max_line = MAX_REQUEST_BYTES
         reply.update(kernel=platform.release(), system=platform.system(),
-                     limits=self.server.limits.to_json())
+                     limits=self.server.limits.to_json(),
+                     facts=hostfacts.collect(local_addr=self.conn.getsockname()[0]))
         self.chan.send(reply)
         clocks = 0
         setup_deadline = self.opened + SETUP_TIMEOUT_S
@@ -559,31 +565,47 @@ class _Session:
             note = sockopts.apply_initial(
                 listener, nodelay=scenario.server.options.nodelay, cork=False,
                 quickack=scenario.server.options.quickack,
-                congestion=sockopts.congestion_for(scenario.server.profile.bbr))
+                congestion=hostfacts.wanted_congestion(scenario.server.profile))
         except OSError as exc:
             listener.close()
             self.error(f"cannot listen on {addr}: {exc.strerror or exc}")
             return
         port = listener.getsockname()[1]
+        # what the kernel really gave the listener (accepted sockets inherit it)
+        congestion = hostfacts.congestion_of(listener)
         self.say(f"realnet serve: {self.name}: running the server side of {where} "
                  f"on {addr}:{port}")
         rt = rt_priority_available()
         runner = SideRunner(Side.SERVER, scenario.server, where, listener=listener,
                             rt_priority=rt, keep_records=False)
+        meta: dict[str, Any] = {"server_kernel": platform.release(),
+                                "server_sched": f"SCHED_FIFO {rt}" if rt else "normal",
+                                "server_congestion": congestion or "unknown"}
+        if note:
+            meta["server_notes"] = [note]
+            meta["server_congestion_note"] = note
+        cap = None
         try:
-            runner.start()
+            runner.start()          # fork before the capture thread starts
+            cap, meta["server_capture"] = _start_capture(addr, port)
             runner.go()
             runner.ready()          # in accept() before the client is told to connect
             self.chan.send({"type": "ready", "port": port})
             self.supervise_run(runner, min(self.server.limits.run_s, run_timeout_s(scenario)))
             runner.join(5.0)
-            meta: dict[str, Any] = {"server_kernel": platform.release(),
-                                    "server_sched": f"SCHED_FIFO {rt}" if rt else "normal"}
-            if note:
-                meta["server_notes"] = [note]
-            self.stream_result(runner, meta)
+            packets: list[Any] = []
+            if cap is not None:
+                time.sleep(min(2.0, rtt_s(scenario) + 0.05))   # the last ACK / FIN
+                packets = cap.stop()
+                meta["capture_clock_offset_ns"] = cap.clock_offset_ns
+                if cap.stats is not None and cap.stats.kernel_drops:
+                    meta["server_capture_drops"] = cap.stats.kernel_drops
+            self.stream_result(runner, meta, packets)
         finally:
             runner.cleanup()
+            if cap is not None:
+                with contextlib.suppress(Exception):
+                    cap.stop()
 
     def supervise_run(self, runner: SideRunner, limit_s: float) -> None:
         """Answer status polls until the side finishes; abort it if the client asks, goes
@@ -621,9 +643,11 @@ class _Session:
             self.chan.send({"type": "status", "finished": False, "blocked": runner.blocked,
                             "progress": runner.progress, "waiting": what, "line": line})
 
-    def stream_result(self, runner: SideRunner, meta: dict[str, Any]) -> None:
-        """The side's records in chunks of about `LOG_CHUNK_BYTES`, then the result: no
-        reply is ever larger than a chunk, whatever the run's length."""
+    def stream_result(self, runner: SideRunner, meta: dict[str, Any],
+                      packets: list[Any] | None = None) -> None:
+        """The side's records in chunks of about `LOG_CHUNK_BYTES`, the captured packets in
+        chunks of `PACKETS_PER_CHUNK`, then the result: no reply is ever larger than a
+        chunk, whatever the run's length."""
         head = b'{"v":%d,"type":"log","records":[' % PROTOCOL_VERSION
         chunk: list[bytes] = []
         size = 0
@@ -635,7 +659,32 @@ class _Session:
                 chunk, size = [], 0
         if chunk:
             self.chan.send_raw(head, chunk, b"]}")
+        packets = packets or []
+        for i in range(0, len(packets), PACKETS_PER_CHUNK):
+            self.chan.send({"type": "packets", "packets": [
+                [p.t_ns, p.sport, p.dport, p.seq, p.ack, p.flags, p.payload_len, p.window,
+                 int(p.outgoing)] for p in packets[i:i + PACKETS_PER_CHUNK]]})
         self.chan.send({"type": "result", "meta": meta})
+
+
+def _start_capture(addr: str, port: int) -> tuple[Any, str]:
+    """The serve's own capture of the data connection (root only): (capture or None,
+    what ``meta.server_capture`` says)."""
+    from realnet.capture import Capture
+
+    why = capture_unavailable()
+    ifname = hostfacts.interface_for(addr) if why is None else None
+    if why is None and ifname is None:
+        why = f"no interface holds {addr}"
+    if why is not None or ifname is None:
+        return None, f"unavailable: {why}"
+    if ifname == "lo":
+        return None, "not needed: loopback (the client's capture has every segment)"
+    try:
+        cap = Capture(ifname, filter_ports={port}, outgoing_only=False).start()
+    except OSError as exc:
+        return None, f"unavailable: AF_PACKET on {ifname}: {exc.strerror or exc}"
+    return cap, f"AF_PACKET on {ifname} (send and arrival times)"
 
 
 # ---------------------------------------------------------------- client
@@ -647,6 +696,8 @@ class RemoteSide:
         self.reader = LogReader(max_ops=max_ops)
         self.log = SideLog()
         self.meta: dict[str, Any] = {}
+        self.packets: list[Any] = []
+        self.packets_dropped = 0
         self._finished = False
         self._blocked = False
         self._progress = 0
@@ -681,17 +732,22 @@ class RemoteSide:
             except ValueError as exc:
                 raise ProtocolError(f"malformed log record: {exc}") from None
             return False
+        if kind == "packets":
+            self._add_packets(msg.get("packets"))
+            return False
         if kind == "result":
             if not self.reader.ended:
                 raise ProtocolError("the result came without the server side's end record")
             meta = msg.get("meta")
             if not isinstance(meta, dict):
                 raise ProtocolError("malformed result (no meta)")
-            self.meta = {k: printable(v, 200) if isinstance(v, str) else
+            self.meta = {k: printable(v, 500) if isinstance(v, str) else
                          [printable(x, 500) for x in v if isinstance(x, str)]
                          for k, v in meta.items()
-                         if k in ("server_kernel", "server_sched", "server_notes")
-                         and isinstance(v, str | list)}
+                         if k in _RESULT_TEXT and isinstance(v, str | list)}
+            for key in ("capture_clock_offset_ns", "server_capture_drops"):
+                if type(meta.get(key)) is int and abs(meta[key]) < 1 << 63:
+                    self.meta[key] = meta[key]
             self.log = self.reader.log
             if self.log.error:
                 self.log.error = printable(self.log.error, 2000)
@@ -709,6 +765,25 @@ class RemoteSide:
         if kind == "error":
             raise RealnetError(f"remote server: {printable(msg.get('error'), 2000)}")
         raise ProtocolError(f"unexpected reply type {printable(repr(kind), 40)}")
+
+    def _add_packets(self, rows: Any) -> None:
+        """The serve's captured packets (compact rows), checked and bounded."""
+        from realnet.capture import CapturedPacket
+
+        if not isinstance(rows, list):
+            raise ProtocolError("malformed packets chunk")
+        for row in rows:
+            if not (isinstance(row, list) and len(row) == 9
+                    and all(type(v) is int and 0 <= v < 1 << 63
+                            for i, v in enumerate(row) if i != 5)
+                    and isinstance(row[5], str) and set(row[5]) <= set("SFRPA")):
+                raise ProtocolError("malformed captured packet from the server")
+            if len(self.packets) >= MAX_REMOTE_PACKETS:
+                self.packets_dropped += 1
+                continue
+            t, sport, dport, seq, ack, flags, length, win, out = row
+            self.packets.append(CapturedPacket(t, "", sport, "", dport, seq, ack, flags,
+                                               length, win, bool(out)))
 
     @property
     def finished(self) -> bool:
@@ -732,6 +807,10 @@ class RemoteSide:
         with contextlib.suppress(OSError, ProtocolError, RealnetError):
             self.chan.send({"type": "abort"})
             self._receive_reply()
+
+
+_RESULT_TEXT = ("server_kernel", "server_sched", "server_notes", "server_congestion",
+                "server_congestion_note", "server_capture")
 
 
 def parse_remote(remote: str) -> tuple[str | None, str, int]:
@@ -855,21 +934,27 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     if ready.get("type") != "ready" or type(data_port) is not int or not 0 < data_port < 65536:
         raise ProtocolError("malformed ready reply")
     kernel = hello.get("kernel")
+    server_facts = hostfacts.clean_facts(hello.get("facts"))
     meta = base_meta(scenario)
     meta.update(link="remote", remote=remote,
-                server_kernel=printable(kernel, 100) if isinstance(kernel, str) else None,
-                clock_offset_rtt_us=round(rtt_ns / 1000, 1))
+                server_kernel=printable(kernel, 100) if isinstance(kernel, str) else None)
     if scenario.link.to_server_delay or scenario.link.to_client_delay:
         meta.setdefault("notes", []).append(
-            "link delays are not emulated on a remote run: the real path's delays apply")
+            "link delays are not emulated on a remote run: the real path's delays apply "
+            "(the model uses the scenario's)")
     client = socket.socket(ctl.family, socket.SOCK_STREAM)
     sockopts.set_maxseg(client, maxseg_for(scenario.link.mss))
     opts = scenario.client.options
     note = sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork,
                                   quickack=opts.quickack,
-                                  congestion=sockopts.congestion_for(scenario.client.profile.bbr))
+                                  congestion=hostfacts.wanted_congestion(
+                                      scenario.client.profile))
+    local_addr = ctl.getsockname()[0]
+    client_facts = hostfacts.collect(local_addr=local_addr)
+    client_facts["congestion"] = {"client": hostfacts.congestion_of(client)}
     if note:
         meta.setdefault("notes", []).append(note)
+        client_facts["congestion_notes"] = {"client": note}
     rt = rt_priority_available()
     runner = SideRunner(Side.CLIENT, scenario.client, scenario.source, sock=client,
                         address=(host, data_port), rt_priority=rt)
@@ -877,37 +962,225 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     cap = None
     try:
         runner.start()
-        loopback = ipaddress.ip_address(ctl.getpeername()[0]).is_loopback
-        why_not = capture_unavailable() or (None if loopback else
-                                            "capture is implemented for loopback remotes only")
+        ifname = client_facts.get("interface")
+        why_not = capture_unavailable() or (None if ifname else
+                                            f"no interface holds {local_addr}")
         if why_not:
             meta["capture"] = f"unavailable: {why_not}"
-            say(f"realnet: no packet capture ({why_not}): application timings and TCP_INFO only")
+            say(f"realnet: no packet capture here ({why_not})")
         else:
-            cap = capture_cls("lo", filter_ports={data_port}).start()
-            meta["capture"] = "AF_PACKET on lo (outgoing copies, port-filtered)"
+            cap = capture_cls(ifname, filter_ports={data_port}, outgoing_only=False).start()
+            meta["capture"] = f"AF_PACKET on {ifname} (this host: send and arrival times)"
         runner.go()
         limit = timeout_s if timeout_s is not None else run_timeout_s(scenario)
         outcome = supervise(scenario, {Side.CLIENT: runner, Side.SERVER: far},
                             timeout_s=limit, stall_s=stall_timeout_s(scenario) + 1.0)
         runner.join(5.0)
         far.abort()
-        time.sleep(0.01)
+        time.sleep(min(2.0, 2 * rtt_ns / 1e9 + 0.03))   # the last ACK / FIN reaches us
         packets = cap.stop() if cap is not None else []
     finally:
         runner.cleanup()
         if cap is not None:
             with contextlib.suppress(Exception):
                 cap.stop()
-    server_log = _align(far.log, offset_ns, scenario)
     meta.update(far.meta)
-    segs = segments_from_lo(packets, cap.clock_offset_ns, data_port) if cap else []
+    server_facts["congestion"] = {"server": far.meta.get("server_congestion")}
+    if far.meta.get("server_congestion_note"):
+        server_facts["congestion_notes"] = {"server": far.meta["server_congestion_note"]}
+        said = (f"remote server: {far.meta['server_congestion_note']}; it used "
+                f"{far.meta.get('server_congestion', 'unknown')}")
+        meta.setdefault("notes", []).append(said)
+        say(f"realnet: {said}")
+    meta["host_facts"] = {"client": client_facts, "server": server_facts}
+    if far.packets_dropped:
+        meta.setdefault("notes", []).append(
+            f"the serve's capture had {far.packets_dropped} packets beyond the "
+            f"{MAX_REMOTE_PACKETS} accepted; their times come from this host's capture")
+    local_off = cap.clock_offset_ns if cap is not None else 0
+    remote_off = far.meta.get("capture_clock_offset_ns")
+    same_host_lo = ifname == "lo"
+    remote_packets = far.packets if type(remote_off) is int and not same_host_lo else []
+    clock = _estimate_offset(packets, local_off, remote_packets,
+                             remote_off if type(remote_off) is int else 0, data_port,
+                             scenario, offset_ns, rtt_ns)
+    meta["clock_offset"] = clock.to_meta()
+    server_log = _align(far.log, clock.offset_ns, scenario)
+    if same_host_lo or not (packets or remote_packets):
+        segs = segments_from_lo(packets, local_off, data_port) if packets else []
+        sources = "L" * len(segs)
+    else:
+        segs, sources = merge_captures(packets, local_off, remote_packets,
+                                       (remote_off or 0) + clock.offset_ns, data_port,
+                                       clock.one_way_to_client_ns,
+                                       clock.one_way_to_server_ns)
+    meta["segment_capture"] = sources
+    meta["segment_capture_key"] = dict(SOURCE_KEY)
+    if not segs:
+        meta.setdefault("notes", []).append(
+            "no segment was captured on either host: stalls on the wire are unknown")
+    outcome = _name_remote_failure(scenario, outcome)
     if outcome.outcome is Outcome.OK and server_log.error:
         outcome = RunEnd(Outcome.ERROR, server_log.error)
     trace = build_trace(scenario, {Side.CLIENT: runner.log, Side.SERVER: server_log}, segs,
                         meta, outcome)
     report_retransmissions(trace, say)
     return trace
+
+
+SOURCE_KEY = (("L", "this host's capture, at the sender (the client)"),
+              ("R", "the serve's capture, at the sender (the server), moved onto this "
+                    "host's clock by the estimated offset"),
+              ("A", "this host's capture at arrival, minus the estimated one-way delay "
+                    "(the serve did not capture this segment)"),
+              ("B", "the serve's capture at arrival, minus the estimated one-way delay "
+                    "(this host did not capture this segment)"))
+"""What each letter of ``meta.segment_capture`` (one per segment, in order) means."""
+
+
+@dataclass(slots=True)
+class ClockEstimate:
+    """The serve's clock against ours (server perf − client perf) and the path's delays."""
+
+    offset_ns: int
+    method: str
+    control_ns: int
+    control_rtt_ns: int
+    handshake_ns: int | None = None
+    handshake_rtt_ns: int | None = None
+    one_way_to_client_ns: int = 0
+    one_way_to_server_ns: int = 0
+
+    def to_meta(self) -> dict[str, Any]:
+        def us(v: int | None) -> float | None:
+            return None if v is None else round(v / 1000, 1)
+        return {"used_us": us(self.offset_ns), "method": self.method,
+                "control_channel_us": us(self.control_ns),
+                "control_rtt_us": us(self.control_rtt_ns),
+                "handshake_us": us(self.handshake_ns),
+                "handshake_rtt_us": us(self.handshake_rtt_ns),
+                "one_way_to_client_us": us(self.one_way_to_client_ns),
+                "one_way_to_server_us": us(self.one_way_to_server_ns)}
+
+
+def _first(packets: list[Any], *, server: bool, syn_ack: bool, outgoing: bool,
+           port: int) -> int | None:
+    for p in packets:
+        if p.outgoing == outgoing and (p.sport == port) == server and "S" in p.flags \
+                and ("A" in p.flags) == syn_ack:
+            return int(p.t_ns)
+    return None
+
+
+def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote_off: int,
+                     port: int, scenario: Scenario, control_ns: int,
+                     control_rtt_ns: int) -> ClockEstimate:
+    """The offset from the handshake's four kernel timestamps when both hosts captured it
+    (NTP's formula), else the control channel's best round trip. A declared asymmetric
+    path (the scenario's link delays, when they add up to the measured round trip) is
+    taken out: NTP assumes both directions take as long."""
+    est = ClockEstimate(control_ns, "control channel (best of "
+                        f"{CLOCK_SAMPLES} round trips)", control_ns, control_rtt_ns,
+                        one_way_to_client_ns=control_rtt_ns // 2,
+                        one_way_to_server_ns=control_rtt_ns // 2)
+    t1 = _first(local, server=False, syn_ack=False, outgoing=True, port=port)
+    t4 = _first(local, server=True, syn_ack=True, outgoing=False, port=port)
+    if t1 is None or t4 is None:
+        return est
+    t1, t4 = t1 - local_off, t4 - local_off
+    rtt = t4 - t1
+    ds, dc = scenario.link.to_server_delay * 1000, scenario.link.to_client_delay * 1000
+    declared = ds + dc > 0 and abs(rtt - (ds + dc)) <= max(2_000_000, 0.25 * (ds + dc))
+    asym = (ds - dc) if declared else 0
+    est.handshake_rtt_ns = rtt
+    est.one_way_to_client_ns = round(rtt * dc / (ds + dc)) if declared else rtt // 2
+    est.one_way_to_server_ns = rtt - est.one_way_to_client_ns
+    if declared:
+        est.offset_ns = control_ns - asym // 2
+        est.method += "; declared link asymmetry taken out"
+    t2 = _first(remote, server=False, syn_ack=False, outgoing=False, port=port)
+    t3 = _first(remote, server=True, syn_ack=True, outgoing=True, port=port)
+    if t2 is None or t3 is None:
+        return est
+    t2, t3 = t2 - remote_off, t3 - remote_off
+    est.handshake_ns = ((t2 - t1) + (t3 - t4) - asym) // 2
+    est.offset_ns = est.handshake_ns
+    est.method = "handshake (kernel timestamps on both hosts)" + (
+        "; declared link asymmetry taken out" if declared else "")
+    return est
+
+
+def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_to_ours: int,
+                   port: int, one_way_to_client_ns: int, one_way_to_server_ns: int = 0
+                   ) -> tuple[list[_Seg], str]:
+    """Both hosts' captures as one list of segments on our perf clock, each timed at its
+    sender: the client's from this host's capture, the server's from the serve's capture
+    when it has them, else from their arrival here minus the one-way delay. Arrivals come
+    from the receiver's capture. Returns (segments in time order, one source letter per
+    segment, see `SOURCE_KEY`)."""
+    def key(p: Any) -> tuple[int, int, str, int]:
+        return (p.seq, p.ack, p.flags, p.payload_len)
+
+    out: list[tuple[_Seg, str]] = []
+    # client -> server: sent here, arrived there
+    arrivals: dict[tuple[int, int, str, int], list[int]] = {}
+    for p in remote:
+        if not p.outgoing and p.dport == port:
+            arrivals.setdefault(key(p), []).append(p.t_ns - remote_to_ours)
+    for p in local:
+        if p.outgoing and p.dport == port:
+            queue = arrivals.get(key(p))
+            out.append((_Seg(p.t_ns - local_off, Side.CLIENT, p.seq, p.ack, p.payload_len,
+                             p.flags, p.window, queue.pop(0) if queue else None), "L"))
+    for p in remote:    # what this host did not capture (e.g. no root here)
+        if not p.outgoing and p.dport == port:
+            queue = arrivals.get(key(p))
+            if queue and queue[0] == p.t_ns - remote_to_ours:
+                t = queue.pop(0)
+                out.append((_Seg(t - one_way_to_server_ns, Side.CLIENT, p.seq, p.ack,
+                                 p.payload_len, p.flags, p.window, t), "B"))
+    # server -> client: arrived here; sent there if the serve captured it
+    here: dict[tuple[int, int, str, int], list[int]] = {}
+    for p in local:
+        if not p.outgoing and p.sport == port:
+            here.setdefault(key(p), []).append(p.t_ns - local_off)
+    sent_there = [p for p in remote if p.outgoing and p.sport == port]
+    for p in sent_there:
+        queue = here.get(key(p))
+        out.append((_Seg(p.t_ns - remote_to_ours, Side.SERVER, p.seq, p.ack, p.payload_len,
+                         p.flags, p.window, queue.pop(0) if queue else None), "R"))
+    for p in local:     # what the serve did not capture (or no capture there at all)
+        if not p.outgoing and p.sport == port:
+            queue = here.get(key(p))
+            if queue and queue[0] == p.t_ns - local_off:
+                t = queue.pop(0)
+                out.append((_Seg(t - one_way_to_client_ns, Side.SERVER, p.seq, p.ack,
+                                 p.payload_len, p.flags, p.window, t), "A"))
+    out.sort(key=lambda item: item[0].t_ns)
+    return [seg for seg, _ in out], "".join(letter for _, letter in out)
+
+
+def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:
+    """A "deadlock" where the client waits in a read while the remote server is stuck in a
+    write is none: the client *is* reading, so the peer-not-reading sentence would be
+    wrong. Name what it is (nothing sent, or sending stopped). Read from the deadlock's
+    own sentence, which supervision wrote while both sides were still blocked."""
+    if outcome.outcome is not Outcome.DEADLOCK:
+        return outcome
+    client = re.search(r"client waits for (\d+) more of (\d+) bytes", outcome.message)
+    server = re.search(r"server waits for the client to read \(a (\d+)-byte write fills "
+                       r"the send buffer\)(?: \(line (\d+)\))?", outcome.message)
+    if not client or not server:
+        return outcome
+    line = f":{server.group(2)}" if server.group(2) else ""
+    remaining, total = int(client.group(1)), int(client.group(2))
+    what = ("never sent a byte" if remaining == total else
+            f"stopped sending after {total - remaining} of the {total} bytes the client "
+            "reads")
+    return RunEnd(Outcome.ERROR, (
+        f"{scenario.source}{line}: the remote server's write of {server.group(1)} bytes "
+        f"{what} while the client was reading: the remote host did not send (it could "
+        "not allocate the data, the path stalled, or it is gone); not a deadlock"))
 
 
 def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:

@@ -6,6 +6,11 @@ are explained, and timing uses packetdrill's tolerance on intervals (never accum
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
 from nagle_sim.compare import compare, measured_jiffy_phase, tolerance
 from nagle_sim.model.events import Micros, Side
 from nagle_sim.trace import OpRecord, Outcome, SegmentRecord, Trace
@@ -211,3 +216,165 @@ def test_the_jiffy_phase_is_measured_from_timer_driven_acks() -> None:
                              seg(42.6, C, 7, 7, "PA"), seg(86.5, S, 1, ack=14)])
     assert measured_jiffy_phase(real, 250) == 1500
     assert measured_jiffy_phase(trace("realnet", [seg(0.5, C, 1, 6, "PA")]), 250) is None
+
+
+# ---------------------------------------------------------------- issue 18: host facts
+FACTS = {"kernel": "6.18.0", "hz": 250, "tcp_pingpong_thresh": 1, "tcp_autocorking": 1,
+         "tcp_rmem": [4096, 131072, 6291456], "tcp_wmem": [4096, 16384, 4194304]}
+
+
+def _remote_real(server: dict[str, object], client: dict[str, object] | None = None,
+                 **meta: object) -> Trace:
+    return trace("realnet", [], link="remote",
+                 host_facts={"client": client or {**FACTS, "congestion": {"client": "bbr"}},
+                             "server": server}, **meta)
+
+
+def test_every_host_fact_that_differs_from_the_profile_is_one_line() -> None:
+    from nagle_sim.model.config import LINUX
+
+    server = {**FACTS, "hz": 1000, "tcp_pingpong_thresh": 3, "tcp_autocorking": 0,
+              "tcp_rmem": [4096, 87380, 6291456], "tcp_wmem": [4096, 65536, 4194304],
+              "congestion": {"server": "bbr"}, "interface": "eth0",
+              "offloads": {"tso": True, "gso": True, "gro": False}}
+    result = compare(trace("sim", []), _remote_real(server), profiles={C: LINUX, S: LINUX})
+    lines = [h for h in result.host if h.startswith("server host")]
+    for words in ("HZ 1000", "tcp_pingpong_thresh = 3", "tcp_autocorking = 0",
+                  "tcp_rmem default 87380", "tcp_wmem = 4096 65536", "TSO on eth0"):
+        assert sum(words in line for line in lines) == 1, (words, lines)
+    assert not [h for h in result.host if h.startswith("client host")]
+    assert result.agree     # facts alone are listed, not differences in behaviour
+
+
+def test_a_congestion_control_the_serve_could_not_set_is_flagged() -> None:
+    from nagle_sim.model.config import LINUX
+
+    server = {**FACTS, "congestion": {"server": "reno"},
+              "congestion_notes": {"server": "cannot use congestion control 'bbr': "
+                                             "Operation not permitted"}}
+    result = compare(trace("sim", []), _remote_real(server), profiles={C: LINUX, S: LINUX})
+    assert not result.agree
+    assert any(p.startswith("server host: congestion control reno in use where profile "
+                            "linux models bbr") and "not permitted" in p
+               for p in result.problems), result.problems
+
+
+def test_a_local_run_says_each_host_fact_once() -> None:
+    from nagle_sim.model.config import LINUX
+
+    facts = {**FACTS, "hz": 100}
+    real = trace("realnet", [], link="loopback", host_facts={"client": facts,
+                                                             "server": facts})
+    result = compare(trace("sim", []), real, profiles={C: LINUX, S: LINUX})
+    assert [h for h in result.host if "HZ 100" in h] == [
+        "this host: HZ 100, profile linux has HZ 250: delayed-ACK and probe timers are "
+        "whole jiffies of another length"]
+
+
+def test_the_version_profile_follows_the_kernel_release() -> None:
+    from nagle_sim.compare import version_profile
+    from nagle_sim.model.config import PROFILES
+
+    assert version_profile("5.4.0-150-generic")[0] == "linux-5.4"
+    name, note = version_profile("6.1.0-13-amd64")
+    assert name == ("linux-6.1" if "linux-6.1" in PROFILES else "linux")
+    assert "6.1.0-13-amd64" in note
+    assert version_profile("99.1-future")[0] == "linux"
+    assert "no profile linux-99.1" in version_profile("99.1-future")[1]
+    assert version_profile(None)[0] == "linux"
+
+
+def test_model_scenario_picks_profiles_for_the_real_hosts() -> None:
+    from nagle_sim.compare_run import model_scenario
+    from nagle_sim.scenario import loads
+
+    sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n'
+               '[server.tune]\nhz = 100\n', "x.toml")
+    real = _remote_real({**FACTS, "kernel": "5.4.0-150-generic"},
+                        {**FACTS, "kernel": "99.0", "offloads": {"tso": False}})
+    modelled, notes = model_scenario(sc, real)
+    assert modelled.server.profile.name == "linux-5.4"
+    assert modelled.server.profile.hz == 100          # its tune settings stay
+    assert modelled.client.profile.name == "linux"
+    assert any("no profile linux-99.0" in n for n in notes)
+    kept, _ = model_scenario(sc, real, "scenario")
+    assert kept.server.profile.name == "linux"
+    forced, _ = model_scenario(sc, real, "linux-5.4")
+    assert forced.client.profile.name == forced.server.profile.name == "linux-5.4"
+
+
+def test_a_model_tso_burst_matches_the_wires_mss_segments_on_an_offloading_host() -> None:
+    """A real NIC cuts a TSO burst into MSS segments: the same bytes on the MSS grid."""
+    offl = {**FACTS, "interface": "eth0", "offloads": {"tso": True, "gso": True,
+                                                        "gro": True}}
+    sim = trace("sim", [seg(1, C, 1, 4344, "PA")])
+    wire = [seg(1.01, C, 1, 1448), seg(1.02, C, 1449, 1448), seg(1.03, C, 2897, 1448, "PA")]
+    real = trace("realnet", wire, link="remote", host_facts={"client": offl, "server": offl})
+    result = compare(sim, real)
+    assert result.agree, result.problems
+    plain = {**FACTS, "offloads": {"tso": False, "gso": False, "gro": False}}
+    real = trace("realnet", wire, link="remote",
+                 host_facts={"client": plain, "server": plain})
+    assert not compare(sim, real).agree
+
+
+def test_a_real_trace_without_segments_never_reports_no_stalls() -> None:
+    from rich.console import Console
+
+    from nagle_sim.render.terminal import summary_renderable
+
+    real = Trace(source="realnet", title="t", segments=[], meta={
+        "capture": "unavailable: AF_PACKET capture needs CAP_NET_RAW (run as root)"},
+        ops=[OpRecord(side=C, op="write", arg="1", start=Micros(0), end=Micros(45_000))])
+    console = Console(width=200, record=True)
+    console.print(summary_renderable(real))
+    text = console.export_text()
+    assert "No stalls" not in text
+    assert "Stalls on the wire: unknown" in text and "CAP_NET_RAW" in text
+
+
+def test_the_model_sleeps_as_long_as_the_real_sleeps_took() -> None:
+    """Optional in issue 18: a real sleep ends late (more under load); the aligned model
+    run takes the median per statement, so long loops of sleeps do not drift apart."""
+    from nagle_sim.compare_run import with_measured_sleeps
+    from nagle_sim.scenario import Repeat, Sleep, loads
+
+    sc = loads('[client]\nscript = """\nrepeat 3 {\n  write 1\n  sleep 300ms\n}\n"""\n'
+               '[server]\nscript = "repeat 3 { read 1 }"\n', "s.toml")
+    real = Trace(source="realnet", title="t", ops=[
+        OpRecord(side=C, op="sleep", arg="300ms", start=Micros(s), end=Micros(s + d), line=5)
+        for s, d in ((0, 300_400), (400_000, 300_600), (800_000, 300_500))])
+    modelled, changed = with_measured_sleeps(sc, real)
+    loop = modelled.client.script[0]
+    assert isinstance(loop, Repeat)
+    sleep = loop.body[1]
+    assert isinstance(sleep, Sleep) and sleep.duration == 300_500
+    assert changed == {"client:5": "300000 µs → 300500 µs"}
+    exact = Trace(source="realnet", title="t", ops=[
+        OpRecord(side=C, op="sleep", arg="300ms", start=Micros(0), end=Micros(300_010),
+                 line=5)])
+    assert with_measured_sleeps(sc, exact) == (sc, {})
+
+
+def test_compare_cli_with_saved_traces_and_its_one_line_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare MODEL.json REAL.json` and `compare SCENARIO REAL.json` need no kernel run;
+    misuse is one line and exit 2."""
+    from nagle_sim.__main__ import main
+
+    body = [seg(1, C, 1, 6, "PA"), seg(1.01, S, 1, ack=7)]
+    model, real = tmp_path / "model.json", tmp_path / "real.json"
+    with open(model, "w") as f:
+        trace("sim", body).write_json(f)
+    with open(real, "w") as f:
+        trace("realnet", list(body), link="loopback").write_json(f)
+    assert main(["compare", str(model), str(real), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["agree"] is True
+    for argv, words in (([str(model)], "needs a saved real trace"),
+                        ([str(model), str(model)], "not a real trace"),
+                        ([str(model), str(real), "--remote", "h:1"], "needs no run"),
+                        ([str(model), str(tmp_path / "gone.json")], "gone.json"),
+                        ([str(model), str(real), "--profile", "nope"], "--profile 'nope'")):
+        assert main(["compare", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err

@@ -117,6 +117,10 @@ def summary_renderable(trace: Trace, summary: Summary | None = None) -> Renderab
                               f"{first.ended_by}" + (f" (first at {ms_text(first.start)} ms)"
                                                      if len(members) > 1 else
                                                      f" (at {ms_text(first.start)} ms)")))
+    elif trace.source == "realnet" and not trace.segments:
+        # without a capture the wire is unknown: never claim it had no stall (issue 18)
+        parts.append(Text("Stalls on the wire: unknown (no segment was captured: "
+                          f"{trace.meta.get('capture', 'no capture')}).", style="bold yellow"))
     else:
         parts.append(Text("No stalls ≥ 10 ms.", style="bold green"))
     if trace.outcome is not Outcome.OK:

@@ -630,3 +630,88 @@ def test_remote_gigabyte_write_is_sent_not_called_a_deadlock(server: Serve) -> N
     assert trace.outcome is Outcome.OK, trace.message
     read = next(o for o in trace.ops if o.side is Side.CLIENT and o.op == "read")
     assert read.arg == "1000000000" and read.end is not None
+
+
+# ---------------------------------------------------------------- issue 18: merging
+def _pkt(t_us: int, client_sends: bool, flags: str, seq: int = 0, length: int = 0,
+         outgoing: bool = True) -> object:
+    from realnet.capture import CapturedPacket
+
+    port = 9000
+    sport, dport = (40000, port) if client_sends else (port, 40000)
+    return CapturedPacket(t_us * 1000, "", sport, "", dport, seq, 0, flags, length, 0,
+                          outgoing)
+
+
+def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_sender(
+        ) -> None:
+    """Client clock = server clock + 5 ms, 2 µs each way (times in µs). The handshake's
+    four kernel timestamps give the offset exactly; each segment takes its sender's
+    time and the receiver's capture gives its arrival."""
+    from realnet.remote import _estimate_offset, merge_captures
+
+    skew = 5_000
+    local = [_pkt(100, True, "S"), _pkt(104, False, "SA", outgoing=False),
+             _pkt(105, True, "PA", 1, 10), _pkt(200 + 2_000, False, "A", outgoing=False)]
+    remote = [_pkt(102 - skew, True, "S", outgoing=False), _pkt(102 - skew, False, "SA"),
+              _pkt(107 - skew, True, "PA", 1, 10, outgoing=False), _pkt(200 - skew, False, "A")]
+    sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
+    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=123, control_rtt_ns=9)
+    assert est.method.startswith("handshake")
+    assert est.handshake_ns == -skew * 1000
+    segs, sources = merge_captures(local, 0, remote, est.offset_ns, 9000,
+                                   est.one_way_to_client_ns)
+    assert sources == "LRLR"
+    assert [(s.src, s.t_ns // 1000, (s.arrive_ns or 0) // 1000) for s in segs] == [
+        (Side.CLIENT, 100, 102), (Side.SERVER, 102, 104), (Side.CLIENT, 105, 107),
+        (Side.SERVER, 200, 2200)]
+    # no capture on the serve: the server's segments at arrival minus the one-way delay
+    segs, sources = merge_captures(local, 0, [], 0, 9000, 2_000_000)
+    assert sorted(sources) == ["A", "A", "L", "L"]
+    last = max(segs, key=lambda s: s.t_ns)
+    assert last.src is Side.SERVER and last.t_ns // 1000 == 200
+    assert last.arrive_ns is not None and last.arrive_ns // 1000 == 2200
+    # no capture here (not root): the client's segments at their arrival there, minus
+    # the one-way delay towards the server
+    segs, sources = merge_captures([], 0, remote, est.offset_ns, 9000, 2_000, 2_000)
+    assert sorted(sources) == ["B", "B", "R", "R"]
+    assert [s.t_ns // 1000 for s in segs if s.src is Side.CLIENT] == [100, 105]
+
+
+def test_a_remote_write_that_sent_nothing_is_not_called_a_deadlock() -> None:
+    from nagle_sim.script import deadlock_message
+    from realnet.core import RunEnd
+    from realnet.remote import _name_remote_failure
+
+    sc = loads('[client]\nscript = "read 1000000000"\n[server]\nscript = "write 1000000000"\n',
+               "g.toml")
+    write = ("the client to read (a 1000000000-byte write fills the send buffer)", 2)
+    nothing = RunEnd(Outcome.DEADLOCK, deadlock_message("g.toml", [
+        (Side.CLIENT, ("1000000000 more of 1000000000 bytes", 1)), (Side.SERVER, write)]))
+    end = _name_remote_failure(sc, nothing)
+    assert end.outcome is Outcome.ERROR
+    assert end.message.startswith("g.toml:2: the remote server's write of 1000000000 bytes "
+                                  "never sent a byte while the client was reading")
+    assert "peer is not reading" not in end.message
+    some = RunEnd(Outcome.DEADLOCK, deadlock_message("g.toml", [
+        (Side.CLIENT, ("5 more of 1000000000 bytes", 1)), (Side.SERVER, write)]))
+    assert "stopped sending after 999999995 of the 1000000000 bytes" in \
+        _name_remote_failure(sc, some).message
+    # the client finished (it is not reading): a real deadlock keeps its name
+    stuck = RunEnd(Outcome.DEADLOCK, deadlock_message(
+        "g.toml", [(Side.CLIENT, None), (Side.SERVER, write)]))
+    assert _name_remote_failure(sc, stuck) is stuck
+
+
+def test_host_facts_from_a_serve_are_bounded_and_printable() -> None:
+    from realnet.hostfacts import clean_facts
+
+    raw = {"kernel": "\x1b[2J6.1" + "x" * 10_000, "hz": 10 ** 40, "evil": "rm -rf",
+           "tcp_rmem": list(range(1000)), "offloads": {"tso": True, str(1): [[[1]]]},
+           "congestion": {"server": "bbr\u202e"}}
+    facts = clean_facts(raw)
+    assert "evil" not in facts
+    assert facts["kernel"].startswith("?[2J6.1") and len(facts["kernel"]) <= 200
+    assert facts["hz"] is None and len(facts["tcp_rmem"]) == 32
+    assert facts["congestion"] == {"server": "bbr?"}
+    assert clean_facts("not a dict") == {}
