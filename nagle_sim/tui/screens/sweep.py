@@ -11,7 +11,7 @@ grid. No simpy, no realnet, no `nagle_sim.sweep_run` (it imports the simulator).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -53,7 +53,7 @@ QUESTIONS_FIRST = ("Answer the lesson's questions first (q lists them): the swee
                    "would give their answers away")
 
 
-def open_sweep(app: App[object]) -> None:
+def open_sweep(app: App[Any]) -> None:
     """The ``w`` key: the sweep of the lesson on screen, or one line saying why not."""
     screen = app.screen
     if isinstance(screen, SweepScreen):
@@ -104,8 +104,8 @@ def series_of(result: SweepResult) -> list[tuple[tuple[str, str], ...]]:
 def bar_chart(result: SweepResult, metric: str, width: int, height: int) -> Text:
     """``metric`` against the first varied key: one group of bars per value of that key,
     one bar per combination of the others (colour; left to right in the legend's order),
-    the value above each bar, then the x labels and a legend. Fits ``width`` × ``height`` cells where it can (the
-    bars shrink to one cell; rows are never fewer than three)."""
+    the value above each bar, then the x labels and a legend. Fits ``width`` × ``height``
+    cells where it can (bars shrink to one cell wide, two rows high)."""
     xs = list(result.axes[0].values) if result.axes else ["(one cell)"]
     series = series_of(result)
     value: dict[tuple[str, tuple[tuple[str, str], ...]], float | None] = {}
