@@ -359,6 +359,15 @@ async def _sweep_of_lesson_11(pilot: Pilot[object]) -> None:
     await _open_lesson(pilot, _lesson_11())
     await pilot.press("w")
     await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, SweepScreen)
+    # under load the table's first layout can lag the results by a frame or two: wait
+    # until it has its height (bounded), or the snapshot catches the plot alone
+    for _ in range(200):
+        if screen.result is not None and screen.query_one(DataTable).region.height > 1:
+            break
+        await pilot.pause(0.01)
+    await pilot.pause()
 
 
 @SIZES
