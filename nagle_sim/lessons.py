@@ -3,16 +3,21 @@
 Owns: the lesson directory format (docs/lessons.md), its loader, and where the shipped
 lessons are found. A lesson is a folder ``NN-slug/`` holding ``lesson.md`` (Markdown prose,
 split into setup and reveals by ``<!-- reveal -->`` markers) and ``scenario.toml`` (a
-normal scenario with an ``[expect]`` list and a ``[lesson]`` table). The shipped lessons
-live in the repository's ``lessons/`` folder and are installed as package data of
-``nagle_sim`` (``nagle_sim.lesson_files``), never as a top-level package, so a ``lessons/``
-folder in the user's directory cannot shadow them. Must not import simpy, asyncio, textual
-or rich.
+normal scenario with an ``[expect]`` list and a ``[lesson]`` table, which may declare a
+``[lesson.sweep]`` grid: validated here with `nagle_sim.sweep`'s grammar, run by the app).
+The shipped lessons live in the repository's ``lessons/`` folder and are installed as
+package data of ``nagle_sim`` (``nagle_sim.lesson_files``), never as a top-level package,
+so a ``lessons/`` folder in the user's directory cannot shadow them. Must not import
+simpy, asyncio, textual, rich or anything that runs a scenario (`nagle_sim.sim`,
+`nagle_sim.sweep_run`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,6 +25,7 @@ from typing import Any
 
 from . import scenario as scenario_mod
 from .scenario import Scenario, ScenarioError
+from .sweep import Axis, SweepError, build_cells, parse_metrics, parse_vary
 
 
 def _shipped_lessons() -> Path:
@@ -58,6 +64,30 @@ class Question:
     explain: str
 
 
+SWEEP_MAX_CELLS = 48
+"""A lesson's sweep runs in the app while the student waits: a few dozen model runs."""
+SWEEP_MAX_SERIES = 6
+"""Lines in the app's terminal plot (the keys after the first): more cannot be told apart."""
+SWEEP_MAX_METRICS = 4
+SWEEP_KEYS = ("title", "scenario", "vary", "metrics")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LessonSweep:
+    """The grid a lesson declares in ``[lesson.sweep]`` (docs/lessons.md): the app runs
+    every cell in the model and shows the table and a plot of each metric against the
+    first varied key."""
+
+    title: str
+    axes: tuple[Axis, ...]
+    """The varied keys in declaration order; the first is the plot's x axis."""
+    metrics: tuple[str, ...]
+    text: str
+    """The swept scenario's TOML (the lesson's own, or the file named by ``scenario``)."""
+    where: str
+    """That scenario's path, as errors and the table name it."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Lesson:
     slug: str
@@ -74,6 +104,8 @@ class Lesson:
     setup: str = ""
     """Prose shown from the start: it must not answer any question."""
     reveals: tuple[Reveal, ...] = ()
+    sweep: LessonSweep | None = None
+    """The lesson's declared sweep, if any."""
 
     def visible_prose(self, done: int) -> str:
         """Setup plus every reveal whose questions are done (``done`` = answered or skipped,
@@ -128,6 +160,99 @@ def _question(where: Path, i: int, raw: Any) -> Question:
     return q
 
 
+def _value_text(value: Any) -> str:
+    """A declared sweep value as ``--vary`` text: TOML for booleans and numbers, strings
+    as written unless they would read back as another type (then quoted)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value)
+    try:
+        tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        return text
+    return json.dumps(text)  # a TOML basic string: "true", "10" stay strings
+
+
+def parse_sweep(where: Path, raw: Any, folder: Path, own_text: str | None = None
+                ) -> LessonSweep:
+    """Validate a ``[lesson.sweep]`` table: every cell's scenario is built (not run), so a
+    bad key or value is reported when the lesson loads. Errors are one-line
+    `ScenarioError`s naming ``where`` and the key.
+
+    Args:
+        where: the lesson's scenario.toml, for errors.
+        raw: the table as parsed.
+        folder: the lesson folder (``scenario`` names a file in it).
+        own_text: the lesson's scenario text, when already read.
+    """
+    if not isinstance(raw, dict):
+        raise _fail(where, "sweep", "must be a table (vary = {KEY = [V1, V2, …]}, "
+                                    "metrics = [NAME, …])")
+    for key in raw:
+        if key not in SWEEP_KEYS:
+            raise _fail(where, f"sweep.{key}", f"unknown key (allowed: {', '.join(SWEEP_KEYS)})")
+    title = raw.get("title", "")
+    if not isinstance(title, str):
+        raise _fail(where, "sweep.title", "must be a string")
+    name = raw.get("scenario")
+    if name is None:
+        swept = where
+        text = own_text if own_text is not None else scenario_mod.read_text(where)
+    else:
+        if (not isinstance(name, str) or not name.endswith(".toml") or Path(name).name != name
+                or name.startswith(".")):
+            raise _fail(where, "sweep.scenario", "must name a .toml file in the lesson's "
+                                                 f"folder, got {scenario_mod.shown(name)}")
+        swept = folder / name
+        try:
+            text = scenario_mod.read_text(swept)
+        except ScenarioError as exc:
+            raise _fail(where, "sweep.scenario", str(exc)) from None
+    vary = raw.get("vary")
+    if not isinstance(vary, dict) or not vary:
+        raise _fail(where, "sweep.vary", "must be a table of KEY = [V1, V2, …] (at least "
+                                         "one key)")
+    axes: list[Axis] = []
+    for key, values in vary.items():
+        at = f"sweep.vary.{key}"
+        if not isinstance(values, list) or not values or not all(
+                isinstance(v, str | int | float | bool) for v in values):
+            raise _fail(where, at, "must be a list of strings, numbers or booleans")
+        texts = [_value_text(v) for v in values]
+        if any("," in t or not t.strip() for t in texts):
+            raise _fail(where, at, "a value is empty or holds a comma")
+        try:
+            axes.append(parse_vary(f"{key}={','.join(texts)}"))
+        except SweepError as exc:
+            raise _fail(where, at, str(exc).removeprefix("--vary ")) from None
+    cells = math.prod(len(a.values) for a in axes)
+    if cells > SWEEP_MAX_CELLS:
+        raise _fail(where, "sweep.vary", f"{cells} cells; a lesson's sweep runs while the "
+                                         f"student waits: at most {SWEEP_MAX_CELLS}")
+    series = math.prod(len(a.values) for a in axes[1:])
+    if series > SWEEP_MAX_SERIES:
+        raise _fail(where, "sweep.vary", f"{series} lines per plot (the keys after the first); "
+                                         f"at most {SWEEP_MAX_SERIES}")
+    metrics = raw.get("metrics", [])
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise _fail(where, "sweep.metrics", "must be a list of metric names")
+    try:
+        chosen = parse_metrics(metrics)
+    except SweepError as exc:
+        raise _fail(where, "sweep.metrics", str(exc).removeprefix("--metric ")) from None
+    if len(chosen) > SWEEP_MAX_METRICS:
+        raise _fail(where, "sweep.metrics", f"{len(chosen)} metrics; at most "
+                                            f"{SWEEP_MAX_METRICS}")
+    try:
+        build_cells(text, str(swept), axes)
+    except SweepError as exc:
+        raise _fail(where, "sweep.vary", str(exc)) from None
+    return LessonSweep(title=title or f"sweep of {swept.name}", axes=tuple(axes),
+                       metrics=chosen, text=text, where=str(swept))
+
+
 def load_lesson(folder: str | Path) -> Lesson:
     """Load one lesson folder; errors are one-line `ScenarioError`s."""
     folder = Path(folder)
@@ -144,12 +269,13 @@ def load_lesson(folder: str | Path) -> Lesson:
     questions = tuple(_question(toml_path, i, q) for i, q in enumerate(meta.get("question", [])))
     questions = tuple(sorted(questions, key=lambda q: q.at_ms))
     setup, reveals = split_prose(prose, len(questions), md_path)
+    sweep = (parse_sweep(toml_path, meta["sweep"], folder) if "sweep" in meta else None)
     return Lesson(slug=folder.name, title=str(meta.get("title", scenario.title)),
                   summary=str(meta.get("summary", scenario.description)), prose=prose,
                   scenario=scenario, path=folder, questions=questions,
                   toggles=tuple(str(t) for t in meta.get("toggles", ())),
                   tags=tuple(str(t) for t in meta.get("tags", ())),
-                  setup=setup, reveals=reveals)
+                  setup=setup, reveals=reveals, sweep=sweep)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,20 +1,18 @@
 """Experiment grids: one scenario, run for every combination of a few varied settings,
 reduced to a table of metrics (the seeds' headline results are such tables).
 
-Owns: the ``--vary`` grammar, grid expansion, the documented metric set (docs/sweep.md)
-and how a sweep is run (simulated cells in parallel over the cores, real cells one at a
-time) and summarised (mean and spread over ``--repeat`` real runs, model beside kernel).
-It returns plain data; drawing lives in `nagle_sim.export.plot` callers and the CLI.
-Must not import textual or simpy (the model runs through `nagle_sim.sim.driver` only in
-worker functions), and imports realnet only when a real run is asked for.
+Owns: the ``--vary`` grammar, grid expansion, the documented metric set (docs/sweep.md),
+the result types and how they are summarised (mean and spread over ``--repeat`` real
+runs, model beside kernel). Running a grid is `nagle_sim.sweep_run`'s (it imports the
+simulator); this module does not, so the app can validate a lesson's sweep and draw its
+table with an injected runner. Drawing lives in `nagle_sim.export.plot` and the CLI.
+Must not import textual, simpy, realnet or `nagle_sim.sim`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing
-import os
 import statistics
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -212,22 +210,9 @@ class SweepResult:
     repeat: int = 0
 
 
-def _note(trace: Trace) -> str:
+def note_of(trace: Trace) -> str:
+    """A cell's note: empty for a run that ended cleanly, else its outcome and message."""
     return "" if trace.outcome is Outcome.OK else f"{trace.outcome}: {trace.message}"
-
-
-def _run_model_cell(text: str, where: str, overrides: list[str],
-                    metrics: tuple[str, ...]) -> tuple[dict[str, float | None], str]:
-    """Worker: build one cell's scenario and run the model on it."""
-    from .sim.driver import run_sim
-
-    trace = run_sim(loads(text, where, overrides))
-    return measure(trace, metrics), _note(trace)
-
-
-def _run_cell_args(args: tuple[str, str, list[str], tuple[str, ...]]
-                   ) -> tuple[dict[str, float | None], str]:
-    return _run_model_cell(*args)
 
 
 def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str] = ()
@@ -243,69 +228,6 @@ def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str]
             raise SweepError(f"{exc}{where_in}") from None
     return out
 
-
-def run_sweep(text: str, where: str, axes: Sequence[Axis], metrics: Sequence[str], *,
-              jobs: int | None = None, real: bool = False, repeat: int = 1,
-              real_runner: Callable[[Scenario], Trace] | None = None,
-              base: Sequence[str] = (),
-              on_cell: Callable[[int, int], None] | None = None) -> SweepResult:
-    """Run every cell: the model always (in parallel over ``jobs`` processes), the real
-    kernel too when ``real`` (``repeat`` times per cell, one run at a time).
-
-    Args:
-        text, where: the scenario file's text and name.
-        axes: the varied keys; an empty list is a one-cell sweep.
-        metrics: metric names (`METRICS`).
-        jobs: worker processes for simulated cells (default: the machine's cores).
-        real, repeat, real_runner: real runs; ``real_runner`` is realnet's ``run_real``
-            (injected so tests can fake it).
-        base: ``--set`` overrides applied to every cell (``params.NAME=V`` for --param).
-        on_cell: called with (cells done, cells in all) after each run finishes.
-    Raises:
-        SweepError: a bad axis, metric or cell scenario (before anything runs).
-    """
-    metrics = tuple(metrics)
-    if not 1 <= repeat <= MAX_REPEAT:
-        raise SweepError(f"--repeat {repeat}: must be 1 to {MAX_REPEAT}")
-    cells = build_cells(text, where, axes, base)
-    results = [CellResult(cell, {}) for cell, _ in cells]
-    total = len(cells) * (1 + (repeat if real else 0))
-    done = 0
-
-    def tick() -> None:
-        nonlocal done
-        done += 1
-        if on_cell:
-            on_cell(done, total)
-
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(cells)))
-    if jobs == 1:
-        for res in results:
-            res.model, res.model_note = _run_model_cell(
-                text, where, [*base, *res.cell.overrides], metrics)
-            tick()
-    else:
-        # multiprocessing.Pool (not concurrent.futures): leaving its `with` block, also on
-        # Ctrl-C, terminates the workers at once instead of waiting for queued cells
-        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-            jobs_args = [(text, where, [*base, *res.cell.overrides], metrics)
-                         for res in results]
-            for res, outcome in zip(results, pool.imap(_run_cell_args, jobs_args),
-                                    strict=True):
-                res.model, res.model_note = outcome
-                tick()
-    if real:
-        if real_runner is None:
-            raise SweepError("a real sweep needs a real runner")
-        for res, (_cell, sc) in zip(results, cells, strict=True):
-            for _ in range(repeat):
-                trace = real_runner(sc)
-                res.real.append(measure(trace, metrics))
-                if note := _note(trace):
-                    res.real_notes.append(note)
-                tick()
-    return SweepResult(source=where, axes=tuple(axes), metrics=metrics, cells=results,
-                       real=real, repeat=repeat if real else 0)
 
 
 # ---------------------------------------------------------------- tables
@@ -352,5 +274,5 @@ def table(result: SweepResult) -> tuple[list[str], list[list[object]]]:
 
 
 __all__ = ["Axis", "Cell", "CellResult", "DEFAULT_METRICS", "METRICS", "Metric",
-           "SweepError", "SweepResult", "build_cells", "fmt", "grid", "measure",
-           "parse_metrics", "parse_vary", "run_sweep", "table", "value_of", "writes_alone"]
+           "SweepError", "SweepResult", "build_cells", "fmt", "grid", "measure", "note_of",
+           "parse_metrics", "parse_vary", "table", "value_of", "writes_alone"]

@@ -20,7 +20,8 @@ from rich.table import Table
 
 from .export.scene import Scene, SceneTooBig
 from .scenario import Scenario, read_text
-from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, run_sweep, table
+from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, table
+from .sweep_run import run_sweep
 from .trace import Trace
 
 

@@ -20,10 +20,10 @@ from nagle_sim.sweep import (
     measure,
     parse_metrics,
     parse_vary,
-    run_sweep,
     table,
     writes_alone,
 )
+from nagle_sim.sweep_run import run_sweep
 from nagle_sim.trace import OpRecord, SegmentRecord, Trace
 
 DATA = Path(__file__).parent / "data"

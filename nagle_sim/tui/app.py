@@ -27,6 +27,7 @@ from .screens.help import HelpScreen, key_label, screen_bindings
 from .screens.lesson_list import LessonListScreen
 from .screens.run import RunScreen
 from .screens.sandbox import SandboxScreen
+from .screens.sweep import open_sweep
 
 HIGH_CONTRAST = Theme(
     name="nagle-high-contrast",
@@ -59,6 +60,8 @@ class NagleApp(App[int]):
                 tooltip="Switch the high-contrast theme on or off"),
         Binding("f3", "projector", "Projector", show=False, id="app.projector",
                 tooltip="Projector mode: double row spacing and bolder text"),
+        Binding("w", "sweep", "Sweep", show=False, id="app.sweep",
+                tooltip="The lesson's sweep: its grid run in the model, as a table and a plot"),
         Binding("ctrl+q", "quit", "Quit", show=False, id="app.quit",
                 tooltip="Quit nagle-sim (also in the palette)", priority=True),
     ]
@@ -119,6 +122,9 @@ class NagleApp(App[int]):
         for screen in self.screen_stack:
             if isinstance(screen, RunScreen):
                 screen.set_projector(self.projector)
+
+    def action_sweep(self) -> None:
+        open_sweep(self)
 
     def action_sandbox(self) -> None:
         self.push_screen(SandboxScreen())

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nagle_sim.sweep import parse_vary, run_sweep
+from nagle_sim.sweep import parse_vary
+from nagle_sim.sweep_run import run_sweep
 
 pytestmark = pytest.mark.realnet
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
