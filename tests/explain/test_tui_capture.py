@@ -132,3 +132,26 @@ def test_cli_tui_bad_input_is_one_line_exit_2_before_the_app(
     assert main(["explain", str(bad), "--tui"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not.pcap" in err
+
+
+async def test_help_over_the_capture_lists_only_the_what_ifs_it_has(
+        s1_trace: Trace, tmp_path: Path) -> None:
+    from nagle_sim.tui.capture_app import CaptureApp
+    from nagle_sim.tui.screens.help import HelpScreen
+
+    ex = explain_file(str(write_capture(s1_trace, tmp_path / "s1.pcap")))
+    view = capture_view(ex)
+    app = CaptureApp(view, run_sim=run_sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = app.screen.source
+        assert "This screen (CaptureScreen)" in text and "As rebuilt" in text
+        assert f"What-if {len(view.whatifs) + 1}" not in text
+        await pilot.press("escape")
+        await pilot.press("escape")   # back to the lesson list underneath
+        await pilot.pause()
+        from nagle_sim.tui.screens.lesson_list import LessonListScreen
+        assert isinstance(app.screen, LessonListScreen)

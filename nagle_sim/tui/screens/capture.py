@@ -41,6 +41,9 @@ class CaptureScreen(RunScreen):
                   f"what-if {n}") for n in range(2, 10)),
         Binding("0", "capture_whatif(0)", "As rebuilt", show=False, id="capture.whatif-0",
                 tooltip="The model overlay of the scenario as rebuilt from the capture"),
+        # the what-if keys take NODELAY's place in the footer (it must fit 80 columns)
+        Binding("d", "flip('client','nodelay')", "NODELAY", show=False, id="capture.nodelay",
+                tooltip="What if the client set TCP_NODELAY? (re-runs the overlay)"),
     ]
 
     def __init__(self, view: CaptureView) -> None:
