@@ -15,12 +15,13 @@ from dataclasses import replace
 from typing import ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...scenario import ScenarioError, loads
+from ...scenario import Scenario, ScenarioError, loads
 from ..capture import CaptureView, StallNote
 from ..result import RunResult, fmt_ms
 from ..whatif import WhatIf
@@ -92,13 +93,24 @@ class CaptureScreen(RunScreen):
             return
         self.base_whatif = self.whatif = WhatIf.of(scenario)
         self.query_one(WhatIfBar).show(self.whatif, scenario)
-        self.result = RunResult.build(scenario, self.view.captured, self.detail)
+        self.query_one(Ladder).placeholder = "drawing the capture…"
+        self._build(scenario, self.detail)
+
+    @work(thread=True, exclusive=True, group="capture")
+    def _build(self, scenario: Scenario, detail: str) -> None:
+        """Rows of the capture and of the model, off the UI thread (a 100,000-segment
+        capture takes seconds)."""
+        captured = RunResult.build(scenario, self.view.captured, detail)
+        model = (RunResult.build(scenario, self.view.model, detail)
+                 if self.view.model is not None else None)
+        self.app.call_from_thread(self._show, captured, model)
+
+    def _show(self, captured: RunResult, model: RunResult | None) -> None:
+        self.result = captured
         self._stall_rows = self._capture_stall_rows()
-        if self.view.model is not None:
-            self.previous = RunResult.build(scenario, self.view.model, self.detail)
-            self.refresh_view(0)
-        else:
-            self.refresh_view(0)
+        self.previous = model
+        self.refresh_view(0)
+        if model is None:
             self.simulate(compare=False)
 
     def take_model_run(self, result: RunResult) -> bool:
