@@ -65,8 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="draw the pictures up to MS (default: just past the first stall)")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
     p.add_argument("--tui", action="store_true",
-                   help="open the rebuilt scenario in the teaching app; r there overlays "
-                        "the capture on the model's ladder")
+                   help="open the capture in the teaching app: the captured ladder with "
+                        "each stall explained, the rebuilt model as overlay, what-if keys")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
     p.set_defaults(func=explain_cli)
@@ -138,8 +138,11 @@ def explain_cli(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _error(f"cannot write {args.scenario}: {exc.strerror or exc}")
         written.append(args.scenario)
+    tui = getattr(args, "tui", False)
     try:
-        if args.json:
+        if tui and not (args.json or args.markdown):
+            pass    # the app shows the report; printing it first would only scroll away
+        elif args.json:
             sys.stdout.write(dumps(ex) + "\n")
         elif args.markdown:
             sys.stdout.write(markdown(ex))
@@ -156,32 +159,39 @@ def explain_cli(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     if getattr(args, "tui", False):
-        return open_tui(ex, args.scenario)
+        return open_tui(ex)
     return EXIT_OK
 
 
-def open_tui(ex: Any, scenario_path: str | None) -> int:
-    """The app's sandbox on the rebuilt scenario (the model's ladder; edit it for the
-    what-ifs), with the capture injected as the "real" runner: its `r` key overlays what
-    was captured. Only the app's public entry (`run_app`) is used."""
+def capture_view(ex: Any) -> Any:
+    """The explanation as the app's `CaptureView`: the captured trace, each stall in
+    words, the model run and the rebuild's what-ifs (their scenario texts)."""
+    from ..tui.capture import CaptureView, CaptureWhatIf, StallNote
+    rebuilt = ex.rebuilt
+    stalls = tuple(StallNote(start=int(s.start), end=int(s.end), cause=s.cause,
+                             confidence=s.confidence, text=s.text,
+                             evidence=tuple(e.text() for e in s.evidence),
+                             model_ms=s.model_ms, reproduced=s.reproduced)
+                   for s in ex.stalls)
+    whatifs = tuple(CaptureWhatIf(name=w.name, toml=w.toml, text=w.text)
+                    for w in rebuilt.whatifs if w.toml)
+    c = ex.chosen
+    title = f"{Path(ex.capture.path).name}: connection {c.number}, {c.label()}"
+    return CaptureView(title=title, where=f"<rebuilt from {Path(ex.capture.path).name}>",
+                       captured=ex.captured.trace, toml=rebuilt.toml, model=rebuilt.model,
+                       stalls=stalls, whatifs=whatifs, notes=tuple(ex.notes),
+                       captured_per_request_ms=rebuilt.captured_per_request_ms)
+
+
+def open_tui(ex: Any) -> int:
+    """Open the capture in the app like a lesson: the captured ladder with each stall's
+    explanation, the model of the rebuilt scenario as the overlay, the what-ifs as keys.
+    Everything that can fail on bad input has failed before this (exit 2, one line)."""
     if ex.rebuilt is None:
         return _error(f"{ex.capture.path}: no scenario could be rebuilt to open in the app")
     try:
-        from ..tui.app import run_app
+        from ..tui.capture_app import run_capture_app
     except ImportError as exc:          # textual missing
         return _error(f"the TUI is unavailable: {exc}")
     from ..sim.driver import run_sim
-    captured = ex.captured.trace
-
-    def the_capture(_scenario: Any) -> Any:
-        return captured
-
-    print("explain --tui: the ladder is the model of the rebuilt scenario; press r to "
-          "overlay the capture", file=sys.stderr)
-    if scenario_path:
-        return int(run_app(scenario_path, run_sim=run_sim, run_real=the_capture))
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="nagle-explain-") as tmp:
-        path = Path(tmp) / (Path(ex.capture.path).stem[:60] + "-rebuilt.toml")
-        path.write_text(ex.rebuilt.toml, "utf-8")
-        return int(run_app(str(path), run_sim=run_sim, run_real=the_capture))
+    return int(run_capture_app(capture_view(ex), run_sim=run_sim))

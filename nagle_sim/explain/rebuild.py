@@ -43,6 +43,8 @@ class WhatIf:
     stall_ms: float
     total_ms: float
     text: str = ""
+    toml: str = ""
+    """The scenario this what-if ran (the app re-runs it; not part of --json)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "change": self.change,
@@ -454,6 +456,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         _, tr = _run(t2, where)
         w = _summary(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true", tr,
                      view_of(tr, cap.dist, cap.mss, sack))
+        w.toml = t2
         out.whatifs.append(w)
     for side in Side:
         if scenario.side(side).options.cork:
@@ -463,12 +466,14 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
             out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
                                         f"{side.value}.cork = false", tr,
                                         view_of(tr, cap.dist, cap.mss, sack)))
+            out.whatifs[-1].toml = t4
     if " more" in toml:
         t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
                               limit=MAX_WHATIF_SEGMENTS)
         _, tr = _run(t5.replace(" more", ""), where)
         out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
                                     view_of(tr, cap.dist, cap.mss, sack)))
+        out.whatifs[-1].toml = t5.replace(" more", "")
     t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0, slow_ack=slow,
                           limit=MAX_WHATIF_SEGMENTS)
     plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
@@ -477,6 +482,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         _, tr = _run(t3, where)
         out.whatifs.append(_summary("one write per request", "each message sent with one "
                                     "write", tr, view_of(tr, cap.dist, cap.mss, sack)))
+        out.whatifs[-1].toml = t3
     base = out.baseline.per_request_ms
     lat = request_latencies(cap.trace)
     out.captured_per_request_ms = round(statistics.median(lat) / 1000, 1) if lat else None

@@ -106,8 +106,16 @@ class NagleApp(App[int]):
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.screen))
+        if isinstance(self.screen, HelpScreen):
+            return
+        # one help screen, installed once: reopening only swaps its key text (help must
+        # open in < 150 ms; composing its widgets again was most of that)
+        if not self.is_screen_installed("help"):
+            self.install_screen(HelpScreen(self.screen), "help")
+        help_screen = self.get_screen("help")
+        assert isinstance(help_screen, HelpScreen)
+        help_screen.show_for(self.screen)
+        self.push_screen(help_screen)
 
     def action_high_contrast(self) -> None:
         if self.theme == HIGH_CONTRAST.name:

@@ -319,32 +319,6 @@ def test_a_closed_pipe_ends_quietly_with_exit_0(tmp_path: Path) -> None:
         assert err == ""
 
 
-def test_tui_opens_the_rebuilt_scenario_with_the_capture_as_the_real_run(
-        s1_trace: Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--tui goes through the app's public entry (`run_app`): the sandbox on the rebuilt
-    scenario, the capture injected as what `r` overlays."""
-    import nagle_sim.tui.app as app
-    seen: dict[str, object] = {}
-
-    def fake_run_app(path: str, *, run_sim: object, run_real: object) -> int:
-        seen["text"] = Path(path).read_text()
-        seen["run_real"] = run_real
-        return 0
-    monkeypatch.setattr(app, "run_app", fake_run_app)
-    path = write_capture(s1_trace, tmp_path / "s1.pcap")
-    assert main(["explain", str(path), "--tui"]) == 0
-    assert "repeat" in str(seen["text"]) and "[client]" in str(seen["text"])
-    run_real = seen["run_real"]
-    assert callable(run_real)
-    overlay = run_real(load_text(str(seen["text"])))
-    assert overlay.source == "capture" and len(overlay.segments) == len(s1_trace.segments)
-
-
-def load_text(text: str) -> object:
-    from nagle_sim.scenario import loads
-    return loads(text, "rebuilt.toml")
-
-
 def test_pictures_without_a_stall_show_the_first_segments_and_until_ms_chooses(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = model(S1.replace("repeat 6", "repeat 300"), "client.nodelay=true")

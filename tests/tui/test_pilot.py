@@ -288,6 +288,32 @@ async def test_help_lists_every_binding(make_app: MakeApp) -> None:
         assert isinstance(app.screen, LessonScreen)
 
 
+async def test_help_is_built_once_and_follows_the_screen_underneath(
+        make_app: MakeApp) -> None:
+    """Help is one installed screen (reopening must not rebuild it: < 150 ms), yet its
+    key table is always that of the screen it was opened over."""
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _open_first_lesson(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        first = app.screen
+        assert isinstance(first, HelpScreen)
+        assert "This screen (LessonScreen)" in first.source
+        await pilot.press("escape")
+        await pilot.press("s")
+        await settle(pilot)
+        assert isinstance(app.screen, SandboxScreen)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen is first
+        assert "This screen (SandboxScreen)" in first.source
+        keys = str(first.query_one("#keys", Static).render())
+        assert "SandboxScreen" in keys and "LessonScreen" not in keys
+        await pilot.press("escape")
+        assert isinstance(app.screen, SandboxScreen)
+
+
 async def test_play_advances_and_pauses(make_app: MakeApp) -> None:
     app = make_app(ask_questions=False)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -104,32 +104,60 @@ class HelpScreen(Screen[None]):
     def __init__(self, underneath: Screen[object] | None) -> None:
         super().__init__()
         self.underneath = underneath
+        self.source = ""
+        """Plain text of every key table."""
+        self._legend = _legend()
+        self._keys = Text()
+        self._shown_for: tuple[object, ...] | None = None
 
-    def compose(self) -> ComposeResult:
-        parts: list[Text] = []
-        width = min(120, self.app.size.width) - 6  # border and padding
+    def show_for(self, underneath: Screen[object] | None) -> None:
+        """Describe ``underneath``'s keys. The app keeps one installed help screen and calls
+        this before each opening: rebuilding its widgets cost most of the time help took
+        to open, so only the key text is replaced, and only when it changed."""
+        self.underneath = underneath
+        self._build()
+        if self.is_mounted:
+            self.query_one("#keys", Static).update(self._keys)
+
+    def _build(self) -> None:
         screen = self.underneath
+        width = min(120, self.app.size.width) - 6  # border and padding
+        offered = tuple(screen_bindings(screen)) if screen is not None else ()
+        key = (type(screen), offered, width)
+        if key == self._shown_for:
+            return
+        self._shown_for = key
+        parts: list[Text] = []
         if screen is not None:
-            seen: list[BindingType] = list(screen_bindings(screen))
-            if seen:
-                parts.append(binding_table(f"This screen ({type(screen).__name__})", seen,
-                                           width))
+            if offered:
+                parts.append(binding_table(f"This screen ({type(screen).__name__})",
+                                           list(offered), width))
             ladder_bindings = [
                 b for b in _ladder_bindings() if isinstance(b, Binding)]
             parts.append(binding_table("Ladder (when focused)", list(ladder_bindings), width))
         parts.append(binding_table("Everywhere", list(type(self.app).BINDINGS), width))
         self.source = "\n".join(t.plain for t in parts)
-        """Plain text of every key table."""
-        legend = Text()
-        legend.append("Legend\n\n", style="bold")
-        legend.append(INTRO)
-        legend.append_text(legend_text())
         keys = Text("\n").join(parts)
         keys.append("\nPress ctrl+p for the command palette (every main action is there).",
                     style="italic")
+        self._keys = keys
+
+    def compose(self) -> ComposeResult:
+        self._build()
         with VerticalScroll():
-            yield Static(legend, id="legend")
-            yield Static(keys, id="keys")
+            yield Static(self._legend, id="legend")
+            yield Static(self._keys, id="keys")
+
+    def on_screen_resume(self) -> None:
+        self.query_one(VerticalScroll).scroll_home(animate=False)
+
+
+def _legend() -> Text:
+    legend = Text()
+    legend.append("Legend\n\n", style="bold")
+    legend.append(INTRO)
+    legend.append_text(legend_text())
+    return legend
 
 
 def _ladder_bindings() -> list[BindingType]:

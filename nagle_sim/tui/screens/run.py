@@ -269,6 +269,8 @@ class RunScreen(Screen[None]):
             return  # a newer what-if is being simulated: this one is no longer asked for
         self._sim_answered = message.generation
         new = message.result
+        if self.take_model_run(new):
+            return
         ladder = self.query_one(Ladder)
         old_time = ladder.current_row.t if ladder.current_row else 0
         self.horizon = self.current_horizon()
@@ -289,6 +291,11 @@ class RunScreen(Screen[None]):
         cursor = max(0, bisect.bisect_right(times, old_time) - 1) if message.compare else 0
         self.refresh_view(cursor)
         self.on_result(new)
+
+    def take_model_run(self, result: RunResult) -> bool:
+        """Hook: a screen whose ladder is not the simulation (a capture) takes the run
+        here and returns True; by default the run becomes the ladder."""
+        return False
 
     def current_horizon(self) -> int | None:
         """The time after which nothing may show (a pending question's); None: no limit."""

@@ -126,22 +126,6 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def _short_label(label: str, width: int) -> str:
-    """A segment label cut to ``width`` keeping what tells arrivals apart, the end of its
-    sequence range: "P. 1:1201(1200)" → "…:1201"; an ACK keeps its number."""
-    if len(label) <= width:
-        return label
-    if ":" in label:
-        end = "…" + label[label.rfind(":"):].split("(")[0]
-        if len(end) <= width:
-            return end
-    if "ack " in label:
-        ack = "ack " + label.rsplit("ack ", 1)[1]
-        if len(ack) <= width:
-            return ack
-    return _fit(label, width)
-
-
 class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     """Client | wire | server ladder over a finished trace, with a row cursor."""
 
@@ -437,8 +421,10 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         canvas.put(cols.sa_x, axis, axis_style)
         first_gap = gap_line and line == lay.row_y[index] + lay.scale.row_height
         self._draw_bars(canvas, cols, line, first_gap)
-        self._draw_arrows(canvas, cols, line)
         row = self.rows[index]
+        busy = frozenset((row.side,)) if row_line and row.kind is not RowKind.SEGMENT \
+            else frozenset()
+        self._draw_arrows(canvas, cols, line, busy)
         if row_line:
             self._draw_row(canvas, cols, row)
         elif gap_line and line == lay.row_y[index] + lay.scale.row_height and \
@@ -507,13 +493,15 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 else:
                     canvas.put(cols.sl_x + 1, label, style)
 
-    def _draw_arrows(self, canvas: _Canvas, cols: _Cols, line: int) -> None:
+    def _draw_arrows(self, canvas: _Canvas, cols: _Cols, line: int,
+                     busy: frozenset[Side] = frozenset()) -> None:
         lo = bisect.bisect_left(self._arrow_y0, line - self._max_span)
         hi = bisect.bisect_right(self._arrow_y0, line)
         base = self.rich_style
         labels: list[tuple[_Arrow, Style]] = []
         w = cols.wire_w
         arrivals: list[tuple[_Arrow, Style]] = []
+        heads: list[tuple[_Arrow, Style, list[tuple[int, str]]]] = []
         for arrow in self._arrows[lo:hi]:
             if arrow.y1 < line:
                 continue
@@ -522,94 +510,197 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             style = base + self._style(arrow.cls)
             k, i = arrow.y1 - arrow.y0, line - arrow.y0
             if arrow.split:
-                stub = max(2, w // 5)
+                stub = _stub(w)
                 if i == 0:
                     cells = [(x, arrow.line) for x in range(stub)] + [(stub, "┈")]
                 elif i == k:
                     cells = [(x, arrow.line) for x in range(w - stub, w - 1)] + [(w - 1, "▶")]
                     if arrow.label:
                         arrivals.append((arrow, style))
+                    # drawn last: a segment sent from the same axis on this line must not
+                    # hide the arrival's head
+                    heads.append((arrow, style, cells))
+                    continue
                 else:
                     continue
             else:
                 cells = _stair(k, i, w, arrow.line)
-            rtl = arrow.src is Side.SERVER
-            for x, ch in cells:
-                if rtl:
-                    x, ch = w - 1 - x, ch.translate(_MIRROR)
-                canvas.put(cols.wire_x + x, ch, style)
+            self._put_cells(canvas, cols, arrow, style, cells)
             if i == 0 and arrow.label:
                 labels.append((arrow, style))
-        under = (canvas.chars[:], canvas.styles[:])  # the arrows, before any label
-        placed: list[list[object]] = []  # [x, text, style] of each send label
-        for arrow, style in labels:
-            label = _fit(arrow.label, max(1, w - 3))
-            x = 1 if arrow.src is Side.CLIENT else w - 2 - len(label)
-            canvas.put(cols.wire_x + x, label, style, limit=cols.wire_x + w)
-            placed.append([cols.wire_x + x, label, style])
-        for arrow, style in arrivals:
-            # the arrival's label takes only the free cells beside its stub: a segment sent
-            # at the same moment keeps its own label readable
-            stub = max(2, w // 5)
-            lo, hi = cols.wire_x, cols.wire_x + w - stub - 1
+        for arrow, style, cells in heads:
+            self._put_cells(canvas, cols, arrow, style, cells)
+        self._place_labels(canvas, cols, labels, arrivals, busy)
+
+    @staticmethod
+    def _put_cells(canvas: _Canvas, cols: _Cols, arrow: _Arrow, style: Style,
+                   cells: list[tuple[int, str]]) -> None:
+        w = cols.wire_w
+        for x, ch in cells:
             if arrow.src is Side.SERVER:
-                lo, hi = cols.wire_x + stub + 1, cols.wire_x + w
-            run = _free_run(canvas.chars, lo, hi, near_end=arrow.src is Side.CLIENT, least=7)
-            if run is not None:
-                start, end = run
-                room = end - start - 1
-                label = f"{arrow.label} arrives"
-                label = _fit(label if len(label) <= room else arrow.label, room)
-                x = end - 1 - len(label) if arrow.src is Side.CLIENT else start + 1
-                canvas.put(x, label, style, limit=cols.wire_x + w)
+                x, ch = w - 1 - x, ch.translate(_MIRROR)
+            canvas.put(cols.wire_x + x, ch, style)
+
+    def _place_labels(self, canvas: _Canvas, cols: _Cols, sends: list[tuple[_Arrow, Style]],
+                      arrivals: list[tuple[_Arrow, Style]], busy: frozenset[Side]) -> None:
+        """Label the sends and split arrivals of one line so that each says what its
+        segment is. Arrivals landing on one line from one side share one label naming
+        them all; a send label is only shortened to its short form ("ack 14897",
+        "…:2401"), never to "…": when the wire has no room for it beside the arrivals, it
+        moves beside its own axis (a segment row has nothing else there); then arrivals
+        move beside the axis they reach. ``busy``: sides whose column has the row's own
+        label on this line."""
+        w = cols.wire_w
+        stub = _stub(w)
+        left: _Label | None = None     # starts after the client axis
+        right: _Label | None = None    # ends before the server axis
+        for src in (Side.SERVER, Side.CLIENT):
+            group = [(a, st) for a, st in arrivals if a.src is src]
+            if not group:
                 continue
-            # no gap (a narrow wire, a segment sent on the same line): the arrival still
-            # gets a short label ("…:13449") beside its stub, and a send label in the way
-            # is shortened to make room
-            label = _short_label(arrow.label, max(4, min(8, w - stub - 4)))
-            if arrow.src is Side.CLIENT:
-                a, b = max(lo, hi - len(label) - 1), hi
+            forms = _arrival_forms([a.label for a, _ in group])
+            if src is Side.SERVER:      # lands on the client's axis, at the left
+                left = _Label(forms, group[0][1], stub + 1, w)
             else:
-                a, b = lo, min(hi, lo + len(label) + 1)
-            for item in placed:
-                px, text, pstyle = item
-                assert isinstance(px, int) and isinstance(text, str)
-                if px >= b or px + len(text) <= a:
-                    continue
-                for i in range(px, px + len(text)):  # give the cells back to the arrows
-                    if 0 <= i < canvas.width:
-                        canvas.chars[i], canvas.styles[i] = under[0][i], under[1][i]
-                if px < a:
-                    text = _fit(text, a - px - 1)
-                else:
-                    cut = px + len(text) - b - 1
-                    text = "…" + text[len(text) - cut + 1:] if cut > 1 else ""
-                    px = b + 1
-                item[:2] = [px, text]
-                canvas.put(px, text, pstyle, limit=cols.wire_x + w)  # type: ignore[arg-type]
-            x = b - len(label) if arrow.src is Side.CLIENT else a + 1
-            canvas.put(x, label, style, limit=cols.wire_x + w)
+                right = _Label(forms, group[0][1], 1, w - stub - 1)
+        aside: dict[Side, _Label] = {}   # labels beside an axis, in its side column
+        for arrow, style in sends:
+            lab = _Label(_send_forms(arrow.label), style, 1,
+                         w - 1 if arrow.src is Side.CLIENT else w - 2, send=arrow)
+            if arrow.src is Side.CLIENT and left is None:
+                left = lab
+            elif arrow.src is Side.SERVER and right is None:
+                right = lab
+            else:
+                aside[arrow.src] = lab
+        while not _fit_pair(left, right):
+            # no room in the wire for both: a send goes beside its own axis, else an
+            # arrival's label beside the axis it reaches, where that column is free
+            for want_send in (True, False):
+                pair = [(left, Side.CLIENT), (right, Side.SERVER)]
+                mover = next(((lab, side) for lab, side in pair if lab is not None
+                              and (lab.send is not None) is want_send
+                              and side not in busy and side not in aside), None)
+                if mover is not None:
+                    break
+            if mover is None:
+                _squeeze(left, right)
+                break
+            lab, side = mover
+            aside[side] = lab
+            lab.level, lab.text = 0, lab.forms[0]
+            if lab is left:
+                left = None
+            else:
+                right = None
+        x0 = cols.wire_x
+        if left is not None:
+            canvas.put(x0 + left.lo, left.text, left.style, limit=x0 + w)
+        if right is not None:
+            canvas.put(x0 + right.hi - len(right.text), right.text, right.style,
+                       limit=x0 + w)
+        room = max(1, cols.side_w - 1)
+        for side, lab in aside.items():
+            text = next((f for f in lab.forms if len(f) <= room), _fit(lab.forms[-1], room))
+            if side is Side.CLIENT:
+                canvas.put(cols.cg_x - 1 - len(text), text, lab.style, limit=cols.cg_x)
+            else:
+                canvas.put(cols.sl_x + 1, text, lab.style)
 
 
-def _free_run(chars: list[str], lo: int, hi: int, *, near_end: bool,
-              least: int = 10) -> tuple[int, int] | None:
-    """The blank run of at least ``least`` cells within [lo, hi) nearest to ``hi`` (or to
-    ``lo``), as (start, end); None when there is none."""
-    runs: list[tuple[int, int]] = []
-    x = lo
-    while x < hi:
-        if chars[x] == " ":
-            y = x
-            while y < hi and chars[y] == " ":
-                y += 1
-            if y - x >= least:
-                runs.append((x, y))
-            x = y
+class _Label:
+    """One label of a ladder line: its forms (longest first), the one chosen, and the
+    wire cells [lo, hi) it may use. A left label starts at ``lo``, a right one ends at
+    ``hi``."""
+
+    __slots__ = ("forms", "level", "style", "lo", "hi", "send", "text")
+
+    def __init__(self, forms: list[str], style: Style, lo: int, hi: int,
+                 send: _Arrow | None = None) -> None:
+        self.forms, self.level, self.style = forms, 0, style
+        self.lo, self.hi, self.send = lo, hi, send
+        self.text = forms[0]
+
+    def shorter(self) -> bool:
+        if self.level + 1 >= len(self.forms):
+            return False
+        self.level += 1
+        self.text = self.forms[self.level]
+        return True
+
+
+def _fit_pair(left: _Label | None, right: _Label | None) -> bool:
+    """Choose the longest forms with which both labels fit side by side (a blank cell
+    between them); False when even the shortest forms do not."""
+    while True:
+        need_l = len(left.text) if left is not None else 0
+        need_r = len(right.text) if right is not None else 0
+        ok_l = left is None or left.lo + need_l <= left.hi
+        ok_r = right is None or right.hi - need_r >= right.lo
+        apart = left is None or right is None or left.lo + need_l + 1 <= right.hi - need_r
+        if ok_l and ok_r and apart:
+            return True
+        # shorten the one that overflows, else the longer of the two
+        order = [lab for lab in (left, right) if lab is not None]
+        if not ok_l and left is not None:
+            order = [left] + order
+        elif not ok_r and right is not None:
+            order = [right] + order
         else:
-            x += 1
-    if not runs:
-        return None
-    return runs[-1] if near_end else runs[0]
+            order.sort(key=lambda lab: -len(lab.text))
+        if not any(lab.shorter() for lab in order):
+            return False
+
+
+def _squeeze(left: _Label | None, right: _Label | None) -> None:
+    """Last resort on a very narrow wire: cut the arrival labels to the room there is."""
+    if left is not None and right is not None:
+        mid = (left.lo + right.hi) // 2
+        left.hi, right.lo = mid, mid + 1
+    for lab in (left, right):
+        if lab is not None:
+            lab.text = _fit(lab.text, max(1, lab.hi - lab.lo))
+
+
+def _send_forms(label: str) -> list[str]:
+    """A segment label and its short form, which still says what the segment is:
+    "P. 1:1201(1200)" → "…:1201"; ". ack 14897" → "ack 14897"; "F. ack 3" → "F ack 3"."""
+    forms = [label]
+    flags, _, rest = label.partition(" ")
+    if ":" in rest:
+        forms += [f"{flags} {rest.split('(')[0]}", "…" + rest[rest.find(":"):].split("(")[0]]
+    elif rest.startswith("ack "):
+        bare = flags.replace(".", "")
+        forms.append(f"{bare} {rest}" if bare else rest)
+    return [f for i, f in enumerate(forms) if f not in forms[:i]]
+
+
+def _arrival_forms(labels: list[str]) -> list[str]:
+    """Forms of the label of the arrivals landing on one line from one side, longest
+    first; every form names each segment ("…:2401,3601" for two data segments)."""
+    shorts = [_send_forms(x)[-1] for x in labels]
+    if len(labels) == 1:
+        return [f"{labels[0]} arrives", labels[0], *([shorts[0]] if shorts[0] != labels[0]
+                                                     else [])]
+    forms = [", ".join(labels) + " arrive", ", ".join(shorts) + " arrive",
+             ",".join(shorts)]
+    ends = [x.rsplit(":", 1)[1] if x.startswith("…:") else None for x in shorts]
+    acks = [x[4:] if x.startswith("ack ") else None for x in shorts]
+    for head, nums in (("…:", ends), ("ack ", acks)):
+        if all(nums):
+            forms.append(head + ",".join(n for n in nums if n))
+            if len(nums) > 2:   # too many to list: the first and the last, and how many
+                forms += [f"{len(nums)}× {head}{nums[0]}-{nums[-1]}",
+                          f"{head}{nums[0]}-{nums[-1]}"]
+    if len(labels) > 2:
+        forms += [f"{len(labels)} arrive, last {shorts[-1]}", f"{len(labels)} arrive"]
+    return forms
+
+
+def _stub(wire_w: int) -> int:
+    """Length of a split arrow's send and arrival stubs: a fifth of the wire, but only 2
+    cells on a narrow wire (80 columns), where the labels need the room."""
+    return max(2, wire_w // 5) if wire_w >= 24 else 2
 
 
 def _stair(k: int, i: int, w: int, run: str) -> list[tuple[int, str]]:
