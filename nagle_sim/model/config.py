@@ -115,6 +115,17 @@ class StackProfile:
     """Receive buffer (net.ipv4.tcp_rmem[1])."""
     initial_rcv_mss: int = 536
     """TCP_MSS_DEFAULT: rcv_mss guess before a full segment is seen (tcp_initialize_rcv_mss)."""
+    # --- rules helper (issue 11): rule fidelity, round 2 -----------------------------
+    tlp_timeout_in_us: bool = True
+    """1c2709cfff1d (Oct 2023, tcp_schedule_loss_probe): the loss-probe extra is added in µs
+    before rounding to jiffies (False: 2·SRTT rounded up, then + TCP_TIMEOUT_MIN jiffies)."""
+    timeout_min_us: int = 2000
+    """TCP_TIMEOUT_MIN_US (include/net/tcp.h, 1c2709cfff1d): the loss probe's extra with
+    more than one packet out."""
+    rcv_wscale: int = 10
+    """The window scale we offer (tcp_select_initial_window: tcp_rmem[2] = 32 MB on this
+    machine gives 10). Non-zero also keeps header prediction off on the connecting side
+    until the first data (tcp_rcv_synsent_state_process)."""
 
     classic_delack_us: int = 200_000
     """CLASSIC receivers: the delayed-ACK timer."""

@@ -35,11 +35,21 @@ def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
         rcv.unread += seg.length
         if p.ack_style is AckStyle.LINUX:
             tcp_event_data_recv(sk, now, seg)
+            tcp_fast_path_check(sk)
         else:
             sk.ack.pending |= AckPending.SCHED
             rcv.unacked_segs += max(1, -(-seg.length // sk.mss))
     if seg.flags & FIN:
         tcp_fin(sk, now)
+
+
+def tcp_fast_path_check(sk: Sock) -> None:
+    """tcp_fast_path_check (include/net/tcp.h): header prediction back on when the
+    receive window is open and the buffer has room (no out-of-order queue, no urgent
+    data: never here). Called after in-order data is queued and when the peer's window
+    changes; with window scaling it is off until then (tcp_rcv_synsent_state_process)."""
+    rcv = sk.rcv
+    rcv.pred_flags = rcv.rcv_wnd > 0 and rcv.unread < sk.profile.rcv_buf
 
 
 def tcp_fin(sk: Sock, now: Micros) -> None:
@@ -126,12 +136,10 @@ def tcp_incr_quickack(sk: Sock, now: Micros, max_quickacks: int, reason: Reason)
         sk.event(now, Kind.MODE, reason, f"quick = {quickacks}", quick=quickacks)
 
 
-def tcp_enter_quickack_mode(sk: Sock, now: Micros, max_quickacks: int,
-                            exit_pingpong: bool = True) -> None:
+def tcp_enter_quickack_mode(sk: Sock, now: Micros, max_quickacks: int) -> None:
     """tcp_enter_quickack_mode: refill, leave ping-pong, ato = ATO_MIN."""
     tcp_incr_quickack(sk, now, max_quickacks, Reason.QUICK_REFILL)
-    if exit_pingpong:
-        sk.ack.pingpong = 0
+    sk.ack.pingpong = 0
     sk.ack.ato_j = sk.profile.delack_min_j
 
 
@@ -219,13 +227,19 @@ def tcp_delack_timer_handler(sk: Sock, now: Micros) -> None:
 
 
 def tcp_synack_delayed_ack(sk: Sock, now: Micros) -> None:
-    """tcp_rcv_synsent_state_process with ping-pong set: enter quick-ACK mode and delay
-    the ACK of the SYN-ACK by TCP_DELACK_MAX.
-    SIMPLIFICATION: the model keeps the ping-pong count here; linux-tcp-rules.md §9 says
-    tcp_enter_quickack_mode leaves ping-pong (so the timer then doubles ato)."""
+    """tcp_rcv_synsent_state_process with ping-pong set (TCP_QUICKACK=0 before connect):
+    schedule the ACK, tcp_enter_quickack_mode, and delay the ACK of the SYN-ACK by
+    TCP_DELACK_MAX. tcp_enter_quickack_mode always leaves ping-pong (tcp_input.c; so in
+    every kernel since 2.6, read on torvalds/linux master), so when that timer fires
+    it is outside ping-pong and doubles ato: the next delayed ACK takes about 80 ms, not 40
+    (linux-tcp-rules.md §9, captured here: 83 ms over a 100 ms RTT)."""
     p, ack = sk.profile, sk.ack
     ack.pending |= AckPending.SCHED
-    tcp_enter_quickack_mode(sk, now, p.max_quickacks, exit_pingpong=False)
+    was = sk.in_pingpong
+    tcp_enter_quickack_mode(sk, now, p.max_quickacks)
+    if was:
+        sk.event(now, Kind.MODE, Reason.PINGPONG_EXIT, "SYN-ACK: tcp_enter_quickack_mode",
+                 pingpong=0)
     at = sk.jiffy_timer_at(now, sk.jiffies(now) + p.delack_max_j)
     ack.pending |= AckPending.TIMER
     ack.timeout_j = sk.jiffies(now) + p.delack_max_j

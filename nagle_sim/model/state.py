@@ -185,6 +185,8 @@ class RecvState:
     """icsk_ack.rcv_mss: the receiver's guess of the peer's MSS."""
     last_seg_size: int = 0
     unacked_segs: int = 0
+    pred_flags: bool = False
+    """tp->pred_flags != 0: header prediction (tcp_rcv_established's fast path) is on."""
     """CLASSIC receivers: segments received since the last ACK."""
 
 

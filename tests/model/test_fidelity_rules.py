@@ -1,0 +1,140 @@
+"""Model tests for the rules of issue 11 ("rules to fix"): each one drives the model where
+the rule decides and asserts the kernel's decision. The real-kernel agreement tests on
+the same shapes are in tests/realnet/test_fidelity_rules.py."""
+
+from __future__ import annotations
+
+from nagle_sim import scenario
+from nagle_sim.model import PROFILES, Side, SocketOptions
+from nagle_sim.model.events import Timer
+from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace import Outcome, Trace
+
+from .harness import Harness, connect, ms
+
+LINUX = PROFILES["linux"]
+
+
+def sim(text: str) -> Trace:
+    trace = run_sim(scenario.loads(text))
+    assert trace.outcome is Outcome.OK, trace.message
+    return trace
+
+
+def established_server(rtt_ms: float = 10, **kw: object) -> Harness:
+    """A server whose SRTT is ``rtt_ms`` (the handshake's sample)."""
+    h = Harness(side=Side.SERVER, mss=1000, **kw)  # type: ignore[arg-type]
+    h.accept(0, ms(rtt_ms))
+    return h
+
+
+# ---------------------------------------------------------------- 1. TLP timeout
+def _tlp_delay(h: Harness, nbytes: int) -> int:
+    """Write ``nbytes`` (never ACKed) and return µs until the loss probe leaves."""
+    t0 = h.now
+    h.write(t0, nbytes)
+    first = len(h.out)
+    h.advance(t0 + ms(300))
+    probes = [s for s in h.out[first:] if s.seg.why.name == "LOSS_PROBE"]
+    assert probes, h.out
+    return probes[0].t - t0
+
+
+def test_tlp_adds_the_2_ms_floor_before_rounding_to_jiffies() -> None:
+    """tcp_schedule_loss_probe since 1c2709cfff1d: usecs_to_jiffies(2·SRTT + 2000 µs)
+    with two packets out. SRTT 10 ms: 22 ms → 6 jiffies (24 ms), plus the timer wheel's
+    tick; the pre-2023 rule (5 jiffies + TCP_TIMEOUT_MIN = 7) probes one tick later."""
+    new = _tlp_delay(established_server(10), 2000)
+    old = _tlp_delay(established_server(
+        10, profile=LINUX.with_overrides(tlp_timeout_in_us=False)), 2000)
+    assert 24_000 <= new <= 28_000, new
+    assert old - new == 4_000, (old, new)
+
+
+def test_tlp_with_one_packet_out_adds_rto_min() -> None:
+    """One packet out: 2·SRTT + TCP_RTO_MIN (for the peer's delayed ACK), but never later
+    than the RTO (SRTT 10 ms: RTO 210 ms caps 220 ms)."""
+    delay = _tlp_delay(established_server(10), 100)
+    assert 208_000 <= delay <= 216_000, delay
+
+
+# ---------------------------------------------------------------- 2. SYN-ACK in ping-pong
+R2 = """
+title = "SYN-ACK in ping-pong"
+[link]
+delay_ms = 50
+[client]
+quickack = false
+script = "sleep 300ms; set quickack off; write 1; read 1; sleep 300ms"
+[server]
+script = "read 1; write 1; sleep 500ms"
+"""
+
+
+def test_synack_in_pingpong_leaves_it_and_the_timer_then_inflates_ato() -> None:
+    """tcp_rcv_synsent_state_process → tcp_enter_quickack_mode leaves ping-pong; the ACK
+    of the SYN-ACK waits TCP_DELACK_MAX (200 ms); that timer fires outside ping-pong and
+    doubles ato to 80 ms, so the ACK of the first reply takes 80-84 ms (kernel: 83 ms)."""
+    trace = sim(R2)
+    client = [s for s in trace.segments if s.src is Side.CLIENT]
+    synack = next(s for s in trace.segments if s.src is Side.SERVER and "S" in s.flags)
+    assert synack.arrive is not None
+    assert client[1].code == "DELACK_FIRED"
+    assert 200_000 <= client[1].t - synack.arrive <= 208_000
+    pong = next(s for s in trace.segments if s.src is Side.SERVER and s.length)
+    ack = next(s for s in client if s.t > pong.t)
+    assert pong.arrive is not None and ack.code == "DELACK_FIRED"
+    assert 80_000 <= ack.t - pong.arrive <= 84_000, ack.t - pong.arrive
+
+
+def test_synack_in_pingpong_clears_the_pingpong_count() -> None:
+    h = Harness(side=Side.CLIENT, mss=1000, options=SocketOptions(quickack=False))
+    connect(h, 0)
+    assert h.ep.in_pingpong
+    h.peer(ms(10), seq=0, ack=1, flags="SA")
+    assert not h.ep.in_pingpong
+    assert h.ep.deadline(Timer.DELACK) is not None
+    assert h.ep.tcp_info().quick > 0
+
+
+# ---------------------------------------------------------------- 3. probe timer
+R3 = """
+title = "corked data while the peer sends"
+[link]
+delay_ms = 5
+[client]
+script = "set cork on; write 100; repeat 8 { read 10 }; sleep 300ms"
+[server]
+script = "sleep 20ms; repeat 8 { write 10; sleep 40ms }; read 100; sleep 300ms"
+"""
+
+
+def test_incoming_data_by_header_prediction_does_not_postpone_the_cork_release() -> None:
+    """The first data segment takes the slow path (header prediction is off after a
+    handshake with window scaling) and re-arms the probe timer; the later ones are
+    predicted, skip tcp_ack, and leave it alone: the corked 100 bytes leave max(RTO,
+    200 ms) after the first data, while the peer still sends (kernel: 214 ms)."""
+    trace = sim(R3)
+    release = next(s for s in trace.segments if s.src is Side.CLIENT and s.length)
+    assert release.code == "PROBE0_RELEASE"
+    data = [s for s in trace.segments if s.src is Side.SERVER and s.length]
+    assert data[0].arrive is not None
+    assert 208_000 <= release.t - data[0].arrive <= 220_000, release.t - data[0].arrive
+    assert sum(1 for s in data if s.t < release.t) >= 5, "the peer kept sending meanwhile"
+
+
+def test_header_prediction_needs_nothing_new_acked_and_the_same_window() -> None:
+    """A data segment that changes the window goes the slow path (tcp_ack →
+    tcp_ack_probe → re-armed from now); one that only repeats it does not."""
+    h = Harness(side=Side.CLIENT, mss=1000, options=SocketOptions(cork=True))
+    connect(h, 0)
+    h.peer(ms(10), seq=0, ack=1, flags="SA")
+    h.write(ms(10), 100)
+    h.peer(ms(20), seq=1, ack=1, length=10, flags="PA")    # slow path: re-arms
+    armed = h.ep.deadline(Timer.PROBE0)
+    assert armed is not None and armed > ms(220)
+    h.peer(ms(60), seq=11, ack=1, length=10, flags="PA")   # predicted
+    assert h.ep.deadline(Timer.PROBE0) == armed
+    h.peer(ms(100), seq=21, ack=1, length=10, flags="PA", window=60000)   # new window
+    moved = h.ep.deadline(Timer.PROBE0)
+    assert moved is not None and moved > armed
