@@ -143,6 +143,8 @@ class Reason(Enum):
     QUICK_START = "first data: 16 quick ACKs granted (tcp_incr_quickack)"
     QUICK_REFILL = "idle longer than RTO: quick-ACK budget refilled"
     QUICK_SPENT = "quick-ACK budget spent: back to delayed ACKs"
+    QUICK_DROPPED = ("the receive buffer is more than half full: quick-ACK mode ends "
+                     "(__tcp_select_window)")
     PINGPONG_ENTER = "the application replied within ato of the last data: ping-pong mode"
     PINGPONG_COUNT = "replied within ato: ping-pong count raised"
     PINGPONG_EXIT = "delayed-ACK timer fired in ping-pong mode: leave ping-pong"
@@ -238,6 +240,7 @@ SHORT: dict[Reason, str] = {
     Reason.EVERY_2ND: "every 2nd segment", Reason.PSH_ACK: "PSH ACKed",
     Reason.SYNACK_DELAYED: "SYN-ACK ACK delayed", Reason.QUICK_START: "16 quick ACKs",
     Reason.QUICK_REFILL: "quick ACKs refilled", Reason.QUICK_SPENT: "quick ACKs spent",
+    Reason.QUICK_DROPPED: "quick ACKs dropped",
     Reason.PINGPONG_ENTER: "→ ping-pong", Reason.PINGPONG_COUNT: "ping-pong count",
     Reason.PINGPONG_EXIT: "ping-pong ends", Reason.ATO_UPDATE: "ato adapts",
     Reason.ATO_INFLATE: "ato doubled", Reason.PROBE0_ARMED: "probe timer armed",

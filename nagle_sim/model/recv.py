@@ -12,9 +12,15 @@ from __future__ import annotations
 
 from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
 from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
-from .output import tcp_send_ack
+from .output import (
+    skb_truesize,
+    tcp_select_window_now,
+    tcp_send_ack,
+    tcp_space,
+    tcp_win_from_space,
+)
 from .sock import Sock
-from .state import AckPending, ConnEvent, State
+from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, State
 
 
 # ---------------------------------------------------------------- data arrives
@@ -30,9 +36,19 @@ def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
             sk.ack.pending |= AckPending.SCHED | AckPending.NOW
             tcp_send_ack(sk, now, Reason.DUPLICATE)
         return
+    if seg.length and p.ack_style is AckStyle.LINUX \
+            and rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt <= 0:
+        # tcp_data_queue: in sequence but our window is closed (e.g. a zero-window
+        # probe): drop it, enter quick-ACK mode and re-ACK at once (out_of_window)
+        tcp_enter_quickack_mode(sk, now, p.max_quickacks)
+        sk.ack.pending |= AckPending.SCHED
+        return
     if seg.length:
         rcv.rcv_nxt += seg.length
         rcv.unread += seg.length
+        truesize = skb_truesize(sk, seg.length)
+        rcv.rmem.append([seg.length, truesize])     # tcp_queue_rcv: charged to the socket
+        rcv.rmem_alloc += truesize
         if p.ack_style is AckStyle.LINUX:
             tcp_event_data_recv(sk, now, seg)
             tcp_fast_path_check(sk)
@@ -49,7 +65,7 @@ def tcp_fast_path_check(sk: Sock) -> None:
     data: never here). Called after in-order data is queued and when the peer's window
     changes; with window scaling it is off until then (tcp_rcv_synsent_state_process)."""
     rcv = sk.rcv
-    rcv.pred_flags = rcv.rcv_wnd > 0 and rcv.unread < sk.profile.rcv_buf
+    rcv.pred_flags = rcv.rcv_wnd > 0 and rcv.rmem_alloc < sk.profile.rcv_buf
 
 
 def tcp_fin(sk: Sock, now: Micros) -> None:
@@ -98,6 +114,38 @@ def tcp_event_data_recv(sk: Sock, now: Micros, seg: Segment) -> None:
             sk.event(now, Kind.MODE, Reason.ATO_UPDATE,
                      f"gap {m} jiffies: ato {old} → {ack.ato_j} jiffies", ato=ack.ato_j)
     ack.lrcvtime_j = now_j
+    if seg.length >= p.grow_window_min_len:
+        tcp_grow_window(sk, seg.length)
+
+
+def tcp_grow_window(sk: Sock, length: int) -> None:
+    """tcp_grow_window (tcp_input.c; truesize check by dfa2f0483360's scaling ratio):
+    while the buffer has room beyond rcv_ssthresh, a segment whose truesize is worth no
+    more window than its payload raises rcv_ssthresh by two segments (at least twice its
+    length), and sets one quick ACK (icsk_ack.quick |= 1) so the bigger window is
+    announced at once. A costlier segment grows it only while rcv_ssthresh is small
+    next to tcp_rmem[2] (__tcp_grow_window). Measured: 64512 → 67584 → 70656 → 73728 →
+    76800 over the first four 1448-byte segments, then no more (room used up)."""
+    rcv, p = sk.rcv, sk.profile
+    room = min(rcv.window_clamp, tcp_space(sk)) - rcv.rcv_ssthresh
+    if room <= 0:
+        return
+    truesize = skb_truesize(sk, length)
+    if tcp_win_from_space(sk, truesize) <= length:
+        incr = 2 * sk.mss
+    else:                                   # __tcp_grow_window
+        incr = 0
+        half_truesize = tcp_win_from_space(sk, truesize) >> 1
+        window = tcp_win_from_space(sk, p.rcv_buf_max) >> 1
+        while rcv.rcv_ssthresh <= window:
+            if half_truesize <= length:
+                incr = 2 * rcv.rcv_mss
+                break
+            half_truesize >>= 1
+            window >>= 1
+    if incr:
+        rcv.rcv_ssthresh += min(room, max(incr, 2 * length))
+        sk.ack.quick |= 1
 
 
 def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
@@ -108,6 +156,8 @@ def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
     rcv.last_seg_size = 0
     length = seg.length
     if length >= rcv.rcv_mss:
+        if length != rcv.rcv_mss and p.ack_style is AckStyle.LINUX:
+            tcp_update_scaling_ratio(sk, length)
         rcv.rcv_mss = min(length, sk.mss)
         # 4720852ed9af: an exact-MSS segment with PSH; a GSO super-segment is skipped
         if p.pushed_on_full_psh and seg.flags & PSH and length <= sk.mss:
@@ -124,6 +174,25 @@ def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
     if ack.pending & AckPending.PUSHED:
         ack.pending |= AckPending.PUSHED2
     ack.pending |= AckPending.PUSHED
+
+
+def tcp_update_scaling_ratio(sk: Sock, length: int) -> None:
+    """tcp_measure_rcv_mss when rcv_mss changes (dfa2f0483360, 2023): scaling_ratio =
+    payload / truesize of this segment, and window_clamp follows the buffer's window at
+    the new ratio (tcp_set_window_clamp: a lower clamp lowers rcv_ssthresh, a higher one
+    lets it rise to the last advertised window). Needed to reproduce this kernel: the
+    window grows past the initial 64 KB cap to 76800 B with 1448-byte segments."""
+    rcv, p = sk.rcv, sk.profile
+    ratio = (length << TCP_RMEM_TO_WIN_SCALE) // skb_truesize(sk, length)
+    rcv.scaling_ratio = min(max(ratio, 1), (1 << TCP_RMEM_TO_WIN_SCALE) - 1)   # a u8
+    clamp = max(tcp_win_from_space(sk, p.rcv_buf), p.min_window_clamp)
+    if clamp == rcv.window_clamp:
+        return
+    if clamp < rcv.window_clamp:
+        rcv.rcv_ssthresh = min(rcv.rcv_ssthresh, clamp)
+    else:
+        rcv.rcv_ssthresh = max(min(rcv.rcv_wnd, clamp), rcv.rcv_ssthresh)
+    rcv.window_clamp = clamp
 
 
 # ---------------------------------------------------------------- quick-ACK budget
@@ -149,7 +218,7 @@ def tcp_ack_snd_check(sk: Sock, now: Micros) -> None:
     full frame (rcv_mss) is unACKed and the window would not shrink, in quick-ACK mode,
     or when an ACK is due now (duplicates); otherwise tcp_send_delayed_ack."""
     rcv = sk.rcv
-    if rcv.rcv_nxt - rcv.rcv_wup > rcv.rcv_mss and tcp_window_would_grow(sk):
+    if rcv.rcv_nxt - rcv.rcv_wup > rcv.rcv_mss and tcp_window_would_grow(sk, now):
         tcp_send_ack(sk, now, Reason.FULL_FRAME,
                      f"{rcv.rcv_nxt - rcv.rcv_wup} B unACKed > rcv_mss {rcv.rcv_mss}")
     elif sk.in_quickack_mode:
@@ -160,11 +229,15 @@ def tcp_ack_snd_check(sk: Sock, now: Micros) -> None:
         tcp_send_delayed_ack(sk, now)
 
 
-def tcp_window_would_grow(sk: Sock) -> bool:
-    """__tcp_select_window() >= tp->rcv_wnd: the window we could offer now is at least
-    the one last advertised (true while the buffer has room)."""
-    p = sk.profile
-    return min(p.rcv_wnd, p.rcv_buf - sk.rcv.unread) >= sk.rcv.rcv_wnd
+def tcp_window_would_grow(sk: Sock, now: Micros) -> bool:
+    """__tcp_select_window() >= tp->rcv_wnd (__tcp_ack_snd_check): the "more than one
+    full frame" ACK goes at once only if the window we could offer now is at least the
+    one last advertised, so it stops as soon as unread data shrinks the free space
+    (linux-tcp-rules.md §9: a non-reading receiver then ACKs by the delayed-ACK timer)."""
+    if sk.profile.ack_style is not AckStyle.LINUX:
+        p = sk.profile
+        return min(p.rcv_wnd, p.rcv_buf - sk.rcv.unread) >= sk.rcv.rcv_wnd
+    return tcp_select_window_now(sk, now) >= sk.rcv.rcv_wnd
 
 
 def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
@@ -254,6 +327,15 @@ def tcp_recvmsg(sk: Sock, now: Micros, max_bytes: int) -> int:
     copied = min(rcv.unread, max_bytes)
     rcv.unread -= copied
     rcv.copied += copied
+    left, rmem = copied, rcv.rmem
+    while left and rmem:                     # a skb read to its end is freed
+        skb = rmem[0]
+        take = min(left, skb[0])
+        skb[0] -= take
+        left -= take
+        if not skb[0]:
+            rcv.rmem_alloc -= skb[1]
+            rmem.popleft()
     tcp_cleanup_rbuf(sk, now, copied)
     return copied
 
@@ -278,7 +360,9 @@ def tcp_cleanup_rbuf(sk: Sock, now: Micros, copied: int, why: Reason = Reason.RE
     if copied > 0 and not rcv.peer_fin:
         window_now = max(0, rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt)
         if 2 * window_now <= rcv.window_clamp:
-            new_window = min(sk.profile.rcv_wnd, sk.profile.rcv_buf - rcv.unread)
+            new_window = tcp_select_window_now(sk, now) \
+                if sk.profile.ack_style is AckStyle.LINUX \
+                else min(sk.profile.rcv_wnd, sk.profile.rcv_buf - rcv.unread)
             if new_window and new_window >= 2 * window_now:
                 tcp_send_ack(sk, now, Reason.WINDOW_UPDATE)
 

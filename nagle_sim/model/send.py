@@ -300,6 +300,13 @@ def tcp_probe_timer(sk: Sock, now: Micros) -> None:
         sk.cc.backoff = min(sk.cc.backoff + 1, MAX_PROBE_BACKOFF)
         tcp_check_probe_timer(sk, now)
         return
+    room = snd.snd_una + snd.snd_wnd - head.seq
+    if room < head.length and not head.fin:
+        # tcp_write_wakeup: a head bigger than the window is cut to what fits
+        # (tcp_fragment); the rest stays queued
+        rest = Skb(seq=head.seq + room, length=head.length - room, psh=head.psh)
+        head.length = room
+        snd.queue.insert(1, rest)
     head.psh = True
     snd.last_hold = None
     snd.queue.popleft()

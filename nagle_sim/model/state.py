@@ -102,6 +102,10 @@ TRANSITIONS: dict[tuple[State, ConnEvent], State] = {
 """(state, event) → next state. A pair not listed means the event changes nothing."""
 
 
+TCP_RMEM_TO_WIN_SCALE = 8
+"""include/net/tcp.h (dfa2f0483360): tp->scaling_ratio is in 1/256 of truesize."""
+
+
 # ---------------------------------------------------------------- the skb
 @dataclass(slots=True)
 class Skb:
@@ -179,8 +183,18 @@ class RecvState:
     """Bytes queued for the application."""
     peer_fin: bool = False
     rcv_wnd: int
-    """The window last advertised."""
+    """The window last advertised (bytes; tp->rcv_wnd)."""
     window_clamp: int
+    """The largest window we may offer (tp->window_clamp)."""
+    rcv_ssthresh: int = 0
+    """tp->rcv_ssthresh: the window's slow-start cap, grown by tcp_grow_window."""
+    scaling_ratio: int = 128
+    """tp->scaling_ratio (1/256): how much of the buffer's truesize is payload."""
+    rmem: deque[list[int]] = field(default_factory=deque)
+    """Unread skbs as [bytes left, truesize]: a skb's truesize is charged until it is
+    read to the end (sk_rmem_alloc)."""
+    rmem_alloc: int = 0
+    """Sum of the queued skbs' truesize (sk_rmem_alloc)."""
     rcv_mss: int
     """icsk_ack.rcv_mss: the receiver's guess of the peer's MSS."""
     last_seg_size: int = 0

@@ -138,3 +138,70 @@ def test_header_prediction_needs_nothing_new_acked_and_the_same_window() -> None
     h.peer(ms(100), seq=21, ack=1, length=10, flags="PA", window=60000)   # new window
     moved = h.ep.deadline(Timer.PROBE0)
     assert moved is not None and moved > armed
+
+
+# ---------------------------------------------------------------- 4. receive window
+R4 = """
+title = "a receiver that does not read"
+[link]
+delay_ms = 5
+[client]
+script = "sleep 2s; read 200000"
+[server]
+script = "write 200000; sleep 2s"
+"""
+
+
+def test_offered_window_grows_then_closes_as_unread_data_piles_up() -> None:
+    """Measured on this kernel (tcp_rmem[1] = 131072, MSS 1448, nobody reading): the
+    window grows by two segments per segment for the first four (tcp_grow_window), then
+    shrinks by the no-shrink rule (each ACK offers what is left of the last window,
+    rounded up to 1 KB) and reaches 0 at 90233 B unread; reading re-opens it."""
+    trace = sim(R4)
+    acks = [s for s in trace.segments if s.src is Side.CLIENT and "S" not in s.flags]
+    assert [a.window for a in acks[1:7]] == [67584, 70656, 73728, 76800, 75776, 74752]
+    closed = next(a for a in acks if a.window == 0)
+    assert 85_000 <= closed.ack - 1 <= 95_000, closed.ack
+    read_at = 2_000_000
+    assert all(a.window == 0 for a in acks if closed.t <= a.t < read_at)
+    assert any(a.window > 60_000 for a in acks if a.t >= read_at)
+
+
+def test_full_frame_ack_waits_when_unread_data_would_shrink_the_window() -> None:
+    """__tcp_ack_snd_check: two unread segments are more than one full frame, but
+    __tcp_select_window() < rcv_wnd (their truesize shrinks the free space), so the ACK
+    is delayed (in ping-pong: no quick ACKs)."""
+    h = Harness(side=Side.SERVER, mss=1448)
+    h.accept(0, ms(1))
+    h.setopt(ms(2), "quickack", False)
+    h.take()
+    h.peer(ms(2), seq=1, ack=1, length=300, flags="PA")
+    h.peer(ms(3), seq=301, ack=1, length=300, flags="PA")
+    assert h.take() == []
+    h.advance(ms(300))
+    (ack,) = h.take()
+    assert ack.seg.why.name == "DELACK_FIRED" and ack.seg.ack == 601
+
+
+def test_quick_ack_mode_ends_when_free_space_falls_below_half() -> None:
+    """__tcp_select_window clears icsk_ack.quick once free space < half the full space
+    (seen in /proc/net/tcp on this kernel). Spend the first budget, refill it after an
+    idle RTO, and keep sending without reading: the refilled budget is dropped at about
+    41 KB unread (half of the 81920-byte full space), long before it is spent."""
+    h = Harness(side=Side.SERVER, mss=1448)
+    h.accept(0, ms(1))
+    seq, t = 1, ms(2)
+    for _ in range(22):
+        h.peer(t, seq=seq, ack=1, length=1448, flags="A")
+        seq, t = seq + 1448, t + 100
+    assert h.ep.tcp_info().quick == 0
+    t += ms(1500)                                   # idle > RTO: tcp_incr_quickack refills
+    h.peer(t, seq=seq, ack=1, length=1448, flags="A")
+    seq, t = seq + 1448, t + 100
+    assert h.ep.tcp_info().quick > 5
+    h.ep.drain_events()
+    while h.ep.tcp_info().quick:
+        h.peer(t, seq=seq, ack=1, length=1448, flags="A")
+        seq, t = seq + 1448, t + 100
+    assert any(e.reason.name == "QUICK_DROPPED" for e in h.ep.drain_events())
+    assert 38_000 <= h.ep.unread <= 46_000, h.ep.unread
