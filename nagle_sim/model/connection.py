@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .config import AckStyle
 from .events import ACK, FIN, PSH, RST, SYN, Micros, Reason, Segment, Timer
-from .output import tcp_transmit_control
+from .output import tcp_send_reset, tcp_transmit_control
 from .rate import tcp_cong_control, tcp_init_congestion_control, tcp_rtt_estimator
 from .recv import (
     classic_ack_check,
@@ -44,6 +44,11 @@ def tcp_connect(sk: Sock, now: Micros) -> None:
 def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     """tcp_v4_rcv → tcp_rcv_state_process / tcp_rcv_established."""
     snd = sk.snd
+    if sk.state is State.CLOSED:
+        # no socket matches any more: tcp_v4_rcv → tcp_v4_send_reset (packetdrill
+        # close-on-syn-sent, close-remote-fin-then-close)
+        tcp_send_reset(sk, now, seg)
+        return
     if seg.flags & RST:
         sk.timers.clear()
         sk.rcv.peer_fin = True
@@ -75,8 +80,6 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         tcp_init_congestion_control(sk, now)
         snd.snd_wnd = seg.window
         snd.max_window = max(snd.max_window, seg.window)
-    if sk.state is State.CLOSED:
-        return
     tcp_rcv_established(sk, now, seg)
 
 

@@ -122,6 +122,8 @@ class Reason(Enum):
                   "ignored) or the last segment again to draw an ACK (tcp_send_loss_probe)")
     HANDSHAKE = "three-way handshake"
     RESET = "close() with unread data: the kernel resets the connection"
+    RESET_NO_SOCKET = ("a segment arrived for a socket that no longer exists: the kernel "
+                       "answers with a reset (tcp_v4_send_reset)")
     WINDOW_PROBE = "zero window: probe the peer"
     # receiving
     QUICKACK_MODE = "quick-ACK mode: the receiver ACKs every segment at once"
@@ -135,6 +137,8 @@ class Reason(Enum):
     QUICKACK_OPT = "TCP_QUICKACK=1 with an ACK pending: sent now"
     PIGGYBACK = "the ACK rides on an outgoing data segment"
     DUPLICATE = "duplicate or old data arrived: ACK at once"
+    OUT_OF_ORDER = ("data arrived beyond a gap: ACK at once so the sender learns of the hole "
+                    "(tcp_data_queue_ofo, duplicate ACK)")
     FIN_ACK = "FIN arrived"
     EVERY_2ND = "second unACKed segment: ACK at once (RFC 1122 / TcpAckFrequency)"
     PSH_ACK = "segment carries PSH: this stack ACKs it at once"
@@ -232,6 +236,7 @@ SHORT: dict[Reason, str] = {
     Reason.CLOSE_PUSH: "close", Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
     Reason.LOSS_PROBE: "tail loss probe",
     Reason.RESET: "reset", Reason.WINDOW_PROBE: "window probe",
+    Reason.RESET_NO_SOCKET: "reset: no socket", Reason.OUT_OF_ORDER: "out of order",
     Reason.QUICKACK_MODE: "quick ACK", Reason.FULL_FRAME: "> 1 MSS unACKed",
     Reason.DELACK_WAIT: "delayed ACK", Reason.DELACK_FIRED: "delayed ACK fired",
     Reason.DELACK_DUE: "ACK due", Reason.READ_ACK: "ACK on read",

@@ -10,7 +10,7 @@ application replying within ato). Decides nothing about *whether* to send: that 
 from __future__ import annotations
 
 from .config import PINGPONG_MAX, AckStyle
-from .events import ACK, FIN, PSH, Kind, Micros, Reason, Segment, Timer
+from .events import ACK, FIN, PSH, RST, Kind, Micros, Reason, Segment, Timer
 from .rate import tcp_rate_skb_sent, tcp_update_skb_after_send
 from .sock import Sock
 from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, Skb, State
@@ -111,6 +111,24 @@ def wire(sk: Sock, now: Micros, flags: int, seq: int, length: int, why: Reason) 
                   sent_at=now, why=why)
     sk.out.append(seg)
     return seg
+
+
+def tcp_send_reset(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_v4_send_reset (tcp_ipv4.c): a segment for a socket that no longer exists
+    (closed, or never listening) is answered with a reset, never a reset itself. If it
+    carried an ACK the reset takes that number as its sequence and carries no ACK;
+    otherwise it is RST|ACK from sequence 0, acknowledging everything the segment
+    occupied. Window 0."""
+    if seg.flags & RST:
+        return
+    if seg.flags & ACK:
+        seq, flags, ack = seg.ack, RST, 0
+    else:
+        seq, flags, ack = 0, RST | ACK, seg.end_seq
+    sk.event(now, Kind.ACK_NOW, Reason.RESET_NO_SOCKET, seg.summary())
+    out = Segment(src=sk.side, seq=seq, ack=ack, length=0, flags=flags, window=0,
+                  sent_at=now, why=Reason.RESET_NO_SOCKET)
+    sk.out.append(out)
 
 
 def tcp_transmit_control(sk: Sock, now: Micros, flags: int, seq: int, why: Reason) -> None:

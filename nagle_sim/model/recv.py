@@ -10,6 +10,8 @@ data is sent (``send``); standard library and lower model modules only.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
 from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
 from .output import (
@@ -25,24 +27,69 @@ from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, State
 
 # ---------------------------------------------------------------- data arrives
 def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
-    """tcp_data_queue for in-order data; duplicates get an immediate ACK
-    (tcp_send_dupack → tcp_enter_quickack_mode).
-    SIMPLIFICATION: the link never reorders, so there is no out-of-order queue or SACK."""
+    """tcp_data_queue, in the kernel's order: in sequence → queue (dropped and re-ACKed
+    at once if our window is closed); all old (a retransmit) → immediate duplicate ACK
+    (tcp_enter_quickack_mode); beyond the window → the same; partly old → the new part
+    is queued, and a FIN on it counts (a retransmitted "old data + FIN" must not lose the
+    FIN); otherwise out of order → tcp_data_queue_ofo.
+    SIMPLIFICATION: the link never reorders, so out-of-order data comes only from
+    packetdrill scripts; no SACK blocks are sent."""
     rcv, p = sk.rcv, sk.profile
-    if seg.seq != rcv.rcv_nxt:
-        if seg.seq + seg.length <= rcv.rcv_nxt:
-            if p.ack_style is AckStyle.LINUX:
-                tcp_enter_quickack_mode(sk, now, p.max_quickacks)
-            sk.ack.pending |= AckPending.SCHED | AckPending.NOW
-            tcp_send_ack(sk, now, Reason.DUPLICATE)
+    linux = p.ack_style is AckStyle.LINUX
+    end_seq = seg.seq + seg.length + (1 if seg.flags & FIN else 0)
+    if end_seq == seg.seq:
         return
-    if seg.length and p.ack_style is AckStyle.LINUX \
-            and rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt <= 0:
-        # tcp_data_queue: in sequence but our window is closed (e.g. a zero-window
-        # probe): drop it, enter quick-ACK mode and re-ACK at once (out_of_window)
-        tcp_enter_quickack_mode(sk, now, p.max_quickacks)
-        sk.ack.pending |= AckPending.SCHED
+    window = rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt
+    if seg.seq == rcv.rcv_nxt:
+        if seg.length and linux and window <= 0:
+            _out_of_window(sk, now)         # e.g. a zero-window probe
+            return
+        _queue_in_order(sk, now, seg)
         return
+    if end_seq <= rcv.rcv_nxt:
+        if linux:
+            tcp_enter_quickack_mode(sk, now, p.max_quickacks)
+        sk.ack.pending |= AckPending.SCHED | AckPending.NOW
+        tcp_send_ack(sk, now, Reason.DUPLICATE)
+        return
+    if linux and seg.seq >= rcv.rcv_nxt + max(window, 0):
+        _out_of_window(sk, now)
+        return
+    if seg.seq < rcv.rcv_nxt:               # partial: seq < rcv_nxt < end_seq
+        if linux and window <= 0:
+            _out_of_window(sk, now)
+            return
+        cut = rcv.rcv_nxt - seg.seq
+        _queue_in_order(sk, now, replace(seg, seq=rcv.rcv_nxt, length=seg.length - cut))
+        return
+    tcp_data_queue_ofo(sk, now, seg)
+
+
+def _out_of_window(sk: Sock, now: Micros) -> None:
+    """tcp_data_queue's out_of_window: drop, enter quick-ACK mode, schedule an ACK
+    (tcp_ack_snd_check then sends it at once)."""
+    if sk.profile.ack_style is AckStyle.LINUX:
+        tcp_enter_quickack_mode(sk, now, sk.profile.max_quickacks)
+    sk.ack.pending |= AckPending.SCHED | AckPending.NOW
+
+
+def _queue_in_order(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_data_queue's queue_and_out: take the data, then whatever the out-of-order
+    queue now continues (tcp_ofo_queue; filling a gap ACKs at once, RFC 5681 §4.2)."""
+    rcv = sk.rcv
+    if _take(sk, now, seg):
+        return
+    if rcv.ofo:
+        tcp_ofo_queue(sk, now)
+        if not rcv.ofo:
+            sk.ack.pending |= AckPending.NOW
+    if sk.profile.ack_style is AckStyle.LINUX:
+        tcp_fast_path_check(sk)
+
+
+def _take(sk: Sock, now: Micros, seg: Segment) -> bool:
+    """Queue in-order data for the application; True when it ended with a FIN."""
+    rcv, p = sk.rcv, sk.profile
     if seg.length:
         rcv.rcv_nxt += seg.length
         rcv.unread += seg.length
@@ -51,12 +98,49 @@ def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
         rcv.rmem_alloc += truesize
         if p.ack_style is AckStyle.LINUX:
             tcp_event_data_recv(sk, now, seg)
-            tcp_fast_path_check(sk)
         else:
             sk.ack.pending |= AckPending.SCHED
             rcv.unacked_segs += max(1, -(-seg.length // sk.mss))
     if seg.flags & FIN:
         tcp_fin(sk, now)
+        rcv.ofo.clear()
+        return True
+    return False
+
+
+def tcp_ofo_queue(sk: Sock, now: Micros) -> None:
+    """tcp_ofo_queue: move out-of-order segments that now continue the stream into the
+    receive queue (their rmem charge moves with them)."""
+    rcv = sk.rcv
+    while rcv.ofo:
+        seq = min(rcv.ofo)
+        if seq > rcv.rcv_nxt:
+            return
+        held = rcv.ofo.pop(seq)
+        rcv.rmem_alloc -= skb_truesize(sk, held.length)
+        end = held.seq + held.length + (1 if held.flags & FIN else 0)
+        if end <= rcv.rcv_nxt:
+            continue
+        cut = rcv.rcv_nxt - held.seq
+        if _take(sk, now, replace(held, seq=rcv.rcv_nxt, length=held.length - cut)):
+            return
+
+
+def tcp_data_queue_ofo(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_data_queue_ofo: keep a segment that leaves a gap and schedule an ACK; then
+    __tcp_ack_snd_check (ofo_possible) sends the first TCP_FASTRETRANS_THRESH (3)
+    duplicate ACKs for one rcv_nxt at once. (6.x compresses later ones into one after
+    min(1 ms, RTT/20): SIMPLIFICATION, they go at once too.) A new connection's
+    measure of rcv_mss and its window growth see the segment, as in the kernel."""
+    rcv = sk.rcv
+    if seg.seq not in rcv.ofo:
+        rcv.ofo[seg.seq] = seg
+        rcv.rmem_alloc += skb_truesize(sk, seg.length)
+    sk.ack.pending |= AckPending.SCHED | AckPending.NOW
+    if sk.profile.ack_style is AckStyle.LINUX and seg.length:
+        tcp_measure_rcv_mss(sk, seg)
+    sk.event(now, Kind.ACK_NOW, Reason.OUT_OF_ORDER,
+             f"{seg.seq}:{seg.seq + seg.length} arrived, expected {rcv.rcv_nxt}")
 
 
 def tcp_fast_path_check(sk: Sock) -> None:
@@ -224,7 +308,7 @@ def tcp_ack_snd_check(sk: Sock, now: Micros) -> None:
     elif sk.in_quickack_mode:
         tcp_send_ack(sk, now, Reason.QUICKACK_MODE, f"{sk.ack.quick} quick ACKs left")
     elif sk.ack.pending & AckPending.NOW:
-        tcp_send_ack(sk, now, Reason.DUPLICATE)
+        tcp_send_ack(sk, now, Reason.OUT_OF_ORDER if sk.rcv.ofo else Reason.DUPLICATE)
     else:
         tcp_send_delayed_ack(sk, now)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .bbr import Bbr
-from .events import Micros, Reason
+from .events import Micros, Reason, Segment
 
 
 class Nonagle:
@@ -195,6 +195,8 @@ class RecvState:
     read to the end (sk_rmem_alloc)."""
     rmem_alloc: int = 0
     """Sum of the queued skbs' truesize (sk_rmem_alloc)."""
+    ofo: dict[int, Segment] = field(default_factory=dict)
+    """Out-of-order segments by sequence number (tp->out_of_order_queue)."""
     rcv_mss: int
     """icsk_ack.rcv_mss: the receiver's guess of the peer's MSS."""
     last_seg_size: int = 0

@@ -205,3 +205,81 @@ def test_quick_ack_mode_ends_when_free_space_falls_below_half() -> None:
         seq, t = seq + 1448, t + 100
     assert any(e.reason.name == "QUICK_DROPPED" for e in h.ep.drain_events())
     assert 38_000 <= h.ep.unread <= 46_000, h.ep.unread
+
+
+# ---------------------------------------------------------------- 5. from packetdrill
+def test_segment_for_a_closed_socket_gets_a_reset() -> None:
+    """tcp_v4_send_reset (packetdrill close/close-on-syn-sent.pkt): close() in SYN_SENT,
+    then the SYN-ACK arrives: the reset takes its ACK number, without ACK itself."""
+    h = Harness(side=Side.CLIENT, mss=1000)
+    connect(h, 0)
+    h.close(ms(1))
+    h.take()
+    h.peer(ms(100), seq=0, ack=1, flags="SA")
+    (rst,) = h.take()
+    assert rst.flags == "R" and rst.seg.seq == 1 and rst.seg.window == 0
+    h.peer(ms(110), seq=0, ack=0, flags="R")        # a reset is never answered
+    assert h.take() == []
+
+
+def test_reset_after_last_ack_and_for_a_segment_without_ack() -> None:
+    """close-remote-fin-then-close.pkt: LAST_ACK → CLOSED; the next ACK gets R 2:2. A
+    segment without ACK gets RST|ACK acknowledging what it occupied."""
+    h = established_server(1)
+    h.peer(ms(10), seq=1, ack=1, flags="FA")
+    h.close(ms(20))
+    h.peer(ms(30), seq=2, ack=2)
+    assert h.ep.state.name == "CLOSED"
+    h.take()
+    h.peer(ms(40), seq=2, ack=2)
+    (rst,) = h.take()
+    assert rst.flags == "R" and rst.seg.seq == 2
+    h.peer(ms(50), seq=2, ack=0, length=10, flags="P")
+    (rst,) = h.take()
+    assert rst.flags == "RA" and rst.seg.seq == 0 and rst.seg.ack == 12
+
+
+def test_out_of_order_data_is_acked_at_once_and_so_is_the_filled_gap() -> None:
+    """tcp_data_queue_ofo + __tcp_ack_snd_check: data beyond a gap draws an immediate
+    duplicate ACK (even with quick ACKs spent: in ping-pong here); the segment that
+    fills the gap is ACKed at once too (ICSK_ACK_NOW), covering both."""
+    h = established_server(10)
+    h.setopt(ms(11), "quickack", False)
+    h.take()
+    h.peer(ms(20), seq=1001, ack=1, length=1000)
+    (dup,) = h.take()
+    assert dup.seg.ack == 1 and dup.seg.why.name == "OUT_OF_ORDER"
+    h.peer(ms(21), seq=1, ack=1, length=1000)
+    (ack,) = h.take()
+    assert ack.seg.ack == 2001 and h.ep.unread == 2000
+
+
+def test_tail_loss_probe_may_send_one_segment_past_cwnd() -> None:
+    """tcp_send_loss_probe → tcp_write_xmit(push_one = 2): a full congestion window
+    still lets the probe send one new segment."""
+    h = established_server(10, options=SocketOptions(nodelay=True))
+    h.write(ms(10), 15_000)
+    first = h.take()
+    assert sum(s.seg.length for s in first) == 10_000     # initial cwnd 10
+    h.advance(ms(60))
+    probe = [s for s in h.take() if s.seg.length]
+    assert probe and probe[0].seg.why.name == "LOSS_PROBE"
+    assert probe[0].seg.seq == 10_001 and probe[0].seg.length == 1000
+    assert h.ep.tcp_info().unacked == 11
+
+
+def test_old_data_with_a_fin_keeps_the_fin() -> None:
+    """tcp_data_queue: a retransmission of data already received, now carrying FIN, ends
+    past rcv_nxt (the FIN is new): the old part is dropped, the FIN is taken."""
+    h = established_server(10)
+    h.peer(ms(20), seq=1, ack=1, length=100, flags="PA")
+    h.peer(ms(30), seq=1, ack=1, length=100, flags="FPA")
+    assert h.ep.peer_fin and h.ep.state.name == "CLOSE_WAIT"
+    assert h.ep.unread == 100
+
+
+def test_partly_old_segment_keeps_its_new_part() -> None:
+    h = established_server(10)
+    h.peer(ms(20), seq=1, ack=1, length=100, flags="PA")
+    h.peer(ms(30), seq=51, ack=1, length=100, flags="PA")
+    assert h.ep.unread == 150
