@@ -13,7 +13,7 @@ from .config import PINGPONG_MAX, AckStyle
 from .events import ACK, FIN, PSH, RST, Kind, Micros, Reason, Segment, Timer
 from .rate import tcp_rate_skb_sent, tcp_update_skb_after_send
 from .sock import Sock
-from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, Skb, State
+from .state import TCP_MAX_WSCALE, TCP_RMEM_TO_WIN_SCALE, AckPending, Skb, State
 
 
 def skb_truesize(sk: Sock, length: int) -> int:
@@ -51,7 +51,8 @@ def tcp_select_window_now(sk: Sock, now: Micros) -> int:
     free = tcp_space(sk)
     allowed = tcp_win_from_space(sk, p.rcv_buf)
     full = min(rcv.window_clamp, allowed)
-    unit = 1 << p.rcv_wscale
+    wscale = min(p.rcv_wscale, TCP_MAX_WSCALE)
+    unit = 1 << wscale
     if mss > full:
         mss = full
         if mss <= 0:
@@ -65,7 +66,7 @@ def tcp_select_window_now(sk: Sock, now: Micros) -> int:
         if free < allowed >> 4 or free < mss:
             return 0
     free = min(free, rcv.rcv_ssthresh)
-    if p.rcv_wscale:
+    if wscale:
         return -(-free // unit) * unit   # ALIGN: not scaled away to zero
     window = rcv.rcv_wnd                 # unscaled: whole segments, kept if close enough
     if window <= free - mss or window > free:
@@ -95,10 +96,11 @@ def tcp_select_window(sk: Sock, now: Micros) -> int:
         return rcv.rcv_wnd
     cur = max(0, rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt)
     new = tcp_select_window_now(sk, now)
+    wscale = min(p.rcv_wscale, TCP_MAX_WSCALE)
     if new < cur:
-        unit = 1 << p.rcv_wscale
+        unit = 1 << wscale
         new = -(-cur // unit) * unit
-    new = min(new, 65535 << p.rcv_wscale)
+    new = min(new, 65535 << wscale)
     rcv.rcv_wnd = new
     rcv.rcv_wup = rcv.rcv_nxt
     return new

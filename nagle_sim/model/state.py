@@ -104,6 +104,8 @@ TRANSITIONS: dict[tuple[State, ConnEvent], State] = {
 
 TCP_RMEM_TO_WIN_SCALE = 8
 """include/net/tcp.h (dfa2f0483360): tp->scaling_ratio is in 1/256 of truesize."""
+TCP_MAX_WSCALE = 14
+"""RFC 7323: the largest window scale (a tuned profile is held to it)."""
 
 
 # ---------------------------------------------------------------- the skb
