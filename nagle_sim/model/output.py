@@ -81,7 +81,8 @@ def tcp_select_window(sk: Sock, now: Micros) -> int:
     rcv_wup to rcv_nxt. The offered right edge never moves left: if the new window is
     smaller than what is left of the last one, that remainder (rounded up to the scale
     unit) is offered again, so a receiver that stops reading closes its window only as
-    the peer fills it (net.ipv4.tcp_shrink_window = 0, the default and this machine's). The SYN and SYN-ACK carry the initial window, unscaled.
+    the peer fills it (net.ipv4.tcp_shrink_window = 0, the default and this machine's).
+    The SYN and SYN-ACK carry the initial window, unscaled.
     Measured here (tcp_rmem 4096 131072 33554432, MSS 1448, nobody reading): 64512 B,
     growing to 76800 B over the first four segments, then shrinking; 0 at 90233 B unread
     in a bulk transfer, at 91-93 KB with 1000-byte writes."""
