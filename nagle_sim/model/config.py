@@ -115,6 +115,39 @@ class StackProfile:
     """Receive buffer (net.ipv4.tcp_rmem[1])."""
     initial_rcv_mss: int = 536
     """TCP_MSS_DEFAULT: rcv_mss guess before a full segment is seen (tcp_initialize_rcv_mss)."""
+    # --- rules helper (issue 11): rule fidelity, round 2 -----------------------------
+    tlp_timeout_in_us: bool = True
+    """1c2709cfff1d (Oct 2023, tcp_schedule_loss_probe): the loss-probe extra is added in µs
+    before rounding to jiffies (False: 2·SRTT rounded up, then + TCP_TIMEOUT_MIN jiffies)."""
+    timeout_min_us: int = 2000
+    """TCP_TIMEOUT_MIN_US (include/net/tcp.h, 1c2709cfff1d): the loss probe's extra with
+    more than one packet out."""
+    rcv_wscale: int = 10
+    """The window scale we offer (tcp_select_initial_window: tcp_rmem[2] = 32 MB on this
+    machine gives 10). Non-zero also keeps header prediction off on the connecting side
+    until the first data (tcp_rcv_synsent_state_process)."""
+    scaling_ratio: int = 128
+    """tp->scaling_ratio before the first full segment (TCP_DEFAULT_SCALING_RATIO, 50 %,
+    in 1/256: dfa2f0483360, 2023). tcp_measure_rcv_mss then sets it to len·256/truesize
+    of the segment that changed rcv_mss; the window is free buffer space times it."""
+    skb_rx_overhead: int = 438
+    """Bytes of a received skb's kmalloc'ed head beyond the payload: 52 bytes of IP+TCP
+    headers, NET_SKB_PAD + NET_IP_ALIGN (66) and skb_shared_info (320). With
+    `skb_struct_size` this gives truesize 2304 for a 1448-byte segment, as measured here
+    (ss -m: r177408 for 77 skbs; window growth 64512 → 76800 then shrinking from the 5th
+    segment, which needs scaling_ratio 160/256 = 1448/2304)."""
+    skb_struct_size: int = 256
+    """SKB_DATA_ALIGN(sizeof(struct sk_buff)), added to every truesize (x86-64)."""
+    rcv_buf_max: int = 33_554_432
+    """net.ipv4.tcp_rmem[2] (this machine): bounds __tcp_grow_window's search."""
+    syn_tstamp_bytes: int = 12
+    """TCPOLEN_TSTAMP_ALIGNED: tcp_connect_init sizes the SYN's window in segments of
+    mss + these bytes (measured: SYN window 64240 = 44 × 1460 for MSS 1448 payload; the
+    SYN-ACK's 65160 = 45 × 1448)."""
+    min_window_clamp: int = 2304
+    """SOCK_MIN_RCVBUF / 2: the smallest window_clamp tcp_set_window_clamp allows."""
+    grow_window_min_len: int = 128
+    """tcp_event_data_recv calls tcp_grow_window only for segments of 128 bytes or more."""
 
     classic_delack_us: int = 200_000
     """CLASSIC receivers: the delayed-ACK timer."""

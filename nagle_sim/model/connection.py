@@ -10,10 +10,16 @@ does (snd_una, RTT, cwnd, timers) and the closing sequence. State changes go thr
 from __future__ import annotations
 
 from .config import AckStyle
-from .events import ACK, FIN, RST, SYN, Micros, Reason, Segment, Timer
-from .output import tcp_transmit_control
+from .events import ACK, FIN, PSH, RST, SYN, Micros, Reason, Segment, Timer
+from .output import tcp_send_reset, tcp_transmit_control
 from .rate import tcp_cong_control, tcp_init_congestion_control, tcp_rtt_estimator
-from .recv import classic_ack_check, tcp_ack_snd_check, tcp_data_queue, tcp_synack_delayed_ack
+from .recv import (
+    classic_ack_check,
+    tcp_ack_snd_check,
+    tcp_data_queue,
+    tcp_fast_path_check,
+    tcp_synack_delayed_ack,
+)
 from .send import tcp_push_pending_frames
 from .sock import Sock
 from .state import TRANSITIONS, AckPending, ConnEvent, ModelError, Nonagle, Skb, State
@@ -38,6 +44,11 @@ def tcp_connect(sk: Sock, now: Micros) -> None:
 def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     """tcp_v4_rcv → tcp_rcv_state_process / tcp_rcv_established."""
     snd = sk.snd
+    if sk.state is State.CLOSED:
+        # no socket matches any more: tcp_v4_rcv → tcp_v4_send_reset (packetdrill
+        # close-on-syn-sent, close-remote-fin-then-close)
+        tcp_send_reset(sk, now, seg)
+        return
     if seg.flags & RST:
         sk.timers.clear()
         sk.rcv.peer_fin = True
@@ -65,11 +76,10 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         sk.ack.lrcvtime_j = sk.jiffies(now)
         sk.cancel(now, Timer.RTO)
         sk.transition(now, ConnEvent.RECV_HANDSHAKE_ACK)
+        sk.rcv.pred_flags = True    # tcp_rcv_state_process (SYN_RECV): tcp_fast_path_on
         tcp_init_congestion_control(sk, now)
         snd.snd_wnd = seg.window
         snd.max_window = max(snd.max_window, seg.window)
-    if sk.state is State.CLOSED:
-        return
     tcp_rcv_established(sk, now, seg)
 
 
@@ -84,6 +94,9 @@ def tcp_rcv_synsent_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     sk.cancel(now, Timer.RTO)
     sk.ack.lrcvtime_j = sk.jiffies(now)
     sk.transition(now, ConnEvent.RECV_SYNACK)
+    # With window scaling (Linux's default) pred_flags stays 0 here: the first data or
+    # window change turns header prediction on (tcp_fast_path_check).
+    sk.rcv.pred_flags = not sk.profile.rcv_wscale
     tcp_init_congestion_control(sk, now)
     if sk.in_pingpong and sk.profile.ack_style is AckStyle.LINUX:
         tcp_synack_delayed_ack(sk, now)
@@ -91,8 +104,28 @@ def tcp_rcv_synsent_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         tcp_transmit_control(sk, now, ACK, snd.snd_nxt, Reason.HANDSHAKE)
 
 
+def tcp_header_predicted(sk: Sock, seg: Segment) -> bool:
+    """tcp_rcv_established's header prediction, for a data segment: fast path on
+    (tp->pred_flags), only ACK (and PSH) set, the next expected sequence number, the
+    window last seen, and nothing new ACKed (ack_seq == snd_una). Such a segment is
+    queued without tcp_ack() and without tcp_data_snd_check(): it neither clears nor
+    re-arms ICSK_TIME_PROBE0, so incoming data does not postpone the release of corked
+    data (linux-tcp-rules.md §9; tcp_input.c, the fast path as it stands since the
+    2.x header-prediction code, unchanged by 1c2709cfff1d's era)."""
+    snd = sk.snd
+    return (sk.rcv.pred_flags and seg.length > 0 and seg.flags & ~PSH == ACK
+            and sk.state is State.ESTABLISHED and seg.seq == sk.rcv.rcv_nxt
+            and seg.window == snd.snd_wnd and seg.ack == snd.snd_una)
+
+
 def tcp_rcv_established(sk: Sock, now: Micros, seg: Segment) -> None:
-    """tcp_rcv_established: tcp_ack, tcp_data_queue, tcp_data_snd_check, ack check."""
+    """tcp_rcv_established: tcp_ack, tcp_data_queue, tcp_data_snd_check, ack check; a
+    data segment that header prediction accepts skips the first and the third."""
+    if sk.profile.ack_style is AckStyle.LINUX and tcp_header_predicted(sk, seg):
+        tcp_data_queue(sk, now, seg)
+        if sk.ack.pending & AckPending.SCHED:
+            tcp_ack_snd_check(sk, now)
+        return
     prior_packets = len(sk.snd.rtx)
     if seg.flags & ACK:
         tcp_ack(sk, now, seg, prior_packets)
@@ -114,7 +147,11 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
     run congestion control, end a loss-probe episode, re-arm TLP or RTO, update the
     window; an ACK of our FIN moves the closing states on."""
     snd = sk.snd
-    snd.snd_wnd = seg.window
+    if seg.window != snd.snd_wnd:
+        # tcp_ack_update_window: "the only place where fast path is recovered for
+        # sending TCP" (tcp_fast_path_check)
+        snd.snd_wnd = seg.window
+        tcp_fast_path_check(sk)
     snd.max_window = max(snd.max_window, seg.window)
     if snd.snd_una < seg.ack <= snd.snd_nxt:
         rtx = snd.rtx

@@ -46,8 +46,9 @@ Where each rule lives (docs/model.md has the full map, kernel function → funct
 - ``state`` / ``sock``  the state groups (send, receive, ACK, congestion) and `Sock`.
 
 SIMPLIFICATION: no tcp_tso_should_defer (TSO deferral waiting for a bigger cwnd opening).
-SIMPLIFICATION: the link never loses or reorders; out-of-order queues and SACK are absent.
-SIMPLIFICATION: tcp_grow_window's ``quick |= 1`` and TCP Small Queues are not modelled.
+SIMPLIFICATION: the link never loses or reorders; out-of-order data (from packetdrill
+scripts) is held and duplicate-ACKed, but no SACK blocks are sent or read.
+SIMPLIFICATION: TCP Small Queues and receive-buffer autotuning are not modelled.
 SIMPLIFICATION: the send buffer is unbounded (writes never block).
 """
 

@@ -122,6 +122,8 @@ class Reason(Enum):
                   "ignored) or the last segment again to draw an ACK (tcp_send_loss_probe)")
     HANDSHAKE = "three-way handshake"
     RESET = "close() with unread data: the kernel resets the connection"
+    RESET_NO_SOCKET = ("a segment arrived for a socket that no longer exists: the kernel "
+                       "answers with a reset (tcp_v4_send_reset)")
     WINDOW_PROBE = "zero window: probe the peer"
     # receiving
     QUICKACK_MODE = "quick-ACK mode: the receiver ACKs every segment at once"
@@ -135,6 +137,8 @@ class Reason(Enum):
     QUICKACK_OPT = "TCP_QUICKACK=1 with an ACK pending: sent now"
     PIGGYBACK = "the ACK rides on an outgoing data segment"
     DUPLICATE = "duplicate or old data arrived: ACK at once"
+    OUT_OF_ORDER = ("data arrived beyond a gap: ACK at once so the sender learns of the hole "
+                    "(tcp_data_queue_ofo, duplicate ACK)")
     FIN_ACK = "FIN arrived"
     EVERY_2ND = "second unACKed segment: ACK at once (RFC 1122 / TcpAckFrequency)"
     PSH_ACK = "segment carries PSH: this stack ACKs it at once"
@@ -143,6 +147,8 @@ class Reason(Enum):
     QUICK_START = "first data: 16 quick ACKs granted (tcp_incr_quickack)"
     QUICK_REFILL = "idle longer than RTO: quick-ACK budget refilled"
     QUICK_SPENT = "quick-ACK budget spent: back to delayed ACKs"
+    QUICK_DROPPED = ("the receive buffer is more than half full: quick-ACK mode ends "
+                     "(__tcp_select_window)")
     PINGPONG_ENTER = "the application replied within ato of the last data: ping-pong mode"
     PINGPONG_COUNT = "replied within ato: ping-pong count raised"
     PINGPONG_EXIT = "delayed-ACK timer fired in ping-pong mode: leave ping-pong"
@@ -230,6 +236,7 @@ SHORT: dict[Reason, str] = {
     Reason.CLOSE_PUSH: "close", Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
     Reason.LOSS_PROBE: "tail loss probe",
     Reason.RESET: "reset", Reason.WINDOW_PROBE: "window probe",
+    Reason.RESET_NO_SOCKET: "reset: no socket", Reason.OUT_OF_ORDER: "out of order",
     Reason.QUICKACK_MODE: "quick ACK", Reason.FULL_FRAME: "> 1 MSS unACKed",
     Reason.DELACK_WAIT: "delayed ACK", Reason.DELACK_FIRED: "delayed ACK fired",
     Reason.DELACK_DUE: "ACK due", Reason.READ_ACK: "ACK on read",
@@ -238,6 +245,7 @@ SHORT: dict[Reason, str] = {
     Reason.EVERY_2ND: "every 2nd segment", Reason.PSH_ACK: "PSH ACKed",
     Reason.SYNACK_DELAYED: "SYN-ACK ACK delayed", Reason.QUICK_START: "16 quick ACKs",
     Reason.QUICK_REFILL: "quick ACKs refilled", Reason.QUICK_SPENT: "quick ACKs spent",
+    Reason.QUICK_DROPPED: "quick ACKs dropped",
     Reason.PINGPONG_ENTER: "→ ping-pong", Reason.PINGPONG_COUNT: "ping-pong count",
     Reason.PINGPONG_EXIT: "ping-pong ends", Reason.ATO_UPDATE: "ato adapts",
     Reason.ATO_INFLATE: "ato doubled", Reason.PROBE0_ARMED: "probe timer armed",

@@ -10,29 +10,92 @@ data is sent (``send``); standard library and lower model modules only.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
 from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
-from .output import tcp_send_ack
+from .output import (
+    skb_truesize,
+    tcp_select_window_now,
+    tcp_send_ack,
+    tcp_space,
+    tcp_win_from_space,
+)
 from .sock import Sock
-from .state import AckPending, ConnEvent, State
+from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, State
 
 
 # ---------------------------------------------------------------- data arrives
 def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
-    """tcp_data_queue for in-order data; duplicates get an immediate ACK
-    (tcp_send_dupack → tcp_enter_quickack_mode).
-    SIMPLIFICATION: the link never reorders, so there is no out-of-order queue or SACK."""
+    """tcp_data_queue, in the kernel's order: in sequence → queue (dropped and re-ACKed
+    at once if our window is closed); all old (a retransmit) → immediate duplicate ACK
+    (tcp_enter_quickack_mode); beyond the window → the same; partly old → the new part
+    is queued, and a FIN on it counts (a retransmitted "old data + FIN" must not lose the
+    FIN); otherwise out of order → tcp_data_queue_ofo.
+    SIMPLIFICATION: the link never reorders, so out-of-order data comes only from
+    packetdrill scripts; no SACK blocks are sent."""
     rcv, p = sk.rcv, sk.profile
-    if seg.seq != rcv.rcv_nxt:
-        if seg.seq + seg.length <= rcv.rcv_nxt:
-            if p.ack_style is AckStyle.LINUX:
-                tcp_enter_quickack_mode(sk, now, p.max_quickacks)
-            sk.ack.pending |= AckPending.SCHED | AckPending.NOW
-            tcp_send_ack(sk, now, Reason.DUPLICATE)
+    linux = p.ack_style is AckStyle.LINUX
+    end_seq = seg.seq + seg.length + (1 if seg.flags & FIN else 0)
+    if end_seq == seg.seq:
         return
+    window = rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt
+    if seg.seq == rcv.rcv_nxt:
+        if seg.length and linux and window <= 0:
+            _out_of_window(sk, now)         # e.g. a zero-window probe
+            return
+        _queue_in_order(sk, now, seg)
+        return
+    if end_seq <= rcv.rcv_nxt:
+        if linux:
+            tcp_enter_quickack_mode(sk, now, p.max_quickacks)
+        sk.ack.pending |= AckPending.SCHED | AckPending.NOW
+        tcp_send_ack(sk, now, Reason.DUPLICATE)
+        return
+    if linux and seg.seq >= rcv.rcv_nxt + max(window, 0):
+        _out_of_window(sk, now)
+        return
+    if seg.seq < rcv.rcv_nxt:               # partial: seq < rcv_nxt < end_seq
+        if linux and window <= 0:
+            _out_of_window(sk, now)
+            return
+        cut = rcv.rcv_nxt - seg.seq
+        _queue_in_order(sk, now, replace(seg, seq=rcv.rcv_nxt, length=seg.length - cut))
+        return
+    tcp_data_queue_ofo(sk, now, seg)
+
+
+def _out_of_window(sk: Sock, now: Micros) -> None:
+    """tcp_data_queue's out_of_window: drop, enter quick-ACK mode, schedule an ACK
+    (tcp_ack_snd_check then sends it at once)."""
+    if sk.profile.ack_style is AckStyle.LINUX:
+        tcp_enter_quickack_mode(sk, now, sk.profile.max_quickacks)
+    sk.ack.pending |= AckPending.SCHED | AckPending.NOW
+
+
+def _queue_in_order(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_data_queue's queue_and_out: take the data, then whatever the out-of-order
+    queue now continues (tcp_ofo_queue; filling a gap ACKs at once, RFC 5681 §4.2)."""
+    rcv = sk.rcv
+    if _take(sk, now, seg):
+        return
+    if rcv.ofo:
+        tcp_ofo_queue(sk, now)
+        if not rcv.ofo:
+            sk.ack.pending |= AckPending.NOW
+    if sk.profile.ack_style is AckStyle.LINUX:
+        tcp_fast_path_check(sk)
+
+
+def _take(sk: Sock, now: Micros, seg: Segment) -> bool:
+    """Queue in-order data for the application; True when it ended with a FIN."""
+    rcv, p = sk.rcv, sk.profile
     if seg.length:
         rcv.rcv_nxt += seg.length
         rcv.unread += seg.length
+        truesize = skb_truesize(sk, seg.length)
+        rcv.rmem.append([seg.length, truesize])     # tcp_queue_rcv: charged to the socket
+        rcv.rmem_alloc += truesize
         if p.ack_style is AckStyle.LINUX:
             tcp_event_data_recv(sk, now, seg)
         else:
@@ -40,6 +103,53 @@ def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
             rcv.unacked_segs += max(1, -(-seg.length // sk.mss))
     if seg.flags & FIN:
         tcp_fin(sk, now)
+        rcv.ofo.clear()
+        return True
+    return False
+
+
+def tcp_ofo_queue(sk: Sock, now: Micros) -> None:
+    """tcp_ofo_queue: move out-of-order segments that now continue the stream into the
+    receive queue (their rmem charge moves with them)."""
+    rcv = sk.rcv
+    while rcv.ofo:
+        seq = min(rcv.ofo)
+        if seq > rcv.rcv_nxt:
+            return
+        held = rcv.ofo.pop(seq)
+        rcv.rmem_alloc -= skb_truesize(sk, held.length)
+        end = held.seq + held.length + (1 if held.flags & FIN else 0)
+        if end <= rcv.rcv_nxt:
+            continue
+        cut = rcv.rcv_nxt - held.seq
+        if _take(sk, now, replace(held, seq=rcv.rcv_nxt, length=held.length - cut)):
+            return
+
+
+def tcp_data_queue_ofo(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_data_queue_ofo: keep a segment that leaves a gap and schedule an ACK; then
+    __tcp_ack_snd_check (ofo_possible) sends the first TCP_FASTRETRANS_THRESH (3)
+    duplicate ACKs for one rcv_nxt at once. (6.x compresses later ones into one after
+    min(1 ms, RTT/20): SIMPLIFICATION, they go at once too.) A new connection's
+    measure of rcv_mss and its window growth see the segment, as in the kernel."""
+    rcv = sk.rcv
+    if seg.seq not in rcv.ofo:
+        rcv.ofo[seg.seq] = seg
+        rcv.rmem_alloc += skb_truesize(sk, seg.length)
+    sk.ack.pending |= AckPending.SCHED | AckPending.NOW
+    if sk.profile.ack_style is AckStyle.LINUX and seg.length:
+        tcp_measure_rcv_mss(sk, seg)
+    sk.event(now, Kind.ACK_NOW, Reason.OUT_OF_ORDER,
+             f"{seg.seq}:{seg.seq + seg.length} arrived, expected {rcv.rcv_nxt}")
+
+
+def tcp_fast_path_check(sk: Sock) -> None:
+    """tcp_fast_path_check (include/net/tcp.h): header prediction back on when the
+    receive window is open and the buffer has room (no out-of-order queue, no urgent
+    data: never here). Called after in-order data is queued and when the peer's window
+    changes; with window scaling it is off until then (tcp_rcv_synsent_state_process)."""
+    rcv = sk.rcv
+    rcv.pred_flags = rcv.rcv_wnd > 0 and rcv.rmem_alloc < sk.profile.rcv_buf
 
 
 def tcp_fin(sk: Sock, now: Micros) -> None:
@@ -88,6 +198,38 @@ def tcp_event_data_recv(sk: Sock, now: Micros, seg: Segment) -> None:
             sk.event(now, Kind.MODE, Reason.ATO_UPDATE,
                      f"gap {m} jiffies: ato {old} → {ack.ato_j} jiffies", ato=ack.ato_j)
     ack.lrcvtime_j = now_j
+    if seg.length >= p.grow_window_min_len:
+        tcp_grow_window(sk, seg.length)
+
+
+def tcp_grow_window(sk: Sock, length: int) -> None:
+    """tcp_grow_window (tcp_input.c; truesize check by dfa2f0483360's scaling ratio):
+    while the buffer has room beyond rcv_ssthresh, a segment whose truesize is worth no
+    more window than its payload raises rcv_ssthresh by two segments (at least twice its
+    length), and sets one quick ACK (icsk_ack.quick |= 1) so the bigger window is
+    announced at once. A costlier segment grows it only while rcv_ssthresh is small
+    next to tcp_rmem[2] (__tcp_grow_window). Measured: 64512 → 67584 → 70656 → 73728 →
+    76800 over the first four 1448-byte segments, then no more (room used up)."""
+    rcv, p = sk.rcv, sk.profile
+    room = min(rcv.window_clamp, tcp_space(sk)) - rcv.rcv_ssthresh
+    if room <= 0:
+        return
+    truesize = skb_truesize(sk, length)
+    if tcp_win_from_space(sk, truesize) <= length:
+        incr = 2 * sk.mss
+    else:                                   # __tcp_grow_window
+        incr = 0
+        half_truesize = tcp_win_from_space(sk, truesize) >> 1
+        window = tcp_win_from_space(sk, p.rcv_buf_max) >> 1
+        while rcv.rcv_ssthresh <= window:
+            if half_truesize <= length:
+                incr = 2 * rcv.rcv_mss
+                break
+            half_truesize >>= 1
+            window >>= 1
+    if incr:
+        rcv.rcv_ssthresh += min(room, max(incr, 2 * length))
+        sk.ack.quick |= 1
 
 
 def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
@@ -98,6 +240,8 @@ def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
     rcv.last_seg_size = 0
     length = seg.length
     if length >= rcv.rcv_mss:
+        if length != rcv.rcv_mss and p.ack_style is AckStyle.LINUX:
+            tcp_update_scaling_ratio(sk, length)
         rcv.rcv_mss = min(length, sk.mss)
         # 4720852ed9af: an exact-MSS segment with PSH; a GSO super-segment is skipped
         if p.pushed_on_full_psh and seg.flags & PSH and length <= sk.mss:
@@ -116,6 +260,25 @@ def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
     ack.pending |= AckPending.PUSHED
 
 
+def tcp_update_scaling_ratio(sk: Sock, length: int) -> None:
+    """tcp_measure_rcv_mss when rcv_mss changes (dfa2f0483360, 2023): scaling_ratio =
+    payload / truesize of this segment, and window_clamp follows the buffer's window at
+    the new ratio (tcp_set_window_clamp: a lower clamp lowers rcv_ssthresh, a higher one
+    lets it rise to the last advertised window). Needed to reproduce this kernel: the
+    window grows past the initial 64 KB cap to 76800 B with 1448-byte segments."""
+    rcv, p = sk.rcv, sk.profile
+    ratio = (length << TCP_RMEM_TO_WIN_SCALE) // skb_truesize(sk, length)
+    rcv.scaling_ratio = min(max(ratio, 1), (1 << TCP_RMEM_TO_WIN_SCALE) - 1)   # a u8
+    clamp = max(tcp_win_from_space(sk, p.rcv_buf), p.min_window_clamp)
+    if clamp == rcv.window_clamp:
+        return
+    if clamp < rcv.window_clamp:
+        rcv.rcv_ssthresh = min(rcv.rcv_ssthresh, clamp)
+    else:
+        rcv.rcv_ssthresh = max(min(rcv.rcv_wnd, clamp), rcv.rcv_ssthresh)
+    rcv.window_clamp = clamp
+
+
 # ---------------------------------------------------------------- quick-ACK budget
 def tcp_incr_quickack(sk: Sock, now: Micros, max_quickacks: int, reason: Reason) -> None:
     """tcp_incr_quickack: budget = min(max, rcv_wnd / (2·rcv_mss)), never lowered."""
@@ -126,12 +289,10 @@ def tcp_incr_quickack(sk: Sock, now: Micros, max_quickacks: int, reason: Reason)
         sk.event(now, Kind.MODE, reason, f"quick = {quickacks}", quick=quickacks)
 
 
-def tcp_enter_quickack_mode(sk: Sock, now: Micros, max_quickacks: int,
-                            exit_pingpong: bool = True) -> None:
+def tcp_enter_quickack_mode(sk: Sock, now: Micros, max_quickacks: int) -> None:
     """tcp_enter_quickack_mode: refill, leave ping-pong, ato = ATO_MIN."""
     tcp_incr_quickack(sk, now, max_quickacks, Reason.QUICK_REFILL)
-    if exit_pingpong:
-        sk.ack.pingpong = 0
+    sk.ack.pingpong = 0
     sk.ack.ato_j = sk.profile.delack_min_j
 
 
@@ -141,22 +302,26 @@ def tcp_ack_snd_check(sk: Sock, now: Micros) -> None:
     full frame (rcv_mss) is unACKed and the window would not shrink, in quick-ACK mode,
     or when an ACK is due now (duplicates); otherwise tcp_send_delayed_ack."""
     rcv = sk.rcv
-    if rcv.rcv_nxt - rcv.rcv_wup > rcv.rcv_mss and tcp_window_would_grow(sk):
+    if rcv.rcv_nxt - rcv.rcv_wup > rcv.rcv_mss and tcp_window_would_grow(sk, now):
         tcp_send_ack(sk, now, Reason.FULL_FRAME,
                      f"{rcv.rcv_nxt - rcv.rcv_wup} B unACKed > rcv_mss {rcv.rcv_mss}")
     elif sk.in_quickack_mode:
         tcp_send_ack(sk, now, Reason.QUICKACK_MODE, f"{sk.ack.quick} quick ACKs left")
     elif sk.ack.pending & AckPending.NOW:
-        tcp_send_ack(sk, now, Reason.DUPLICATE)
+        tcp_send_ack(sk, now, Reason.OUT_OF_ORDER if sk.rcv.ofo else Reason.DUPLICATE)
     else:
         tcp_send_delayed_ack(sk, now)
 
 
-def tcp_window_would_grow(sk: Sock) -> bool:
-    """__tcp_select_window() >= tp->rcv_wnd: the window we could offer now is at least
-    the one last advertised (true while the buffer has room)."""
-    p = sk.profile
-    return min(p.rcv_wnd, p.rcv_buf - sk.rcv.unread) >= sk.rcv.rcv_wnd
+def tcp_window_would_grow(sk: Sock, now: Micros) -> bool:
+    """__tcp_select_window() >= tp->rcv_wnd (__tcp_ack_snd_check): the "more than one
+    full frame" ACK goes at once only if the window we could offer now is at least the
+    one last advertised, so it stops as soon as unread data shrinks the free space
+    (linux-tcp-rules.md §9: a non-reading receiver then ACKs by the delayed-ACK timer)."""
+    if sk.profile.ack_style is not AckStyle.LINUX:
+        p = sk.profile
+        return min(p.rcv_wnd, p.rcv_buf - sk.rcv.unread) >= sk.rcv.rcv_wnd
+    return tcp_select_window_now(sk, now) >= sk.rcv.rcv_wnd
 
 
 def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
@@ -219,13 +384,19 @@ def tcp_delack_timer_handler(sk: Sock, now: Micros) -> None:
 
 
 def tcp_synack_delayed_ack(sk: Sock, now: Micros) -> None:
-    """tcp_rcv_synsent_state_process with ping-pong set: enter quick-ACK mode and delay
-    the ACK of the SYN-ACK by TCP_DELACK_MAX.
-    SIMPLIFICATION: the model keeps the ping-pong count here; linux-tcp-rules.md §9 says
-    tcp_enter_quickack_mode leaves ping-pong (so the timer then doubles ato)."""
+    """tcp_rcv_synsent_state_process with ping-pong set (TCP_QUICKACK=0 before connect):
+    schedule the ACK, tcp_enter_quickack_mode, and delay the ACK of the SYN-ACK by
+    TCP_DELACK_MAX. tcp_enter_quickack_mode always leaves ping-pong (tcp_input.c; so in
+    every kernel since 2.6, read on torvalds/linux master), so when that timer fires
+    it is outside ping-pong and doubles ato: the next delayed ACK takes about 80 ms, not 40
+    (linux-tcp-rules.md §9, captured here: 83 ms over a 100 ms RTT)."""
     p, ack = sk.profile, sk.ack
     ack.pending |= AckPending.SCHED
-    tcp_enter_quickack_mode(sk, now, p.max_quickacks, exit_pingpong=False)
+    was = sk.in_pingpong
+    tcp_enter_quickack_mode(sk, now, p.max_quickacks)
+    if was:
+        sk.event(now, Kind.MODE, Reason.PINGPONG_EXIT, "SYN-ACK: tcp_enter_quickack_mode",
+                 pingpong=0)
     at = sk.jiffy_timer_at(now, sk.jiffies(now) + p.delack_max_j)
     ack.pending |= AckPending.TIMER
     ack.timeout_j = sk.jiffies(now) + p.delack_max_j
@@ -240,6 +411,15 @@ def tcp_recvmsg(sk: Sock, now: Micros, max_bytes: int) -> int:
     copied = min(rcv.unread, max_bytes)
     rcv.unread -= copied
     rcv.copied += copied
+    left, rmem = copied, rcv.rmem
+    while left and rmem:                     # a skb read to its end is freed
+        skb = rmem[0]
+        take = min(left, skb[0])
+        skb[0] -= take
+        left -= take
+        if not skb[0]:
+            rcv.rmem_alloc -= skb[1]
+            rmem.popleft()
     tcp_cleanup_rbuf(sk, now, copied)
     return copied
 
@@ -264,7 +444,9 @@ def tcp_cleanup_rbuf(sk: Sock, now: Micros, copied: int, why: Reason = Reason.RE
     if copied > 0 and not rcv.peer_fin:
         window_now = max(0, rcv.rcv_wup + rcv.rcv_wnd - rcv.rcv_nxt)
         if 2 * window_now <= rcv.window_clamp:
-            new_window = min(sk.profile.rcv_wnd, sk.profile.rcv_buf - rcv.unread)
+            new_window = tcp_select_window_now(sk, now) \
+                if sk.profile.ack_style is AckStyle.LINUX \
+                else min(sk.profile.rcv_wnd, sk.profile.rcv_buf - rcv.unread)
             if new_window and new_window >= 2 * window_now:
                 tcp_send_ack(sk, now, Reason.WINDOW_UPDATE)
 

@@ -183,6 +183,8 @@ def tcp_write_xmit(sk: Sock, now: Micros, nonagle: int, why: Reason, push_one: b
             break
         in_flight = len(rtx)
         quota = tcp_cwnd_test(sk.cc.cwnd, in_flight, skb.fin and skb.length == 0)
+        if not quota and loss_probe:
+            quota = 1       # tcp_write_xmit(push_one = 2): "force out a loss probe pkt"
         if not quota:
             if snd.last_hold is not Reason.CWND_HOLD:
                 sk.hold(now, Reason.CWND_HOLD, f"cwnd {sk.cc.cwnd}, in flight {in_flight}")
@@ -300,6 +302,13 @@ def tcp_probe_timer(sk: Sock, now: Micros) -> None:
         sk.cc.backoff = min(sk.cc.backoff + 1, MAX_PROBE_BACKOFF)
         tcp_check_probe_timer(sk, now)
         return
+    room = snd.snd_una + snd.snd_wnd - head.seq
+    if room < head.length and not head.fin:
+        # tcp_write_wakeup: a head bigger than the window is cut to what fits
+        # (tcp_fragment); the rest stays queued
+        rest = Skb(seq=head.seq + room, length=head.length - room, psh=head.psh)
+        head.length = room
+        snd.queue.insert(1, rest)
     head.psh = True
     snd.last_hold = None
     snd.queue.popleft()
@@ -312,7 +321,9 @@ def tcp_probe_timer(sk: Sock, now: Micros) -> None:
 
 def tcp_send_loss_probe(sk: Sock, now: Micros) -> None:
     """tcp_send_loss_probe (RFC 8985 §7.3): one probe per tail-loss episode. New data goes
-    first, with Nagle off (TCP_NAGLE_OFF); otherwise the last sent segment is sent again."""
+    first, with Nagle off (TCP_NAGLE_OFF) and even if the congestion window is full
+    (tcp_write_xmit's push_one == 2 forces a one-segment quota, so a probe may go one
+    segment past cwnd); otherwise the last sent segment is sent again."""
     snd = sk.snd
     if not snd.tlp_high_seq:
         head = snd.queue[0] if snd.queue else None

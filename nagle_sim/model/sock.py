@@ -9,9 +9,10 @@ kernel's are over ``struct sock *sk``. Standard library and lower model modules 
 
 from __future__ import annotations
 
-from .config import SocketOptions, StackProfile
+from .config import AckStyle, SocketOptions, StackProfile
 from .events import Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
 from .state import (
+    TCP_RMEM_TO_WIN_SCALE,
     TRANSITIONS,
     AckState,
     CongestionState,
@@ -22,6 +23,25 @@ from .state import (
     SendState,
     State,
 )
+
+
+def _initial_recv_state(side: Side, profile: StackProfile, mss: int) -> RecvState:
+    """tcp_select_initial_window and tcp_init_buffer_space: the SYN's window is the
+    initial window rounded down to whole segments (the connecting side counts the 12
+    timestamp bytes, which it does not know yet will be used: tcp_connect_init), and
+    rcv_ssthresh starts there; window_clamp is the whole buffer's window at the default
+    scaling ratio. CLASSIC stacks keep a plain cap (no scaling model)."""
+    rcv_mss = min(profile.initial_rcv_mss, mss)
+    if profile.ack_style is not AckStyle.LINUX:
+        return RecvState(rcv_wnd=profile.rcv_wnd, window_clamp=profile.rcv_buf,
+                         rcv_mss=rcv_mss)
+    syn_mss = mss + (profile.syn_tstamp_bytes if side is Side.CLIENT else 0)
+    initial = min(65535, profile.rcv_wnd)
+    initial -= initial % syn_mss if syn_mss <= initial else 0
+    clamp = max(profile.rcv_buf * profile.scaling_ratio >> TCP_RMEM_TO_WIN_SCALE,
+                profile.min_window_clamp)
+    return RecvState(rcv_wnd=initial, window_clamp=clamp, rcv_mss=rcv_mss,
+                     rcv_ssthresh=min(initial, clamp), scaling_ratio=profile.scaling_ratio)
 
 
 class Sock:
@@ -52,8 +72,7 @@ class Sock:
 
         nonagle = (Nonagle.OFF if options.nodelay else 0) | (Nonagle.CORK if options.cork else 0)
         self.snd = SendState(nonagle=nonagle)
-        self.rcv = RecvState(rcv_wnd=profile.rcv_wnd, window_clamp=profile.rcv_buf,
-                             rcv_mss=min(profile.initial_rcv_mss, mss))
+        self.rcv = _initial_recv_state(side, profile, mss)
         self.ack = AckState(pingpong=profile.pingpong_thresh if options.quickack is False else 0)
         self.cc = CongestionState(cwnd=profile.init_cwnd, rto_us=profile.rto_initial_us)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .bbr import Bbr
-from .events import Micros, Reason
+from .events import Micros, Reason, Segment
 
 
 class Nonagle:
@@ -102,6 +102,12 @@ TRANSITIONS: dict[tuple[State, ConnEvent], State] = {
 """(state, event) → next state. A pair not listed means the event changes nothing."""
 
 
+TCP_RMEM_TO_WIN_SCALE = 8
+"""include/net/tcp.h (dfa2f0483360): tp->scaling_ratio is in 1/256 of truesize."""
+TCP_MAX_WSCALE = 14
+"""RFC 7323: the largest window scale (a tuned profile is held to it)."""
+
+
 # ---------------------------------------------------------------- the skb
 @dataclass(slots=True)
 class Skb:
@@ -179,12 +185,26 @@ class RecvState:
     """Bytes queued for the application."""
     peer_fin: bool = False
     rcv_wnd: int
-    """The window last advertised."""
+    """The window last advertised (bytes; tp->rcv_wnd)."""
     window_clamp: int
+    """The largest window we may offer (tp->window_clamp)."""
+    rcv_ssthresh: int = 0
+    """tp->rcv_ssthresh: the window's slow-start cap, grown by tcp_grow_window."""
+    scaling_ratio: int = 128
+    """tp->scaling_ratio (1/256): how much of the buffer's truesize is payload."""
+    rmem: deque[list[int]] = field(default_factory=deque)
+    """Unread skbs as [bytes left, truesize]: a skb's truesize is charged until it is
+    read to the end (sk_rmem_alloc)."""
+    rmem_alloc: int = 0
+    """Sum of the queued skbs' truesize (sk_rmem_alloc)."""
+    ofo: dict[int, Segment] = field(default_factory=dict)
+    """Out-of-order segments by sequence number (tp->out_of_order_queue)."""
     rcv_mss: int
     """icsk_ack.rcv_mss: the receiver's guess of the peer's MSS."""
     last_seg_size: int = 0
     unacked_segs: int = 0
+    pred_flags: bool = False
+    """tp->pred_flags != 0: header prediction (tcp_rcv_established's fast path) is on."""
     """CLASSIC receivers: segments received since the last ACK."""
 
 

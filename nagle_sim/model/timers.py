@@ -66,20 +66,31 @@ def tcp_rearm_rto(sk: Sock, now: Micros) -> None:
         timers.pop(Timer.RTO, None)
 
 
+def tlp_timeout_j(sk: Sock) -> int:
+    """The loss-probe timeout of tcp_schedule_loss_probe, in jiffies: 2·SRTT plus an extra
+    (the minimum RTO when exactly one packet is out, for the peer's delayed ACK; else a
+    small floor). Since 1c2709cfff1d (Oct 2023, "fix excessive TLP and RACK timeouts from
+    HZ rounding") the floor is TCP_TIMEOUT_MIN_US (2 ms) and the sum is rounded up to
+    jiffies once; before it, 2·SRTT was rounded up first and TCP_TIMEOUT_MIN (2 jiffies,
+    8 ms at HZ=250) added after, which made a probe over a fast link 4-8 ms later."""
+    p = sk.profile
+    srtt2_us = 2 * sk.cc.srtt_us
+    one_out = sk.packets_out == 1
+    if p.tlp_timeout_in_us:
+        return p.us_to_jiffies(srtt2_us + (p.rto_min_us if one_out else p.timeout_min_us))
+    return p.us_to_jiffies(srtt2_us) + (
+        p.us_to_jiffies(p.rto_min_us) if one_out else p.timeout_min_j)
+
+
 def tcp_schedule_loss_probe(sk: Sock, now: Micros, advancing_rto: bool) -> bool:
-    """tcp_schedule_loss_probe (RFC 8985 §7; 1c2709cfff1d for the µs rounding): probe
-    after 2·SRTT (+ TCP_RTO_MIN with one packet out, + TCP_TIMEOUT_MIN otherwise), but no
-    later than the RTO would fire. Re-armed after every send and every ACK, so it is not
+    """tcp_schedule_loss_probe (RFC 8985 §7): probe after `tlp_timeout_j`, but no later
+    than the RTO would fire. Re-armed after every send and every ACK, so it is not
     traced; only a probe that fires is. Returns False when no probe is scheduled."""
     p, rtx = sk.profile, sk.snd.rtx
     if not p.tail_loss_probe or not rtx or sk.cc.in_loss:
         return False
-    srtt_us = sk.cc.srtt_us
-    if srtt_us:
-        timeout_j = p.us_to_jiffies(2 * srtt_us) + (
-            p.us_to_jiffies(p.rto_min_us) if len(rtx) == 1 else p.timeout_min_j)
-    else:
-        timeout_j = p.us_to_jiffies(p.rto_initial_us)
+    # without an RTT sample: TCP_TIMEOUT_INIT
+    timeout_j = tlp_timeout_j(sk) if sk.cc.srtt_us else p.us_to_jiffies(p.rto_initial_us)
     if advancing_rto:
         rto_delta = sk.rto_j * p.tick_us
     else:   # tcp_rto_delta_us: RTO measured from the oldest unACKed segment's send
