@@ -44,7 +44,7 @@ async def _lesson_11(size: tuple[int, int], ask: bool):  # type: ignore[no-untyp
     from nagle_sim.tui.app import NagleApp
     from nagle_sim.tui.screens.lesson import LessonScreen
 
-    lesson = next(x for x in load_lessons() if x.slug.startswith("11-"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
     app = NagleApp(run_sim=run_sim, ask_questions=ask)
     return app, LessonScreen(lesson)
 
