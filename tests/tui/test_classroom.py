@@ -285,7 +285,7 @@ async def test_a_lesson_offers_its_own_what_ifs_as_number_keys(sim) -> None:  # 
         assert screen.result is not None and screen.result.scenario.server.options.nodelay
         assert screen.export_stem() == "01-nagle-basics-server-nodelay"
 
-        await app.push_screen(LessonScreen(shipped["09"]))
+        await app.push_screen(LessonScreen(shipped["19"]))
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, LessonScreen)
