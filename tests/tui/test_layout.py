@@ -48,7 +48,7 @@ async def _lesson_11(size: tuple[int, int], ask: bool):  # type: ignore[no-untyp
     from nagle_sim.tui.app import NagleApp
     from nagle_sim.tui.screens.lesson import LessonScreen
 
-    lesson = next(x for x in load_lessons() if x.slug.startswith("11-"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
     app = NagleApp(run_sim=run_sim, ask_questions=ask)
     return app, LessonScreen(lesson)
 
@@ -151,7 +151,7 @@ def test_delayed_ack_rows_are_purple_like_their_bar_and_the_legend_explains_stub
     from nagle_sim.tui.palette import legend_text
     from nagle_sim.tui.widgets.ladder import _BAR_CLASS, _row_class
 
-    lesson = next(x for x in load_lessons() if x.slug.startswith("03"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("write-write-read"))
     scenario = loads((lesson.path / "scenario.toml").read_text("utf-8"), "03")
     rows = build_rows(run_sim(scenario), "normal")
     delack = [r for r in rows if r.kind is RowKind.TIMER and r.event is not None

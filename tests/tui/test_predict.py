@@ -39,7 +39,7 @@ REVIEW_PHRASES = {
 PREMISES = {
     # numbers of a right choice that are the scenario's givens, which the setup must state
     "01-nagle-basics": {"500 ms"},  # the link's one-way delay towards the server
-    "09-bulk-transfer": {"20 ms"},  # the round trip
+    "19-bulk-transfer": {"20 ms"},  # the round trip
 }
 
 
@@ -56,7 +56,7 @@ def answer_keys(question: Question) -> set[str]:
 
 
 def test_answer_keys_name_the_numbers_of_the_right_choice() -> None:
-    q = next(q for lesson in SHIPPED if lesson.slug.startswith("12") for q in lesson.questions)
+    q = next(q for lesson in SHIPPED if lesson.slug.endswith("-msg-more") for q in lesson.questions)
     assert {"214 ms", "max(RTO, 200 ms)"} <= answer_keys(q)
 
 
@@ -162,8 +162,8 @@ def test_an_armed_timer_under_a_horizon_does_not_say_when_it_fires() -> None:
     from nagle_sim.scenario import loads
     from nagle_sim.tui.horizon import visible_rows
 
-    for slug, at in (("03", 30), ("10", 20), ("12", 100_000)):
-        lesson = next(x for x in SHIPPED if x.slug.startswith(slug))
+    for slug, at in (("write-write-read", 30), ("windows-200ms", 20), ("-msg-more", 100_000)):
+        lesson = next(x for x in SHIPPED if x.slug.endswith(slug))
         scenario = loads((lesson.path / "scenario.toml").read_text("utf-8"), slug)
         result = RunResult.build(scenario, run_sim(scenario))
         armed = [r for r in visible_rows(result.rows, at)
@@ -181,7 +181,7 @@ async def test_a_skip_reveals_nothing_and_a_reopened_question_hides_the_future_a
     its time; the answer then reveals."""
     from nagle_sim.tui.screens.questions import QuestionsScreen
 
-    lesson = next(x for x in SHIPPED if x.slug.startswith("03"))
+    lesson = next(x for x in SHIPPED if x.slug.endswith("write-write-read"))
     at = round(lesson.questions[0].at_ms * 1000)
     reveal = lesson.reveals[0].text.strip().splitlines()[0]
     app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
@@ -244,7 +244,7 @@ def test_the_sandbox_copy_of_every_lesson_holds_no_answers() -> None:
 async def test_the_sandbox_opened_with_a_question_pending_keeps_its_horizon() -> None:
     from nagle_sim.tui.screens.sandbox import SandboxScreen
 
-    lesson = next(x for x in SHIPPED if x.slug.startswith("03"))
+    lesson = next(x for x in SHIPPED if x.slug.endswith("write-write-read"))
     at = round(lesson.questions[0].at_ms * 1000)
     app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -261,7 +261,7 @@ async def test_the_sandbox_opened_with_a_question_pending_keeps_its_horizon() ->
 
 async def test_the_time_column_widens_when_the_horizon_lifts() -> None:
     """Issue 12: lesson 10's last row read ▶600.152 for 1600.152 after the answer."""
-    lesson = next(x for x in SHIPPED if x.slug.startswith("10"))
+    lesson = next(x for x in SHIPPED if x.slug.endswith("windows-200ms"))
     app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.push_screen(LessonScreen(lesson))
