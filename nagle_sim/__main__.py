@@ -7,8 +7,8 @@ are imported only by the subcommands that need them.
 
 from __future__ import annotations
 
+import _signal  # the C module: `signal` builds its enums on import, a window of a millisecond
 import os
-import signal
 import sys
 
 
@@ -20,11 +20,12 @@ def _interrupted_at_start_up(signum: int, frame: object) -> None:
 
 
 _STARTED_AS_COMMAND = __name__ == "__main__" or os.path.basename(sys.argv[0]) == "nagle-sim"
-if _STARTED_AS_COMMAND and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _interrupted_at_start_up)
+if _STARTED_AS_COMMAND and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
 
 import argparse  # noqa: E402 - after the start-up Ctrl-C handler, on purpose
 import math  # noqa: E402
+import signal  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from typing import TYPE_CHECKING, NoReturn  # noqa: E402
 
