@@ -72,8 +72,10 @@ async def polite() -> AsyncIterator[tuple[ClassroomServer, TestClient]]:
     await client.close()
 
 
-async def _wait_sessions(server: ClassroomServer, n: int) -> None:
-    for _ in range(200):
+async def _wait_sessions(server: ClassroomServer, n: int, within: float = 30.0) -> None:
+    # generous: spawning the app process is slow on a loaded machine; a bound against hangs
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
         if len(server.sessions) == n and all(s.pid for s, _ in server.sessions.values()):
             return
         await asyncio.sleep(0.02)
@@ -148,25 +150,31 @@ async def test_closing_a_busy_tab_kills_its_app_process() -> None:
         await client.close()
 
 
+async def _warm_ready(server: object, within: float = 60.0) -> bool:
+    """Wait until the pool holds a started process. A warm process is a whole Python +
+    Textual start-up, which takes seconds on a loaded 2-core machine: the bound only stops
+    a hang, it is not a speed claim (benchmarks/bench_serve.py times start-up)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not server.pool.ready:  # type: ignore[attr-defined]
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
 async def test_a_warm_process_serves_the_next_tab_and_is_replaced() -> None:
     """Issue 8: processes started ahead of the class serve the first tabs at once."""
     server, client = await _client(ServeOptions(warm=1, kill_grace_s=0.3), POLITE)
     try:
         server.pool.refill()
-        for _ in range(200):
-            if server.pool.ready:
-                break
-            await asyncio.sleep(0.02)
+        assert await _warm_ready(server)
         warm_pid = server.pool.ready[0].pid
         ws = await client.ws_connect("/ws")
         await _wait_sessions(server, 1)
         (service, _), = server.sessions.values()
         assert service.pid == warm_pid
-        for _ in range(200):
-            if server.pool.ready:
-                break
-            await asyncio.sleep(0.02)
-        assert server.pool.ready and server.pool.ready[0].pid != warm_pid
+        assert await _warm_ready(server)
+        assert server.pool.ready[0].pid != warm_pid
         spare = server.pool.ready[0].pid
         await ws.close()
         await client.server.close()
