@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .model.config import (
+    CONGESTION_CONTROLS,
     HOST_FIELDS,
     PER_SOCKET_FIELDS,
     PROFILES,
@@ -186,7 +187,7 @@ class SideSpec:
     options: SocketOptions
     script: tuple[Statement, ...]
     script_line: int = 0
-    tune: dict[str, int] = field(default_factory=dict)
+    tune: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -454,14 +455,14 @@ def count_ops(body: tuple[Statement, ...], limit: int = MAX_STATEMENTS) -> int:
 
 # ---------------------------------------------------------------- TOML loading
 _TUNE_MIN = {"syscall_us": 0, "tx_segment_us": 0, "host_latency_us": 0, "wakeup_us": 0,
-             "jiffy_phase_us": -1, "timeout_min_j": 0}
+             "jiffy_phase_us": -1, "timeout_min_j": 0, "tso_rtt_log": 0}
 """Smallest value of a tunable number (1 unless listed: sizes, rates and counts of 0 make
 no sense and would divide by zero)."""
 
 _TOP_KEYS = {"title", "description", "link", "client", "server", "expect", "lesson"}
 _LINK_KEYS = {"delay_ms", "to_server_delay_ms", "to_client_delay_ms", "mss", "tx_complete_us",
               "gso"}
-_SIDE_KEYS = {"profile", "nodelay", "cork", "quickack", "script", "tune"}
+_SIDE_KEYS = {"profile", "congestion", "nodelay", "cork", "quickack", "script", "tune"}
 
 
 def _line_of_key(text: str, table: str, key: str) -> int:
@@ -572,6 +573,12 @@ class _Loader:
             if key in ("max_quickacks", "pingpong_thresh") and not 1 <= value <= 255:
                 raise self.fail(f"{name}.tune", key, "must be between 1 and 255")
             changes[key] = value
+        congestion = data.get("congestion", profile.congestion)
+        if congestion not in CONGESTION_CONTROLS:
+            raise self.fail(name, "congestion", f"unknown congestion control "
+                            f"{shown(congestion)} (known: {', '.join(CONGESTION_CONTROLS)})")
+        if congestion != profile.congestion:
+            changes["congestion"] = congestion
         if changes:
             profile = profile.with_overrides(**changes)
         nodelay = self.boolean(name, data, "nodelay", False)

@@ -159,18 +159,19 @@ class _LocalRun:
             listener.bind((server_addr, 0))
             listener.listen(1)
             port = listener.getsockname()[1]
-            # The model's congestion control (BBR on this machine, or CUBIC-like when a
-            # profile says bbr = false) is set per socket so both executors agree.
+            # The model's congestion control (CUBIC by default, or the side's
+            # `congestion`) is set per socket so both executors agree.
             notes = [sockopts.apply_initial(
                 listener, nodelay=sc.server.options.nodelay, cork=False,
                 quickack=sc.server.options.quickack,
-                congestion=sockopts.congestion_for(sc.server.profile.bbr))]
+                congestion=sockopts.congestion_for(sc.server.profile.congestion))]
             notes.append(sockopts.apply_initial(
                 client, nodelay=sc.client.options.nodelay, cork=sc.client.options.cork,
                 quickack=sc.client.options.quickack,
-                congestion=sockopts.congestion_for(sc.client.profile.bbr)))
+                congestion=sockopts.congestion_for(sc.client.profile.congestion)))
             self.meta["congestion_control"] = {
-                side.value: sockopts.congestion_for(sc.side(side).profile.bbr) for side in Side}
+                side.value: sockopts.congestion_for(sc.side(side).profile.congestion)
+                for side in Side}
             for note in filter(None, notes):
                 self.say(f"realnet: {note}")
                 self.meta.setdefault("notes", []).append(note)

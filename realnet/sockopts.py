@@ -109,9 +109,12 @@ def set_congestion(sock: socket.socket, name: str) -> str:
     return ""
 
 
-def congestion_for(profile_bbr: bool) -> str:
-    """The kernel congestion control that matches a model profile."""
-    return "bbr" if profile_bbr else "cubic"
+def congestion_for(profile: bool | str) -> str:
+    """The kernel congestion control that matches a model profile: its `congestion` name
+    (a bare bool is the older "is it BBR" flag: True → bbr, False → cubic)."""
+    if isinstance(profile, str):
+        return profile
+    return "bbr" if profile else "cubic"
 
 
 def apply_initial(sock: socket.socket, *, nodelay: bool, cork: bool,

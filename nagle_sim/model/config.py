@@ -96,9 +96,16 @@ class StackProfile:
     rto_initial_us: int = 1_000_000
     """TCP_TIMEOUT_INIT (RFC 6298)."""
     rto_max_us: int = 120_000_000
-    bbr: bool = True
-    """Congestion control is BBR, with pacing (this machine: net.ipv4.tcp_congestion_control
-    = bbr). False: slow start without pacing, as CUBIC begins (the stock kernel default)."""
+    congestion: str = "cubic"
+    """net.ipv4.tcp_congestion_control / TCP_CONGESTION: "cubic" (the kernel default since
+    2.6.19), "reno", or "bbr" (with pacing; what this project's machines run)."""
+    hystart: bool = True
+    """tcp_cubic's hystart module parameter (default 1): HyStart may end slow start early."""
+    min_tso_segs: int = 2
+    """net.ipv4.tcp_min_tso_segs (default 2): the smallest TSO skb tcp_tso_autosize allows."""
+    tso_rtt_log: int = 9
+    """net.ipv4.tcp_tso_rtt_log (65466904b015, 2021; default 9): TSO skbs grow by
+    gso_max_size >> (min_rtt_us >> 9) on short paths. 0: the older rate-only sizing."""
     tail_loss_probe: bool = True
     """net.ipv4.tcp_early_retrans=3: tail loss probes (needs SACK, on between Linux hosts)."""
     timeout_min_j: int = 2
@@ -132,7 +139,12 @@ class StackProfile:
     wakeup_us: int = 5
     """Scheduler latency from data arriving to a blocked reader running."""
 
-    # --- derived, in jiffies --------------------------------------------------------
+    # --- derived ----------------------------------------------------------------------
+    @property
+    def bbr(self) -> bool:
+        """The congestion control is BBR (read-only shorthand for `congestion`)."""
+        return self.congestion == "bbr"
+
     @property
     def tick_us(self) -> int:
         return 1_000_000 // self.hz
@@ -163,8 +175,8 @@ class StackProfile:
 
 LINUX = StackProfile(
     name="linux",
-    description="Linux 6.x (6.6-6.18), HZ=250: Minshall Nagle, 40 ms delayed ACK in jiffies, "
-    "16 quick ACKs at start, ping-pong threshold 1",
+    description="Linux 6.x as shipped (6.12-6.18), HZ=250: CUBIC, autocorking, Minshall "
+    "Nagle, 40 ms delayed ACK in jiffies, 16 quick ACKs at start, ping-pong threshold 1",
     sources=(
         "net/ipv4/tcp_output.c: tcp_nagle_check, tcp_minshall_check, tcp_write_xmit, "
         "tcp_send_delayed_ack, tcp_check_probe_timer",
@@ -173,8 +185,12 @@ LINUX = StackProfile(
         "include/net/tcp.h: TCP_DELACK_MIN, TCP_MAX_QUICKACKS, TCP_INIT_CWND",
         "commit 4d8f24eeedc5 (2022): TCP_PINGPONG_THRESH back to 1",
         "net/ipv4/tcp_output.c: tcp_schedule_loss_probe, tcp_send_loss_probe (TLP)",
-        "net/ipv4/tcp_bbr.c, tcp_rate.c; tcp_update_skb_after_send, tcp_pacing_check",
-        "this machine: sysctl net.ipv4.tcp_congestion_control = bbr",
+        "net/ipv4/tcp_cubic.c (default congestion control since 2.6.19), tcp_cong.c: "
+        "tcp_slow_start, tcp_reno_cong_avoid, tcp_cong_avoid_ai",
+        "net/ipv4/tcp_output.c: tcp_cwnd_validate, tcp_tso_autosize (tcp_min_tso_segs 2, "
+        "tcp_tso_rtt_log 9)",
+        "net/ipv4/tcp_bbr.c, tcp_rate.c; tcp_update_skb_after_send, tcp_pacing_check "
+        "(congestion = \"bbr\", as this project's machines run)",
         "measured on this project's 6.18 kernel: shared/reference/seed-scenarios.md",
     ),
     unverified=("syscall_us, tx_segment_us, host_latency_us, wakeup_us are loopback orders "
@@ -193,7 +209,6 @@ LINUX_5_4 = LINUX.with_overrides(
     unverified=("the exact first/last kernel versions with threshold 3",),
     pingpong_thresh=3,
     pingpong_needs_new_data=True,
-    bbr=False,
     quickack_dec_only_if_scheduled=False,
     pushed_on_full_psh=False,
 )
@@ -209,7 +224,9 @@ WINDOWS = LINUX.with_overrides(
     unverified=("Nagle variant (RFC 896 assumed, not Minshall)",
                 "no quick-ACK or ping-pong logic", "timer granularity (exact 200 ms assumed)",
                 "initial cwnd 10", "minimum RTO 300 ms (MinRto; Windows docs of the Vista era)",
-                "no tail loss probe"),
+                "no tail loss probe",
+                "congestion control: Windows 10 1709+ defaults to CUBIC; Linux's CUBIC "
+                "stands in for it"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -219,7 +236,7 @@ WINDOWS = LINUX.with_overrides(
     autocorking=False,
     rto_min_us=300_000,
     tail_loss_probe=False,
-    bbr=False,
+    congestion="cubic",
 )
 
 FREEBSD = LINUX.with_overrides(
@@ -230,7 +247,9 @@ FREEBSD = LINUX.with_overrides(
         "seed scenario S4: FreeBSD 13.2 delayed ACK measured about 40 ms",
     ),
     unverified=("delacktime 40 ms taken from the S4 measurement; older headers say 100 ms",
-                "Nagle variant (RFC 896 assumed)", "no quick-ACK budget modelled"),
+                "Nagle variant (RFC 896 assumed)", "no quick-ACK budget modelled",
+                "congestion control NewReno (FreeBSD 13's default; 14 moved to CUBIC); "
+                "Linux's Reno stands in for it"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -238,7 +257,7 @@ FREEBSD = LINUX.with_overrides(
     classic_delack_us=40_000,
     autocorking=False,
     tail_loss_probe=False,
-    bbr=False,
+    congestion="reno",
 )
 
 MACOS = LINUX.with_overrides(
@@ -251,7 +270,8 @@ MACOS = LINUX.with_overrides(
         "unACKed segment",
     ),
     unverified=("delayed-ACK timer 100 ms (old tcp_timer.h says 125 ms)",
-                "stretch-ACK detection of mode 3 not modelled", "Nagle variant (RFC 896)"),
+                "stretch-ACK detection of mode 3 not modelled", "Nagle variant (RFC 896)",
+                "congestion control CUBIC (XNU's default); Linux's CUBIC stands in for it"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -260,7 +280,7 @@ MACOS = LINUX.with_overrides(
     classic_ack_psh_at_once=True,
     autocorking=False,
     tail_loss_probe=False,
-    bbr=False,
+    congestion="cubic",
 )
 
 PROFILES: dict[str, StackProfile] = {
@@ -270,7 +290,7 @@ PROFILES: dict[str, StackProfile] = {
 TUNABLE = frozenset(
     f.name for f in dataclasses.fields(StackProfile)
     if f.name not in {"name", "description", "sources", "unverified", "nagle_style",
-                      "ack_style", "supports_cork", "supports_quickack"}
+                      "ack_style", "supports_cork", "supports_quickack", "congestion"}
 )
 """Profile fields a scenario may override in its `tune` table."""
 
@@ -278,8 +298,11 @@ HOST_FIELDS = frozenset({"syscall_us", "tx_segment_us", "host_latency_us", "wake
                          "jiffy_phase_us"})
 """Tunable fields that describe the host's timing, not the kernel's rules."""
 
-PER_SOCKET_FIELDS = frozenset({"bbr"})
+PER_SOCKET_FIELDS = frozenset({"congestion"})
 """Kernel behaviour a real run can select per socket (TCP_CONGESTION)."""
+
+CONGESTION_CONTROLS = ("cubic", "reno", "bbr")
+"""Values of `StackProfile.congestion` (and of a scenario side's `congestion` key)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
