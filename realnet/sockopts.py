@@ -12,6 +12,8 @@ rich, simpy or asyncio.
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import struct
 
@@ -106,6 +108,36 @@ def set_congestion(sock: socket.socket, name: str) -> str:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
     except OSError as exc:
         return f"cannot use congestion control {name!r}: {exc.strerror}"
+    return ""
+
+
+# include/uapi/linux/tcp.h (Linux 6.15+); Python's socket module may not name them yet
+TCP_RTO_MIN_US = 45
+TCP_DELACK_MAX_US = 46
+_TIMING_OPT = {"rto_min": ("TCP_RTO_MIN_US", TCP_RTO_MIN_US),
+               "delack_max": ("TCP_DELACK_MAX_US", TCP_DELACK_MAX_US)}
+
+
+def set_timing(sock: socket.socket, option: str, us: int) -> None:
+    """`set rto_min 50ms` / `set delack_max 5ms`: setsockopt(IPPROTO_TCP,
+    TCP_RTO_MIN_US | TCP_DELACK_MAX_US, µs)."""
+    sock.setsockopt(socket.IPPROTO_TCP, _TIMING_OPT[option][1], us)
+
+
+def timing_unsupported(option: str, us: int) -> str:
+    """Why this kernel refuses the timing option (probed on a throwaway socket), or ""."""
+    name, number = _TIMING_OPT[option]
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.IPPROTO_TCP, number, us)
+    except OSError as exc:
+        release = os.uname().release
+        if exc.errno == errno.ENOPROTOOPT:
+            return f"this kernel ({release}) has no {name} (Linux 6.15+)"
+        return (f"this kernel ({release}) refuses {name} = {us} µs ({exc.strerror}: it "
+                "takes 2 jiffies to 200 ms)")
+    finally:
+        probe.close()
     return ""
 
 

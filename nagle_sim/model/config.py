@@ -92,7 +92,23 @@ class StackProfile:
     """4720852ed9af (2023): an exact-MSS segment with PSH counts as PUSHED."""
 
     rto_min_us: int = 200_000
-    """TCP_RTO_MIN = HZ/5."""
+    """TCP_RTO_MIN = HZ/5 (per socket: TCP_RTO_MIN_US, `set rto_min`)."""
+    delack_max_us: int = 200_000
+    """icsk_delack_max: TCP_DELACK_MAX = HZ/5 (per socket: TCP_DELACK_MAX_US,
+    `set delack_max`); tcp_send_delayed_ack never waits longer (tcp_delack_max)."""
+    delack_max_follows_rto_min: bool = True
+    """tcp_delack_max = min(icsk_delack_max, max(tcp_rto_min, 2) - 1) jiffies ("derive
+    delack_max with tcp_rto_min helper", 512bd0f9f926, June 2024): 49 jiffies by default at
+    HZ=250. False: only a locked route rto_min lowers it (bbf80d713fe7, 2023), as in 6.6."""
+    socket_timing_options: bool = True
+    """TCP_RTO_MIN_US (f38805c5d26f) and TCP_DELACK_MAX_US (9552f90835ef), March 2025,
+    about 6.15: `set rto_min` / `set delack_max` exist."""
+    route_quickack: bool = False
+    """The route to the peer has `quickack 1` (RTAX_QUICKACK): tcp_in_quickack_mode is true
+    for every segment (set by a scenario's `[link] quickack`, on both hosts)."""
+    pingpong_sysctl: bool = True
+    """net.ipv4.tcp_pingpong_thresh exists (562b1fdf061b, October 2023, about 6.7; per
+    network namespace), so a real run can apply `tune pingpong_thresh`."""
     rto_initial_us: int = 1_000_000
     """TCP_TIMEOUT_INIT (RFC 6298)."""
     rto_max_us: int = 120_000_000
@@ -161,8 +177,17 @@ class StackProfile:
 
     @property
     def delack_max_j(self) -> int:
-        """TCP_DELACK_MAX = HZ/5."""
+        """TCP_DELACK_MAX = HZ/5 (the constant the kernel uses for ping-pong's ato cap,
+        the delayed-ACK timer's ato doubling and the SYN-ACK's delayed ACK)."""
         return self.hz // 5
+
+    @property
+    def tcp_delack_max_j(self) -> int:
+        """tcp_delack_max(sk): this socket's ceiling on any delayed ACK, in jiffies."""
+        j = self.us_to_jiffies(self.delack_max_us)
+        if self.delack_max_follows_rto_min:
+            j = min(j, max(self.us_to_jiffies(self.rto_min_us), 2) - 1)
+        return j
 
     def us_to_jiffies(self, us: int) -> int:
         """usecs_to_jiffies rounds up."""
@@ -290,7 +315,8 @@ PROFILES: dict[str, StackProfile] = {
 TUNABLE = frozenset(
     f.name for f in dataclasses.fields(StackProfile)
     if f.name not in {"name", "description", "sources", "unverified", "nagle_style",
-                      "ack_style", "supports_cork", "supports_quickack", "congestion"}
+                      "ack_style", "supports_cork", "supports_quickack", "congestion",
+                      "route_quickack"}
 )
 """Profile fields a scenario may override in its `tune` table."""
 
@@ -300,6 +326,32 @@ HOST_FIELDS = frozenset({"syscall_us", "tx_segment_us", "host_latency_us", "wake
 
 PER_SOCKET_FIELDS = frozenset({"congestion"})
 """Kernel behaviour a real run can select per socket (TCP_CONGESTION)."""
+
+NAMESPACE_SYSCTL_FIELDS = {"pingpong_thresh": "net.ipv4.tcp_pingpong_thresh"}
+"""Tunable fields a real run applies as per-network-namespace sysctls (in its own
+namespaces, never the host's)."""
+
+TIMING_OPTIONS = {"delack_max": "TCP_DELACK_MAX_US", "rto_min": "TCP_RTO_MIN_US"}
+"""Script options `set delack_max 5ms` / `set rto_min 50ms` and their socket options."""
+TIMING_OPTION_FIELDS = {"delack_max": "delack_max_us", "rto_min": "rto_min_us"}
+"""The profile field each timing option overrides for its socket."""
+TCP_TIMEOUT_MIN_J = 2
+"""TCP_TIMEOUT_MIN (jiffies): the smallest value TCP_RTO_MIN_US / TCP_DELACK_MAX_US take."""
+
+
+def timing_option_error(profile: StackProfile, option: str, us: int) -> str:
+    """Why do_tcp_setsockopt would refuse this TCP_RTO_MIN_US / TCP_DELACK_MAX_US value on
+    this profile's kernel ("" if it accepts it): the option must exist, and its value in
+    jiffies (usecs_to_jiffies, rounding up) must lie in [TCP_TIMEOUT_MIN, HZ/5]."""
+    name = TIMING_OPTIONS[option]
+    if not profile.socket_timing_options:
+        return f"profile {profile.name!r} has no {name} (Linux 6.15+)"
+    j = profile.us_to_jiffies(us)
+    if not TCP_TIMEOUT_MIN_J <= j <= profile.hz // 5:
+        lo = TCP_TIMEOUT_MIN_J * profile.tick_us / 1000
+        return (f"{name} {us / 1000:g} ms is {j} jiffies at HZ={profile.hz}; the kernel "
+                f"accepts {TCP_TIMEOUT_MIN_J} to {profile.hz // 5} ({lo:g} to 200 ms)")
+    return ""
 
 CONGESTION_CONTROLS = ("cubic", "reno", "bbr")
 """Values of `StackProfile.congestion` (and of a scenario side's `congestion` key)."""

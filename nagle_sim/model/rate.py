@@ -25,18 +25,38 @@ from .state import Skb
 
 # ---------------------------------------------------------------- RTT and RTO
 def tcp_rtt_estimator(sk: Sock, m: int) -> None:
-    """tcp_rtt_estimator + __tcp_set_rto (RFC 6298): rto = srtt + max(4·mdev, rto_min)."""
-    cc = sk.cc
+    """tcp_rtt_estimator + tcp_set_rto (RFC 6298 as Linux does it): SRTT moves 1/8 toward
+    each sample, mdev 1/4 (1/32 when the sample is below SRTT); rttvar jumps up to a larger
+    mdev at once but decays only once per RTT, by a quarter of its excess over the largest
+    mdev of that RTT, floored at rto_min (tcp_rto_min_us, so a lowered rto_min takes a few
+    RTTs to show); rto = srtt + rttvar. The first sample sets mdev = 2·RTT (rto = 3·RTT)."""
+    cc, snd = sk.cc, sk.snd
     m = max(m, 1)
+    rto_min = sk.profile.rto_min_us
     if cc.srtt_us == 0:
         cc.srtt_us = m
-        cc.mdev_us = m // 2
+        cc.mdev_us = m << 1
+        cc.rttvar_us = cc.mdev_max_us = max(cc.mdev_us, rto_min)
+        cc.rtt_seq = snd.snd_nxt
     else:
         err = m - cc.srtt_us
-        cc.srtt_us += err // 8
-        cc.mdev_us += (abs(err) - cc.mdev_us) // 4
-    rttvar = max(4 * cc.mdev_us, sk.profile.rto_min_us)
-    cc.rto_us = min(cc.srtt_us + rttvar, sk.profile.rto_max_us)
+        cc.srtt_us = max(1, cc.srtt_us + (err >> 3 if err >= 0 else -((-err) >> 3)))
+        if err < 0:
+            err = -err - (cc.mdev_us >> 2)
+            if err > 0:
+                err >>= 3
+        else:
+            err -= cc.mdev_us >> 2
+        cc.mdev_us += err
+        if cc.mdev_us > cc.mdev_max_us:
+            cc.mdev_max_us = cc.mdev_us
+            cc.rttvar_us = max(cc.rttvar_us, cc.mdev_max_us)
+        if snd.snd_una > cc.rtt_seq:
+            if cc.mdev_max_us < cc.rttvar_us:
+                cc.rttvar_us -= (cc.rttvar_us - cc.mdev_max_us) >> 2
+            cc.rtt_seq = snd.snd_nxt
+            cc.mdev_max_us = rto_min
+    cc.rto_us = min(cc.srtt_us + cc.rttvar_us, sk.profile.rto_max_us)
 
 
 # ---------------------------------------------------------------- congestion window

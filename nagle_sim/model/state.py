@@ -218,6 +218,12 @@ class CongestionState:
     """icsk_ca_state == TCP_CA_Loss after an RTO."""
     srtt_us: int = 0
     mdev_us: int = 0
+    """4 × the mean deviation, as tp->mdev_us keeps it."""
+    rttvar_us: int = 0
+    mdev_max_us: int = 0
+    rtt_seq: int = 0
+    """tcp_rtt_estimator's per-RTT bookkeeping: rttvar decays toward the largest mdev of
+    the last window (floored at rto_min) once per RTT."""
     rto_us: int
     backoff: int = 0
     min_rtt_us: int = 0

@@ -95,7 +95,7 @@ def test_hystart_ack_train_ends_slow_start() -> None:
     verdict = None
     t = 20_000                        # first ACK one RTT (20 ms) after the round began
     c.round_start_us = c.last_ack_us = t
-    for i in range(20):
+    for _ in range(20):
         verdict = c.acked(20_000, t // 4000, t, 32, 1 << 30, 1, 100, 1e9) or verdict
         t += 1000                     # one ACK per ms: a train
         if verdict:
