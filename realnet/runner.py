@@ -310,6 +310,12 @@ class _LocalRun:
                 if cap.stats is not None and cap.stats.kernel_drops:
                     self.meta.setdefault("capture_drops", {})[side.value] = cap.stats.kernel_drops
             offset = {side: cap.clock_offset_ns for side, cap in captures}
+        if self.emulated and sc.link.rate_bps and isinstance(link.relay_stats, dict):
+            # the relay reports its drop-tail drops when it exits (after the with block)
+            dirs = link.relay_stats.get("directions")
+            if isinstance(dirs, dict):
+                self.meta["link_drops"] = sum(int(d.get("dropped", 0)) for d in dirs.values()
+                                              if isinstance(d, dict))
         logs = {side: r.log for side, r in sides.items()}
         if self.emulated and packets:
             segs = segments_from_tuns(packets, offset, port)

@@ -222,20 +222,108 @@ LINUX = StackProfile(
                 "of magnitude, not kernel constants",),
 )
 
-LINUX_5_4 = LINUX.with_overrides(
+# ---------------------------------------------------------------- kernel-version profiles
+# Deltas from LINUX, each with the commit that changed the rule. "As read" means the
+# source tree named was checked for the rule; release numbers of mainline commits are
+# inferred from their dates unless a tree of that release was read.
+
+LINUX_6_6 = LINUX.with_overrides(
+    name="linux-6.6",
+    description="Linux 6.6 LTS (6.6.47 as read): as 'linux' but delayed ACKs are not capped "
+    "by rto_min, no tcp_pingpong_thresh sysctl, no TCP_RTO_MIN_US/TCP_DELACK_MAX_US",
+    sources=(
+        "6.6.47 include/net/tcp.h (Salpadding/linux-6.6-strip): TCP_TIMEOUT_MIN_US (TLP "
+        "fix 1c2709cfff1d present), tcp_delack_max() (bbf80d713fe7: locked route rto_min "
+        "only), TCP_PINGPONG_THRESH 1 fixed (no sysctl)",
+        "tcp_rto_min helper in tcp_delack_max: 512bd0f9f926 (June 2024, after 6.6)",
+        "TCP_RTO_MIN_US f38805c5d26f / TCP_DELACK_MAX_US 9552f90835ef (March 2025, 6.15)",
+        "net.ipv4.tcp_pingpong_thresh 562b1fdf061b (October 2023, 6.7)",
+    ),
+    unverified=("059217c18be6 and 4720852ed9af (October 2023) assumed present, as in "
+                "6.1.166; not read in a 6.6 tree",),
+    delack_max_follows_rto_min=False,
+    socket_timing_options=False,
+    pingpong_sysctl=False,
+)
+
+LINUX_6_1 = LINUX_6_6.with_overrides(
+    name="linux-6.1",
+    description="Linux 6.1 LTS as Debian 12 ships it (6.1.166 as read): the 2023 quick-ACK "
+    "and PSH fixes and the µs TLP timeout backported; otherwise as linux-6.6",
+    sources=(
+        "6.1.166 (unifreq/linux-6.1.y): tcp_measure_rcv_mss sets ICSK_ACK_PUSHED for PSH "
+        "(4720852ed9af), tcp_dec_quickack_mode(sk) without a packet count (059217c18be6), "
+        "tcp_schedule_loss_probe with TCP_TIMEOUT_MIN_US (1c2709cfff1d), "
+        "sysctl_tcp_tso_rtt_log in tcp_tso_autosize, TCP_PINGPONG_THRESH 1, no "
+        "tcp_delack_max()",
+    ),
+    unverified=("Debian 12's exact stable patch level varies; 6.1.0 as first released "
+                "lacked the 2023 backports (use linux-5.15 for that behaviour)",),
+)
+
+LINUX_5_15 = LINUX_6_1.with_overrides(
+    name="linux-5.15",
+    description="Linux 5.15 as first released (Ubuntu 22.04 GA): ping-pong needs 3 quick "
+    "replies to newer data, quick-ACK budget spent per data segment, exact-MSS PSH segments "
+    "wait, TLP timeout in jiffies",
+    sources=(
+        "commit 4a41f453bedf (2019): TCP_PINGPONG_THRESH 3 with before(lsndtime, lrcvtime) "
+        "in tcp_event_data_sent (read in a 5.10.13-based tree: Rtoax/linux-5.10.13)",
+        "same tree: tcp_dec_quickack_mode(sk, pkts), TLP timeout 2·srtt in jiffies + "
+        "TCP_TIMEOUT_MIN (2 jiffies)",
+        "reverted by 4d8f24eeedc5 (2022); fixes 059217c18be6, 4720852ed9af, 1c2709cfff1d "
+        "(2023) not yet in; tcp_tso_rtt_log (65466904b015, Nov 2021) not yet in",
+    ),
+    unverified=("5.15.y stable later took some of these fixes (e.g. Ubuntu 5.15.0-93 has "
+                "4720852ed9af); whether it took the 2022 revert is not verified",
+                "HyStart as in 6.x (the µs-based rewrite of 2020 is assumed present)"),
+    pingpong_thresh=3,
+    pingpong_needs_new_data=True,
+    quickack_dec_only_if_scheduled=False,
+    pushed_on_full_psh=False,
+    tso_rtt_log=0,
+)
+
+LINUX_5_4 = LINUX_5_15.with_overrides(
     name="linux-5.4",
-    description="Linux 5.1-5.19 era: ping-pong needs 3 quick replies; quick-ACK budget "
-    "spent per data segment; exact-MSS PSH segments could wait 40 ms",
+    description="Linux 5.4 (5.1-5.19 era): ping-pong needs 3 quick replies; quick-ACK budget "
+    "spent per data segment; exact-MSS PSH segments could wait 40 ms (S4's one-way stream "
+    "goes delayed after the 16 quick ACKs)",
     sources=(
         "commit 4a41f453bedf (2019): TCP_PINGPONG_THRESH 3, inet_csk_inc_pingpong_cnt",
         "raspberrypi/linux 0373f2fb (5.x) include/net/inet_connection_sock.h",
         "reverted by 4d8f24eeedc5 (2022); fixes 059217c18be6, 4720852ed9af (2023) absent",
     ),
-    unverified=("the exact first/last kernel versions with threshold 3",),
-    pingpong_thresh=3,
-    pingpong_needs_new_data=True,
+    unverified=("the exact first/last kernel versions with threshold 3",
+                "HyStart: 5.4 has the older ms-granularity version (not modelled; 6.x HyStart "
+                "stands in)"),
+)
+
+LINUX_4_18 = LINUX.with_overrides(
+    name="linux-4.18",
+    description="AlmaLinux/RHEL 8 (4.18.0-394.el8 as read): ping-pong threshold 1 without "
+    "the newer-data test, quick-ACK budget spent per data segment, no PSH fix, TLP timeout "
+    "in jiffies, no tcp_tso_rtt_log",
+    sources=(
+        "kernel-4.18.0-394.el8 (Seneca-CDOT/dynaccel-kernel-4.18.0): TCP_PINGPONG_THRESH 1 "
+        "and inet_csk_enter_pingpong_mode in tcp_event_data_sent (RHEL backport of the "
+        "pingpong API without 4a41f453bedf), tcp_dec_quickack_mode(sk, pkts), "
+        "tcp_measure_rcv_mss without the PSH rule, tcp_schedule_loss_probe adding "
+        "TCP_TIMEOUT_MIN jiffies, tcp_tso_autosize without the min_rtt term, CUBIC 2.3 "
+        "with beta 717, TCP_MAX_QUICKACKS 16, no TCP_DEFAULT_INIT_RCVWND (a337531b942b "
+        "backported: ~64 KB initial window)",
+        "seed scenario S4: AlmaLinux 8 as the server",
+    ),
+    unverified=("HyStart in this kernel is the older ms-granularity version (ack train "
+                "after delay_min/2 in ms); 6.x HyStart stands in",
+                "tcp_cwnd_validate is the pre-2022 version (is_cwnd_limited may be "
+                "forgotten within a window)"),
     quickack_dec_only_if_scheduled=False,
     pushed_on_full_psh=False,
+    tso_rtt_log=0,
+    delack_max_follows_rto_min=False,
+    socket_timing_options=False,
+    pingpong_sysctl=False,
 )
 
 WINDOWS = LINUX.with_overrides(
@@ -309,7 +397,8 @@ MACOS = LINUX.with_overrides(
 )
 
 PROFILES: dict[str, StackProfile] = {
-    p.name: p for p in (LINUX, LINUX_5_4, WINDOWS, FREEBSD, MACOS)
+    p.name: p for p in (LINUX, LINUX_6_6, LINUX_6_1, LINUX_5_15, LINUX_5_4, LINUX_4_18,
+                        WINDOWS, FREEBSD, MACOS)
 }
 
 TUNABLE = frozenset(

@@ -8,10 +8,11 @@ import dataclasses
 
 import pytest
 
-from nagle_sim.model import PROFILES
+from nagle_sim.model import PROFILES, Side, SocketOptions
 from nagle_sim.model.config import LINUX
 from nagle_sim.model.cubic import BETA, Cubic, Reno, cube_root, slow_start
-from nagle_sim.scenario import ScenarioError, loads
+from nagle_sim.model.state import ModelError
+from nagle_sim.scenario import ScenarioError, describe, loads
 from nagle_sim.sim.driver import run_sim
 
 from .harness import Harness, ms
@@ -260,3 +261,177 @@ def test_bbr_side_paces_cubic_side_does_not() -> None:
 def test_every_profile_names_a_known_congestion_control() -> None:
     for p in PROFILES.values():
         assert p.congestion in ("cubic", "reno", "bbr"), p.name
+
+
+def test_every_version_profile_cites_its_sources() -> None:
+    for name in ("linux-6.6", "linux-6.1", "linux-5.15", "linux-5.4", "linux-4.18"):
+        p = PROFILES[name]
+        assert p.sources and p.congestion == "cubic", name
+
+
+@pytest.mark.parametrize(("name", "delayed_after"), [
+    ("linux", None), ("linux-6.6", None), ("linux-6.1", None),
+    ("linux-5.15", 16), ("linux-5.4", 16), ("linux-4.18", 16)])
+def test_s4_one_way_stream_goes_delayed_after_sixteen_on_old_kernels(
+        name: str, delayed_after: int | None) -> None:
+    """Seed S4: a server writing 1 kB every 40 ms. Kernels without 059217c18be6 spend the
+    quick-ACK budget per segment and, 40 ms apart, never refill it: from the 17th segment
+    the ACK waits ~40 ms. 6.x keeps ACKing at once."""
+    text = f"""
+[link]
+delay_ms = 1
+[client]
+profile = "{name}"
+script = "read 25000"
+[server]
+script = "repeat 25 {{ write 1000; sleep 40ms }}"
+"""
+    trace = run_sim(loads(text))
+    data = [s for s in trace.segments if s.src.value == "server" and s.length]
+    acks = [s for s in trace.segments if s.src.value == "client" and s.is_pure_ack]
+    delays = []
+    for d in data[:24]:
+        ack = next(a for a in acks if d.arrive is not None and a.t >= d.arrive)
+        delays.append((ack.t - (d.arrive or 0)) / 1000)
+    if delayed_after is None:
+        assert max(delays) < 1
+    else:
+        assert max(delays[:delayed_after]) < 1
+        assert all(36 <= x <= 44 for x in delays[delayed_after:]), delays
+
+
+def test_pingpong_threshold_three_needs_replies_to_newer_data() -> None:
+    p = PROFILES["linux-5.4"]
+    assert (p.pingpong_thresh, p.pingpong_needs_new_data) == (3, True)
+    assert PROFILES["linux-4.18"].pingpong_thresh == 1
+
+
+# ---------------------------------------------------------------- timing options
+RTO_DECAY_MS = [212, 176, 148, 128, 112]
+"""Measured on this project's 6.18 kernel (tests/realnet/test_options.py): tcpi_rto after
+each 10 ms request/response once TCP_RTO_MIN_US = 50 ms is set after the handshake."""
+
+
+def test_rto_min_option_decays_the_rto_as_the_kernel_does() -> None:
+    h = Harness(side=Side.SERVER, mss=1000)
+    h.accept(0, ms(10))
+    h.ep.set_timing_option(h.now, "rto_min", 50_000)
+    got, seq, t = [], 1, ms(20)
+    for i in range(5):
+        h.write(t, 100)
+        h.peer(t + ms(10), seq=1 + 100 * i, ack=seq + 100, length=100, flags="PA")
+        seq += 100
+        rto = h.ep.tcp_info().rto
+        got.append(-(-rto // 4000) * 4)            # icsk_rto is whole jiffies
+        t += ms(20)
+    assert all(abs(g - w) <= 4 for g, w in zip(got, RTO_DECAY_MS, strict=True)), got
+
+
+def test_delack_max_option_caps_a_ping_pong_delayed_ack() -> None:
+    """TCP_DELACK_MAX_US 5 ms = 2 jiffies: the ACK leaves 2 jiffies (+ timer slack) after
+    the data, not 10."""
+    h = Harness(side=Side.SERVER, mss=1000, options=SocketOptions(quickack=False))
+    h.accept(0, ms(10))
+    h.ep.set_timing_option(h.now, "delack_max", 5_000)
+    h.peer(ms(50), seq=1, ack=1, length=100, flags="PA")
+    h.advance(ms(200))
+    (ack,) = [s for s in h.take() if not s.seg.length and s.t >= ms(50)]
+    assert ms(4) < ack.t - ms(50) <= ms(12)
+
+
+@pytest.mark.parametrize(("option", "us", "why"), [
+    ("rto_min", 500_000, "accepts 2 to 50"), ("delack_max", 1_000, "accepts 2 to 50")])
+def test_timing_options_out_of_range_are_refused(option: str, us: int, why: str) -> None:
+    h = Harness(side=Side.SERVER)
+    h.accept(0, ms(10))
+    with pytest.raises(ModelError, match=why):
+        h.ep.set_timing_option(h.now, option, us)
+
+
+def test_timing_options_need_a_6_15_kernel() -> None:
+    h = Harness(side=Side.SERVER, profile=PROFILES["linux-6.6"])
+    h.accept(0, ms(10))
+    with pytest.raises(ModelError, match="6.15"):
+        h.ep.set_timing_option(h.now, "rto_min", 50_000)
+
+
+def test_delack_max_follows_rto_min_on_new_kernels_only() -> None:
+    assert LINUX.tcp_delack_max_j == 49 and LINUX.delack_max_j == 50
+    assert PROFILES["linux-6.6"].tcp_delack_max_j == 50
+    assert dataclasses.replace(LINUX, rto_min_us=52_000).tcp_delack_max_j == 12
+
+
+def test_script_timing_statements_parse_and_validate() -> None:
+    sc = loads('[client]\nscript = "set delack_max 5ms\\nset rto_min 50ms"\n')
+    assert [describe(s) for s in sc.client.script] == [("set", "delack_max 5ms"),
+                                                       ("set", "rto_min 50ms")]
+    for bad, msg in (('set rto_min 1s', "TCP_RTO_MIN_US"), ('set delack_max 1us', "jiffies"),
+                     ('set delack_max soon', "bad duration")):
+        with pytest.raises(ScenarioError, match=msg) as err:
+            loads(f'[client]\nscript = "{bad}"\n')
+        assert "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------- route quickack, link
+def test_route_quickack_acks_every_segment_even_in_ping_pong() -> None:
+    text = """
+[link]
+delay_ms = 5
+quickack = true
+[client]
+script = "sleep 50ms\\nwrite 100\\nread 1"
+[server]
+quickack = false
+script = "read 100\\nsleep 100ms\\nwrite 1"
+"""
+    for quick, immediate in ((True, True), (False, False)):
+        trace = run_sim(loads(text.replace("quickack = true", f"quickack = {str(quick).lower()}")))
+        data = next(s for s in trace.segments if s.src.value == "client" and s.length)
+        ack = next(s for s in trace.segments if s.src.value == "server" and s.is_pure_ack
+                   and s.t > data.t)
+        assert ((ack.t - (data.arrive or 0)) < 1000) is immediate
+
+
+LINK = """
+[link]
+delay_ms = 5
+rate = "1mbit"
+queue = %d
+[client]
+nodelay = true
+script = "%s\\nread 1"
+[server]
+script = "read %d\\nwrite 1"
+"""
+
+
+def test_link_rate_adds_serialization_delay() -> None:
+    """An idle 1 Mbit/s link: 452 bytes on the wire take 3.616 ms, on top of the 5 ms
+    delay (and the profile's 1 µs of host latency)."""
+    trace = run_sim(loads(LINK % (100, "sleep 10ms\\nwrite 400", 400)))
+    data = next(s for s in trace.segments if s.src.value == "client" and s.length)
+    assert data.arrive is not None
+    assert data.arrive - data.t == 5000 + 1 + (400 + 52) * 8
+
+
+def test_drop_tail_queue_drops_the_overflow() -> None:
+    trace = run_sim(loads(LINK % (4, "write 14480", 14480)))
+    first = [s for s in trace.segments if s.src.value == "client" and s.length][:10]
+    assert [s.arrive is None for s in first] == [False] * 3 + [True] * 7
+    assert trace.meta["link_drops"] == 7
+
+
+@pytest.mark.parametrize(("key", "value", "msg"), [
+    ("rate", '"fast"', "expected a rate"), ("rate", '"1tbit"', "expected a rate"),
+    ("rate", '"10bit"', "from 1kbit"), ("queue", "0", "must be"),
+    ("queue", "2.5", "whole number")])
+def test_bad_link_rate_or_queue_is_one_line(key: str, value: str, msg: str) -> None:
+    extra = "" if key == "rate" else 'rate = "1mbit"\n'
+    with pytest.raises(ScenarioError, match=msg) as err:
+        loads(f"[link]\n{extra}{key} = {value}\n")
+    assert "\n" not in str(err.value) and f"link.{key}" in str(err.value)
+
+
+def test_queue_without_rate_is_refused() -> None:
+    with pytest.raises(ScenarioError, match="needs a rate"):
+        loads("[link]\nqueue = 10\n")
