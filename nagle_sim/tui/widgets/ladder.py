@@ -547,6 +547,9 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             x = 1 if arrow.src is Side.CLIENT else w - 2 - len(label)
             canvas.put(cols.wire_x + x, label, style, limit=cols.wire_x + w)
             placed.append([cols.wire_x + x, label, style])
+        # arrivals from one side on one line share a stub: label the latest only, or
+        # each would overwrite the one before (five ACKs of a CUBIC flight in lesson 11)
+        arrivals = list({arrow.src: (arrow, style) for arrow, style in arrivals}.values())
         for arrow, style in arrivals:
             # the arrival's label takes only the free cells beside its stub: a segment sent
             # at the same moment keeps its own label readable
