@@ -269,3 +269,18 @@ def test_timing_options_are_validated_at_load() -> None:
     assert "TCP_RTO_MIN_US" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ScenarioError):
         loads('[client]\nprofile = "linux-6.6"\nscript = "set delack_max 5ms"\n', "<t>")
+
+
+def test_an_unavailable_congestion_control_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without the module: one line naming the side and the module."""
+    from realnet import sockopts
+
+    def refuse(_sock: object, name: str) -> str:
+        return f"cannot use congestion control {name!r}: No such file or directory"
+
+    monkeypatch.setattr(sockopts, "set_congestion", refuse)
+    with pytest.raises(RealnetError) as err:
+        run_real(loads(BULK.format(client='congestion = "reno"'), "<t>"))
+    msg = str(err.value)
+    assert "\n" not in msg and "congestion control" in msg
+    assert ("client" in msg and "'reno'" in msg) or ("server" in msg and "'cubic'" in msg)
