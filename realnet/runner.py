@@ -136,16 +136,10 @@ def refuse_unsupported(scenario: Scenario) -> None:
             raise RealnetError(f"{src}: a loopback run with per-namespace settings (quickack "
                                f"route, sysctls) runs in a private namespace, and {missing}")
     for side in Side:
-        congestion = sockopts.congestion_for(scenario.side(side).profile.congestion)
-        probe = socket.socket()
-        try:
-            why = sockopts.set_congestion(probe, congestion)
-        finally:
-            probe.close()
+        why = sockopts.congestion_missing(
+            sockopts.congestion_for(scenario.side(side).profile.congestion))
         if why:
-            raise RealnetError(f"{src}: {side.value}: {why} on this kernel "
-                               f"({os.uname().release}; see "
-                               "net.ipv4.tcp_available_congestion_control)")
+            raise RealnetError(f"{src}: {side.value}: {why}")
         for stmt in walk(scenario.side(side).script):
             if isinstance(stmt, SetTiming):
                 why = sockopts.timing_unsupported(stmt.option, stmt.duration)

@@ -141,6 +141,25 @@ def timing_unsupported(option: str, us: int) -> str:
     return ""
 
 
+def congestion_missing(name: str) -> str:
+    """Why this kernel has no congestion control ``name`` (probed on a throwaway socket),
+    or "". Only a missing module counts: without CAP_NET_ADMIN a name outside
+    net.ipv4.tcp_allowed_congestion_control is refused too, and the run goes on with a
+    note (`set_congestion`)."""
+    if not hasattr(socket, "TCP_CONGESTION"):
+        return ""
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return (f"this kernel ({os.uname().release}) has no congestion control "
+                    f"{name!r} (see net.ipv4.tcp_available_congestion_control)")
+    finally:
+        probe.close()
+    return ""
+
+
 def congestion_for(profile: bool | str) -> str:
     """The kernel congestion control that matches a model profile: its `congestion` name
     (a bare bool is the older "is it BBR" flag: True → bbr, False → cubic)."""
