@@ -285,3 +285,15 @@ def test_an_unavailable_congestion_control_is_refused(monkeypatch: pytest.Monkey
         run_real(loads(BULK.format(client='congestion = "reno"'), "<t>"))
     msg = str(err.value)
     assert "\n" not in msg and "client" in msg and "'reno'" in msg
+
+
+def test_initial_window_leaves_as_two_half_window_tso_skbs_on_loopback() -> None:
+    """tcp_tso_autosize on loopback (min RTT < 512 µs, so tcp_tso_rtt_log allows a 64 KB
+    skb) and tcp_cwnd_test's cwnd/2 cap: IW10 leaves as two 5-segment skbs, which lo
+    passes whole to the capture — in the kernel and in the model."""
+    scenario = loads(BULK.format(client="").replace("delay_ms = 10", "delay_ms = 0"), "<t>")
+    real = run_real(scenario)
+    sim = aligned_model_run(scenario, real, run_sim)
+    for trace in (sim, real):
+        sizes = [s.length for s in trace.segments if s.src is Side.CLIENT and s.length]
+        assert sizes[:2] == [5 * 1448, 5 * 1448], sizes[:4]
