@@ -93,6 +93,9 @@ class StackProfile:
 
     rto_min_us: int = 200_000
     """TCP_RTO_MIN = HZ/5 (per socket: TCP_RTO_MIN_US, `set rto_min`)."""
+    probe0_min_us: int = 200_000
+    """tcp_probe0_base = max(RTO, TCP_RTO_MIN): the constant, not the socket's rto_min, so
+    `set rto_min` leaves the 200 ms cork ceiling alone."""
     delack_max_us: int = 200_000
     """icsk_delack_max: TCP_DELACK_MAX = HZ/5 (per socket: TCP_DELACK_MAX_US,
     `set delack_max`); tcp_send_delayed_ack never waits longer (tcp_delack_max)."""
@@ -348,6 +351,7 @@ WINDOWS = LINUX.with_overrides(
     classic_ack_every=2,
     autocorking=False,
     rto_min_us=300_000,
+    probe0_min_us=300_000,
     tail_loss_probe=False,
     congestion="cubic",
 )

@@ -435,3 +435,24 @@ def test_bad_link_rate_or_queue_is_one_line(key: str, value: str, msg: str) -> N
 def test_queue_without_rate_is_refused() -> None:
     with pytest.raises(ScenarioError, match="needs a rate"):
         loads("[link]\nqueue = 10\n")
+
+
+def test_rto_min_option_leaves_the_cork_ceiling_at_200_ms() -> None:
+    """tcp_probe0_base uses the constant TCP_RTO_MIN: with rto_min 50 ms and the RTO
+    down to ~112 ms, corked data still waits max(RTO, 200 ms)."""
+    h = Harness(side=Side.SERVER, mss=1000)
+    h.accept(0, ms(10))
+    h.ep.set_timing_option(h.now, "rto_min", 50_000)
+    seq, t = 1, ms(20)
+    for i in range(5):
+        h.write(t, 100)
+        h.peer(t + ms(10), seq=1 + 100 * i, ack=seq + 100, length=100, flags="PA")
+        seq += 100
+        t += ms(20)
+    assert h.ep.tcp_info().rto < 130_000
+    h.take()
+    h.setopt(t, "cork", True)
+    h.write(t, 10)
+    h.advance(t + ms(300))
+    probe = next(s for s in h.take() if s.seg.length)   # (unACKed, it is re-sent later)
+    assert ms(200) <= probe.t - t <= ms(208)

@@ -297,3 +297,25 @@ def test_initial_window_leaves_as_two_half_window_tso_skbs_on_loopback() -> None
     for trace in (sim, real):
         sizes = [s.length for s in trace.segments if s.src is Side.CLIENT and s.length]
         assert sizes[:2] == [5 * 1448, 5 * 1448], sizes[:4]
+
+
+def test_rto_min_leaves_the_cork_ceiling_alone() -> None:
+    """tcp_probe0_base = max(RTO, TCP_RTO_MIN) uses the constant: after rto_min 50 ms has
+    pulled the RTO down to ~112 ms, a corked write still waits ~200 ms."""
+    text = """
+[link]
+delay_ms = 5
+[client]
+script = "set rto_min 50ms\\nrepeat 5 { write 100; read 100 }\\nset cork on\\nwrite 10\\nread 1"
+[server]
+script = "repeat 5 { read 100; write 100 }\\nread 10\\nwrite 1"
+"""
+
+    def check(sim: Trace, real: Trace) -> None:
+        for trace in (sim, real):
+            write = next(op for op in trace.ops if op.side is Side.CLIENT
+                         and op.op == "write" and op.arg == "10")
+            sent = next(s for s in trace.segments if s.src is Side.CLIENT and s.length == 10)
+            assert 200 - JIFFY_MS <= (sent.t - write.start) / 1000 <= 200 + 3 * JIFFY_MS
+
+    both(text, check=check)
