@@ -7,6 +7,7 @@ consume `Scenario`. Must not import simpy, asyncio, textual or rich.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import math
 import os
@@ -19,12 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from .model.config import (
+    CONGESTION_CONTROLS,
     HOST_FIELDS,
+    NAMESPACE_SYSCTL_FIELDS,
     PER_SOCKET_FIELDS,
     PROFILES,
+    TIMING_OPTIONS,
     TUNABLE,
     SocketOptions,
     StackProfile,
+    timing_option_error,
 )
 from .model.events import Micros, Side
 from .model.state import SockOpt
@@ -69,6 +74,15 @@ class SetOpt:
 
 
 @dataclass(frozen=True, slots=True)
+class SetTiming:
+    """`set delack_max 5ms` / `set rto_min 50ms`: TCP_DELACK_MAX_US / TCP_RTO_MIN_US."""
+
+    line: int
+    option: str   # "delack_max" | "rto_min"
+    duration: Micros
+
+
+@dataclass(frozen=True, slots=True)
 class GetOpt:
     line: int
     option: str
@@ -86,7 +100,7 @@ class Close:
     line: int
 
 
-Statement = Write | Writev | Read | Sleep | SetOpt | GetOpt | Repeat | Close
+Statement = Write | Writev | Read | Sleep | SetOpt | SetTiming | GetOpt | Repeat | Close
 
 OPTIONS = tuple(opt.value for opt in SockOpt)
 """Option names a script may set or get: the model's `SockOpt` values."""
@@ -158,6 +172,8 @@ def describe(stmt: Statement) -> tuple[str, str]:
         return "sleep", f"{stmt.duration / 1000:g}ms"
     if isinstance(stmt, SetOpt):
         return "set", f"{stmt.option} {'on' if stmt.on else 'off'}"
+    if isinstance(stmt, SetTiming):
+        return "set", f"{stmt.option} {stmt.duration / 1000:g}ms"
     if isinstance(stmt, GetOpt):
         return "get", stmt.option
     if isinstance(stmt, Close):
@@ -175,6 +191,14 @@ class Link:
     """How long a sent packet occupies the device queue (autocork window); 0 on loopback."""
     gso: bool = True
     """TSO skbs cross the link whole (loopback) rather than cut into MSS segments."""
+    rate_bps: int = 0
+    """Bandwidth in bits per second, each direction (0: unlimited): every packet takes
+    its wire size (payload + IP and TCP headers) × 8 / rate to cross, one at a time."""
+    queue: int = 1000
+    """Drop-tail FIFO limit: packets the link holds (waiting or being sent) per direction;
+    one more arriving is dropped. Only with a rate."""
+    quickack: bool = False
+    """Route metric `quickack 1` on both hosts' routes (RTAX_QUICKACK): every ACK at once."""
 
     def delay(self, towards: Side) -> Micros:
         return self.to_server_delay if towards is Side.SERVER else self.to_client_delay
@@ -186,7 +210,7 @@ class SideSpec:
     options: SocketOptions
     script: tuple[Statement, ...]
     script_line: int = 0
-    tune: dict[str, int] = field(default_factory=dict)
+    tune: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -364,17 +388,21 @@ class _Parser:
         if verb == "sleep":
             if len(args) != 1:
                 raise self.error(line, "use 'sleep 15ms' (units us, ms, s)")
-            m = _DURATION.match(args[0].lower())
-            if m is None:
-                raise self.error(line, f"bad duration {clip(args[0])!r}: use e.g. 15ms, "
-                                       "250us, 1.5s")
-            us = round(float(m.group("num")) * _UNIT_US[m.group("unit")])
+            us = self.duration(args[0], line)
             if us > _MAX_SLEEP_US:
                 raise self.error(line, f"sleep {clip(args[0])} is longer than ten days")
             return Sleep(line, Micros(us))
+        if verb == "set" and args and args[0].lower() in TIMING_OPTIONS:
+            if len(args) != 2:
+                raise self.error(line, f"use 'set {args[0].lower()} 5ms' (units us, ms, s)")
+            us = self.duration(args[1], line)
+            if us > _MAX_SLEEP_US:
+                raise self.error(line, f"set {args[0].lower()} {clip(args[1])} is too long")
+            return SetTiming(line, args[0].lower(), Micros(us))
         if verb == "set":
             if len(args) != 2 or args[0].lower() not in OPTIONS:
-                raise self.error(line, "use 'set nodelay|cork|quickack on|off'")
+                raise self.error(line, "use 'set nodelay|cork|quickack on|off' or "
+                                       "'set delack_max|rto_min 5ms'")
             value = args[1].lower()
             if value not in ("on", "off", "1", "0", "true", "false"):
                 raise self.error(line, f"bad value {clip(args[1])!r} for set: use on or off")
@@ -390,6 +418,13 @@ class _Parser:
         raise self.error(line, f"unknown statement {clip(words[0])!r} (expected write, "
                                "writev, "
                                "read, sleep, set, get, repeat or close)")
+
+    def duration(self, text: str, line: int) -> int:
+        """A duration such as 15ms, 250us or 1.5s, in whole µs."""
+        m = _DURATION.match(text.lower())
+        if m is None:
+            raise self.error(line, f"bad duration {clip(text)!r}: use e.g. 15ms, 250us, 1.5s")
+        return round(float(m.group("num")) * _UNIT_US[m.group("unit")])
 
     def positive_int(self, text: str, line: int, what: str, allow_zero: bool = False) -> int:
         if not re.fullmatch(r"[+-]?[0-9]+", text):
@@ -454,14 +489,17 @@ def count_ops(body: tuple[Statement, ...], limit: int = MAX_STATEMENTS) -> int:
 
 # ---------------------------------------------------------------- TOML loading
 _TUNE_MIN = {"syscall_us": 0, "tx_segment_us": 0, "host_latency_us": 0, "wakeup_us": 0,
-             "jiffy_phase_us": -1, "timeout_min_j": 0}
+             "jiffy_phase_us": -1, "timeout_min_j": 0, "tso_rtt_log": 0}
 """Smallest value of a tunable number (1 unless listed: sizes, rates and counts of 0 make
 no sense and would divide by zero)."""
 
 _TOP_KEYS = {"title", "description", "link", "client", "server", "expect", "lesson"}
 _LINK_KEYS = {"delay_ms", "to_server_delay_ms", "to_client_delay_ms", "mss", "tx_complete_us",
-              "gso"}
-_SIDE_KEYS = {"profile", "nodelay", "cork", "quickack", "script", "tune"}
+              "gso", "rate", "queue", "quickack"}
+_RATE = re.compile(r"^(?P<num>[0-9]{1,9}(?:\.[0-9]{1,6})?)\s*(?P<unit>bit|kbit|mbit|gbit)$")
+_RATE_UNIT = {"bit": 1, "kbit": 1_000, "mbit": 1_000_000, "gbit": 1_000_000_000}
+MAX_LINK_QUEUE = 100_000
+_SIDE_KEYS = {"profile", "congestion", "nodelay", "cork", "quickack", "script", "tune"}
 
 
 def _line_of_key(text: str, table: str, key: str) -> int:
@@ -532,12 +570,35 @@ class _Loader:
         if mss != int(mss) or mss > 65495:
             raise self.fail("link", "mss", f"must be a whole number from 88 to 65495, got {mss}")
         tx = self.number("link", data, "tx_complete_us", 0)
-        # Zero delay means loopback, which passes GSO packets whole; a delayed link is
-        # emulated through TUN devices, which cut them into MSS segments.
-        gso = self.boolean("link", data, "gso", not (to_server or to_client))
+        # Zero delay means loopback, which passes GSO packets whole; a delayed (or
+        # rate-limited) link is emulated through TUN devices, which cut them into MSS
+        # segments.
+        rate = self.rate(data.get("rate", "0bit"))
+        gso = self.boolean("link", data, "gso", not (to_server or to_client or rate))
+        queue = self.number("link", data, "queue", 1000, minimum=1)
+        if queue != int(queue) or queue > MAX_LINK_QUEUE:
+            raise self.fail("link", "queue", f"must be a whole number of packets from 1 to "
+                                             f"{MAX_LINK_QUEUE:,}, got {shown(data['queue'])}")
+        if "queue" in data and not rate:
+            raise self.fail("link", "queue", "a queue limit needs a rate (e.g. rate = \"1mbit\")")
+        quickack = self.boolean("link", data, "quickack", False)
         return Link(to_server_delay=Micros(round(to_server * 1000)),
                     to_client_delay=Micros(round(to_client * 1000)), mss=int(mss),
-                    tx_complete=Micros(round(tx)), gso=gso)
+                    tx_complete=Micros(round(tx)), gso=gso, rate_bps=rate, queue=int(queue),
+                    quickack=quickack)
+
+    def rate(self, value: Any) -> int:
+        """A link rate: "1mbit", "256kbit", "10 gbit" or a number of bits per second."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            bps = value
+        elif isinstance(value, str) and (m := _RATE.match(value.strip().lower())):
+            bps = round(float(m.group("num")) * _RATE_UNIT[m.group("unit")])
+        else:
+            raise self.fail("link", "rate", f"expected a rate such as \"1mbit\", \"256kbit\" "
+                                            f"or bits per second, got {shown(value)}")
+        if bps and not 1000 <= bps <= 100_000_000_000:
+            raise self.fail("link", "rate", f"must be from 1kbit to 100gbit, got {shown(value)}")
+        return bps
 
     def side(self, name: str, data: Any) -> SideSpec:
         if not isinstance(data, dict):
@@ -572,6 +633,12 @@ class _Loader:
             if key in ("max_quickacks", "pingpong_thresh") and not 1 <= value <= 255:
                 raise self.fail(f"{name}.tune", key, "must be between 1 and 255")
             changes[key] = value
+        congestion = data.get("congestion", profile.congestion)
+        if congestion not in CONGESTION_CONTROLS:
+            raise self.fail(name, "congestion", f"unknown congestion control "
+                            f"{shown(congestion)} (known: {', '.join(CONGESTION_CONTROLS)})")
+        if congestion != profile.congestion:
+            changes["congestion"] = congestion
         if changes:
             profile = profile.with_overrides(**changes)
         nodelay = self.boolean(name, data, "nodelay", False)
@@ -644,6 +711,10 @@ class _Loader:
                 if stmt.option == "quickack" and not profile.supports_quickack:
                     raise ScenarioError(f"{self.where}:{stmt.line}: {name} profile "
                                         f"{profile.name!r} has no TCP_QUICKACK")
+            elif isinstance(stmt, SetTiming):
+                why = timing_option_error(profile, stmt.option, stmt.duration)
+                if why:
+                    raise ScenarioError(f"{self.where}:{stmt.line}: {name}: {why}")
             elif isinstance(stmt, Write) and stmt.more and not profile.supports_cork:
                 raise ScenarioError(f"{self.where}:{stmt.line}: {name} profile "
                                     f"{profile.name!r} has no MSG_MORE")
@@ -751,10 +822,16 @@ def loads(text: str, where: str = "<string>", overrides: list[str] | None = None
         expect = [expect]
     if not isinstance(expect, list):
         raise loader.fail("", "expect", "must be a list of claims")
+    link = loader.link(doc.get("link", {}))
+    client = loader.side("client", doc.get("client", {}))
+    server = loader.side("server", doc.get("server", {}))
+    if link.quickack:
+        # the route metric is the kernel's, whatever the profile: both hosts get it
+        client, server = (dataclasses.replace(
+            spec, profile=spec.profile.with_overrides(route_quickack=True))
+            for spec in (client, server))
     return Scenario(
-        title=title, description=description, link=loader.link(doc.get("link", {})),
-        client=loader.side("client", doc.get("client", {})),
-        server=loader.side("server", doc.get("server", {})),
+        title=title, description=description, link=link, client=client, server=server,
         source=where, expect=tuple(expect), raw=doc)
 
 
@@ -824,15 +901,17 @@ def read_regular_file(path: Path, limit: int) -> bytes:
 
 def real_run_caveats(scenario: Scenario) -> list[str]:
     """What a real run on this machine's Linux kernel cannot reproduce of ``scenario``:
-    another OS profile, or tuned kernel internals. Host timings, and what realnet sets per
-    socket (the congestion control), are fine. Empty when the two executors are comparable."""
+    another OS profile, or tuned kernel internals. Host timings, what realnet sets per
+    socket (the congestion control) and per namespace (tcp_pingpong_thresh) are fine.
+    Empty when the two executors are comparable."""
     notes = []
     for side in Side:
         spec = scenario.side(side)
         if spec.profile.name != "linux":
             notes.append(f"{side.value} profile {spec.profile.name!r} is simulated only: a "
                          "real run uses this machine's Linux 6.x kernel")
-        kernel = sorted(set(spec.tune) - HOST_FIELDS - PER_SOCKET_FIELDS)
+        kernel = sorted(set(spec.tune) - HOST_FIELDS - PER_SOCKET_FIELDS
+                        - NAMESPACE_SYSCTL_FIELDS.keys())
         if kernel:
             notes.append(f"{side.value} tunes kernel internals ({', '.join(kernel)}) that a "
                          "real run cannot change")

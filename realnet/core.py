@@ -43,6 +43,7 @@ from nagle_sim.scenario import (
     Scenario,
     ScenarioError,
     SetOpt,
+    SetTiming,
     SideSpec,
     Sleep,
     Statement,
@@ -791,6 +792,8 @@ class SideRunner:
             self._sleep(stmt.duration / 1e6)
         elif isinstance(stmt, SetOpt):
             sockopts.set_option(sock, stmt.option, stmt.on)
+        elif isinstance(stmt, SetTiming):
+            sockopts.set_timing(sock, stmt.option, stmt.duration)
         elif isinstance(stmt, GetOpt):
             record.result = str(sockopts.get_option(sock, stmt.option))
         elif isinstance(stmt, Close):

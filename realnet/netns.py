@@ -166,11 +166,13 @@ def _in_fresh_thread(fn: Callable[[], None]) -> None:
         raise errors[0]
 
 
-def _configure(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, txqlen: int) -> None:
-    _in_fresh_thread(lambda: _configure_now(ns, ifname, addr, prefixlen, mtu, txqlen))
+def _configure(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, txqlen: int,
+               quickack: bool = False) -> None:
+    _in_fresh_thread(lambda: _configure_now(ns, ifname, addr, prefixlen, mtu, txqlen, quickack))
 
 
-def _configure_now(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, txqlen: int) -> None:
+def _configure_now(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, txqlen: int,
+                   quickack: bool = False) -> None:
     with IPRoute(netns=ns) as ipr:
         (lo,) = ipr.link_lookup(ifname="lo")
         ipr.link("set", index=lo, state="up")
@@ -180,13 +182,75 @@ def _configure_now(ns: str, ifname: str, addr: str, prefixlen: int, mtu: int, tx
         ipr.link("set", index=idx, mtu=mtu, txqlen=txqlen)
         ipr.addr("add", index=idx, address=addr, prefixlen=prefixlen)
         ipr.link("set", index=idx, state="up")
+        if quickack:
+            # `ip route replace <net>/<len> dev tun quickack 1`: RTAX_QUICKACK on the
+            # connected route, so tcp_in_quickack_mode() is true for every segment
+            net = socket.inet_ntoa(struct.pack(
+                "!I", struct.unpack("!I", socket.inet_aton(addr))[0]
+                & (0xFFFFFFFF << (32 - prefixlen)) & 0xFFFFFFFF))
+            ipr.route("replace", dst=net, dst_len=prefixlen, oif=idx, scope="link",
+                      proto="kernel", prefsrc=addr, metrics={"quickack": 1})
+
+
+def _loopback_now(ns: str, quickack: bool) -> None:
+    """Bring lo up in `ns`; with `quickack`, the local route to 127.0.0.1 gets
+    `quickack 1` (the route a loopback connection's dst comes from)."""
+    with IPRoute(netns=ns) as ipr:
+        (lo,) = ipr.link_lookup(ifname="lo")
+        ipr.link("set", index=lo, state="up")
+        if quickack:
+            ipr.route("replace", dst="127.0.0.1", dst_len=32, oif=lo, table=255, type="local",
+                      scope="host", proto="kernel", prefsrc="127.0.0.1",
+                      metrics={"quickack": 1})
+
+
+class PrivateLoopback:
+    """A loopback run inside a namespace of its own (``nsim-<pid>-<n>-l``): per-namespace
+    sysctls (e.g. net.ipv4.tcp_pingpong_thresh) and route metrics (quickack) then touch
+    only this run, never the host. Needs root; removed on close, or by
+    `realnet.cleanup` once its owner is dead."""
+
+    def __init__(self, *, sysctls: Mapping[str, str] | None = None,
+                 quickack: bool = False) -> None:
+        self.sysctls = dict(sysctls or {})
+        self.quickack = quickack
+        self.ns_name = ""
+        self._owner_pid = os.getpid()
+        self._created = False
+
+    def __enter__(self) -> Self:
+        cleanup.remove_stale()
+        self.ns_name = f"{cleanup.link_tag(self._owner_pid, next(_seq))}-l"
+        pr_netns.create(self.ns_name)
+        self._created = True
+        try:
+            for key, value in self.sysctls.items():
+                write_sysctl(self.ns_name, key, value)
+            _in_fresh_thread(lambda: _loopback_now(self.ns_name, self.quickack))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def socket(self) -> socket.socket:
+        return socket_in_namespace(self.ns_name)
+
+    def close(self) -> None:
+        if self._created and os.getpid() == self._owner_pid:
+            cleanup.remove_namespace(self.ns_name)
+            self._created = False
 
 
 # --------------------------------------------------------------------------- link
 
 
 class EmulatedLink:
-    """Two namespaces joined by a relay with fixed one-way delays.
+    """Two namespaces joined by a relay with fixed one-way delays (and optionally a
+    bandwidth with a drop-tail queue, and `quickack 1` on both connected routes).
 
     ``with EmulatedLink(to_server_delay_us=20_000, to_client_delay_us=5_000) as link:``
     then ``link.socket_in("server")`` / ``link.socket_in("client")`` and connect
@@ -196,7 +260,8 @@ class EmulatedLink:
     caller cannot delay its wake-ups; it sleeps in select() between packets.
 
     `sysctls` are applied in both namespaces (a new netns starts from kernel
-    defaults for most net.ipv4.tcp_* knobs, not from the host's values). IPv6 is
+    defaults for most net.ipv4.tcp_* knobs, not from the host's values), then each
+    side's `side_sysctls` in its own. IPv6 is
     disabled in both namespaces so the link carries only the caller's traffic.
     """
 
@@ -210,6 +275,10 @@ class EmulatedLink:
         server_addr: str = "10.99.0.2",
         prefixlen: int = 24,
         sysctls: Mapping[str, str] | None = None,
+        side_sysctls: Mapping[Side, Mapping[str, str]] | None = None,
+        rate_bps: int = 0,
+        queue: int = 1000,
+        quickack: bool = False,
         txqueuelen: int = 10_000,
         relay_rt_priority: int = 10,
         ready_timeout_s: float = 10.0,
@@ -223,6 +292,10 @@ class EmulatedLink:
         self.server_addr = server_addr
         self.prefixlen = prefixlen
         self.sysctls = dict(sysctls or {})
+        self.side_sysctls = {side: dict(v) for side, v in (side_sysctls or {}).items()}
+        self.rate_bps = rate_bps
+        self.queue = queue
+        self.quickack = quickack
         self.txqueuelen = txqueuelen
         self.relay_rt_priority = relay_rt_priority
         self.ready_timeout_s = ready_timeout_s
@@ -306,9 +379,10 @@ class EmulatedLink:
         try:
             sides = ((self.client_ns, self.client_addr), (self.server_ns, self.server_addr))
             for ns, addr in sides:
-                self._create_ns(ns)
+                self._create_ns(ns, "client" if ns == self.client_ns else "server")
                 tuns.append(_open_tun(ns, self.ifname))
-                _configure(ns, self.ifname, addr, self.prefixlen, self.mtu, self.txqueuelen)
+                _configure(ns, self.ifname, addr, self.prefixlen, self.mtu, self.txqueuelen,
+                           self.quickack)
                 with in_namespace(ns):
                     taps.append(relay_mod.open_tap(self.ifname))
             self._start_relay(tuns, [t.fileno() for t in taps])
@@ -320,7 +394,7 @@ class EmulatedLink:
             for tap in taps:
                 tap.close()
 
-    def _create_ns(self, ns: str) -> None:
+    def _create_ns(self, ns: str, side: Side) -> None:
         pr_netns.create(ns)
         self._created_ns.append(ns)
         settings = {
@@ -330,6 +404,7 @@ class EmulatedLink:
         if not os.path.exists("/proc/sys/net/ipv6"):
             settings.clear()
         settings.update(self.sysctls)
+        settings.update(self.side_sysctls.get(side, {}))
         for key, value in settings.items():
             write_sysctl(ns, key, value)
 
@@ -348,6 +423,8 @@ class EmulatedLink:
             "--server-tap-fd", str(tap_fds[1]),
             "--to-server-delay-us", str(self.to_server_delay_us),
             "--to-client-delay-us", str(self.to_client_delay_us),
+            "--rate-bps", str(self.rate_bps),
+            "--queue", str(self.queue),
             "--rt-priority", str(self.relay_rt_priority),
         ]  # fmt: skip
         self.relay = subprocess.Popen(

@@ -7,7 +7,10 @@ Usage (started by `realnet.netns.EmulatedLink`, not by hand)::
 
 Owns: moving raw IP packets between the client-namespace TUN fd and the
 server-namespace TUN fd, delaying each direction by a fixed one-way delay with
-per-direction FIFO order. The delay is counted from each packet's kernel send
+per-direction FIFO order, and optionally a bandwidth (``--rate-bps``): each packet then
+waits for the ones ahead of it, takes len × 8 / rate to "leave", and is dropped when the
+link already holds ``--queue`` packets (a drop-tail FIFO). The delay is counted from each
+packet's kernel send
 timestamp, taken from an AF_PACKET tap on the sending TUN (`open_tap`, opened by
 the owner and passed in as an fd), not from when the relay got around to reading
 it; without a tap, read time is used. It prints ``READY`` on stdout once it is polling, and a
@@ -90,6 +93,11 @@ class Direction:
     bytes: int = 0
     write_errors: int = 0
     max_queue: int = 0
+    rate_bps: int = 0  # 0: no bandwidth limit
+    queue_limit: int = 1000
+    link_free_ns: int = 0  # when the emulated transmitter is next idle
+    link_held: deque[int] = field(default_factory=deque)  # leave times of held packets
+    dropped: int = 0
 
 
 def _prctl(option: int, arg: int) -> None:
@@ -198,10 +206,31 @@ def _drain(d: Direction) -> None:
         except BlockingIOError:
             return
         sent = _sent_at(d, pkt, clock_ns())
+        if d.rate_bps:
+            leaves = _serialize(d, sent, len(pkt))
+            if leaves is None:
+                continue
+            sent = leaves
         d.queue.append((sent + d.delay_ns, pkt))
         d.packets += 1
         d.bytes += len(pkt)
         d.max_queue = max(d.max_queue, len(d.queue))
+
+
+def _serialize(d: Direction, sent_ns: int, size: int) -> int | None:
+    """Bandwidth and drop-tail queue: when the packet sent at `sent_ns` has finished
+    leaving the emulated transmitter, or None if the link already holds `queue_limit`
+    packets (it is dropped, as a full pfifo would)."""
+    held = d.link_held
+    while held and held[0] <= sent_ns:
+        held.popleft()
+    if len(held) >= d.queue_limit:
+        d.dropped += 1
+        return None
+    start = max(sent_ns, d.link_free_ns)
+    d.link_free_ns = start + -(-size * 8_000_000_000 // d.rate_bps)
+    held.append(d.link_free_ns)
+    return d.link_free_ns
 
 
 def _flush_due(dirs: tuple[Direction, ...], lateness: array[int]) -> None:
@@ -266,6 +295,7 @@ def stats(dirs: tuple[Direction, ...], lateness: array[int], reason: str) -> dic
                 "bytes": d.bytes,
                 "write_errors": d.write_errors,
                 "max_queue": d.max_queue,
+                "dropped": d.dropped,
                 "unsent": len(d.queue),
                 "stamped": d.stamped,
                 "unstamped": d.unstamped,
@@ -291,6 +321,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--server-tap-fd", type=int, default=-1, help="open_tap() socket, server")
     p.add_argument("--to-server-delay-us", type=int, default=0)
     p.add_argument("--to-client-delay-us", type=int, default=0)
+    p.add_argument("--rate-bps", type=int, default=0, help="bandwidth per direction (0: none)")
+    p.add_argument("--queue", type=int, default=1000, help="packets the link may hold")
     p.add_argument(
         "--rt-priority", type=int, default=0, help="SCHED_FIFO priority (0: normal scheduling)"
     )
@@ -321,10 +353,12 @@ def main(argv: list[str] | None = None) -> int:
             tap.setblocking(False)
     dirs = (
         Direction(
-            "to_server", args.client_fd, args.server_fd, args.to_server_delay_us * 1000, client_tap
+            "to_server", args.client_fd, args.server_fd, args.to_server_delay_us * 1000, client_tap,
+            rate_bps=max(0, args.rate_bps), queue_limit=max(1, args.queue),
         ),
         Direction(
-            "to_client", args.server_fd, args.client_fd, args.to_client_delay_us * 1000, server_tap
+            "to_client", args.server_fd, args.client_fd, args.to_client_delay_us * 1000, server_tap,
+            rate_bps=max(0, args.rate_bps), queue_limit=max(1, args.queue),
         ),
     )
     lateness: array[int] = array("q")

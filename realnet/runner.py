@@ -11,14 +11,16 @@ core, never back. Must not import simpy, textual or rich.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from nagle_sim.model.config import NAMESPACE_SYSCTL_FIELDS
 from nagle_sim.model.events import Side
-from nagle_sim.scenario import Scenario
+from nagle_sim.scenario import Scenario, SetTiming, walk
 from nagle_sim.trace import Trace
 from realnet import cleanup, sockopts
 from realnet.core import (
@@ -71,12 +73,15 @@ def run_real(scenario: Scenario, *, remote: str | None = None,
     """
     check_platform()
     say = progress or (lambda _msg: None)
-    emulated = bool(scenario.link.to_server_delay or scenario.link.to_client_delay)
+    link = scenario.link
+    emulated = bool(link.to_server_delay or link.to_client_delay or link.rate_bps)
     if emulated and not remote:
         missing = netns_unavailable()
         if missing:
             raise RealnetError(f"{scenario.source}: the link delays need an emulated link, and "
                                f"{missing}; run as root or set the link delays to 0")
+    if not remote:
+        refuse_unsupported(scenario)
     # Any run (loopback and remote too) first removes what runs killed by SIGKILL left.
     removed = cleanup.remove_stale_quietly()
     if removed:
@@ -87,6 +92,59 @@ def run_real(scenario: Scenario, *, remote: str | None = None,
             from realnet.remote import run_remote
             return run_remote(scenario, remote, progress=say, timeout_s=timeout_s, token=token)
         return _LocalRun(scenario, say, emulated, timeout_s).run()
+
+
+def namespace_sysctls(scenario: Scenario) -> dict[Side, dict[str, str]]:
+    """Per-namespace sysctls each side's tuned profile asks for (e.g. `tune
+    pingpong_thresh = 3` → net.ipv4.tcp_pingpong_thresh = 3 in that side's namespace)."""
+    out: dict[Side, dict[str, str]] = {}
+    for side in Side:
+        spec = scenario.side(side)
+        for field_name, key in NAMESPACE_SYSCTL_FIELDS.items():
+            if field_name in spec.tune:
+                out.setdefault(side, {})[key] = str(spec.tune[field_name])
+    return out
+
+
+def needs_private_namespace(scenario: Scenario) -> bool:
+    """A loopback run must leave the host's namespace when it changes a per-namespace
+    setting (a sysctl or a route metric)."""
+    return bool(namespace_sysctls(scenario)) or scenario.link.quickack
+
+
+def refuse_unsupported(scenario: Scenario) -> None:
+    """One clear `RealnetError` for anything the scenario asks of this host's kernel that
+    it cannot do: a sysctl it lacks, a socket option it lacks or refuses, root where a
+    namespace is needed."""
+    src = scenario.source
+    emulated = bool(scenario.link.to_server_delay or scenario.link.to_client_delay
+                    or scenario.link.rate_bps)
+    wanted = namespace_sysctls(scenario)
+    for side, settings in wanted.items():
+        for key in settings:
+            if _read_sysctl(key) is None:
+                raise RealnetError(f"{src}: {side.value} tunes {key.rsplit('.', 1)[1]}, but this "
+                                   f"kernel ({os.uname().release}) has no {key} (Linux 6.7+)")
+    if (not emulated and wanted and len({tuple(sorted(v.items())) for v in wanted.values()}) > 1
+            or not emulated and len(wanted) == 1):
+        raise RealnetError(f"{src}: on loopback both sides share one network namespace, so "
+                           "they cannot have different sysctls; give the link a delay "
+                           "(each side then has its own namespace) or tune both sides alike")
+    if not emulated and needs_private_namespace(scenario):
+        missing = netns_unavailable()
+        if missing:
+            raise RealnetError(f"{src}: a loopback run with per-namespace settings (quickack "
+                               f"route, sysctls) runs in a private namespace, and {missing}")
+    for side in Side:
+        why = sockopts.congestion_missing(
+            sockopts.congestion_for(scenario.side(side).profile.congestion))
+        if why:
+            raise RealnetError(f"{src}: {side.value}: {why}")
+        for stmt in walk(scenario.side(side).script):
+            if isinstance(stmt, SetTiming):
+                why = sockopts.timing_unsupported(stmt.option, stmt.duration)
+                if why:
+                    raise RealnetError(f"{src}:{stmt.line}: {side.value}: {why}")
 
 
 @contextlib.contextmanager
@@ -123,6 +181,7 @@ class _LocalRun:
         sc = self.scenario
         with contextlib.ExitStack() as stack:
             captures: list[tuple[Side, Any]] = []
+            private = None
             if self.emulated:
                 from realnet.netns import EmulatedLink
 
@@ -136,9 +195,15 @@ class _LocalRun:
                          f"server / {sc.link.to_client_delay / 1000:g} ms to client, autocorking "
                          + ("on (the scenario models a device queue)" if autocork
                             else "off in both namespaces"))
+                if sc.link.rate_bps:
+                    self.say(f"realnet: link rate {sc.link.rate_bps / 1e6:g} Mbit/s each way, "
+                             f"drop-tail queue of {sc.link.queue} packets (in the relay)")
                 link = stack.enter_context(EmulatedLink(
                     sc.link.to_server_delay, sc.link.to_client_delay, mtu=mtu,
-                    sysctls=None if autocork else NO_AUTOCORK))
+                    sysctls=None if autocork else NO_AUTOCORK,
+                    side_sysctls={side.value: v for side, v in namespace_sysctls(sc).items()},
+                    rate_bps=sc.link.rate_bps, queue=sc.link.queue,
+                    quickack=sc.link.quickack))
                 listener = link.socket_in("server")
                 client = link.socket_in("client")
                 server_addr = link.server_addr
@@ -146,12 +211,35 @@ class _LocalRun:
                                  tcp_autocorking=1 if autocork else 0)
                 if link.relay_pid:
                     self.meta["relay_pid"] = link.relay_pid
+            elif needs_private_namespace(sc):
+                from realnet.netns import PrivateLoopback, in_namespace
+
+                sysctls = next(iter(namespace_sysctls(sc).values()), {})
+                private = stack.enter_context(PrivateLoopback(
+                    sysctls={"net.ipv4.tcp_autocorking": _read_sysctl(
+                        "net.ipv4.tcp_autocorking") or "1", **sysctls},
+                    quickack=sc.link.quickack))
+                self.say(f"realnet: loopback in a private namespace ({private.ns_name}): "
+                         + ", ".join([*(f"{k} = {v}" for k, v in sysctls.items()),
+                                      *(["route quickack 1"] if sc.link.quickack else [])]))
+                listener = private.socket()
+                client = private.socket()
+                server_addr = "127.0.0.1"
+                with in_namespace(private.ns_name):
+                    autocorking = _int(_read_sysctl("net.ipv4.tcp_autocorking"))
+                self.meta.update(link="loopback", netns=private.ns_name,
+                                 tcp_autocorking=autocorking)
             else:
                 listener = socket.socket()
                 client = socket.socket()
                 server_addr = "127.0.0.1"
                 self.meta.update(link="loopback",
                                  tcp_autocorking=_int(_read_sysctl("net.ipv4.tcp_autocorking")))
+            applied = namespace_sysctls(sc)
+            if applied:
+                self.meta["namespace_sysctls"] = {side.value: v for side, v in applied.items()}
+            if sc.link.quickack:
+                self.meta["route_quickack"] = True
             stack.callback(listener.close)
             stack.callback(client.close)
             for s in (listener, client):
@@ -159,18 +247,19 @@ class _LocalRun:
             listener.bind((server_addr, 0))
             listener.listen(1)
             port = listener.getsockname()[1]
-            # The model's congestion control (BBR on this machine, or CUBIC-like when a
-            # profile says bbr = false) is set per socket so both executors agree.
+            # The model's congestion control (CUBIC by default, or the side's
+            # `congestion`) is set per socket so both executors agree.
             notes = [sockopts.apply_initial(
                 listener, nodelay=sc.server.options.nodelay, cork=False,
                 quickack=sc.server.options.quickack,
-                congestion=sockopts.congestion_for(sc.server.profile.bbr))]
+                congestion=sockopts.congestion_for(sc.server.profile.congestion))]
             notes.append(sockopts.apply_initial(
                 client, nodelay=sc.client.options.nodelay, cork=sc.client.options.cork,
                 quickack=sc.client.options.quickack,
-                congestion=sockopts.congestion_for(sc.client.profile.bbr)))
+                congestion=sockopts.congestion_for(sc.client.profile.congestion)))
             self.meta["congestion_control"] = {
-                side.value: sockopts.congestion_for(sc.side(side).profile.bbr) for side in Side}
+                side.value: sockopts.congestion_for(sc.side(side).profile.congestion)
+                for side in Side}
             for note in filter(None, notes):
                 self.say(f"realnet: {note}")
                 self.meta.setdefault("notes", []).append(note)
@@ -200,7 +289,8 @@ class _LocalRun:
                 self.meta["capture"] = (f"AF_PACKET on {link.ifname} in each namespace "
                                         "(send and arrival times)")
             else:
-                captures.append((Side.CLIENT, Capture("lo", filter_ports={port})))
+                captures.append((Side.CLIENT, Capture(
+                    "lo", netns=private.ns_name if private else None, filter_ports={port})))
                 self.meta["capture"] = "AF_PACKET on lo (outgoing copies, port-filtered)"
                 self.meta["gso"] = ("loopback passes GSO super-segments unsplit: a captured "
                                     "segment may carry several MSS; compare bytes")
@@ -224,6 +314,12 @@ class _LocalRun:
                 if cap.stats is not None and cap.stats.kernel_drops:
                     self.meta.setdefault("capture_drops", {})[side.value] = cap.stats.kernel_drops
             offset = {side: cap.clock_offset_ns for side, cap in captures}
+        if self.emulated and sc.link.rate_bps and isinstance(link.relay_stats, dict):
+            # the relay reports its drop-tail drops when it exits (after the with block)
+            dirs = link.relay_stats.get("directions")
+            if isinstance(dirs, dict):
+                self.meta["link_drops"] = sum(int(d.get("dropped", 0)) for d in dirs.values()
+                                              if isinstance(d, dict))
         logs = {side: r.log for side, r in sides.items()}
         if self.emulated and packets:
             segs = segments_from_tuns(packets, offset, port)

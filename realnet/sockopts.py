@@ -12,6 +12,8 @@ rich, simpy or asyncio.
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import struct
 
@@ -109,9 +111,61 @@ def set_congestion(sock: socket.socket, name: str) -> str:
     return ""
 
 
-def congestion_for(profile_bbr: bool) -> str:
-    """The kernel congestion control that matches a model profile."""
-    return "bbr" if profile_bbr else "cubic"
+# include/uapi/linux/tcp.h (Linux 6.15+); Python's socket module may not name them yet
+TCP_RTO_MIN_US = 45
+TCP_DELACK_MAX_US = 46
+_TIMING_OPT = {"rto_min": ("TCP_RTO_MIN_US", TCP_RTO_MIN_US),
+               "delack_max": ("TCP_DELACK_MAX_US", TCP_DELACK_MAX_US)}
+
+
+def set_timing(sock: socket.socket, option: str, us: int) -> None:
+    """`set rto_min 50ms` / `set delack_max 5ms`: setsockopt(IPPROTO_TCP,
+    TCP_RTO_MIN_US | TCP_DELACK_MAX_US, µs)."""
+    sock.setsockopt(socket.IPPROTO_TCP, _TIMING_OPT[option][1], us)
+
+
+def timing_unsupported(option: str, us: int) -> str:
+    """Why this kernel refuses the timing option (probed on a throwaway socket), or ""."""
+    name, number = _TIMING_OPT[option]
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.IPPROTO_TCP, number, us)
+    except OSError as exc:
+        release = os.uname().release
+        if exc.errno == errno.ENOPROTOOPT:
+            return f"this kernel ({release}) has no {name} (Linux 6.15+)"
+        return (f"this kernel ({release}) refuses {name} = {us} µs ({exc.strerror}: it "
+                "takes 2 jiffies to 200 ms)")
+    finally:
+        probe.close()
+    return ""
+
+
+def congestion_missing(name: str) -> str:
+    """Why this kernel has no congestion control ``name`` (probed on a throwaway socket),
+    or "". Only a missing module counts: without CAP_NET_ADMIN a name outside
+    net.ipv4.tcp_allowed_congestion_control is refused too, and the run goes on with a
+    note (`set_congestion`)."""
+    if not hasattr(socket, "TCP_CONGESTION"):
+        return ""
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return (f"this kernel ({os.uname().release}) has no congestion control "
+                    f"{name!r} (see net.ipv4.tcp_available_congestion_control)")
+    finally:
+        probe.close()
+    return ""
+
+
+def congestion_for(profile: bool | str) -> str:
+    """The kernel congestion control that matches a model profile: its `congestion` name
+    (a bare bool is the older "is it BBR" flag: True → bbr, False → cubic)."""
+    if isinstance(profile, str):
+        return profile
+    return "bbr" if profile else "cubic"
 
 
 def apply_initial(sock: socket.socket, *, nodelay: bool, cork: bool,

@@ -131,3 +131,49 @@ def test_bad_override_is_reported(tmp_path: Path) -> None:
 def test_sleep_after_close_is_allowed(tmp_path: Path) -> None:
     s = load_text(tmp_path, '[client]\nscript = "write 1; close; sleep 5ms"\n')
     assert len(s.client.script) == 3
+
+
+# ---------------------------------------------------------------- profiles, options, link
+def test_congestion_side_key_and_set_override() -> None:
+    sc = scenario.loads('[client]\ncongestion = "reno"\n', "<t>", ["server.congestion=bbr"])
+    assert (sc.client.profile.congestion, sc.server.profile.congestion) == ("reno", "bbr")
+    assert sc.client.tune == {"congestion": "reno"}
+    assert scenario.real_run_caveats(sc) == []     # realnet sets it per socket
+
+
+def test_congestion_is_not_a_tune_field() -> None:
+    with pytest.raises(ScenarioError, match="not a tunable"):
+        scenario.loads('[client]\ntune = { congestion = "bbr" }\n', "<t>")
+
+
+def test_pingpong_thresh_tune_is_real_runnable_but_hystart_is_not() -> None:
+    sc = scenario.loads("[server]\ntune = { pingpong_thresh = 3, hystart = false }\n", "<t>")
+    (note,) = scenario.real_run_caveats(sc)
+    assert "hystart" in note and "pingpong_thresh" not in note
+
+
+def test_version_profiles_load_and_old_ones_refuse_timing_options() -> None:
+    for name in ("linux-6.6", "linux-6.1", "linux-5.15", "linux-5.4", "linux-4.18"):
+        sc = scenario.loads(f'[client]\nprofile = "{name}"\n', "<t>")
+        assert sc.client.profile.name == name
+        with pytest.raises(ScenarioError, match="6.15"):
+            scenario.loads(f'[client]\nprofile = "{name}"\nscript = "set rto_min 50ms"\n',
+                           "<t>")
+
+
+def test_link_rate_units_and_defaults() -> None:
+    for text, bps in (('"1mbit"', 1_000_000), ('"256kbit"', 256_000), ('"1.5 gbit"',
+                      1_500_000_000), ("64000", 64_000)):
+        link = scenario.loads(f"[link]\nrate = {text}\n", "<t>").link
+        assert link.rate_bps == bps and link.queue == 1000
+    plain = scenario.loads("", "<t>").link
+    assert plain.rate_bps == 0 and not plain.quickack and plain.gso
+    assert not scenario.loads('[link]\nrate = "1mbit"\n', "<t>").link.gso, \
+        "a rate-limited link is emulated through TUN devices"
+
+
+def test_link_quickack_sets_both_profiles() -> None:
+    sc = scenario.loads("[link]\nquickack = true\n", "<t>")
+    assert sc.client.profile.route_quickack and sc.server.profile.route_quickack
+    with pytest.raises(ScenarioError, match="not a tunable"):
+        scenario.loads("[client]\ntune = { route_quickack = true }\n", "<t>")

@@ -109,17 +109,18 @@ _SYSCTL_TUNE: dict[str, Callable[[str], dict[str, Any]]] = {
     "tcp_autocorking": lambda v: {"autocorking": v.strip() != "0"},
     "tcp_pingpong_thresh": lambda v: {"pingpong_thresh": int(v)},
     "tcp_slow_start_after_idle": lambda v: {"slow_start_after_idle": v.strip() != "0"},
-    "tcp_congestion_control": lambda v: {"bbr": v.strip() == "bbr"},
+    "tcp_congestion_control": lambda v: {"congestion": v.strip()},
+    "tcp_min_tso_segs": lambda v: {"min_tso_segs": max(1, int(v))},
 }
 _SYSCTL_HARMLESS = {
     "tcp_timestamps", "tcp_sack", "tcp_dsack", "tcp_fack", "tcp_frto", "tcp_reordering",
     "tcp_syn_retries", "tcp_synack_retries", "tcp_ecn_option", "tcp_tso_win_divisor",
-    "tcp_min_tso_segs", "tcp_pacing_ss_ratio", "tcp_pacing_ca_ratio", "tcp_notsent_lowat",
+    "tcp_pacing_ss_ratio", "tcp_pacing_ca_ratio", "tcp_notsent_lowat",
     "tcp_fastopen", "tcp_fastopen_key", "tcp_syncookies", "tcp_rmem", "tcp_wmem",
     "tcp_early_retrans", "tcp_recovery", "tcp_mtu_probing", "tcp_no_metrics_save",
 }
 # packetdrill's gtests/net/common/defaults.sh, as far as the model has the knobs
-_DEFAULTS_SH = {"bbr": False, "slow_start_after_idle": False}
+_DEFAULTS_SH = {"congestion": "cubic", "slow_start_after_idle": False}
 
 
 def _commands_to_tune(text: str, line: int, notes: list[str]) -> dict[str, Any]:
@@ -669,7 +670,7 @@ class _Runner:
             if self.ep is not None:
                 raise _Stop(Status.UNSUPPORTED, line, "TCP_CONGESTION after the endpoint "
                             "exists")
-            self.profile = self.profile.with_overrides(bbr=cc == "bbr")
+            self.profile = self.profile.with_overrides(congestion=cc)
             return
         if opt not in _TCP_OPTS:
             raise _Stop(Status.UNSUPPORTED, line, f"TCP option {opt} is not modelled")

@@ -92,13 +92,39 @@ class StackProfile:
     """4720852ed9af (2023): an exact-MSS segment with PSH counts as PUSHED."""
 
     rto_min_us: int = 200_000
-    """TCP_RTO_MIN = HZ/5."""
+    """TCP_RTO_MIN = HZ/5 (per socket: TCP_RTO_MIN_US, `set rto_min`)."""
+    probe0_min_us: int = 200_000
+    """tcp_probe0_base = max(RTO, TCP_RTO_MIN): the constant, not the socket's rto_min, so
+    `set rto_min` leaves the 200 ms cork ceiling alone."""
+    delack_max_us: int = 200_000
+    """icsk_delack_max: TCP_DELACK_MAX = HZ/5 (per socket: TCP_DELACK_MAX_US,
+    `set delack_max`); tcp_send_delayed_ack never waits longer (tcp_delack_max)."""
+    delack_max_follows_rto_min: bool = True
+    """tcp_delack_max = min(icsk_delack_max, max(tcp_rto_min, 2) - 1) jiffies ("derive
+    delack_max with tcp_rto_min helper", 512bd0f9f926, June 2024): 49 jiffies by default at
+    HZ=250. False: only a locked route rto_min lowers it (bbf80d713fe7, 2023), as in 6.6."""
+    socket_timing_options: bool = True
+    """TCP_RTO_MIN_US (f38805c5d26f) and TCP_DELACK_MAX_US (9552f90835ef), March 2025,
+    about 6.15: `set rto_min` / `set delack_max` exist."""
+    route_quickack: bool = False
+    """The route to the peer has `quickack 1` (RTAX_QUICKACK): tcp_in_quickack_mode is true
+    for every segment (set by a scenario's `[link] quickack`, on both hosts)."""
+    pingpong_sysctl: bool = True
+    """net.ipv4.tcp_pingpong_thresh exists (562b1fdf061b, October 2023, about 6.7; per
+    network namespace), so a real run can apply `tune pingpong_thresh`."""
     rto_initial_us: int = 1_000_000
     """TCP_TIMEOUT_INIT (RFC 6298)."""
     rto_max_us: int = 120_000_000
-    bbr: bool = True
-    """Congestion control is BBR, with pacing (this machine: net.ipv4.tcp_congestion_control
-    = bbr). False: slow start without pacing, as CUBIC begins (the stock kernel default)."""
+    congestion: str = "cubic"
+    """net.ipv4.tcp_congestion_control / TCP_CONGESTION: "cubic" (the kernel default since
+    2.6.19), "reno", or "bbr" (with pacing; what this project's machines run)."""
+    hystart: bool = True
+    """tcp_cubic's hystart module parameter (default 1): HyStart may end slow start early."""
+    min_tso_segs: int = 2
+    """net.ipv4.tcp_min_tso_segs (default 2): the smallest TSO skb tcp_tso_autosize allows."""
+    tso_rtt_log: int = 9
+    """net.ipv4.tcp_tso_rtt_log (65466904b015, 2021; default 9): TSO skbs grow by
+    gso_max_size >> (min_rtt_us >> 9) on short paths. 0: the older rate-only sizing."""
     tail_loss_probe: bool = True
     """net.ipv4.tcp_early_retrans=3: tail loss probes (needs SACK, on between Linux hosts)."""
     timeout_min_j: int = 2
@@ -165,7 +191,12 @@ class StackProfile:
     wakeup_us: int = 5
     """Scheduler latency from data arriving to a blocked reader running."""
 
-    # --- derived, in jiffies --------------------------------------------------------
+    # --- derived ----------------------------------------------------------------------
+    @property
+    def bbr(self) -> bool:
+        """The congestion control is BBR (read-only shorthand for `congestion`)."""
+        return self.congestion == "bbr"
+
     @property
     def tick_us(self) -> int:
         return 1_000_000 // self.hz
@@ -182,8 +213,17 @@ class StackProfile:
 
     @property
     def delack_max_j(self) -> int:
-        """TCP_DELACK_MAX = HZ/5."""
+        """TCP_DELACK_MAX = HZ/5 (the constant the kernel uses for ping-pong's ato cap,
+        the delayed-ACK timer's ato doubling and the SYN-ACK's delayed ACK)."""
         return self.hz // 5
+
+    @property
+    def tcp_delack_max_j(self) -> int:
+        """tcp_delack_max(sk): this socket's ceiling on any delayed ACK, in jiffies."""
+        j = self.us_to_jiffies(self.delack_max_us)
+        if self.delack_max_follows_rto_min:
+            j = min(j, max(self.us_to_jiffies(self.rto_min_us), 2) - 1)
+        return j
 
     def us_to_jiffies(self, us: int) -> int:
         """usecs_to_jiffies rounds up."""
@@ -196,8 +236,8 @@ class StackProfile:
 
 LINUX = StackProfile(
     name="linux",
-    description="Linux 6.x (6.6-6.18), HZ=250: Minshall Nagle, 40 ms delayed ACK in jiffies, "
-    "16 quick ACKs at start, ping-pong threshold 1",
+    description="Linux 6.x as shipped (6.12-6.18), HZ=250: CUBIC, autocorking, Minshall "
+    "Nagle, 40 ms delayed ACK in jiffies, 16 quick ACKs at start, ping-pong threshold 1",
     sources=(
         "net/ipv4/tcp_output.c: tcp_nagle_check, tcp_minshall_check, tcp_write_xmit, "
         "tcp_send_delayed_ack, tcp_check_probe_timer",
@@ -206,29 +246,122 @@ LINUX = StackProfile(
         "include/net/tcp.h: TCP_DELACK_MIN, TCP_MAX_QUICKACKS, TCP_INIT_CWND",
         "commit 4d8f24eeedc5 (2022): TCP_PINGPONG_THRESH back to 1",
         "net/ipv4/tcp_output.c: tcp_schedule_loss_probe, tcp_send_loss_probe (TLP)",
-        "net/ipv4/tcp_bbr.c, tcp_rate.c; tcp_update_skb_after_send, tcp_pacing_check",
-        "this machine: sysctl net.ipv4.tcp_congestion_control = bbr",
+        "net/ipv4/tcp_cubic.c (default congestion control since 2.6.19), tcp_cong.c: "
+        "tcp_slow_start, tcp_reno_cong_avoid, tcp_cong_avoid_ai",
+        "net/ipv4/tcp_output.c: tcp_cwnd_validate, tcp_tso_autosize (tcp_min_tso_segs 2, "
+        "tcp_tso_rtt_log 9)",
+        "net/ipv4/tcp_bbr.c, tcp_rate.c; tcp_update_skb_after_send, tcp_pacing_check "
+        "(congestion = \"bbr\", as this project's machines run)",
         "measured on this project's 6.18 kernel: shared/reference/seed-scenarios.md",
     ),
     unverified=("syscall_us, tx_segment_us, host_latency_us, wakeup_us are loopback orders "
                 "of magnitude, not kernel constants",),
 )
 
-LINUX_5_4 = LINUX.with_overrides(
+# ---------------------------------------------------------------- kernel-version profiles
+# Deltas from LINUX, each with the commit that changed the rule. "As read" means the
+# source tree named was checked for the rule; release numbers of mainline commits are
+# inferred from their dates unless a tree of that release was read.
+
+LINUX_6_6 = LINUX.with_overrides(
+    name="linux-6.6",
+    description="Linux 6.6 LTS (6.6.47 as read): as 'linux' but delayed ACKs are not capped "
+    "by rto_min, no tcp_pingpong_thresh sysctl, no TCP_RTO_MIN_US/TCP_DELACK_MAX_US",
+    sources=(
+        "6.6.47 include/net/tcp.h (Salpadding/linux-6.6-strip): TCP_TIMEOUT_MIN_US (TLP "
+        "fix 1c2709cfff1d present), tcp_delack_max() (bbf80d713fe7: locked route rto_min "
+        "only), TCP_PINGPONG_THRESH 1 fixed (no sysctl)",
+        "tcp_rto_min helper in tcp_delack_max: 512bd0f9f926 (June 2024, after 6.6)",
+        "TCP_RTO_MIN_US f38805c5d26f / TCP_DELACK_MAX_US 9552f90835ef (March 2025, 6.15)",
+        "net.ipv4.tcp_pingpong_thresh 562b1fdf061b (October 2023, 6.7)",
+    ),
+    unverified=("059217c18be6 and 4720852ed9af (October 2023) assumed present, as in "
+                "6.1.166; not read in a 6.6 tree",),
+    delack_max_follows_rto_min=False,
+    socket_timing_options=False,
+    pingpong_sysctl=False,
+)
+
+LINUX_6_1 = LINUX_6_6.with_overrides(
+    name="linux-6.1",
+    description="Linux 6.1 LTS as Debian 12 ships it (6.1.166 as read): the 2023 quick-ACK "
+    "and PSH fixes and the µs TLP timeout backported; otherwise as linux-6.6",
+    sources=(
+        "6.1.166 (unifreq/linux-6.1.y): tcp_measure_rcv_mss sets ICSK_ACK_PUSHED for PSH "
+        "(4720852ed9af), tcp_dec_quickack_mode(sk) without a packet count (059217c18be6), "
+        "tcp_schedule_loss_probe with TCP_TIMEOUT_MIN_US (1c2709cfff1d), "
+        "sysctl_tcp_tso_rtt_log in tcp_tso_autosize, TCP_PINGPONG_THRESH 1, no "
+        "tcp_delack_max()",
+    ),
+    unverified=("Debian 12's exact stable patch level varies; 6.1.0 as first released "
+                "lacked the 2023 backports (use linux-5.15 for that behaviour)",),
+)
+
+LINUX_5_15 = LINUX_6_1.with_overrides(
+    name="linux-5.15",
+    description="Linux 5.15 as first released (Ubuntu 22.04 GA): ping-pong needs 3 quick "
+    "replies to newer data, quick-ACK budget spent per data segment, exact-MSS PSH segments "
+    "wait, TLP timeout in jiffies",
+    sources=(
+        "commit 4a41f453bedf (2019): TCP_PINGPONG_THRESH 3 with before(lsndtime, lrcvtime) "
+        "in tcp_event_data_sent (read in a 5.10.13-based tree: Rtoax/linux-5.10.13)",
+        "same tree: tcp_dec_quickack_mode(sk, pkts), TLP timeout 2·srtt in jiffies + "
+        "TCP_TIMEOUT_MIN (2 jiffies)",
+        "reverted by 4d8f24eeedc5 (2022); fixes 059217c18be6, 4720852ed9af, 1c2709cfff1d "
+        "(2023) not yet in; tcp_tso_rtt_log (65466904b015, Nov 2021) not yet in",
+    ),
+    unverified=("5.15.y stable later took some of these fixes (e.g. Ubuntu 5.15.0-93 has "
+                "4720852ed9af); whether it took the 2022 revert is not verified",
+                "HyStart as in 6.x (the µs-based rewrite of 2020 is assumed present)"),
+    pingpong_thresh=3,
+    pingpong_needs_new_data=True,
+    quickack_dec_only_if_scheduled=False,
+    pushed_on_full_psh=False,
+    tso_rtt_log=0,
+    tlp_timeout_in_us=False,
+)
+
+LINUX_5_4 = LINUX_5_15.with_overrides(
     name="linux-5.4",
-    description="Linux 5.1-5.19 era: ping-pong needs 3 quick replies; quick-ACK budget "
-    "spent per data segment; exact-MSS PSH segments could wait 40 ms",
+    description="Linux 5.4 (5.1-5.19 era): ping-pong needs 3 quick replies; quick-ACK budget "
+    "spent per data segment; exact-MSS PSH segments could wait 40 ms (S4's one-way stream "
+    "goes delayed after the 16 quick ACKs)",
     sources=(
         "commit 4a41f453bedf (2019): TCP_PINGPONG_THRESH 3, inet_csk_inc_pingpong_cnt",
         "raspberrypi/linux 0373f2fb (5.x) include/net/inet_connection_sock.h",
         "reverted by 4d8f24eeedc5 (2022); fixes 059217c18be6, 4720852ed9af (2023) absent",
     ),
-    unverified=("the exact first/last kernel versions with threshold 3",),
-    pingpong_thresh=3,
-    pingpong_needs_new_data=True,
-    bbr=False,
+    unverified=("the exact first/last kernel versions with threshold 3",
+                "HyStart: 5.4 has the older ms-granularity version (not modelled; 6.x HyStart "
+                "stands in)"),
+)
+
+LINUX_4_18 = LINUX.with_overrides(
+    name="linux-4.18",
+    description="AlmaLinux/RHEL 8 (4.18.0-394.el8 as read): ping-pong threshold 1 without "
+    "the newer-data test, quick-ACK budget spent per data segment, no PSH fix, TLP timeout "
+    "in jiffies, no tcp_tso_rtt_log",
+    sources=(
+        "kernel-4.18.0-394.el8 (Seneca-CDOT/dynaccel-kernel-4.18.0): TCP_PINGPONG_THRESH 1 "
+        "and inet_csk_enter_pingpong_mode in tcp_event_data_sent (RHEL backport of the "
+        "pingpong API without 4a41f453bedf), tcp_dec_quickack_mode(sk, pkts), "
+        "tcp_measure_rcv_mss without the PSH rule, tcp_schedule_loss_probe adding "
+        "TCP_TIMEOUT_MIN jiffies, tcp_tso_autosize without the min_rtt term, CUBIC 2.3 "
+        "with beta 717, TCP_MAX_QUICKACKS 16, no TCP_DEFAULT_INIT_RCVWND (a337531b942b "
+        "backported: ~64 KB initial window)",
+        "seed scenario S4: AlmaLinux 8 as the server",
+    ),
+    unverified=("HyStart in this kernel is the older ms-granularity version (ack train "
+                "after delay_min/2 in ms); 6.x HyStart stands in",
+                "tcp_cwnd_validate is the pre-2022 version (is_cwnd_limited may be "
+                "forgotten within a window)"),
     quickack_dec_only_if_scheduled=False,
     pushed_on_full_psh=False,
+    tso_rtt_log=0,
+    tlp_timeout_in_us=False,
+    delack_max_follows_rto_min=False,
+    socket_timing_options=False,
+    pingpong_sysctl=False,
 )
 
 WINDOWS = LINUX.with_overrides(
@@ -242,7 +375,9 @@ WINDOWS = LINUX.with_overrides(
     unverified=("Nagle variant (RFC 896 assumed, not Minshall)",
                 "no quick-ACK or ping-pong logic", "timer granularity (exact 200 ms assumed)",
                 "initial cwnd 10", "minimum RTO 300 ms (MinRto; Windows docs of the Vista era)",
-                "no tail loss probe"),
+                "no tail loss probe",
+                "congestion control: Windows 10 1709+ defaults to CUBIC; Linux's CUBIC "
+                "stands in for it"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -251,8 +386,9 @@ WINDOWS = LINUX.with_overrides(
     classic_ack_every=2,
     autocorking=False,
     rto_min_us=300_000,
+    probe0_min_us=300_000,
     tail_loss_probe=False,
-    bbr=False,
+    congestion="cubic",
 )
 
 FREEBSD = LINUX.with_overrides(
@@ -263,7 +399,9 @@ FREEBSD = LINUX.with_overrides(
         "seed scenario S4: FreeBSD 13.2 delayed ACK measured about 40 ms",
     ),
     unverified=("delacktime 40 ms taken from the S4 measurement; older headers say 100 ms",
-                "Nagle variant (RFC 896 assumed)", "no quick-ACK budget modelled"),
+                "Nagle variant (RFC 896 assumed)", "no quick-ACK budget modelled",
+                "congestion control NewReno (FreeBSD 13's default; 14 moved to CUBIC); "
+                "Linux's Reno stands in for it"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -271,7 +409,7 @@ FREEBSD = LINUX.with_overrides(
     classic_delack_us=40_000,
     autocorking=False,
     tail_loss_probe=False,
-    bbr=False,
+    congestion="reno",
 )
 
 MACOS = LINUX.with_overrides(
@@ -284,7 +422,8 @@ MACOS = LINUX.with_overrides(
         "unACKed segment",
     ),
     unverified=("delayed-ACK timer 100 ms (old tcp_timer.h says 125 ms)",
-                "stretch-ACK detection of mode 3 not modelled", "Nagle variant (RFC 896)"),
+                "stretch-ACK detection of mode 3 not modelled", "Nagle variant (RFC 896)",
+                "congestion control CUBIC (XNU's default); Linux's CUBIC stands in for it"),
     nagle_style=NagleStyle.RFC896,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
@@ -293,17 +432,19 @@ MACOS = LINUX.with_overrides(
     classic_ack_psh_at_once=True,
     autocorking=False,
     tail_loss_probe=False,
-    bbr=False,
+    congestion="cubic",
 )
 
-PROFILES: dict[str, StackProfile] = {
-    p.name: p for p in (LINUX, LINUX_5_4, WINDOWS, FREEBSD, MACOS)
+PROFILES: dict[str, StackProfile] = {  # the TUI cycles in this order: OSes first
+    p.name: p for p in (LINUX, LINUX_5_4, WINDOWS, FREEBSD, MACOS,
+                        LINUX_6_6, LINUX_6_1, LINUX_5_15, LINUX_4_18)
 }
 
 TUNABLE = frozenset(
     f.name for f in dataclasses.fields(StackProfile)
     if f.name not in {"name", "description", "sources", "unverified", "nagle_style",
-                      "ack_style", "supports_cork", "supports_quickack"}
+                      "ack_style", "supports_cork", "supports_quickack", "congestion",
+                      "route_quickack"}
 )
 """Profile fields a scenario may override in its `tune` table."""
 
@@ -311,8 +452,37 @@ HOST_FIELDS = frozenset({"syscall_us", "tx_segment_us", "host_latency_us", "wake
                          "jiffy_phase_us"})
 """Tunable fields that describe the host's timing, not the kernel's rules."""
 
-PER_SOCKET_FIELDS = frozenset({"bbr"})
+PER_SOCKET_FIELDS = frozenset({"congestion"})
 """Kernel behaviour a real run can select per socket (TCP_CONGESTION)."""
+
+NAMESPACE_SYSCTL_FIELDS = {"pingpong_thresh": "net.ipv4.tcp_pingpong_thresh"}
+"""Tunable fields a real run applies as per-network-namespace sysctls (in its own
+namespaces, never the host's)."""
+
+TIMING_OPTIONS = {"delack_max": "TCP_DELACK_MAX_US", "rto_min": "TCP_RTO_MIN_US"}
+"""Script options `set delack_max 5ms` / `set rto_min 50ms` and their socket options."""
+TIMING_OPTION_FIELDS = {"delack_max": "delack_max_us", "rto_min": "rto_min_us"}
+"""The profile field each timing option overrides for its socket."""
+TCP_TIMEOUT_MIN_J = 2
+"""TCP_TIMEOUT_MIN (jiffies): the smallest value TCP_RTO_MIN_US / TCP_DELACK_MAX_US take."""
+
+
+def timing_option_error(profile: StackProfile, option: str, us: int) -> str:
+    """Why do_tcp_setsockopt would refuse this TCP_RTO_MIN_US / TCP_DELACK_MAX_US value on
+    this profile's kernel ("" if it accepts it): the option must exist, and its value in
+    jiffies (usecs_to_jiffies, rounding up) must lie in [TCP_TIMEOUT_MIN, HZ/5]."""
+    name = TIMING_OPTIONS[option]
+    if not profile.socket_timing_options:
+        return f"profile {profile.name!r} has no {name} (Linux 6.15+)"
+    j = profile.us_to_jiffies(us)
+    if not TCP_TIMEOUT_MIN_J <= j <= profile.hz // 5:
+        lo = TCP_TIMEOUT_MIN_J * profile.tick_us / 1000
+        return (f"{name} {us / 1000:g} ms is {j} jiffies at HZ={profile.hz}; the kernel "
+                f"accepts {TCP_TIMEOUT_MIN_J} to {profile.hz // 5} ({lo:g} to 200 ms)")
+    return ""
+
+CONGESTION_CONTROLS = ("cubic", "reno", "bbr")
+"""Values of `StackProfile.congestion` (and of a scenario side's `congestion` key)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -58,7 +58,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import connection, recv, send
-from .config import SocketOptions, StackProfile
+from .config import (
+    TIMING_OPTION_FIELDS,
+    TIMING_OPTIONS,
+    SocketOptions,
+    StackProfile,
+    timing_option_error,
+)
 from .events import Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
 from .sock import Sock
 from .state import ModelError, Nonagle, SockOpt, State
@@ -239,6 +245,21 @@ class Endpoint:
             send.tcp_sock_set_cork(sk, now, on)
         else:
             recv.tcp_sock_set_quickack(sk, now, on)
+
+    def set_timing_option(self, now: Micros, option: str, us: int) -> None:
+        """TCP_RTO_MIN_US / TCP_DELACK_MAX_US (do_tcp_setsockopt, 6.15+): this socket's
+        icsk_rto_min / icsk_delack_max, kept in whole jiffies as the kernel keeps them.
+
+        Raises:
+            ModelError: the kernel would refuse it (no such option, or out of range).
+        """
+        sk = self._sk
+        sk.event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET, f"{TIMING_OPTIONS[option]} = {us}")
+        why = timing_option_error(sk.profile, option, us)
+        if why:
+            raise ModelError(why)
+        jiffy_us = sk.profile.us_to_jiffies(us) * sk.profile.tick_us
+        sk.profile = sk.profile.with_overrides(**{TIMING_OPTION_FIELDS[option]: jiffy_us})
 
     def get_option(self, opt: SockOpt) -> int:
         """getsockopt: TCP_QUICKACK reads !pingpong, whatever the quick-ACK budget is."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .config import PINGPONG_MAX, AckStyle
 from .events import ACK, FIN, PSH, RST, Kind, Micros, Reason, Segment, Timer
-from .rate import tcp_rate_skb_sent, tcp_update_skb_after_send
+from .rate import tcp_ca_event_tx_start, tcp_rate_skb_sent, tcp_update_skb_after_send
 from .sock import Sock
 from .state import TCP_MAX_WSCALE, TCP_RMEM_TO_WIN_SCALE, AckPending, Skb, State
 
@@ -202,10 +202,10 @@ def tcp_dec_quickack_mode(sk: Sock, now: Micros, data_segments: int) -> None:
 def tcp_event_data_sent(sk: Sock, now: Micros) -> None:
     """tcp_event_data_sent: data sent within ato of the last data received raises the
     ping-pong count (threshold 1 since 4d8f24eeedc5; 3, and only for a reply to newer data,
-    in the 4a41f453bedf era). Also BBR's CA_EVENT_TX_START after idle."""
-    cc, ack, p = sk.cc, sk.ack, sk.profile
-    if not sk.snd.rtx and cc.bbr is not None:
-        cc.bbr.on_transmit_start(bool(cc.app_limited))
+    in the 4a41f453bedf era). Also CA_EVENT_TX_START after idle (BBR, CUBIC)."""
+    ack, p = sk.ack, sk.profile
+    if not sk.snd.rtx:
+        tcp_ca_event_tx_start(sk, now)
     now_j = sk.jiffies(now)
     if p.ack_style is AckStyle.LINUX and ack.ato_j and (now_j - ack.lrcvtime_j) < ack.ato_j:
         fresh = not p.pingpong_needs_new_data or sk.snd.lsndtime_j < ack.lrcvtime_j

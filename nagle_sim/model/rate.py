@@ -1,6 +1,6 @@
 """Rate and congestion control: RTT and RTO, the congestion window, delivery-rate samples,
 pacing and TSO sizing (tcp_input.c's estimators, tcp_cong.c, tcp_rate.c, tcp_output.c's
-pacing hooks; BBR itself lives in ``bbr.py``).
+pacing hooks; BBR itself lives in ``bbr.py``, CUBIC and Reno in ``cubic.py``).
 
 Owns: how fast and how much may be in flight. Must not send or trace segments (that is
 ``output``); standard library and lower model modules only.
@@ -17,6 +17,7 @@ from .config import (
     PACING_SS_RATIO,
     SK_PACING_SHIFT,
 )
+from .cubic import Cubic, Reno
 from .events import Kind, Micros, Reason, Timer
 from .sock import Sock
 from .state import Skb
@@ -24,18 +25,38 @@ from .state import Skb
 
 # ---------------------------------------------------------------- RTT and RTO
 def tcp_rtt_estimator(sk: Sock, m: int) -> None:
-    """tcp_rtt_estimator + __tcp_set_rto (RFC 6298): rto = srtt + max(4·mdev, rto_min)."""
-    cc = sk.cc
+    """tcp_rtt_estimator + tcp_set_rto (RFC 6298 as Linux does it): SRTT moves 1/8 toward
+    each sample, mdev 1/4 (1/32 when the sample is below SRTT); rttvar jumps up to a larger
+    mdev at once but decays only once per RTT, by a quarter of its excess over the largest
+    mdev of that RTT, floored at rto_min (tcp_rto_min_us, so a lowered rto_min takes a few
+    RTTs to show); rto = srtt + rttvar. The first sample sets mdev = 2·RTT (rto = 3·RTT)."""
+    cc, snd = sk.cc, sk.snd
     m = max(m, 1)
+    rto_min = sk.profile.rto_min_us
     if cc.srtt_us == 0:
         cc.srtt_us = m
-        cc.mdev_us = m // 2
+        cc.mdev_us = m << 1
+        cc.rttvar_us = cc.mdev_max_us = max(cc.mdev_us, rto_min)
+        cc.rtt_seq = snd.snd_nxt
     else:
         err = m - cc.srtt_us
-        cc.srtt_us += err // 8
-        cc.mdev_us += (abs(err) - cc.mdev_us) // 4
-    rttvar = max(4 * cc.mdev_us, sk.profile.rto_min_us)
-    cc.rto_us = min(cc.srtt_us + rttvar, sk.profile.rto_max_us)
+        cc.srtt_us = max(1, cc.srtt_us + (err >> 3 if err >= 0 else -((-err) >> 3)))
+        if err < 0:
+            err = -err - (cc.mdev_us >> 2)
+            if err > 0:
+                err >>= 3
+        else:
+            err -= cc.mdev_us >> 2
+        cc.mdev_us += err
+        if cc.mdev_us > cc.mdev_max_us:
+            cc.mdev_max_us = cc.mdev_us
+            cc.rttvar_us = max(cc.rttvar_us, cc.mdev_max_us)
+        if snd.snd_una > cc.rtt_seq:
+            if cc.mdev_max_us < cc.rttvar_us:
+                cc.rttvar_us -= (cc.rttvar_us - cc.mdev_max_us) >> 2
+            cc.rtt_seq = snd.snd_nxt
+            cc.mdev_max_us = rto_min
+    cc.rto_us = min(cc.srtt_us + cc.rttvar_us, sk.profile.rto_max_us)
 
 
 # ---------------------------------------------------------------- congestion window
@@ -50,20 +71,102 @@ def tcp_cwnd_test(cwnd: int, in_flight: int, fin_only: bool) -> int:
 
 
 def tcp_init_congestion_control(sk: Sock, now: Micros) -> None:
-    """tcp_init_congestion_control → bbr_init (pacing from the handshake RTT)."""
-    if sk.profile.bbr:
-        cc = sk.cc
+    """tcp_init_congestion_control: bbr_init (pacing from the handshake RTT), or
+    cubictcp_init (HyStart's first round starts now; ssthresh stays infinite, as
+    initial_ssthresh is 0), or Reno (nothing to set up)."""
+    cc, p = sk.cc, sk.profile
+    if p.congestion == "bbr":
         cc.bbr = Bbr(sk.mss, now, cc.srtt_us, cc.cwnd, cc.min_rtt_us)
         cc.pacing_rate = cc.bbr.pacing_rate
+    elif p.congestion == "reno":
+        cc.ca = Reno()
+    else:
+        cubic = Cubic(p.hz, hystart=p.hystart)
+        cubic.hystart_reset(now, sk.snd.snd_nxt)
+        cc.ca = cubic
 
 
-def tcp_slow_start(sk: Sock, now: Micros, acked: int, prior_packets: int) -> None:
-    """tcp_slow_start (RFC 5681), only while cwnd-limited (tcp_is_cwnd_limited)."""
+def tcp_is_cwnd_limited(sk: Sock) -> bool:
+    """tcp_is_cwnd_limited: the window was full in the current window of data, or, in
+    slow start, cwnd is below twice the most packets out in that window (so cwnd keeps
+    growing to twice what the application actually used)."""
     cc = sk.cc
-    if cc.cwnd < cc.ssthresh and 2 * prior_packets > cc.cwnd:
-        new = cc.cwnd + acked
-        sk.event(now, Kind.MODE, Reason.CWND_GROW, f"cwnd {cc.cwnd} → {new}", cwnd=new)
+    if cc.is_cwnd_limited:
+        return True
+    if cc.cwnd < cc.ssthresh:
+        return cc.cwnd < 2 * cc.max_packets_out
+    return False
+
+
+def tcp_cwnd_validate(sk: Sock, is_cwnd_limited: bool) -> None:
+    """tcp_cwnd_validate (as since f4ce91ce12a7, 2022, which keeps is_cwnd_limited for a
+    whole window): remember, per window of data (until snd_una passes cwnd_usage_seq), whether the
+    sender filled cwnd and the most packets it had out."""
+    cc, snd = sk.cc, sk.snd
+    packets_out = sk.packets_out
+    if (snd.snd_una >= cc.cwnd_usage_seq or is_cwnd_limited
+            or (not cc.is_cwnd_limited and packets_out > cc.max_packets_out)):
+        cc.is_cwnd_limited = is_cwnd_limited
+        cc.max_packets_out = packets_out
+        cc.cwnd_usage_seq = snd.snd_nxt
+
+
+def tcp_cong_avoid(sk: Sock, now: Micros, acked: int) -> None:
+    """tcp_cong_avoid → cubictcp_cong_avoid / tcp_reno_cong_avoid: grow cwnd only while
+    the sender is cwnd-limited (tcp_is_cwnd_limited); slow start to ssthresh, then the
+    congestion control's own growth."""
+    cc = sk.cc
+    if cc.ca is None or not tcp_is_cwnd_limited(sk):
+        return
+    new = cc.ca.cong_avoid(cc.cwnd, cc.ssthresh, acked, sk.jiffies(now))
+    if new != cc.cwnd:
+        phase = "slow start" if cc.cwnd < cc.ssthresh else f"{cc.ca.name} avoidance"
+        sk.event(now, Kind.MODE, Reason.CWND_GROW, f"cwnd {cc.cwnd} → {new} ({phase})",
+                 cwnd=new)
         cc.cwnd = new
+
+
+def tcp_ca_ssthresh(sk: Sock) -> int:
+    """icsk_ca_ops->ssthresh as tcp_enter_loss asks it after an RTO: CUBIC β·cwnd (717/1024),
+    Reno cwnd/2, BBR leaves ssthresh alone (bbr_ssthresh only saves cwnd)."""
+    cc = sk.cc
+    if cc.ca is None:
+        return cc.ssthresh
+    return cc.ca.ssthresh(cc.cwnd)
+
+
+def tcp_enter_loss(sk: Sock, now: Micros) -> None:
+    """tcp_enter_loss on an RTO: ssthresh from the congestion control (only on the first
+    RTO of an episode: repeated timeouts in TCP_CA_Loss keep it), cwnd = in flight + 1 = 1
+    (everything outstanding is marked lost), and CUBIC's state reset (cubictcp_state)."""
+    cc = sk.cc
+    if not cc.in_loss:
+        cc.ssthresh = tcp_ca_ssthresh(sk)
+    cc.cwnd = 1
+    cc.in_loss = True
+    if cc.ca is not None:
+        cc.ca.on_loss(now, sk.snd.snd_nxt)
+
+
+def tcp_ca_event_tx_start(sk: Sock, now: Micros) -> None:
+    """CA_EVENT_TX_START (tcp_event_data_sent with nothing in flight): BBR notes an
+    idle restart; CUBIC moves its epoch past the idle time."""
+    cc = sk.cc
+    if cc.bbr is not None:
+        cc.bbr.on_transmit_start(bool(cc.app_limited))
+    elif cc.ca is not None:
+        cc.ca.on_tx_start(sk.jiffies(now), sk.snd.lsndtime_j)
+
+
+def pacing_rate_estimate(sk: Sock) -> float:
+    """tcp_update_pacing_rate (bytes/s): mss · max(cwnd, packets out) / srtt, times 200 %
+    in the first half of slow start, 120 % after; unlimited before an RTT is known.
+    Without BBR (or fq) nothing is paced, but TSO sizing and HyStart read this rate."""
+    cc = sk.cc
+    if not cc.srtt_us:
+        return float(1 << 40)
+    ratio = PACING_SS_RATIO if cc.cwnd < cc.ssthresh / 2 else PACING_CA_RATIO
+    return sk.mss * max(cc.cwnd, sk.packets_out) * 1e6 / cc.srtt_us * ratio
 
 
 def tcp_cwnd_restart(sk: Sock, now: Micros) -> None:
@@ -109,8 +212,15 @@ def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets
             rs.interval_us = -1
     rs.is_ack_delayed = acked == 1
     if cc.bbr is None:
-        if acked:
-            tcp_slow_start(sk, now, acked, prior_packets)
+        if acked and cc.ca is not None:
+            # pkts_acked (cubictcp_acked: min RTT, HyStart) runs before cong_avoid
+            ssthresh = cc.ca.acked(rs.rtt_us, sk.jiffies(now), now, cc.cwnd, cc.ssthresh,
+                                   sk.snd.snd_una, sk.snd.snd_nxt, pacing_rate_estimate(sk))
+            if ssthresh is not None:
+                sk.event(now, Kind.MODE, Reason.CWND_GROW,
+                         f"HyStart: slow start ends at cwnd {cc.cwnd}", cwnd=cc.cwnd)
+                cc.ssthresh = ssthresh
+            tcp_cong_avoid(sk, now, acked)
         return
     cwnd, mark = cc.bbr.on_ack(now, rs, cc.delivered, cc.cwnd, sk.packets_out, cc.srtt_us)
     if mark:
@@ -176,15 +286,17 @@ def tcp_pacing_check(sk: Sock, now: Micros) -> bool:
 
 
 def tcp_tso_autosize(sk: Sock) -> int:
-    """tcp_tso_autosize: about 1 ms of data at the pacing rate per TSO skb, at least 2
+    """tcp_tso_autosize: about 1 ms of data at the pacing rate per TSO skb, plus (since
+    65466904b015, Nov 2021, sysctl tcp_tso_rtt_log = 9) gso_max_size >> (min_rtt >> 9 µs): a
+    whole 64 KB skb below 512 µs of RTT, half below 1 ms...; at least tcp_min_tso_segs
     (BBR: bbr_tso_segs_goal; otherwise the rate of tcp_update_pacing_rate)."""
-    cc = sk.cc
+    cc, p = sk.cc, sk.profile
     if cc.bbr is not None:
         return cc.bbr.tso_segs_goal()
-    if cc.srtt_us:
-        ratio = PACING_SS_RATIO if cc.cwnd < cc.ssthresh / 2 else PACING_CA_RATIO
-        rate = sk.mss * max(cc.cwnd, sk.packets_out) * 1e6 / cc.srtt_us * ratio
-    else:
-        rate = float(1 << 40)   # sk_pacing_rate starts unlimited
-    budget = min(int(rate) >> SK_PACING_SHIFT, GSO_MAX_SIZE - 1 - MAX_TCP_HEADER)
-    return max(budget // sk.mss, 2)
+    gso_max = GSO_MAX_SIZE - 1 - MAX_TCP_HEADER
+    budget = int(pacing_rate_estimate(sk)) >> SK_PACING_SHIFT
+    if p.tso_rtt_log and cc.min_rtt_us:
+        shift = cc.min_rtt_us >> p.tso_rtt_log
+        if shift < 32:
+            budget += gso_max >> shift
+    return max(min(budget, gso_max) // sk.mss, p.min_tso_segs)

@@ -306,7 +306,8 @@ def tcp_ack_snd_check(sk: Sock, now: Micros) -> None:
         tcp_send_ack(sk, now, Reason.FULL_FRAME,
                      f"{rcv.rcv_nxt - rcv.rcv_wup} B unACKed > rcv_mss {rcv.rcv_mss}")
     elif sk.in_quickack_mode:
-        tcp_send_ack(sk, now, Reason.QUICKACK_MODE, f"{sk.ack.quick} quick ACKs left")
+        tcp_send_ack(sk, now, Reason.QUICKACK_MODE, "route quickack 1"
+                     if sk.profile.route_quickack else f"{sk.ack.quick} quick ACKs left")
     elif sk.ack.pending & AckPending.NOW:
         tcp_send_ack(sk, now, Reason.OUT_OF_ORDER if sk.rcv.ofo else Reason.DUPLICATE)
     else:
@@ -338,7 +339,7 @@ def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
             rtt = max(p.us_to_jiffies(sk.cc.srtt_us), p.delack_min_j)
             max_ato = min(max_ato, rtt)
         ato = min(ato, max_ato)
-    ato = min(ato, p.delack_max_j)
+    ato = min(ato, p.tcp_delack_max_j)
     now_j = sk.jiffies(now)
     timeout_j = now_j + ato
     if ack.pending & AckPending.TIMER:

@@ -23,6 +23,8 @@ from .output import tcp_transmit_control, tcp_transmit_data
 from .rate import (
     tcp_cwnd_restart,
     tcp_cwnd_test,
+    tcp_cwnd_validate,
+    tcp_enter_loss,
     tcp_pacing_check,
     tcp_rate_check_app_limited,
     tcp_tso_autosize,
@@ -177,6 +179,7 @@ def tcp_write_xmit(sk: Sock, now: Micros, nonagle: int, why: Reason, push_one: b
     snd = sk.snd
     queue, rtx = snd.queue, snd.rtx
     sent = 0
+    cwnd_limited = False
     while queue:
         skb = queue[0]
         if tcp_pacing_check(sk, now):
@@ -186,6 +189,7 @@ def tcp_write_xmit(sk: Sock, now: Micros, nonagle: int, why: Reason, push_one: b
         if not quota and loss_probe:
             quota = 1       # tcp_write_xmit(push_one = 2): "force out a loss probe pkt"
         if not quota:
+            cwnd_limited = True
             if snd.last_hold is not Reason.CWND_HOLD:
                 sk.hold(now, Reason.CWND_HOLD, f"cwnd {sk.cc.cwnd}, in flight {in_flight}")
             break
@@ -204,6 +208,9 @@ def tcp_write_xmit(sk: Sock, now: Micros, nonagle: int, why: Reason, push_one: b
             break
     if sent and not loss_probe:
         tcp_schedule_loss_probe(sk, now, advancing_rto=False)
+    cwnd_limited = cwnd_limited or len(rtx) >= sk.cc.cwnd
+    if sent or cwnd_limited:
+        tcp_cwnd_validate(sk, cwnd_limited)
     return not rtx and bool(queue)
 
 
@@ -356,9 +363,7 @@ def tcp_retransmit_timer(sk: Sock, now: Micros) -> None:
         return
     skb = rtx[0]
     skb.retransmitted = True
-    cc.in_loss = True
-    cc.ssthresh = max(len(rtx) // 2, 2)
-    cc.cwnd = 1
+    tcp_enter_loss(sk, now)
     tcp_transmit_data(sk, now, [skb], Reason.RETRANSMIT)
     cc.backoff = min(cc.backoff + 1, MAX_RTO_BACKOFF)
     sk.arm(now, Timer.RTO, rto_at(sk, now), Reason.RTO_ARMED)

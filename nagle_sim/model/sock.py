@@ -88,8 +88,9 @@ class Sock:
 
     @property
     def in_quickack_mode(self) -> bool:
-        """tcp_in_quickack_mode: quick ACKs left and not in ping-pong."""
-        return self.ack.quick > 0 and not self.in_pingpong
+        """tcp_in_quickack_mode: the route says quickack, or quick ACKs left and not in
+        ping-pong."""
+        return self.profile.route_quickack or (self.ack.quick > 0 and not self.in_pingpong)
 
     @property
     def rto_j(self) -> int:

@@ -4,7 +4,8 @@ Owns: the ``tp->nonagle`` and ``icsk_ack.pending`` bits, the skb record, the fou
 groups (send, receive, ACK, congestion: `SendState`, `RecvState`, `AckState`,
 `CongestionState`), the TCP states and their transition table (data, in the h11
 manner, so docs and lessons can draw the diagram from it), `SockOpt` and `ModelError`.
-Holds data only, no rules. Standard library and ``model.events`` / ``model.bbr`` only.
+Holds data only, no rules. Standard library and ``model.events`` / ``model.bbr`` /
+``model.cubic`` only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .bbr import Bbr
+from .cubic import CongestionOps
 from .events import Micros, Reason, Segment
 
 
@@ -236,6 +238,12 @@ class CongestionState:
     """icsk_ca_state == TCP_CA_Loss after an RTO."""
     srtt_us: int = 0
     mdev_us: int = 0
+    """4 × the mean deviation, as tp->mdev_us keeps it."""
+    rttvar_us: int = 0
+    mdev_max_us: int = 0
+    rtt_seq: int = 0
+    """tcp_rtt_estimator's per-RTT bookkeeping: rttvar decays toward the largest mdev of
+    the last window (floored at rto_min) once per RTT."""
     rto_us: int
     backoff: int = 0
     min_rtt_us: int = 0
@@ -245,6 +253,12 @@ class CongestionState:
     first_tx_mstamp: Micros = Micros(0)
     app_limited: int = 0
     data_segs_out: int = 0
+    # cwnd validation (tcp_cwnd_validate): is the sender using its window?
+    is_cwnd_limited: bool = False
+    max_packets_out: int = 0
+    cwnd_usage_seq: int = 0
+    ca: CongestionOps | None = None
+    """CUBIC or Reno (None with BBR)."""
     # BBR and pacing (EDT, tcp_wstamp_ns)
     bbr: Bbr | None = None
     pacing_rate: float = 0.0

@@ -109,6 +109,6 @@ def tcp_check_probe_timer(sk: Sock, now: Micros) -> None:
     timers = sk.timers
     if sk.snd.rtx or Timer.PROBE0 in timers or Timer.RTO in timers or Timer.TLP in timers:
         return
-    base_j = max(sk.rto_j, sk.profile.us_to_jiffies(sk.profile.rto_min_us))
+    base_j = max(sk.rto_j, sk.profile.us_to_jiffies(sk.profile.probe0_min_us))
     at = sk.jiffy_timer_at(now, sk.jiffies(now) + (base_j << sk.cc.backoff))
     sk.arm(now, Timer.PROBE0, at, Reason.PROBE0_ARMED, f"RTO {sk.cc.rto_us / 1000:g} ms")

@@ -111,11 +111,19 @@ def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
                                               f"{took}", op=op)))
     if detail != "wire":
         said: tuple[int, Side, str] | None = None
+        delayed: set[tuple[int, Side, str]] = set()
         for e in trace.events:
             if e.kind not in _EVENT_KINDS or not _wanted(e, detail):
                 continue
             if detail == "normal" and e.kind == "timer_armed" and said == (e.t, e.side, e.code):
                 continue  # the "delayed ACK" row just said this sentence: one row is enough
+            if detail == "normal" and e.kind == "ack_delayed":
+                # a burst arriving in one instant re-arms the same timer once per segment
+                # pair (an unpaced CUBIC flight): one row per instant says it
+                if (e.t, e.side, e.detail) in delayed:
+                    said = (e.t, e.side, e.code)
+                    continue
+                delayed.add((e.t, e.side, e.detail))
             said = (e.t, e.side, e.code) if e.kind == "ack_delayed" else None
             rows.append((e.t, 2, Row(t=e.t, side=e.side, kind=_EVENT_KINDS[e.kind],
                                      label=_event_label(e),

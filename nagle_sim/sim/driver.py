@@ -1,9 +1,11 @@
-"""The discrete-event executor: two model endpoints, a fixed-delay link, two app scripts.
+"""The discrete-event executor: two model endpoints, a link, two app scripts.
 
-Owns: simulated time (simpy, integer µs), the link, the application processes and the
-assembly of a `Trace`. It is the only module that imports simpy. Must not import asyncio,
-textual or rich. simpy timeouts cannot be cancelled, so a timer wake-up may come early or
-twice; that is harmless because `Endpoint.on_deadline` does nothing when nothing is due.
+Owns: simulated time (simpy, integer µs), the link (a fixed one-way delay per direction
+and, with `[link] rate`, serialization at that rate through a drop-tail FIFO of `queue`
+packets), the application processes and the assembly of a `Trace`. It is the only module
+that imports simpy. Must not import asyncio, textual or rich. simpy timeouts cannot be
+cancelled, so a timer wake-up may come early or twice; that is harmless because
+`Endpoint.on_deadline` does nothing when nothing is due.
 """
 
 from __future__ import annotations
@@ -17,7 +19,18 @@ import simpy
 
 from ..model.endpoint import Endpoint, ModelError, SockOpt
 from ..model.events import REASON_CODE, REASON_TEXT, Micros, Segment, Side, flag_letters
-from ..scenario import Close, GetOpt, Read, Scenario, SetOpt, Sleep, Statement, Write, Writev
+from ..scenario import (
+    Close,
+    GetOpt,
+    Read,
+    Scenario,
+    SetOpt,
+    SetTiming,
+    Sleep,
+    Statement,
+    Write,
+    Writev,
+)
 from ..script import (
     HANDSHAKE_WAIT,
     Step,
@@ -35,6 +48,9 @@ from ..script import (
 from ..trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
 
 DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
+WIRE_HEADER_BYTES = 52
+"""IPv4 (20) + TCP with timestamps (32): what each packet adds to its payload on the wire
+(the TUN relay's packets are raw IP, so realnet's rate counts the same bytes)."""
 DEFAULT_SEGMENT_LIMIT = 5_000_000
 DEFAULT_RECORD_LIMIT = 2_000_000
 CLASSROOM_RECORD_LIMIT = 300_000
@@ -115,6 +131,11 @@ class SimDriver:
         self.apps = {side: _App(side, steps(scenario.side(side).script)) for side in Side}
         self._error: str | None = None
         self._segments = 0
+        # the link's transmitter per direction: when it is next free, and when each
+        # packet it holds (waiting or being sent) leaves it
+        self._link_free = {side: 0.0 for side in Side}
+        self._link_held: dict[Side, list[float]] = {side: [] for side in Side}
+        self._drops = 0
 
     # ---------------------------------------------------------------- plumbing
     def _at(self, when: int, callback: Callable[[], None]) -> None:
@@ -146,12 +167,36 @@ class SimDriver:
         self._segments += 1
         if self._segments > self.segment_limit:
             raise RunLimit(f"more than {self.segment_limit:,} segments")
-        arrive = now + self.delay[side]
+        arrive: int | None = now + self.delay[side]
+        if self.scenario.link.rate_bps:
+            arrive = self._serialize(side, seg, now)
         self.trace.segments.append(SegmentRecord(
             t=Micros(now), src=side, seq=seg.seq, ack=seg.ack, length=seg.length,
-            flags=flag_letters(seg.flags), window=seg.window, arrive=Micros(arrive),
+            flags=flag_letters(seg.flags), window=seg.window,
+            arrive=None if arrive is None else Micros(arrive),
             why=REASON_TEXT[seg.why], code=REASON_CODE[seg.why]))
-        self._at(arrive, lambda: self._deliver(side.peer, seg))
+        if arrive is not None:
+            self._at(arrive, lambda: self._deliver(side.peer, seg))
+
+    def _serialize(self, side: Side, seg: Segment, now: int) -> int | None:
+        """A rate-limited link: the packet waits for the packets ahead of it, then takes
+        its wire size × 8 / rate to leave; a full queue drops it (drop-tail). Returns when
+        it arrives (whole µs, rounded up), or None when dropped. A GSO burst (loopback
+        wire) is its MSS packets back to back."""
+        link = self.scenario.link
+        held = [t for t in self._link_held[side] if t > now]
+        packets = max(1, -(-seg.length // link.mss))
+        if len(held) + packets > link.queue:
+            self._link_held[side] = held
+            self._drops += 1
+            self.trace.meta["link_drops"] = self._drops
+            return None
+        wire = seg.length + WIRE_HEADER_BYTES * packets
+        end = max(float(now), self._link_free[side]) + wire * 8e6 / link.rate_bps
+        self._link_free[side] = end
+        held.extend([end] * packets)
+        self._link_held[side] = held
+        return -(-int(end * 1000) // 1000) + self.delay[side]
 
     def _now(self) -> Micros:
         """simpy's clock as model time (every delay scheduled here is an int µs)."""
@@ -259,6 +304,8 @@ class SimDriver:
             ep.app_write(now, sum(stmt.parts))
         elif isinstance(stmt, SetOpt):
             ep.set_option(now, SockOpt(stmt.option), stmt.on)
+        elif isinstance(stmt, SetTiming):
+            ep.set_timing_option(now, stmt.option, stmt.duration)
         elif isinstance(stmt, GetOpt):
             record.result = str(ep.get_option(SockOpt(stmt.option)))
         elif isinstance(stmt, Close):

@@ -286,7 +286,7 @@ def test_bbr_paces_after_ten_segments_in_two_segment_bursts() -> None:
     """tcp_update_skb_after_send paces from the 10th data segment; BBR's STARTUP rate is
     2.885 × cwnd × MSS / RTT and tso_segs_goal is 2 at that rate (the real 6.18 trace
     sends pairs 1.39 ms apart on a 20 ms RTT)."""
-    h = Harness(mss=1448)
+    h = Harness(mss=1448, profile=dataclasses.replace(LINUX, congestion="bbr"))
     h.accept(0, ms(20))                       # handshake RTT 20 ms
     h.take()
     rate = h.ep.tcp_info().pacing_rate
@@ -308,7 +308,7 @@ def test_bbr_paces_after_ten_segments_in_two_segment_bursts() -> None:
 
 
 def test_cubic_profile_does_not_pace() -> None:
-    profile = dataclasses.replace(LINUX, bbr=False)
+    profile = dataclasses.replace(LINUX, congestion="cubic")
     h = Harness(mss=1448, profile=profile)
     h.accept(0, ms(20))
     h.take()

@@ -11,7 +11,7 @@ import nagle_sim.model
 MODEL_DIR = Path(nagle_sim.model.__file__).parent
 
 LAYERS: dict[str, int] = {
-    "events": 0, "config": 0, "bbr": 0, "state": 0, "sock": 0,
+    "events": 0, "config": 0, "bbr": 0, "cubic": 0, "state": 0, "sock": 0,
     "rate": 1,
     "output": 2, "timers": 2,
     "send": 3, "recv": 3,

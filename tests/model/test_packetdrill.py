@@ -198,7 +198,7 @@ def test_d_with_threshold_three_the_second_ack_is_immediate() -> None:
 def test_f_slow_start_each_ack_of_two_releases_four() -> None:
     """slow-start-ack-per-2pkt.pkt: IW10, then every ACK of two segments releases four.
     The script assumes slow start without pacing (CUBIC), not this machine's BBR."""
-    h = Harness(mss=1000, profile=dataclasses.replace(PROFILES["linux"], bbr=False))
+    h = Harness(mss=1000, profile=PROFILES["linux"])
     h.accept(0, ms(100))
     h.take()
     h.write(ms(200), 30000)
