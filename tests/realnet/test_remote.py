@@ -715,3 +715,59 @@ def test_host_facts_from_a_serve_are_bounded_and_printable() -> None:
     assert facts["hz"] is None and len(facts["tcp_rmem"]) == 32
     assert facts["congestion"] == {"server": "bbr?"}
     assert clean_facts("not a dict") == {}
+
+
+def _bytes_by_side(segs: list[object]) -> dict[Side, int]:
+    out = {Side.CLIENT: 0, Side.SERVER: 0}
+    for s in segs:
+        out[s.src] += s.length      # type: ignore[attr-defined]
+    return out
+
+
+def test_a_tso_burst_seen_as_mss_pieces_at_the_receiver_is_counted_once() -> None:
+    """The sender's capture has one TSO burst (seq 1, 2896 B), the receiver's the NIC's
+    two MSS pieces: one segment of 2896 B, arriving with its last piece. Both ways."""
+    from realnet.remote import merge_captures
+
+    local = [_pkt(100, True, "PA", 1, 2896),
+             _pkt(300, False, "PA", 1, 1448, outgoing=False),
+             _pkt(301, False, "PA", 1449, 1448, outgoing=False)]
+    remote = [_pkt(102, True, "PA", 1, 1448, outgoing=False),
+              _pkt(103, True, "PA", 1449, 1448, outgoing=False),
+              _pkt(298, False, "PA", 1, 2896)]
+    segs, sources = merge_captures(local, 0, remote, 0, 9000, 2_000, 2_000)
+    assert _bytes_by_side(segs) == {Side.CLIENT: 2896, Side.SERVER: 2896}
+    assert sources == "LR"
+    assert [(s.t_ns // 1000, (s.arrive_ns or 0) // 1000) for s in segs] == [(100, 103),
+                                                                           (298, 301)]
+
+
+def test_gro_merged_pieces_at_the_receiver_are_counted_once() -> None:
+    """The sender's capture has two MSS segments, the receiver's one GRO-merged packet:
+    both segments arrive with it; no byte is counted twice. Both ways."""
+    from realnet.remote import merge_captures
+
+    local = [_pkt(100, True, "PA", 1, 1448), _pkt(101, True, "PA", 1449, 1448),
+             _pkt(302, False, "PA", 1, 2896, outgoing=False)]
+    remote = [_pkt(103, True, "PA", 1, 2896, outgoing=False),
+              _pkt(298, False, "PA", 1, 1448), _pkt(299, False, "PA", 1449, 1448)]
+    segs, sources = merge_captures(local, 0, remote, 0, 9000, 2_000, 2_000)
+    assert _bytes_by_side(segs) == {Side.CLIENT: 2896, Side.SERVER: 2896}
+    assert sources == "LLRR"
+    assert {(s.arrive_ns or 0) // 1000 for s in segs if s.src is Side.CLIENT} == {103}
+    assert {(s.arrive_ns or 0) // 1000 for s in segs if s.src is Side.SERVER} == {302}
+
+
+def test_bytes_only_the_receiver_captured_are_added_once() -> None:
+    """A merged arrival covering bytes the sender's capture has and bytes it missed adds
+    only the missing range; a receiver that saw a piece twice adds it once."""
+    from realnet.remote import merge_captures
+
+    local = [_pkt(100, True, "PA", 1, 1448)]
+    remote = [_pkt(103, True, "PA", 1, 2896, outgoing=False),
+              _pkt(150, True, "PA", 2897, 100, outgoing=False),
+              _pkt(160, True, "PA", 2897, 100, outgoing=False)]
+    segs, sources = merge_captures(local, 0, remote, 0, 9000, 2_000, 2_000)
+    assert _bytes_by_side(segs)[Side.CLIENT] == 2896 + 100
+    assert sources == "LBB"
+    assert [(s.seq, s.length) for s in segs] == [(1, 1448), (1449, 1448), (2897, 100)]
