@@ -52,7 +52,12 @@ def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None
         rows[:limit]
     for row in shown:
         table.add_row(*map(Text, row), style=None if row[8] == "✓" else "red")
-    console.print(table)
+    if cmp.wire_unknown is not None:
+        console.print(Text(f"{cmp.title}: segments were not captured "
+                           f"({cmp.wire_unknown}): only ops are compared",
+                           style="bold yellow"))
+    else:
+        console.print(table)
     if len(shown) < len(rows):
         console.print(f"… {len(rows) - len(shown)} more segment rows (all of them are in --json)")
     headers, rows = iteration_rows(cmp)
@@ -269,6 +274,79 @@ def profiles_of(scenario: Any) -> dict[Side, Any]:
     return {side: scenario.side(side).profile for side in Side}
 
 
+SCENARIO_CHECK_OPS = 10_000
+"""Ops per side checked against the scenario's statements (bounded: a 100k-op trace)."""
+
+
+def check_same_scenario(scenario: Any, real: Trace, where: str) -> None:
+    """Refuse a saved real trace that is not a run of ``scenario``: its title and each
+    side's ops (name and argument, in order, the first `SCENARIO_CHECK_OPS`) must be the
+    scenario's statements. A run that stopped early is a prefix and passes. One
+    `TraceError` naming the first difference."""
+    from itertools import islice
+
+    from .script import HANDSHAKE_OPS, steps
+    from .trace import TraceError
+
+    if scenario.title and real.title and scenario.title != real.title:
+        raise TraceError(f"{where}: a run of another scenario (its title is "
+                         f"{real.title[:60]!r}, {scenario.source} is "
+                         f"{scenario.title[:60]!r})")
+    for side in Side:
+        expected = steps(scenario.side(side).script)
+        ops = (op for op in real.ops if op.side is side and op.op not in HANDSHAKE_OPS)
+        for op in islice(ops, SCENARIO_CHECK_OPS):
+            step = next(expected, None)
+            if step is None:
+                raise TraceError(f"{where}: a run of another scenario (the {side.value} ran "
+                                 f"{op.op} {op.arg[:40]} after the end of {scenario.source}'s "
+                                 f"{side.value} script)")
+            if (op.op, op.arg) != (step.op, step.arg):
+                raise TraceError(f"{where}: a run of another scenario (the {side.value} ran "
+                                 f"{op.op} {op.arg[:40]!s} where {scenario.source} line "
+                                 f"{step.line} says {step.op} {step.arg[:40]!s})")
+
+
+def load_real(path: str, scenario: Any | None = None) -> Trace:
+    """A saved real trace for `compare`: a real run (source ``realnet``), meta the
+    comparison can use (`check_meta`), of ``scenario`` when one is given. Any problem is
+    one `TraceError` line naming the file and field."""
+    from .compare import check_meta
+    from .trace import TraceError
+
+    real = Trace.load(path)
+    if real.source != "realnet":
+        raise TraceError(f"{path}: not a real trace (its source is {real.source[:20]!r}; "
+                         "save one with `nagle-sim realnet run FILE --json > REAL.json`)")
+    check_meta(real, path)
+    if scenario is not None:
+        check_same_scenario(scenario, real, path)
+    return real
+
+
+def check_same_title(sim: Trace, real: Trace, where: str) -> None:
+    """Two saved traces of different scenarios (different titles) are not compared."""
+    from .trace import TraceError
+
+    if sim.title and real.title and sim.title != real.title:
+        raise TraceError(f"{where}: a run of another scenario (its title is "
+                         f"{real.title[:60]!r}, the model trace's is {sim.title[:60]!r})")
+
+
+def load_model(path: str) -> Trace:
+    """A saved model trace for `compare MODEL.json REAL.json` (source ``sim``)."""
+    from .compare import check_meta
+    from .trace import TraceError
+
+    sim = Trace.load(path)
+    if sim.source != "sim":
+        raise TraceError(f"{path}: not a model trace (its source is {sim.source[:20]!r}; "
+                         "compare a scenario or `nagle-sim run FILE --json > MODEL.json` "
+                         "with the real trace)")
+    check_meta(sim, path)
+    return sim
+
+
 def _write_tables(cmp: Comparison, markdown: str | None, csv_path: str | None) -> None:
     if markdown:
         Path(markdown).write_text(comparison_markdown(cmp), "utf-8")
@@ -284,13 +362,20 @@ def compare_cli(scenario: Any, args: Any) -> int:
     reason = not_comparable(scenario) if scenario is not None else ""
     if reason:
         _stderr(f"note: {reason}; comparing anyway, expect differences")
+    from .trace import TraceError
+
     profile = getattr(args, "profile", None) or "auto"
     saved = getattr(args, "real", None)
-    if getattr(args, "model_trace", None) is not None and saved:
-        real = Trace.load(saved)
+    real = getattr(args, "real_trace", None)
+    if saved and real is None:
+        real = load_real(saved, scenario)
+    if real is not None and not real.ops and not real.segments:
+        raise TraceError(f"{saved}: nothing to compare: the real trace has neither ops nor "
+                         "captured segments")
+    if getattr(args, "model_trace", None) is not None and real is not None:
         cmp = compare(args.model_trace, real)
-    elif saved:
-        cmp = model_against(scenario, Trace.load(saved), profile).compare()
+    elif real is not None:
+        cmp = model_against(scenario, real, profile).compare()
     else:
         cmp = run_both(scenario, remote=getattr(args, "remote", None),
                        token=getattr(args, "token", None), profile=profile).compare()
