@@ -95,8 +95,18 @@ MAX_CLIENTS = 16                  # connections at once (pre-run); more are told
 MAX_CLOCKS = 64
 CLOCK_SAMPLES = 8
 STATUS_INTERVAL_S = 0.05
-MAX_REMOTE_PACKETS = 4_000_000    # the serve's capture, as the client accepts it
+REPLY_DEADLINE_S = 300.0          # one whole reply (a status, or the streamed result)
+MAX_REMOTE_PACKETS = 500_000
+"""Captured packets a serve may send. The client keeps ~390 B per packet (a slotted
+`CapturedPacket`: its ints and flags; measured with tracemalloc), so the cap is ~200 MB at
+most. A 100k-op run of small writes captures ~300k packets on the serve (data and ACKs,
+both directions); a longer capture is cut there by the serve (meta
+``server_capture_truncated``: the rest is timed from this host's capture), and a serve that
+sends more is refused."""
 PACKETS_PER_CHUNK = 12_000        # ~0.7 MiB of compact packet rows per message
+MAX_PACKET_FLAGS = 6              # "SFRPA" at most; a longer string is malformed
+MAX_PACKET_LEN = 1 << 20          # a captured segment's payload (GRO / BIG TCP stay under)
+MAX_RESULT_NOTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -598,6 +608,9 @@ class _Session:
             if cap is not None:
                 time.sleep(min(2.0, rtt_s(scenario) + 0.05))   # the last ACK / FIN
                 packets = cap.stop()
+                if len(packets) > MAX_REMOTE_PACKETS:       # the client refuses more
+                    meta["server_capture_truncated"] = len(packets) - MAX_REMOTE_PACKETS
+                    packets = packets[:MAX_REMOTE_PACKETS]
                 meta["capture_clock_offset_ns"] = cap.clock_offset_ns
                 if cap.stats is not None and cap.stats.kernel_drops:
                     meta["server_capture_drops"] = cap.stats.kernel_drops
@@ -698,7 +711,7 @@ class RemoteSide:
         self.log = SideLog()
         self.meta: dict[str, Any] = {}
         self.packets: list[Any] = []
-        self.packets_dropped = 0
+        self._streaming = False
         self._finished = False
         self._blocked = False
         self._progress = 0
@@ -714,19 +727,33 @@ class RemoteSide:
         self._receive_reply()
 
     def _receive_reply(self) -> None:
-        """One status reply, or the whole streamed result."""
+        """One status reply, or the whole streamed result, within `REPLY_DEADLINE_S` (a
+        serve that keeps streaming must not keep the client reading forever)."""
+        deadline = time.monotonic() + REPLY_DEADLINE_S
         while True:
-            msg = self.chan.recv(REPLY_TIMEOUT_S)
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise ProtocolError("reply deadline")
+                msg = self.chan.recv(min(REPLY_TIMEOUT_S, left))
+            except ProtocolError:
+                if time.monotonic() < deadline:
+                    raise
+                raise ProtocolError(f"the server's reply did not end within "
+                                    f"{REPLY_DEADLINE_S:g} s (timeout)") from None
             if self._handle(msg):
                 return
 
     def _handle(self, msg: dict[str, Any]) -> bool:
         """Take one message; True once a reply is complete (a status or the result)."""
         kind = msg.get("type")
+        if kind in ("log", "packets"):
+            # the result stream has begun: only more of it, then the result, may follow
+            self._streaming = True
         if kind == "log":
             records = msg.get("records")
-            if not isinstance(records, list):
-                raise ProtocolError("malformed log chunk")
+            if not isinstance(records, list) or not records:
+                raise ProtocolError("malformed log chunk (not a non-empty list)")
             try:
                 for rec in records:
                     self.reader.add(rec)
@@ -743,10 +770,12 @@ class RemoteSide:
             if not isinstance(meta, dict):
                 raise ProtocolError("malformed result (no meta)")
             self.meta = {k: printable(v, 500) if isinstance(v, str) else
-                         [printable(x, 500) for x in v if isinstance(x, str)]
+                         [printable(x, 500) for x in v[:MAX_RESULT_NOTES]
+                          if isinstance(x, str)]
                          for k, v in meta.items()
                          if k in _RESULT_TEXT and isinstance(v, str | list)}
-            for key in ("capture_clock_offset_ns", "server_capture_drops"):
+            for key in ("capture_clock_offset_ns", "server_capture_drops",
+                        "server_capture_truncated"):
                 if type(meta.get(key)) is int and abs(meta[key]) < 1 << 63:
                     self.meta[key] = meta[key]
             self.log = self.reader.log
@@ -755,6 +784,8 @@ class RemoteSide:
             self._finished = True
             return True
         if kind == "status":
+            if self._streaming:
+                raise ProtocolError("a status reply in the middle of the streamed result")
             blocked, progress = msg.get("blocked"), msg.get("progress")
             waiting, line = msg.get("waiting", ""), msg.get("line", 0)
             if not (isinstance(blocked, bool) and type(progress) is int
@@ -768,23 +799,23 @@ class RemoteSide:
         raise ProtocolError(f"unexpected reply type {printable(repr(kind), 40)}")
 
     def _add_packets(self, rows: Any) -> None:
-        """The serve's captured packets (compact rows), checked and bounded."""
+        """The serve's captured packets (compact rows), every field checked and bounded;
+        more than `MAX_REMOTE_PACKETS` in all is refused (an honest serve cuts its
+        capture there and says so)."""
         from realnet.capture import CapturedPacket
 
-        if not isinstance(rows, list):
-            raise ProtocolError("malformed packets chunk")
+        if not isinstance(rows, list) or not rows:
+            raise ProtocolError("malformed packets chunk (not a non-empty list)")
+        if len(self.packets) + len(rows) > MAX_REMOTE_PACKETS:
+            raise ProtocolError(f"the server sent more than {MAX_REMOTE_PACKETS} captured "
+                                "packets (the limit)")
         for row in rows:
-            if not (isinstance(row, list) and len(row) == 9
-                    and all(type(v) is int and 0 <= v < 1 << 63
-                            for i, v in enumerate(row) if i != 5)
-                    and isinstance(row[5], str) and set(row[5]) <= set("SFRPA")):
+            if not (isinstance(row, list) and len(row) == 9 and _row_ok(row)):
                 raise ProtocolError("malformed captured packet from the server")
-            if len(self.packets) >= MAX_REMOTE_PACKETS:
-                self.packets_dropped += 1
-                continue
             t, sport, dport, seq, ack, flags, length, win, out = row
-            self.packets.append(CapturedPacket(t, "", sport, "", dport, seq, ack, flags,
-                                               length, win, bool(out)))
+            self.packets.append(CapturedPacket(t, "", sport, "", dport, seq, ack,
+                                               _FLAGS.setdefault(flags, flags), length, win,
+                                               bool(out)))
 
     @property
     def finished(self) -> bool:
@@ -808,6 +839,25 @@ class RemoteSide:
         with contextlib.suppress(OSError, ProtocolError, RealnetError):
             self.chan.send({"type": "abort"})
             self._receive_reply()
+
+
+_FLAGS: dict[str, str] = {}
+"""One string per flags value: ~50 B saved on each of up to `MAX_REMOTE_PACKETS` rows."""
+_ROW_LIMITS = (1 << 63, 1 << 16, 1 << 16, 1 << 32, 1 << 32, None, MAX_PACKET_LEN + 1,
+               1 << 16, 2)
+"""Exclusive upper bound of each field of a packet row (t_ns, sport, dport, seq, ack,
+flags, payload_len, window, outgoing); all are ≥ 0."""
+
+
+def _row_ok(row: list[Any]) -> bool:
+    for value, limit in zip(row, _ROW_LIMITS, strict=True):
+        if limit is None:
+            if not (isinstance(value, str) and len(value) <= MAX_PACKET_FLAGS
+                    and set(value) <= set("SFRPA")):
+                return False
+        elif type(value) is not int or not 0 <= value < limit:
+            return False
+    return True
 
 
 _RESULT_TEXT = ("server_kernel", "server_sched", "server_notes", "server_congestion",
@@ -994,10 +1044,11 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
         meta.setdefault("notes", []).append(said)
         say(f"realnet: {said}")
     meta["host_facts"] = {"client": client_facts, "server": server_facts}
-    if far.packets_dropped:
+    if far.meta.get("server_capture_truncated"):
         meta.setdefault("notes", []).append(
-            f"the serve's capture had {far.packets_dropped} packets beyond the "
-            f"{MAX_REMOTE_PACKETS} accepted; their times come from this host's capture")
+            f"the serve's capture had {far.meta['server_capture_truncated']} packets beyond "
+            f"the {MAX_REMOTE_PACKETS} it may send; their times come from this host's "
+            "capture")
     local_off = cap.clock_offset_ns if cap is not None else 0
     remote_off = far.meta.get("capture_clock_offset_ns")
     same_host_lo = ifname == "lo"

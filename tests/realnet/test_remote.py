@@ -771,3 +771,91 @@ def test_bytes_only_the_receiver_captured_are_added_once() -> None:
     assert _bytes_by_side(segs)[Side.CLIENT] == 2896 + 100
     assert sources == "LBB"
     assert [(s.seq, s.length) for s in segs] == [(1, 1448), (1449, 1448), (2897, 100)]
+
+
+def _streaming_serve(on_status: Callable[[socket.socket, int], None]
+                     ) -> Callable[[socket.socket], None]:
+    """Challenge, hello, clocks, a real data listener; then ``on_status(conn, n)`` answers
+    the n-th status poll (a hostile serve's reply)."""
+    def script(conn: socket.socket) -> None:
+        _challenge(conn)
+        f = conn.makefile("rb")
+        data = socket.create_server(("127.0.0.1", 0))
+        with data:
+            polls = 0
+            while line := f.readline():
+                kind = json.loads(line).get("type")
+                if kind == "hello":
+                    conn.sendall(HELLO)
+                elif kind == "clock":
+                    conn.sendall(CLOCK)
+                elif kind == "run":
+                    conn.sendall(_ok({"type": "ready", "port": data.getsockname()[1]}))
+                elif kind == "status":
+                    polls += 1
+                    on_status(conn, polls)
+    return script
+
+
+def _rows(n: int, flags: str = "A") -> list[list[object]]:
+    return [[1_000 + i, 9000, 40000, i, 0, flags, 0, 100, 1] for i in range(n)]
+
+
+def _refused(behaviour: Callable[[socket.socket], None], words: str) -> float:
+    address, thread = _fake_server(_streaming_serve(behaviour))
+    start = time.monotonic()
+    with pytest.raises(RealnetError) as info:
+        run_real(load(DATA / "s4_quickack.toml"), remote=address)
+    message = str(info.value)
+    assert words in message and "\n" not in message, message
+    thread.join(5)
+    return time.monotonic() - start
+
+
+def test_a_serve_answering_every_poll_with_packets_is_refused() -> None:
+    """Packets are part of the streamed result: a status after them is a broken reply,
+    so supervise never loops on a serve that streams 'results' forever."""
+    def packets_then_status(conn: socket.socket, _n: int) -> None:
+        conn.sendall(_ok({"type": "packets", "packets": _rows(10)}))
+        conn.sendall(_ok({"type": "status", "blocked": False, "progress": 0,
+                          "waiting": "", "line": 0}))
+    assert _refused(packets_then_status, "in the middle of the streamed result") < 30
+
+
+def test_more_packets_than_the_cap_are_refused_not_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import realnet.remote as remote
+
+    monkeypatch.setattr(remote, "MAX_REMOTE_PACKETS", 100)
+
+    def forever(conn: socket.socket, _n: int) -> None:
+        for _ in range(10_000):
+            conn.sendall(_ok({"type": "packets", "packets": _rows(30)}))
+    assert _refused(forever, "more than 100 captured packets") < 30
+
+
+@pytest.mark.parametrize("row", [
+    [1, 9000, 40000, 1, 0, "A" * 5_000_000, 0, 100, 1],     # unbounded flags
+    [1, 9000, 40000, 1, 0, "SSSSSSS", 0, 100, 1],            # 7 flag characters
+    [1, 99999, 40000, 1, 0, "A", 0, 100, 1],                 # port beyond 65535
+    [1, 9000, 40000, 1 << 40, 0, "A", 0, 100, 1],            # seq beyond 32 bits
+    [1, 9000, 40000, 1, 0, "A", 1 << 30, 100, 1],            # a 1 GiB "segment"
+    [1, 9000, 40000, 1, 0, "A", 0, 100, 7],                  # outgoing is 0 or 1
+])
+def test_every_packet_field_is_bounded(row: list[object]) -> None:
+    def one(conn: socket.socket, _n: int) -> None:
+        conn.sendall(_ok({"type": "packets", "packets": [row]}))
+    _refused(one, "malformed captured packet")
+
+
+def test_a_reply_that_never_ends_hits_the_reply_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import realnet.remote as remote
+
+    monkeypatch.setattr(remote, "REPLY_DEADLINE_S", 1.0)
+
+    def trickle(conn: socket.socket, _n: int) -> None:
+        for _ in range(100):
+            conn.sendall(_ok({"type": "packets", "packets": _rows(1)}))
+            time.sleep(0.2)
+    assert _refused(trickle, "did not end within 1 s") < 15
