@@ -433,10 +433,16 @@ def _difference(res: LessonResult) -> str:
     return first + (f" (+{more} more)" if more else "")
 
 
+def _without_token(remote: str) -> str:
+    """``[TOKEN@]HOST:PORT`` as it may be shown: the token is a secret, never printed."""
+    return remote.rpartition("@")[2]
+
+
 def validate_cli(args: Any) -> int:
     """``nagle-sim validate``: every lesson on the model and on the kernel; exit 1 if any
     lesson disagrees (everything is printed first)."""
     from rich.table import Table
+    from rich.text import Text
 
     from .lessons import load_lessons
     from .scenario import ScenarioError
@@ -464,17 +470,20 @@ def validate_cli(args: Any) -> int:
                    else "agree" if res.cmp.agree else "DISAGREE")
         rows.append([res.slug, verdict, *res.key_numbers()])
     remote = getattr(args, "remote", None)
-    where = f", server side on {remote}" if remote else ""
-    table = Table(title=f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})")
+    where = f", server side on {_without_token(remote)}" if remote else ""
+    # every cell and title is plain Text: user text (an address, a problem naming a
+    # scenario) is never read as rich markup
+    table = Table(title=Text(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})"))
     for h in headers:
         table.add_column(h, overflow="fold")
     for row in rows:
-        table.add_row(*row, style={"agree": None, "n/a": "dim"}.get(row[1], "red"))
+        table.add_row(*map(Text, row), style={"agree": None, "n/a": "dim"}.get(row[1], "red"))
     console = _console()
     console.print(table)
     for res in results:
         if res.cmp is not None and not res.cmp.agree:
-            console.print(f"[bold]{res.slug}[/]: {len(res.cmp.problems)} difference(s)")
+            console.print(Text(res.slug, style="bold") + Text(
+                f": {len(res.cmp.problems)} difference(s)"))
             for p in res.cmp.problems[:8]:
                 console.print(f"  - {p}", markup=False)
     markdown = getattr(args, "markdown", None)

@@ -476,3 +476,27 @@ def test_compare_refuses_a_real_trace_as_the_model_and_another_scenarios_run(
         assert main(["compare", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_validate_remote_never_prints_the_token_nor_reads_markup(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate --remote TOKEN@HOST:PORT`: the token is a secret (never in the output)
+    and user text such as ``[/]`` is shown as written, never parsed as rich markup."""
+    import nagle_sim.compare_run as compare_run
+    from nagle_sim.__main__ import main
+    from nagle_sim.scenario import ScenarioError
+
+    def refuse(*_args: object, **_kwargs: object) -> object:
+        raise ScenarioError("lesson.toml: [bold]not markup[/]")
+
+    monkeypatch.setattr(compare_run, "run_both", refuse)
+    monkeypatch.setattr(compare_run, "not_comparable", lambda _s: "")
+    monkeypatch.setattr("nagle_sim.__main__._real_unavailable", lambda _r=None: None)
+    monkeypatch.setenv("COLUMNS", "400")
+    code = main(["validate", "--remote", "sec[/]ret-tok3n@127.0.0.1:7070"])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code == 1, text
+    assert "sec[/]ret" not in text and "tok3n" not in text, text
+    assert "server side on 127.0.0.1:7070" in text
+    assert "[bold]not markup[/]" in text
