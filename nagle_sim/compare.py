@@ -6,7 +6,8 @@ where the error is measured on the interval since the previous matched event so 
 accumulates), stall pairing, per-iteration latency, explanations of every mismatch, and
 the comparison's tables. Pure: no sockets, no simulator, no terminal — tests feed it
 hand-made traces; running both executors and printing is `nagle_sim.compare_run`'s. Must
-not import simpy, textual, rich or realnet.
+not import simpy, textual, rich or realnet, except `realnet.hostfacts.profile_congestion`
+(stdlib only): the congestion control a profile asks for is one rule, the runs'.
 """
 
 from __future__ import annotations
@@ -594,7 +595,7 @@ def compare(sim: Trace, real: Trace, *,
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
                      "phase is arbitrary)")
-    host, host_problems = host_differences(real, profiles or _profiles_of(sim))
+    host, host_problems = host_differences(real, profiles or profiles_of(sim))
     problems += host_problems
     return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
                       iterations=iters, problems=problems, notes=notes,
@@ -697,10 +698,15 @@ def _offloaded(real: Trace) -> bool:
     return False
 
 
-def _profiles_of(sim: Trace) -> dict[Side, StackProfile]:
+def profiles_of(source: Any) -> dict[Side, StackProfile]:
+    """The model's profile per side: a scenario's (``source.side(side).profile``, tuned),
+    or, for a saved model trace, the profiles named in its meta (``client_profile`` /
+    ``server_profile``; an unknown name leaves that side out, so it is not compared)."""
+    if not isinstance(source, Trace):
+        return {side: source.side(side).profile for side in Side}
     out = {}
     for side in Side:
-        name = sim.meta.get(f"{side.value}_profile")
+        name = source.meta.get(f"{side.value}_profile")
         if isinstance(name, str) and name in PROFILES:
             out[side] = PROFILES[name]
     return out
@@ -719,15 +725,6 @@ def version_profile(kernel: object) -> tuple[str, str]:
                      "profile linux")
 
 
-def profile_congestion(profile: StackProfile) -> str:
-    """The congestion control a profile models (its ``congestion`` field if it has one,
-    else ``bbr`` or ``cubic`` from ``bbr``)."""
-    name = getattr(profile, "congestion", None)
-    if isinstance(name, str) and name:
-        return name
-    return "bbr" if profile.bbr else "cubic"
-
-
 def host_differences(real: Trace, profiles: dict[Side, StackProfile]
                      ) -> tuple[list[str], list[str]]:
     """(every difference between the real hosts' facts and the model's profiles, one line
@@ -737,6 +734,8 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
     a problem: the two senders then follow different rules. Everything else (HZ, the
     ping-pong threshold, autocorking, buffer sizes, the kernel version, offloads) is listed
     so a difference in the matches can be traced to it."""
+    from realnet.hostfacts import profile_congestion  # stdlib only; one rule for both
+
     lines: list[str] = []
     problems: list[str] = []
     one_host = real.meta.get("link") != "remote"
@@ -776,7 +775,7 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
         if isinstance(wmem, list) and len(wmem) == 3 and wmem != STOCK_WMEM:
             lines.append(f"{who}: net.ipv4.tcp_wmem = {' '.join(map(str, wmem))} (the model "
                          "has no send-buffer limit: a write never blocks on it)")
-        want = profile_congestion(profile)
+        want = profile_congestion(profile)    # the runs' own rule (realnet.hostfacts)
         used = facts.get("congestion", {}).get(side.value) \
             if isinstance(facts.get("congestion"), dict) else None
         why = facts.get("congestion_notes", {}).get(side.value) \

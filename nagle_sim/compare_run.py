@@ -23,6 +23,7 @@ from .compare import (
     iteration_rows,
     match_rows,
     measured_jiffy_phase,
+    profiles_of,
     stall_rows,
 )
 from .export.tables import render_csv, render_markdown
@@ -268,10 +269,6 @@ def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str
         if script != spec.script:
             sides[side.value] = replace(spec, script=script)
     return (replace(scenario, **sides) if sides else scenario), changed
-
-
-def profiles_of(scenario: Any) -> dict[Side, Any]:
-    return {side: scenario.side(side).profile for side in Side}
 
 
 SCENARIO_CHECK_OPS = 10_000

@@ -576,7 +576,7 @@ class _Session:
             note = sockopts.apply_initial(
                 listener, nodelay=scenario.server.options.nodelay, cork=False,
                 quickack=scenario.server.options.quickack,
-                congestion=hostfacts.wanted_congestion(scenario.server.profile))
+                congestion=hostfacts.profile_congestion(scenario.server.profile))
         except OSError as exc:
             listener.close()
             self.error(f"cannot listen on {addr}: {exc.strerror or exc}")
@@ -998,7 +998,7 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     opts = scenario.client.options
     note = sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork,
                                   quickack=opts.quickack,
-                                  congestion=hostfacts.wanted_congestion(
+                                  congestion=hostfacts.profile_congestion(
                                       scenario.client.profile))
     local_addr = ctl.getsockname()[0]
     client_facts = hostfacts.collect(local_addr=local_addr)
@@ -1311,8 +1311,11 @@ def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_t
 def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:
     """A "deadlock" where the client waits in a read while the remote server is stuck in a
     write is none: the client *is* reading, so the peer-not-reading sentence would be
-    wrong. Name what it is (nothing sent, or sending stopped). Read from the deadlock's
-    own sentence, which supervision wrote while both sides were still blocked."""
+    wrong. Say what is known, no more: the serve was alive (it answered every status poll)
+    and blocked in the write with a full send buffer, and the client received no byte (or
+    some) of it. So the bytes were queued there but did not get through: the path stalled,
+    or this host did not receive them. Read from the deadlock's own sentence, which
+    supervision wrote while both sides were still blocked."""
     if outcome.outcome is not Outcome.DEADLOCK:
         return outcome
     client = re.search(r"client waits for (\d+) more of (\d+) bytes", outcome.message)
@@ -1322,13 +1325,13 @@ def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:
         return outcome
     line = f":{server.group(2)}" if server.group(2) else ""
     remaining, total = int(client.group(1)), int(client.group(2))
-    what = ("never sent a byte" if remaining == total else
-            f"stopped sending after {total - remaining} of the {total} bytes the client "
-            "reads")
+    got = ("received no byte" if remaining == total else
+           f"received {total - remaining} of the {total} bytes it reads")
     return RunEnd(Outcome.ERROR, (
-        f"{scenario.source}{line}: the remote server's write of {server.group(1)} bytes "
-        f"{what} while the client was reading: the remote host did not send (it could "
-        "not allocate the data, the path stalled, or it is gone); not a deadlock"))
+        f"{scenario.source}{line}: the client {got} while the remote server, alive, was "
+        f"blocked in its write of {server.group(1)} bytes with a full send buffer: the "
+        "bytes did not get through (the path stalled, or this host did not receive them); "
+        "not a deadlock"))
 
 
 def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:

@@ -500,3 +500,29 @@ def test_validate_remote_never_prints_the_token_nor_reads_markup(
     assert "sec[/]ret" not in text and "tok3n" not in text, text
     assert "server side on 127.0.0.1:7070" in text
     assert "[bold]not markup[/]" in text
+
+
+def test_one_rule_names_a_profiles_congestion_control() -> None:
+    """The runs and compare ask the same function: a profile's ``congestion`` field first
+    (the coming profile field), else ``bbr`` / ``cubic`` from its ``bbr`` flag."""
+    from dataclasses import dataclass, replace
+
+    from nagle_sim import compare as compare_mod
+    from nagle_sim.compare import host_differences
+    from nagle_sim.model.config import PROFILES
+    from realnet.hostfacts import profile_congestion
+
+    @dataclass(frozen=True)
+    class WithField:
+        congestion: str
+        bbr: bool = True
+
+    assert profile_congestion(WithField("reno")) == "reno"
+    assert profile_congestion(replace(PROFILES["linux"], bbr=False)) == "cubic"
+    assert profile_congestion(replace(PROFILES["linux"], bbr=True)) == "bbr"
+    assert not hasattr(compare_mod, "profile_congestion")     # no second copy
+    facts = {"congestion": {"server": "cubic"}}
+    real = _remote_real(facts)
+    profile = replace(PROFILES["linux"], bbr=True)
+    _, problems = host_differences(real, {S: profile})
+    assert any("cubic in use where profile linux models bbr" in p for p in problems), problems
