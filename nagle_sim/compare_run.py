@@ -185,7 +185,8 @@ def model_scenario(scenario: Any, real: Trace, profile: str = "auto"
 
 def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
     """A remote run crosses a real path: when the scenario's link delays do not add up to
-    the round trip measured in the handshake (within max(1 ms, 25 %)), the model takes the
+    the round trip measured in the handshake (`realnet.hostfacts.declared_path`: within
+    max(2 ms, 25 %), the rule the clock estimate uses), the model takes the
     path's one-way delays instead, so both executors see the same link."""
     from dataclasses import replace
 
@@ -197,9 +198,11 @@ def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
     rtt, to_client = clock.get("handshake_rtt_us"), clock.get("one_way_to_client_us")
     if not isinstance(rtt, int | float) or not isinstance(to_client, int | float) or rtt <= 0:
         return scenario
+    from realnet.hostfacts import declared_path  # stdlib only: the clock estimate's rule
+
     link = scenario.link
     declared = link.to_server_delay + link.to_client_delay
-    if abs(rtt - declared) <= max(1_000, 0.25 * declared):
+    if declared_path(rtt, declared):
         return scenario
     to_client = min(max(0, round(to_client)), round(rtt))
     to_server = max(0, round(rtt) - to_client)

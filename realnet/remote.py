@@ -1115,13 +1115,20 @@ class ClockEstimate:
                 "one_way_to_server_us": us(self.one_way_to_server_ns)}
 
 
+def _handshake_times(packets: list[Any], *, server: bool, syn_ack: bool, outgoing: bool,
+                     port: int) -> list[int]:
+    """Times of every capture of one handshake segment (a retransmitted SYN or SYN-ACK
+    appears more than once), in capture order."""
+    return [int(p.t_ns) for p in packets
+            if p.outgoing == outgoing and (p.sport == port) == server and "S" in p.flags
+            and ("A" in p.flags) == syn_ack]
+
+
 def _first(packets: list[Any], *, server: bool, syn_ack: bool, outgoing: bool,
            port: int) -> int | None:
-    for p in packets:
-        if p.outgoing == outgoing and (p.sport == port) == server and "S" in p.flags \
-                and ("A" in p.flags) == syn_ack:
-            return int(p.t_ns)
-    return None
+    times = _handshake_times(packets, server=server, syn_ack=syn_ack, outgoing=outgoing,
+                             port=port)
+    return times[0] if times else None
 
 
 def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote_off: int,
@@ -1135,14 +1142,17 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
                         f"{CLOCK_SAMPLES} round trips)", control_ns, control_rtt_ns,
                         one_way_to_client_ns=control_rtt_ns // 2,
                         one_way_to_server_ns=control_rtt_ns // 2)
-    t1 = _first(local, server=False, syn_ack=False, outgoing=True, port=port)
     t4 = _first(local, server=True, syn_ack=True, outgoing=False, port=port)
-    if t1 is None or t4 is None:
+    # the SYN the first SYN-ACK answers is the last one sent before it (a retransmitted
+    # SYN would otherwise add its RTO to the round trip)
+    syns = [t for t in _handshake_times(local, server=False, syn_ack=False, outgoing=True,
+                                        port=port) if t4 is not None and t <= t4]
+    if not syns or t4 is None:
         return est
-    t1, t4 = t1 - local_off, t4 - local_off
+    t1, t4 = syns[-1] - local_off, t4 - local_off
     rtt = t4 - t1
     ds, dc = scenario.link.to_server_delay * 1000, scenario.link.to_client_delay * 1000
-    declared = ds + dc > 0 and abs(rtt - (ds + dc)) <= max(2_000_000, 0.25 * (ds + dc))
+    declared = hostfacts.declared_path(rtt / 1000, (ds + dc) / 1000)
     asym = (ds - dc) if declared else 0
     est.handshake_rtt_ns = rtt
     est.one_way_to_client_ns = round(rtt * dc / (ds + dc)) if declared else rtt // 2
@@ -1150,12 +1160,24 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
     if declared:
         est.offset_ns = control_ns - asym // 2
         est.method += "; declared link asymmetry taken out"
-    t2 = _first(remote, server=False, syn_ack=False, outgoing=False, port=port)
     t3 = _first(remote, server=True, syn_ack=True, outgoing=True, port=port)
-    if t2 is None or t3 is None:
+    syns_there = [t for t in _handshake_times(remote, server=False, syn_ack=False,
+                                              outgoing=False, port=port)
+                  if t3 is not None and t <= t3]
+    if not syns_there or t3 is None:
         return est
-    t2, t3 = t2 - remote_off, t3 - remote_off
+    t2, t3 = syns_there[-1] - remote_off, t3 - remote_off
     est.handshake_ns = ((t2 - t1) + (t3 - t4) - asym) // 2
+    # Each estimate is within half its round trip of the truth; if the two intervals do
+    # not meet, the handshake's four timestamps are not one exchange (a retransmitted
+    # SYN-ACK, a capture that missed one): keep the control channel's.
+    # (NTP's bound holds for any asymmetry, so the raw estimates are what is checked)
+    raw = ((t2 - t1) + (t3 - t4)) // 2
+    bound = (control_rtt_ns + max(0, rtt - (t3 - t2))) / 2
+    if abs(raw - control_ns) > bound:
+        est.method += (f"; the handshake's estimate ({est.handshake_ns / 1000:.0f} µs) is "
+                       "outside both round trips' bounds, not used")
+        return est
     est.offset_ns = est.handshake_ns
     est.method = "handshake (kernel timestamps on both hosts)" + (
         "; declared link asymmetry taken out" if declared else "")

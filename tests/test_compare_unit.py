@@ -526,3 +526,22 @@ def test_one_rule_names_a_profiles_congestion_control() -> None:
     profile = replace(PROFILES["linux"], bbr=True)
     _, problems = host_differences(real, {S: profile})
     assert any("cubic in use where profile linux models bbr" in p for p in problems), problems
+
+
+def test_the_model_link_and_the_clock_estimate_share_one_asymmetry_rule() -> None:
+    """Declared delays 1 + 1 ms against a measured 3.5 ms round trip: within max(2 ms,
+    25 %) for both the clock estimate and the model's link (it was 1 ms for the link)."""
+    from nagle_sim.compare_run import _path_delays
+    from nagle_sim.scenario import loads
+    from realnet.hostfacts import declared_path
+
+    assert declared_path(3_500, 2_000) and not declared_path(4_500, 2_000)
+    sc = loads('[link]\ndelay_ms = 1\n[client]\nscript = "write 1"\n'
+               '[server]\nscript = "read 1"\n')
+    notes: list[str] = []
+    real = Trace(source="realnet", title="t", meta={
+        "link": "remote", "clock_offset": {"handshake_rtt_us": 3_500.0,
+                                           "one_way_to_client_us": 1_750.0}})
+    assert _path_delays(sc, real, notes) is sc and notes == []
+    real.meta["clock_offset"]["handshake_rtt_us"] = 4_500.0
+    assert _path_delays(sc, real, notes).link.to_client_delay == 1_750 and notes

@@ -656,7 +656,9 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
     remote = [_pkt(102 - skew, True, "S", outgoing=False), _pkt(102 - skew, False, "SA"),
               _pkt(107 - skew, True, "PA", 1, 10, outgoing=False), _pkt(200 - skew, False, "A")]
     sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
-    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=123, control_rtt_ns=9)
+    # the control channel's estimate (123 ns off, within its bounds) is refined
+    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=-skew * 1000 + 123,
+                           control_rtt_ns=9)
     assert est.method.startswith("handshake")
     assert est.handshake_ns == -skew * 1000
     segs, sources = merge_captures(local, 0, remote, est.offset_ns, 9000,
@@ -864,3 +866,25 @@ def test_a_reply_that_never_ends_hits_the_reply_deadline(
             conn.sendall(_ok({"type": "packets", "packets": _rows(1)}))
             time.sleep(0.2)
     assert _refused(trickle, "did not end within 1 s") < 15
+
+
+def test_the_handshake_clock_is_checked_against_the_control_channel() -> None:
+    """True offset 0, 2 µs each way. A retransmitted SYN (the first lost) must not add
+    its 1 s timeout to the round trip; handshake timestamps that disagree with the control
+    channel beyond both round trips' bounds are not used."""
+    from realnet.remote import _estimate_offset
+
+    sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
+    local = [_pkt(100, True, "S"), _pkt(1_000_100, True, "S"),
+             _pkt(1_000_104, False, "SA", outgoing=False)]
+    remote = [_pkt(1_000_102, True, "S", outgoing=False), _pkt(1_000_102, False, "SA")]
+    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=0,
+                           control_rtt_ns=50_000)
+    assert est.method.startswith("handshake"), est.method
+    assert est.handshake_rtt_ns == 4_000 and est.offset_ns == 0
+    # the serve's capture is 30 ms off (not one exchange): the control channel's is kept
+    skewed = [_pkt(1_030_102, True, "S", outgoing=False), _pkt(1_030_102, False, "SA")]
+    est = _estimate_offset(local, 0, skewed, 0, 9000, sc, control_ns=0,
+                           control_rtt_ns=50_000)
+    assert est.method.startswith("control channel") and "not used" in est.method
+    assert est.offset_ns == 0
