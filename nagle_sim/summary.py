@@ -146,7 +146,9 @@ def wire_unknown(trace: Trace) -> str | None:
     capture's description), else None. Such a trace says nothing about segments or stalls,
     so a count of them would be a false 0."""
     if trace.source == "realnet" and not trace.segments:
-        return str(trace.meta.get("capture") or "no capture")
+        # from a saved file: one printable line, whatever the meta holds
+        text = str(trace.meta.get("capture") or "no capture")[:200]
+        return "".join(c if c.isprintable() else "?" for c in text)
     return None
 
 

@@ -423,6 +423,8 @@ def test_a_real_trace_without_segments_gets_no_segment_verdict(
     for name in ("stalls", "stall_ms", "segments_client", "data_segments_client"):
         assert METRICS[name].compute(real) is None, name
     assert METRICS["stalls"].compute(trace("realnet", [seg(1, C, 1, 1, "PA")])) == 0
+    real.meta["capture"] = "\x1b[2J" + "x" * 10_000
+    assert compare(sim, real).wire_unknown == "?[2J" + "x" * 196
     # nothing at all to compare: one line, exit 2
     empty = Trace(source="realnet", title="small", meta={"mss": 1448})
     with open(saved, "w") as f:
