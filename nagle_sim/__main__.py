@@ -242,28 +242,20 @@ def _check_profile(name: str | None) -> None:
                        + ", ".join(sorted(PROFILES)))
 
 
-def _real_trace_file(path: str) -> Trace:
-    from .trace import Trace
-    trace = Trace.load(path)
-    if trace.source != "realnet":
-        raise CliError(f"{path}: not a real trace (its source is {trace.source!r}; save "
-                       "one with `nagle-sim realnet run FILE --json > REAL.json`)")
-    return trace
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare SCENARIO`` (run both), ``compare SCENARIO REAL.json`` (the model against a
-    saved real trace), ``compare MODEL.json REAL.json`` (two saved traces)."""
-    from .compare_run import compare_cli
+    saved real trace), ``compare MODEL.json REAL.json`` (two saved traces). Saved traces
+    are checked before anything runs: the right source on each side, meta the comparison
+    can use, and the same scenario (`compare_run.load_real`)."""
+    from .compare_run import check_same_title, compare_cli, load_model, load_real
     _check_output(args.markdown)
     _check_output(args.csv)
     _check_profile(args.profile)
     args.model_trace = None
-    if args.real is not None:
-        if args.remote:
-            raise CliError("compare: --remote runs the kernel; a saved real trace "
-                           f"({args.real}) needs no run")
-        _real_trace_file(args.real)     # bad input fails before the model runs
+    args.real_trace = None
+    if args.real is not None and args.remote:
+        raise CliError("compare: --remote runs the kernel; a saved real trace "
+                       f"({args.real}) needs no run")
     if _is_trace_file(args.file):
         if args.real is None:
             raise CliError(f"compare {args.file}: a saved model trace needs a saved real "
@@ -271,11 +263,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if args.set or args.param:
             raise CliError(f"{args.file}: a saved trace is compared as it is; --set and "
                            "--param need a scenario file")
-        from .trace import Trace
-        args.model_trace = Trace.load(args.file)
+        if args.profile not in (None, "auto"):
+            raise CliError(f"{args.file}: a saved model trace ran with its own profiles; "
+                           "--profile needs a scenario file (compare SCENARIO REAL.json)")
+        args.model_trace = load_model(args.file)
+        args.real_trace = load_real(args.real)
+        check_same_title(args.model_trace, args.real_trace, args.real)
         scenario = None
     else:
         scenario = _load(args)
+        if args.real is not None:     # bad input fails before the model runs
+            args.real_trace = load_real(args.real, scenario)
     if args.real is None:
         why = _real_unavailable(args.remote)
         if why is not None:  # never "DISAGREE" against an empty capture

@@ -6,7 +6,8 @@ where the error is measured on the interval since the previous matched event so 
 accumulates), stall pairing, per-iteration latency, explanations of every mismatch, and
 the comparison's tables. Pure: no sockets, no simulator, no terminal — tests feed it
 hand-made traces; running both executors and printing is `nagle_sim.compare_run`'s. Must
-not import simpy, textual, rich or realnet.
+not import simpy, textual, rich or realnet, except `realnet.hostfacts.profile_congestion`
+(stdlib only): the congestion control a profile asks for is one rule, the runs'.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 from .export.tables import render_markdown
 from .model.config import PROFILES, StackProfile
 from .model.events import Micros, Side
-from .summary import STALL_MIN, Stall, iterations, stalls
-from .trace import Outcome, SegmentRecord, Trace
+from .summary import STALL_MIN, Stall, iterations, stalls, wire_unknown
+from .trace import Outcome, SegmentRecord, Trace, TraceError
 from .units import ms, ms_text
 
 STOCK_WMEM = [4096, 16384, 4194304]
@@ -154,6 +155,9 @@ class Comparison:
     real_outcome: Outcome
     host: list[str] = field(default_factory=list)
     """Every host fact that differs from the model's profile, one line each."""
+    wire_unknown: str | None = None
+    """Why the real trace has no segments (its capture), when it has none: then only the
+    ops (iterations, outcome) were compared and no verdict is about segments."""
 
     @property
     def agree(self) -> bool:
@@ -161,6 +165,12 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
+        if self.wire_unknown is not None:
+            scope = (f"on ops only: segments were not captured ({self.wire_unknown}), so "
+                     "nothing is said about segments or stalls")
+            if self.agree:
+                return f"AGREE {scope}"
+            return f"DISAGREE {scope}: {len(self.problems)} difference(s) in the ops"
         if self.agree:
             return f"AGREE within tolerance ({TOLERANCE_TEXT})"
         return f"DISAGREE: {len(self.problems)} difference(s) beyond tolerance ({TOLERANCE_TEXT})"
@@ -170,6 +180,7 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "agree": self.agree, "verdict": self.verdict,
+                "segments_compared": self.wire_unknown is None,
                 "tolerance": TOLERANCE_TEXT, "problems": self.problems, "notes": self.notes,
                 "host": self.host,
                 "outcome": {"sim": self.sim_outcome, "real": self.real_outcome},
@@ -510,7 +521,10 @@ def compare(sim: Trace, real: Trace, *,
     mss = sim.meta.get("mss") or real.meta.get("mss")
     gso_possible = real.meta.get("link", "loopback") == "loopback" or _offloaded(real)
     matches: list[Match] = []
-    for side in Side:
+    unknown = wire_unknown(real)
+    # no capture: the model's segments have nothing to be matched against (every one
+    # would be "missing"): compare the ops only and say so
+    for side in Side if unknown is None else ():
         by_class: dict[tuple[str, str], list[SegmentRecord]] = {}
         for which, trace in (("sim", sim), ("real", real)):
             for seg in trace.segments:
@@ -531,10 +545,9 @@ def compare(sim: Trace, real: Trace, *,
                                 m.real_t or 0))
     problems: list[str] = []
     notes: list[str] = []
-    if not real.segments:
-        notes.append("the real trace has no captured segments "
-                     f"({real.meta.get('capture', 'no capture')}): only ops are compared; "
-                     "stalls on the wire are unknown")
+    if unknown is not None:
+        notes.append(f"the real trace has no captured segments ({unknown}): only ops are "
+                     "compared; segments and stalls on the wire are unknown")
     for m in matches:
         if not m.ok:
             where = m.sim_t if m.sim_t is not None else m.real_t
@@ -582,11 +595,93 @@ def compare(sim: Trace, real: Trace, *,
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
                      "phase is arbitrary)")
-    host, host_problems = host_differences(real, profiles or _profiles_of(sim))
+    host, host_problems = host_differences(real, profiles or profiles_of(sim))
     problems += host_problems
     return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
                       iterations=iters, problems=problems, notes=notes,
-                      sim_outcome=sim.outcome, real_outcome=real.outcome, host=host)
+                      sim_outcome=sim.outcome, real_outcome=real.outcome, host=host,
+                      wire_unknown=unknown)
+
+
+# ---------------------------------------------------------------- saved traces
+MAX_DELAY_US = 60_000_000
+"""Longest one-way delay or round trip (µs) a saved trace's clock estimate may carry."""
+_FACT_TYPES: dict[str, tuple[type, ...]] = {
+    "kernel": (str,), "system": (str,), "hz": (int,), "hz_source": (str,),
+    "tcp_pingpong_thresh": (int,), "tcp_autocorking": (int,), "tcp_rmem": (list,),
+    "tcp_wmem": (list,), "congestion_default": (str,), "congestion_allowed": (list,),
+    "interface": (str,), "offloads": (dict,), "congestion": (dict,),
+    "congestion_notes": (dict,)}
+
+
+def _bad(where: str, key: str, value: Any, want: str) -> TraceError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return TraceError(f"{where}: meta.{key}: expected {want}, got {shown}")
+
+
+def check_meta(trace: Trace, where: str) -> None:
+    """Refuse a saved trace whose meta the comparison reads but cannot use: one
+    `TraceError` naming the field (meta is free-form in the trace format, so a hand-edited
+    or foreign file must be caught here, not as a traceback in the middle of a compare).
+    Checked: ``mss``, ``link``, ``remote``, ``capture``, ``notes``, ``retransmissions``,
+    ``retransmitted_segments``, ``host_facts`` (per side, each fact's type),
+    ``clock_offset`` (finite µs within `MAX_DELAY_US`), ``measured_sleeps``,
+    ``jiffy_phase_us`` and the sides' profile names."""
+    meta = trace.meta
+
+    def number(key: str, value: Any, lo: float, hi: float) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not lo <= value <= hi:       # NaN fails both comparisons
+            raise _bad(where, key, value, f"a number from {lo:g} to {hi:g}")
+
+    mss = meta.get("mss")
+    if mss is not None and (type(mss) is not int or not 1 <= mss <= 65_535):
+        raise _bad(where, "mss", mss, "a whole number of bytes from 1 to 65535")
+    for key in ("link", "remote", "capture", "client_profile", "server_profile"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise _bad(where, key, meta[key], "text")
+    notes = meta.get("notes")
+    if notes is not None and not (isinstance(notes, list)
+                                  and all(isinstance(n, str) for n in notes)):
+        raise _bad(where, "notes", notes, "a list of text")
+    for key in ("retransmissions", "retransmitted_segments", "measured_sleeps"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, dict) and all(
+                isinstance(v, int | str) and not isinstance(v, bool)
+                for v in value.values())):
+            raise _bad(where, key, value, "an object of counts")
+    number("jiffy_phase_us", meta.get("jiffy_phase_us"), 0, 10_000)
+    facts = meta.get("host_facts")
+    if facts is not None:
+        if not isinstance(facts, dict):
+            raise _bad(where, "host_facts", facts, "an object per side (client, server)")
+        for side, one in facts.items():
+            if not isinstance(one, dict):
+                raise _bad(where, f"host_facts.{side}", one, "an object of host facts")
+            for key, value in one.items():
+                want = _FACT_TYPES.get(key)
+                if value is None or want is None:
+                    continue
+                if not isinstance(value, want):
+                    raise _bad(where, f"host_facts.{side}.{key}", value,
+                               want[0].__name__.replace("str", "text")
+                               .replace("dict", "an object").replace("list", "a list"))
+                if key == "hz":
+                    number(f"host_facts.{side}.hz", value, 1, 100_000)
+    clock = meta.get("clock_offset")
+    if clock is not None:
+        if not isinstance(clock, dict):
+            raise _bad(where, "clock_offset", clock, "an object")
+        for key, value in clock.items():
+            if key == "method":
+                continue
+            if key in ("used_us", "control_channel_us", "handshake_us"):   # any offset
+                number(f"clock_offset.{key}", value, -1e15, 1e15)
+            else:                                   # delays: positive, under a minute
+                number(f"clock_offset.{key}", value, 0, MAX_DELAY_US)
 
 
 # ---------------------------------------------------------------- host facts
@@ -603,10 +698,15 @@ def _offloaded(real: Trace) -> bool:
     return False
 
 
-def _profiles_of(sim: Trace) -> dict[Side, StackProfile]:
+def profiles_of(source: Any) -> dict[Side, StackProfile]:
+    """The model's profile per side: a scenario's (``source.side(side).profile``, tuned),
+    or, for a saved model trace, the profiles named in its meta (``client_profile`` /
+    ``server_profile``; an unknown name leaves that side out, so it is not compared)."""
+    if not isinstance(source, Trace):
+        return {side: source.side(side).profile for side in Side}
     out = {}
     for side in Side:
-        name = sim.meta.get(f"{side.value}_profile")
+        name = source.meta.get(f"{side.value}_profile")
         if isinstance(name, str) and name in PROFILES:
             out[side] = PROFILES[name]
     return out
@@ -625,15 +725,6 @@ def version_profile(kernel: object) -> tuple[str, str]:
                      "profile linux")
 
 
-def profile_congestion(profile: StackProfile) -> str:
-    """The congestion control a profile models (its ``congestion`` field if it has one,
-    else ``bbr`` or ``cubic`` from ``bbr``)."""
-    name = getattr(profile, "congestion", None)
-    if isinstance(name, str) and name:
-        return name
-    return "bbr" if profile.bbr else "cubic"
-
-
 def host_differences(real: Trace, profiles: dict[Side, StackProfile]
                      ) -> tuple[list[str], list[str]]:
     """(every difference between the real hosts' facts and the model's profiles, one line
@@ -643,6 +734,8 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
     a problem: the two senders then follow different rules. Everything else (HZ, the
     ping-pong threshold, autocorking, buffer sizes, the kernel version, offloads) is listed
     so a difference in the matches can be traced to it."""
+    from realnet.hostfacts import profile_congestion  # stdlib only; one rule for both
+
     lines: list[str] = []
     problems: list[str] = []
     one_host = real.meta.get("link") != "remote"
@@ -682,7 +775,7 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
         if isinstance(wmem, list) and len(wmem) == 3 and wmem != STOCK_WMEM:
             lines.append(f"{who}: net.ipv4.tcp_wmem = {' '.join(map(str, wmem))} (the model "
                          "has no send-buffer limit: a write never blocks on it)")
-        want = profile_congestion(profile)
+        want = profile_congestion(profile)    # the runs' own rule (realnet.hostfacts)
         used = facts.get("congestion", {}).get(side.value) \
             if isinstance(facts.get("congestion"), dict) else None
         why = facts.get("congestion_notes", {}).get(side.value) \
@@ -761,7 +854,10 @@ def comparison_markdown(cmp: Comparison) -> str:
     parts.append("## Per-iteration latency\n\n" + render_markdown(*iteration_rows(cmp)))
     if cmp.stalls:
         parts.append("## Stalls ≥ 10 ms\n\n" + render_markdown(*stall_rows(cmp)))
-    parts.append("## Segments\n\n" + render_markdown(*match_rows(cmp)))
+    if cmp.wire_unknown is not None:
+        parts.append(f"## Segments\n\nunknown: not captured ({cmp.wire_unknown})\n")
+    else:
+        parts.append("## Segments\n\n" + render_markdown(*match_rows(cmp)))
     return "\n".join(parts)
 
 

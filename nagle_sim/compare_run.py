@@ -23,6 +23,7 @@ from .compare import (
     iteration_rows,
     match_rows,
     measured_jiffy_phase,
+    profiles_of,
     stall_rows,
 )
 from .export.tables import render_csv, render_markdown
@@ -52,7 +53,12 @@ def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None
         rows[:limit]
     for row in shown:
         table.add_row(*map(Text, row), style=None if row[8] == "✓" else "red")
-    console.print(table)
+    if cmp.wire_unknown is not None:
+        console.print(Text(f"{cmp.title}: segments were not captured "
+                           f"({cmp.wire_unknown}): only ops are compared",
+                           style="bold yellow"))
+    else:
+        console.print(table)
     if len(shown) < len(rows):
         console.print(f"… {len(rows) - len(shown)} more segment rows (all of them are in --json)")
     headers, rows = iteration_rows(cmp)
@@ -179,7 +185,8 @@ def model_scenario(scenario: Any, real: Trace, profile: str = "auto"
 
 def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
     """A remote run crosses a real path: when the scenario's link delays do not add up to
-    the round trip measured in the handshake (within max(1 ms, 25 %)), the model takes the
+    the round trip measured in the handshake (`realnet.hostfacts.declared_path`: within
+    max(2 ms, 25 %), the rule the clock estimate uses), the model takes the
     path's one-way delays instead, so both executors see the same link."""
     from dataclasses import replace
 
@@ -191,9 +198,11 @@ def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
     rtt, to_client = clock.get("handshake_rtt_us"), clock.get("one_way_to_client_us")
     if not isinstance(rtt, int | float) or not isinstance(to_client, int | float) or rtt <= 0:
         return scenario
+    from realnet.hostfacts import declared_path  # stdlib only: the clock estimate's rule
+
     link = scenario.link
     declared = link.to_server_delay + link.to_client_delay
-    if abs(rtt - declared) <= max(1_000, 0.25 * declared):
+    if declared_path(rtt, declared):
         return scenario
     to_client = min(max(0, round(to_client)), round(rtt))
     to_server = max(0, round(rtt) - to_client)
@@ -265,8 +274,77 @@ def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str
     return (replace(scenario, **sides) if sides else scenario), changed
 
 
-def profiles_of(scenario: Any) -> dict[Side, Any]:
-    return {side: scenario.side(side).profile for side in Side}
+SCENARIO_CHECK_OPS = 10_000
+"""Ops per side checked against the scenario's statements (bounded: a 100k-op trace)."""
+
+
+def check_same_scenario(scenario: Any, real: Trace, where: str) -> None:
+    """Refuse a saved real trace that is not a run of ``scenario``: its title and each
+    side's ops (name and argument, in order, the first `SCENARIO_CHECK_OPS`) must be the
+    scenario's statements. A run that stopped early is a prefix and passes. One
+    `TraceError` naming the first difference."""
+    from itertools import islice
+
+    from .script import HANDSHAKE_OPS, steps
+    from .trace import TraceError
+
+    if scenario.title and real.title and scenario.title != real.title:
+        raise TraceError(f"{where}: a run of another scenario (its title is "
+                         f"{real.title[:60]!r}, {scenario.source} is "
+                         f"{scenario.title[:60]!r})")
+    for side in Side:
+        expected = steps(scenario.side(side).script)
+        ops = (op for op in real.ops if op.side is side and op.op not in HANDSHAKE_OPS)
+        for op in islice(ops, SCENARIO_CHECK_OPS):
+            step = next(expected, None)
+            if step is None:
+                raise TraceError(f"{where}: a run of another scenario (the {side.value} ran "
+                                 f"{op.op} {op.arg[:40]} after the end of {scenario.source}'s "
+                                 f"{side.value} script)")
+            if (op.op, op.arg) != (step.op, step.arg):
+                raise TraceError(f"{where}: a run of another scenario (the {side.value} ran "
+                                 f"{op.op} {op.arg[:40]!s} where {scenario.source} line "
+                                 f"{step.line} says {step.op} {step.arg[:40]!s})")
+
+
+def load_real(path: str, scenario: Any | None = None) -> Trace:
+    """A saved real trace for `compare`: a real run (source ``realnet``), meta the
+    comparison can use (`check_meta`), of ``scenario`` when one is given. Any problem is
+    one `TraceError` line naming the file and field."""
+    from .compare import check_meta
+    from .trace import TraceError
+
+    real = Trace.load(path)
+    if real.source != "realnet":
+        raise TraceError(f"{path}: not a real trace (its source is {real.source[:20]!r}; "
+                         "save one with `nagle-sim realnet run FILE --json > REAL.json`)")
+    check_meta(real, path)
+    if scenario is not None:
+        check_same_scenario(scenario, real, path)
+    return real
+
+
+def check_same_title(sim: Trace, real: Trace, where: str) -> None:
+    """Two saved traces of different scenarios (different titles) are not compared."""
+    from .trace import TraceError
+
+    if sim.title and real.title and sim.title != real.title:
+        raise TraceError(f"{where}: a run of another scenario (its title is "
+                         f"{real.title[:60]!r}, the model trace's is {sim.title[:60]!r})")
+
+
+def load_model(path: str) -> Trace:
+    """A saved model trace for `compare MODEL.json REAL.json` (source ``sim``)."""
+    from .compare import check_meta
+    from .trace import TraceError
+
+    sim = Trace.load(path)
+    if sim.source != "sim":
+        raise TraceError(f"{path}: not a model trace (its source is {sim.source[:20]!r}; "
+                         "compare a scenario or `nagle-sim run FILE --json > MODEL.json` "
+                         "with the real trace)")
+    check_meta(sim, path)
+    return sim
 
 
 def _write_tables(cmp: Comparison, markdown: str | None, csv_path: str | None) -> None:
@@ -284,13 +362,20 @@ def compare_cli(scenario: Any, args: Any) -> int:
     reason = not_comparable(scenario) if scenario is not None else ""
     if reason:
         _stderr(f"note: {reason}; comparing anyway, expect differences")
+    from .trace import TraceError
+
     profile = getattr(args, "profile", None) or "auto"
     saved = getattr(args, "real", None)
-    if getattr(args, "model_trace", None) is not None and saved:
-        real = Trace.load(saved)
+    real = getattr(args, "real_trace", None)
+    if saved and real is None:
+        real = load_real(saved, scenario)
+    if real is not None and not real.ops and not real.segments:
+        raise TraceError(f"{saved}: nothing to compare: the real trace has neither ops nor "
+                         "captured segments")
+    if getattr(args, "model_trace", None) is not None and real is not None:
         cmp = compare(args.model_trace, real)
-    elif saved:
-        cmp = model_against(scenario, Trace.load(saved), profile).compare()
+    elif real is not None:
+        cmp = model_against(scenario, real, profile).compare()
     else:
         cmp = run_both(scenario, remote=getattr(args, "remote", None),
                        token=getattr(args, "token", None), profile=profile).compare()
@@ -348,10 +433,16 @@ def _difference(res: LessonResult) -> str:
     return first + (f" (+{more} more)" if more else "")
 
 
+def _without_token(remote: str) -> str:
+    """``[TOKEN@]HOST:PORT`` as it may be shown: the token is a secret, never printed."""
+    return remote.rpartition("@")[2]
+
+
 def validate_cli(args: Any) -> int:
     """``nagle-sim validate``: every lesson on the model and on the kernel; exit 1 if any
     lesson disagrees (everything is printed first)."""
     from rich.table import Table
+    from rich.text import Text
 
     from .lessons import load_lessons
     from .scenario import ScenarioError
@@ -379,17 +470,20 @@ def validate_cli(args: Any) -> int:
                    else "agree" if res.cmp.agree else "DISAGREE")
         rows.append([res.slug, verdict, *res.key_numbers()])
     remote = getattr(args, "remote", None)
-    where = f", server side on {remote}" if remote else ""
-    table = Table(title=f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})")
+    where = f", server side on {_without_token(remote)}" if remote else ""
+    # every cell and title is plain Text: user text (an address, a problem naming a
+    # scenario) is never read as rich markup
+    table = Table(title=Text(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})"))
     for h in headers:
         table.add_column(h, overflow="fold")
     for row in rows:
-        table.add_row(*row, style={"agree": None, "n/a": "dim"}.get(row[1], "red"))
+        table.add_row(*map(Text, row), style={"agree": None, "n/a": "dim"}.get(row[1], "red"))
     console = _console()
     console.print(table)
     for res in results:
         if res.cmp is not None and not res.cmp.agree:
-            console.print(f"[bold]{res.slug}[/]: {len(res.cmp.problems)} difference(s)")
+            console.print(Text(res.slug, style="bold") + Text(
+                f": {len(res.cmp.problems)} difference(s)"))
             for p in res.cmp.problems[:8]:
                 console.print(f"  - {p}", markup=False)
     markdown = getattr(args, "markdown", None)

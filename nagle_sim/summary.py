@@ -141,6 +141,17 @@ end); `nagle_sim.explain.causes.wire_causes` is one. Injected by the caller (the
 explain imports this module."""
 
 
+def wire_unknown(trace: Trace) -> str | None:
+    """Why the wire of ``trace`` is unknown (a real run with no captured segment: its
+    capture's description), else None. Such a trace says nothing about segments or stalls,
+    so a count of them would be a false 0."""
+    if trace.source == "realnet" and not trace.segments:
+        # from a saved file: one printable line, whatever the meta holds
+        text = str(trace.meta.get("capture") or "no capture")[:200]
+        return "".join(c if c.isprintable() else "?" for c in text)
+    return None
+
+
 def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = None
            ) -> list[Stall]:
     """Gaps ≥ ``minimum`` between segments not explained by an application sleep. With

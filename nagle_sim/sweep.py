@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .model.events import Side
 from .scenario import Scenario, ScenarioError, loads
-from .summary import iterations, stalls, write_spans
+from .summary import iterations, stalls, wire_unknown, write_spans
 from .trace import Outcome, Trace
 
 MAX_CELLS = 10_000
@@ -139,6 +139,14 @@ def _stall_list(trace: Trace) -> list[float]:
     return [s.duration / 1000 for s in stalls(trace)]
 
 
+def _on_wire(compute: Callable[[Trace], float | None]) -> Callable[[Trace], float | None]:
+    """A metric read from the segments: unknown (None, shown "–") for a real run that
+    captured none, never a false 0."""
+    def metric(trace: Trace) -> float | None:
+        return None if wire_unknown(trace) is not None else compute(trace)
+    return metric
+
+
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("latency_p50_ms", "median per-iteration latency of the client's first loop (ms)",
            lambda t: _percentile(_latencies(t), 50)),
@@ -149,17 +157,17 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("duration_ms", "time from the client's SYN to the last segment or call (ms)",
            lambda t: t.end / 1000),
     Metric("segments_client", "segments the client sent (handshake, data, ACKs, FIN)",
-           lambda t: sum(1 for s in t.segments if s.src is Side.CLIENT)),
+           _on_wire(lambda t: sum(1 for s in t.segments if s.src is Side.CLIENT))),
     Metric("segments_server", "segments the server sent",
-           lambda t: sum(1 for s in t.segments if s.src is Side.SERVER)),
+           _on_wire(lambda t: sum(1 for s in t.segments if s.src is Side.SERVER))),
     Metric("data_segments_client", "client segments that carried data",
-           lambda t: _data_segments(t, Side.CLIENT)),
+           _on_wire(lambda t: _data_segments(t, Side.CLIENT))),
     Metric("writes_alone_pct", "share of client writes whose bytes left in segments of "
            "their own, not coalesced with another write (%), as S5 counted",
-           _writes_alone_pct),
+           _on_wire(_writes_alone_pct)),
     Metric("stalls", "gaps of 10 ms or more with nothing on the wire that no application "
-           "sleep explains", lambda t: len(_stall_list(t))),
-    Metric("stall_ms", "the stalls' total length (ms)", lambda t: sum(_stall_list(t))),
+           "sleep explains", _on_wire(lambda t: len(_stall_list(t)))),
+    Metric("stall_ms", "the stalls' total length (ms)", _on_wire(lambda t: sum(_stall_list(t)))),
 )}
 
 DEFAULT_METRICS = ("latency_p50_ms", "segments_client", "stalls")

@@ -10,16 +10,16 @@ Every fact is best effort: a missing file or a refused ioctl gives ``None`` ("un
 never an exception, because a run on a locked-down host must still run. Facts from a
 remote serve arrive as JSON and are checked with `clean_facts` before anything reads them.
 
-Imports only the standard library (pyroute2 for the interface lookup). Must not import
-nagle_sim, simpy, textual or rich.
+Imports only the standard library at module level (pyroute2 for the interface lookup,
+`realnet.core`'s sysctl reader inside `collect`), so `nagle_sim.compare` can import
+`profile_congestion` without pulling in the runner. Must not import nagle_sim, simpy,
+textual or rich.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
-import os
 import platform
 import re
 import socket
@@ -38,14 +38,6 @@ FACT_KEYS = ("kernel", "system", "hz", "hz_source", "tcp_pingpong_thresh", "tcp_
              "tcp_rmem", "tcp_wmem", "congestion_default", "congestion_allowed",
              "interface", "offloads", "congestion", "congestion_notes")
 """Every key a facts dict may have (anything else from a remote is dropped)."""
-
-
-def sysctl(key: str) -> str | None:
-    try:
-        with open(os.path.join("/proc/sys", *key.split(".")), encoding="ascii") as f:
-            return f.read(4096).strip()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def _ints(text: str | None) -> list[int] | None:
@@ -143,6 +135,8 @@ def interface_for(local_addr: str) -> str | None:
 
 def offloads(ifname: str) -> dict[str, bool | None]:
     """TSO / GSO / GRO of ``ifname`` (ethtool get ioctls; None where refused)."""
+    import fcntl  # here: importing this module (compare does) must work off Linux too
+
     out: dict[str, bool | None] = {}
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for key, cmd in _OFFLOADS:
@@ -161,6 +155,9 @@ def collect(*, local_addr: str | None = None, congestion: dict[str, str] | None 
     """This host's facts. ``local_addr``: the local end of the run's connection (its
     interface's offloads); ``congestion``: side -> the congestion control wanted there,
     probed on a fresh socket and read back (``congestion_notes`` says why not)."""
+    from realnet.core import _int
+    from realnet.core import _read_sysctl as sysctl  # one sysctl reader for realnet
+
     hz, hz_source = estimate_hz(hz_sample_s)
     facts: dict[str, Any] = {
         "kernel": platform.release(), "system": platform.system(),
@@ -189,13 +186,6 @@ def collect(*, local_addr: str | None = None, congestion: dict[str, str] | None 
     return facts
 
 
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
 def _clean_value(value: Any, depth: int = 0) -> Any:
     if isinstance(value, bool) or value is None:
         return value
@@ -217,13 +207,28 @@ def clean_facts(raw: Any) -> dict[str, Any]:
     return {k: _clean_value(raw[k]) for k in FACT_KEYS if k in raw}
 
 
-def wanted_congestion(profile: Any) -> str:
-    """The congestion control a model profile asks for (its ``congestion`` field when it
-    has one, else ``bbr`` / ``cubic`` from its ``bbr`` flag)."""
+def profile_congestion(profile: Any) -> str:
+    """The congestion control a model profile asks for: its ``congestion`` field when it
+    has one, else ``bbr`` / ``cubic`` from its ``bbr`` flag. The one rule, used by the
+    remote runs, the local runs' host facts and `nagle_sim.compare` (which may import this
+    stdlib-only module, never the rest of realnet)."""
     name = getattr(profile, "congestion", None)
     if isinstance(name, str) and name:
         return name
     return "bbr" if getattr(profile, "bbr", False) else "cubic"
+
+
+DECLARED_PATH_TOLERANCE_US = 2_000
+"""A scenario's link delays are the path's when they add up to the measured round trip
+within max(this, 25 %): one rule for the clock estimate (taking the declared asymmetry
+out) and for the model's link (`nagle_sim.compare_run`)."""
+
+
+def declared_path(rtt_us: float, declared_us: float) -> bool:
+    """Whether link delays adding up to ``declared_us`` describe a path whose measured
+    round trip is ``rtt_us`` (both µs)."""
+    return declared_us > 0 and abs(rtt_us - declared_us) <= max(DECLARED_PATH_TOLERANCE_US,
+                                                                 0.25 * declared_us)
 
 
 def local_facts(scenario: Any) -> dict[str, dict[str, Any]]:
@@ -231,5 +236,5 @@ def local_facts(scenario: Any) -> dict[str, dict[str, Any]]:
     side's congestion control probed as its profile asks."""
     sides = {"client": scenario.client, "server": scenario.server}
     facts = collect(local_addr="127.0.0.1",
-                    congestion={k: wanted_congestion(v.profile) for k, v in sides.items()})
+                    congestion={k: profile_congestion(v.profile) for k, v in sides.items()})
     return {"client": facts, "server": facts}

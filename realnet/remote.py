@@ -29,6 +29,7 @@ has proved it knows the token.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import hmac
@@ -94,8 +95,18 @@ MAX_CLIENTS = 16                  # connections at once (pre-run); more are told
 MAX_CLOCKS = 64
 CLOCK_SAMPLES = 8
 STATUS_INTERVAL_S = 0.05
-MAX_REMOTE_PACKETS = 4_000_000    # the serve's capture, as the client accepts it
+REPLY_DEADLINE_S = 300.0          # one whole reply (a status, or the streamed result)
+MAX_REMOTE_PACKETS = 500_000
+"""Captured packets a serve may send. The client keeps ~390 B per packet (a slotted
+`CapturedPacket`: its ints and flags; measured with tracemalloc), so the cap is ~200 MB at
+most. A 100k-op run of small writes captures ~300k packets on the serve (data and ACKs,
+both directions); a longer capture is cut there by the serve (meta
+``server_capture_truncated``: the rest is timed from this host's capture), and a serve that
+sends more is refused."""
 PACKETS_PER_CHUNK = 12_000        # ~0.7 MiB of compact packet rows per message
+MAX_PACKET_FLAGS = 6              # "SFRPA" at most; a longer string is malformed
+MAX_PACKET_LEN = 1 << 20          # a captured segment's payload (GRO / BIG TCP stay under)
+MAX_RESULT_NOTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,7 +576,7 @@ class _Session:
             note = sockopts.apply_initial(
                 listener, nodelay=scenario.server.options.nodelay, cork=False,
                 quickack=scenario.server.options.quickack,
-                congestion=hostfacts.wanted_congestion(scenario.server.profile))
+                congestion=hostfacts.profile_congestion(scenario.server.profile))
         except OSError as exc:
             listener.close()
             self.error(f"cannot listen on {addr}: {exc.strerror or exc}")
@@ -597,6 +608,9 @@ class _Session:
             if cap is not None:
                 time.sleep(min(2.0, rtt_s(scenario) + 0.05))   # the last ACK / FIN
                 packets = cap.stop()
+                if len(packets) > MAX_REMOTE_PACKETS:       # the client refuses more
+                    meta["server_capture_truncated"] = len(packets) - MAX_REMOTE_PACKETS
+                    packets = packets[:MAX_REMOTE_PACKETS]
                 meta["capture_clock_offset_ns"] = cap.clock_offset_ns
                 if cap.stats is not None and cap.stats.kernel_drops:
                     meta["server_capture_drops"] = cap.stats.kernel_drops
@@ -697,7 +711,7 @@ class RemoteSide:
         self.log = SideLog()
         self.meta: dict[str, Any] = {}
         self.packets: list[Any] = []
-        self.packets_dropped = 0
+        self._streaming = False
         self._finished = False
         self._blocked = False
         self._progress = 0
@@ -713,19 +727,33 @@ class RemoteSide:
         self._receive_reply()
 
     def _receive_reply(self) -> None:
-        """One status reply, or the whole streamed result."""
+        """One status reply, or the whole streamed result, within `REPLY_DEADLINE_S` (a
+        serve that keeps streaming must not keep the client reading forever)."""
+        deadline = time.monotonic() + REPLY_DEADLINE_S
         while True:
-            msg = self.chan.recv(REPLY_TIMEOUT_S)
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise ProtocolError("reply deadline")
+                msg = self.chan.recv(min(REPLY_TIMEOUT_S, left))
+            except ProtocolError:
+                if time.monotonic() < deadline:
+                    raise
+                raise ProtocolError(f"the server's reply did not end within "
+                                    f"{REPLY_DEADLINE_S:g} s (timeout)") from None
             if self._handle(msg):
                 return
 
     def _handle(self, msg: dict[str, Any]) -> bool:
         """Take one message; True once a reply is complete (a status or the result)."""
         kind = msg.get("type")
+        if kind in ("log", "packets"):
+            # the result stream has begun: only more of it, then the result, may follow
+            self._streaming = True
         if kind == "log":
             records = msg.get("records")
-            if not isinstance(records, list):
-                raise ProtocolError("malformed log chunk")
+            if not isinstance(records, list) or not records:
+                raise ProtocolError("malformed log chunk (not a non-empty list)")
             try:
                 for rec in records:
                     self.reader.add(rec)
@@ -742,10 +770,12 @@ class RemoteSide:
             if not isinstance(meta, dict):
                 raise ProtocolError("malformed result (no meta)")
             self.meta = {k: printable(v, 500) if isinstance(v, str) else
-                         [printable(x, 500) for x in v if isinstance(x, str)]
+                         [printable(x, 500) for x in v[:MAX_RESULT_NOTES]
+                          if isinstance(x, str)]
                          for k, v in meta.items()
                          if k in _RESULT_TEXT and isinstance(v, str | list)}
-            for key in ("capture_clock_offset_ns", "server_capture_drops"):
+            for key in ("capture_clock_offset_ns", "server_capture_drops",
+                        "server_capture_truncated"):
                 if type(meta.get(key)) is int and abs(meta[key]) < 1 << 63:
                     self.meta[key] = meta[key]
             self.log = self.reader.log
@@ -754,6 +784,8 @@ class RemoteSide:
             self._finished = True
             return True
         if kind == "status":
+            if self._streaming:
+                raise ProtocolError("a status reply in the middle of the streamed result")
             blocked, progress = msg.get("blocked"), msg.get("progress")
             waiting, line = msg.get("waiting", ""), msg.get("line", 0)
             if not (isinstance(blocked, bool) and type(progress) is int
@@ -767,23 +799,23 @@ class RemoteSide:
         raise ProtocolError(f"unexpected reply type {printable(repr(kind), 40)}")
 
     def _add_packets(self, rows: Any) -> None:
-        """The serve's captured packets (compact rows), checked and bounded."""
+        """The serve's captured packets (compact rows), every field checked and bounded;
+        more than `MAX_REMOTE_PACKETS` in all is refused (an honest serve cuts its
+        capture there and says so)."""
         from realnet.capture import CapturedPacket
 
-        if not isinstance(rows, list):
-            raise ProtocolError("malformed packets chunk")
+        if not isinstance(rows, list) or not rows:
+            raise ProtocolError("malformed packets chunk (not a non-empty list)")
+        if len(self.packets) + len(rows) > MAX_REMOTE_PACKETS:
+            raise ProtocolError(f"the server sent more than {MAX_REMOTE_PACKETS} captured "
+                                "packets (the limit)")
         for row in rows:
-            if not (isinstance(row, list) and len(row) == 9
-                    and all(type(v) is int and 0 <= v < 1 << 63
-                            for i, v in enumerate(row) if i != 5)
-                    and isinstance(row[5], str) and set(row[5]) <= set("SFRPA")):
+            if not (isinstance(row, list) and len(row) == 9 and _row_ok(row)):
                 raise ProtocolError("malformed captured packet from the server")
-            if len(self.packets) >= MAX_REMOTE_PACKETS:
-                self.packets_dropped += 1
-                continue
             t, sport, dport, seq, ack, flags, length, win, out = row
-            self.packets.append(CapturedPacket(t, "", sport, "", dport, seq, ack, flags,
-                                               length, win, bool(out)))
+            self.packets.append(CapturedPacket(t, "", sport, "", dport, seq, ack,
+                                               _FLAGS.setdefault(flags, flags), length, win,
+                                               bool(out)))
 
     @property
     def finished(self) -> bool:
@@ -807,6 +839,25 @@ class RemoteSide:
         with contextlib.suppress(OSError, ProtocolError, RealnetError):
             self.chan.send({"type": "abort"})
             self._receive_reply()
+
+
+_FLAGS: dict[str, str] = {}
+"""One string per flags value: ~50 B saved on each of up to `MAX_REMOTE_PACKETS` rows."""
+_ROW_LIMITS = (1 << 63, 1 << 16, 1 << 16, 1 << 32, 1 << 32, None, MAX_PACKET_LEN + 1,
+               1 << 16, 2)
+"""Exclusive upper bound of each field of a packet row (t_ns, sport, dport, seq, ack,
+flags, payload_len, window, outgoing); all are ≥ 0."""
+
+
+def _row_ok(row: list[Any]) -> bool:
+    for value, limit in zip(row, _ROW_LIMITS, strict=True):
+        if limit is None:
+            if not (isinstance(value, str) and len(value) <= MAX_PACKET_FLAGS
+                    and set(value) <= set("SFRPA")):
+                return False
+        elif type(value) is not int or not 0 <= value < limit:
+            return False
+    return True
 
 
 _RESULT_TEXT = ("server_kernel", "server_sched", "server_notes", "server_congestion",
@@ -947,7 +998,7 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     opts = scenario.client.options
     note = sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork,
                                   quickack=opts.quickack,
-                                  congestion=hostfacts.wanted_congestion(
+                                  congestion=hostfacts.profile_congestion(
                                       scenario.client.profile))
     local_addr = ctl.getsockname()[0]
     client_facts = hostfacts.collect(local_addr=local_addr)
@@ -993,10 +1044,11 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
         meta.setdefault("notes", []).append(said)
         say(f"realnet: {said}")
     meta["host_facts"] = {"client": client_facts, "server": server_facts}
-    if far.packets_dropped:
+    if far.meta.get("server_capture_truncated"):
         meta.setdefault("notes", []).append(
-            f"the serve's capture had {far.packets_dropped} packets beyond the "
-            f"{MAX_REMOTE_PACKETS} accepted; their times come from this host's capture")
+            f"the serve's capture had {far.meta['server_capture_truncated']} packets beyond "
+            f"the {MAX_REMOTE_PACKETS} it may send; their times come from this host's "
+            "capture")
     local_off = cap.clock_offset_ns if cap is not None else 0
     remote_off = far.meta.get("capture_clock_offset_ns")
     same_host_lo = ifname == "lo"
@@ -1063,13 +1115,20 @@ class ClockEstimate:
                 "one_way_to_server_us": us(self.one_way_to_server_ns)}
 
 
+def _handshake_times(packets: list[Any], *, server: bool, syn_ack: bool, outgoing: bool,
+                     port: int) -> list[int]:
+    """Times of every capture of one handshake segment (a retransmitted SYN or SYN-ACK
+    appears more than once), in capture order."""
+    return [int(p.t_ns) for p in packets
+            if p.outgoing == outgoing and (p.sport == port) == server and "S" in p.flags
+            and ("A" in p.flags) == syn_ack]
+
+
 def _first(packets: list[Any], *, server: bool, syn_ack: bool, outgoing: bool,
            port: int) -> int | None:
-    for p in packets:
-        if p.outgoing == outgoing and (p.sport == port) == server and "S" in p.flags \
-                and ("A" in p.flags) == syn_ack:
-            return int(p.t_ns)
-    return None
+    times = _handshake_times(packets, server=server, syn_ack=syn_ack, outgoing=outgoing,
+                             port=port)
+    return times[0] if times else None
 
 
 def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote_off: int,
@@ -1083,14 +1142,17 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
                         f"{CLOCK_SAMPLES} round trips)", control_ns, control_rtt_ns,
                         one_way_to_client_ns=control_rtt_ns // 2,
                         one_way_to_server_ns=control_rtt_ns // 2)
-    t1 = _first(local, server=False, syn_ack=False, outgoing=True, port=port)
     t4 = _first(local, server=True, syn_ack=True, outgoing=False, port=port)
-    if t1 is None or t4 is None:
+    # the SYN the first SYN-ACK answers is the last one sent before it (a retransmitted
+    # SYN would otherwise add its RTO to the round trip)
+    syns = [t for t in _handshake_times(local, server=False, syn_ack=False, outgoing=True,
+                                        port=port) if t4 is not None and t <= t4]
+    if not syns or t4 is None:
         return est
-    t1, t4 = t1 - local_off, t4 - local_off
+    t1, t4 = syns[-1] - local_off, t4 - local_off
     rtt = t4 - t1
     ds, dc = scenario.link.to_server_delay * 1000, scenario.link.to_client_delay * 1000
-    declared = ds + dc > 0 and abs(rtt - (ds + dc)) <= max(2_000_000, 0.25 * (ds + dc))
+    declared = hostfacts.declared_path(rtt / 1000, (ds + dc) / 1000)
     asym = (ds - dc) if declared else 0
     est.handshake_rtt_ns = rtt
     est.one_way_to_client_ns = round(rtt * dc / (ds + dc)) if declared else rtt // 2
@@ -1098,16 +1160,151 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
     if declared:
         est.offset_ns = control_ns - asym // 2
         est.method += "; declared link asymmetry taken out"
-    t2 = _first(remote, server=False, syn_ack=False, outgoing=False, port=port)
     t3 = _first(remote, server=True, syn_ack=True, outgoing=True, port=port)
-    if t2 is None or t3 is None:
+    syns_there = [t for t in _handshake_times(remote, server=False, syn_ack=False,
+                                              outgoing=False, port=port)
+                  if t3 is not None and t <= t3]
+    if not syns_there or t3 is None:
         return est
-    t2, t3 = t2 - remote_off, t3 - remote_off
+    t2, t3 = syns_there[-1] - remote_off, t3 - remote_off
     est.handshake_ns = ((t2 - t1) + (t3 - t4) - asym) // 2
+    # Each estimate is within half its round trip of the truth; if the two intervals do
+    # not meet, the handshake's four timestamps are not one exchange (a retransmitted
+    # SYN-ACK, a capture that missed one): keep the control channel's.
+    # (NTP's bound holds for any asymmetry, so the raw estimates are what is checked)
+    raw = ((t2 - t1) + (t3 - t4)) // 2
+    bound = (control_rtt_ns + max(0, rtt - (t3 - t2))) / 2
+    if abs(raw - control_ns) > bound:
+        est.method += (f"; the handshake's estimate ({est.handshake_ns / 1000:.0f} µs) is "
+                       "outside both round trips' bounds, not used")
+        return est
     est.offset_ns = est.handshake_ns
     est.method = "handshake (kernel timestamps on both hosts)" + (
         "; declared link asymmetry taken out" if declared else "")
     return est
+
+
+SEQ_SPACE = 1 << 32
+ARRIVAL_SLACK_NS = 1_000_000
+"""An arrival may appear this much before its send (the clock offset is an estimate)."""
+MAX_PIECE_BYTES = 1 << 18
+"""Longest captured segment looked back over (GRO / BIG TCP packets stay well under)."""
+
+
+def _rel(seq: int, base: int) -> int:
+    """A sequence number as an offset from ``base`` (modulo 2^32: the stream may wrap)."""
+    return (seq - base) % SEQ_SPACE
+
+
+class _Arrivals:
+    """The receiver's capture of one direction: data by byte range, the rest by header.
+
+    A NIC may cut a sender's TSO burst into MSS pieces, and GRO may merge pieces on
+    receipt, so the two hosts' captures of the same bytes need not have the same segment
+    boundaries: data is matched by the bytes it carries, never by its header."""
+
+    def __init__(self, packets: list[tuple[int, Any]], base: int) -> None:
+        self.base = base
+        # by first byte, for bisect: a lookup must not scan the whole capture (100k ops)
+        self.data = sorted((_rel(p.seq, base), _rel(p.seq, base) + p.payload_len, t)
+                           for t, p in packets if p.payload_len)
+        self.starts = [lo for lo, _, _ in self.data]
+        self.control: dict[tuple[int, int, str], list[int]] = {}
+        for t, p in sorted(packets, key=lambda tp: tp[0]):
+            if not p.payload_len:
+                self.control.setdefault((p.seq, p.ack, p.flags), []).append(t)
+
+    def arrival(self, t_sent: int, p: Any) -> int | None:
+        """When ``p`` (sent at ``t_sent``) had wholly arrived: for data, the first arrival
+        at or after its send of a piece holding its last byte; for the rest, the next
+        capture of the same header."""
+        if not p.payload_len:
+            queue = self.control.get((p.seq, p.ack, p.flags))
+            return queue.pop(0) if queue else None
+        last = _rel(p.seq, self.base) + p.payload_len - 1
+        holding = []
+        i = bisect.bisect_right(self.starts, last) - 1
+        while i >= 0 and self.data[i][0] > last - MAX_PIECE_BYTES:
+            lo, hi, t = self.data[i]
+            if hi > last:
+                holding.append(t)
+            i -= 1
+        holding.sort()
+        if not holding:
+            return None
+        return next((t for t in holding if t >= t_sent - ARRIVAL_SLACK_NS), holding[-1])
+
+
+def _covered(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of half-open byte ranges, as sorted disjoint ranges."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _uncovered(lo: int, hi: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of [lo, hi) outside ``covered`` (sorted disjoint ranges)."""
+    out: list[tuple[int, int]] = []
+    at = lo
+    for c_lo, c_hi in covered:
+        if c_hi <= at:
+            continue
+        if c_lo >= hi:
+            break
+        if c_lo > at:
+            out.append((at, c_lo))
+        at = max(at, c_hi)
+        if at >= hi:
+            break
+    if at < hi:
+        out.append((at, hi))
+    return out
+
+
+def _merge_direction(sent: list[tuple[int, Any]], received: list[tuple[int, Any]],
+                     side: Side, one_way_ns: int, sent_letter: str, arrival_letter: str
+                     ) -> list[tuple[_Seg, str]]:
+    """One direction: every sender-side segment with its arrival, then what only the
+    receiver captured, each byte range once (the receiver's pieces of bytes the sender's
+    capture already holds are arrivals, never segments of their own)."""
+    everything = sent + received
+    if not everything:
+        return []
+    base = min(everything, key=lambda tp: tp[0])[1].seq
+    arrivals = _Arrivals(received, base)
+    out: list[tuple[_Seg, str]] = []
+    sent_ranges = []
+    sent_headers: dict[tuple[int, int, str], int] = {}
+    for t, p in sorted(sent, key=lambda tp: tp[0]):
+        out.append((_Seg(t, side, p.seq, p.ack, p.payload_len, p.flags, p.window,
+                         arrivals.arrival(t, p)), sent_letter))
+        if p.payload_len:
+            sent_ranges.append((_rel(p.seq, base), _rel(p.seq, base) + p.payload_len))
+        else:
+            key = (p.seq, p.ack, p.flags)
+            sent_headers[key] = sent_headers.get(key, 0) + 1
+    covered = _covered(sent_ranges)
+    for t, p in sorted(received, key=lambda tp: tp[0]):
+        if not p.payload_len:
+            key = (p.seq, p.ack, p.flags)
+            if sent_headers.get(key):
+                sent_headers[key] -= 1
+                continue
+            out.append((_Seg(t - one_way_ns, side, p.seq, p.ack, 0, p.flags, p.window, t),
+                        arrival_letter))
+            continue
+        lo = _rel(p.seq, base)
+        for a, b in _uncovered(lo, lo + p.payload_len, covered):
+            seq = (base + a) % SEQ_SPACE
+            out.append((_Seg(t - one_way_ns, side, seq, p.ack, b - a, p.flags, p.window, t),
+                        arrival_letter))
+        # a retransmission the receiver saw twice is still the same bytes: count once
+        covered = _covered(covered + [(lo, lo + p.payload_len)])
+    return out
 
 
 def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_to_ours: int,
@@ -1116,46 +1313,19 @@ def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_t
     """Both hosts' captures as one list of segments on our perf clock, each timed at its
     sender: the client's from this host's capture, the server's from the serve's capture
     when it has them, else from their arrival here minus the one-way delay. Arrivals come
-    from the receiver's capture. Returns (segments in time order, one source letter per
-    segment, see `SOURCE_KEY`)."""
-    def key(p: Any) -> tuple[int, int, str, int]:
-        return (p.seq, p.ack, p.flags, p.payload_len)
-
-    out: list[tuple[_Seg, str]] = []
-    # client -> server: sent here, arrived there
-    arrivals: dict[tuple[int, int, str, int], list[int]] = {}
-    for p in remote:
-        if not p.outgoing and p.dport == port:
-            arrivals.setdefault(key(p), []).append(p.t_ns - remote_to_ours)
-    for p in local:
-        if p.outgoing and p.dport == port:
-            queue = arrivals.get(key(p))
-            out.append((_Seg(p.t_ns - local_off, Side.CLIENT, p.seq, p.ack, p.payload_len,
-                             p.flags, p.window, queue.pop(0) if queue else None), "L"))
-    for p in remote:    # what this host did not capture (e.g. no root here)
-        if not p.outgoing and p.dport == port:
-            queue = arrivals.get(key(p))
-            if queue and queue[0] == p.t_ns - remote_to_ours:
-                t = queue.pop(0)
-                out.append((_Seg(t - one_way_to_server_ns, Side.CLIENT, p.seq, p.ack,
-                                 p.payload_len, p.flags, p.window, t), "B"))
-    # server -> client: arrived here; sent there if the serve captured it
-    here: dict[tuple[int, int, str, int], list[int]] = {}
-    for p in local:
-        if not p.outgoing and p.sport == port:
-            here.setdefault(key(p), []).append(p.t_ns - local_off)
-    sent_there = [p for p in remote if p.outgoing and p.sport == port]
-    for p in sent_there:
-        queue = here.get(key(p))
-        out.append((_Seg(p.t_ns - remote_to_ours, Side.SERVER, p.seq, p.ack, p.payload_len,
-                         p.flags, p.window, queue.pop(0) if queue else None), "R"))
-    for p in local:     # what the serve did not capture (or no capture there at all)
-        if not p.outgoing and p.sport == port:
-            queue = here.get(key(p))
-            if queue and queue[0] == p.t_ns - local_off:
-                t = queue.pop(0)
-                out.append((_Seg(t - one_way_to_client_ns, Side.SERVER, p.seq, p.ack,
-                                 p.payload_len, p.flags, p.window, t), "A"))
+    from the receiver's capture, matched by byte range (TSO bursts cut into MSS pieces and
+    GRO-merged pieces cover the same bytes), so no byte range is ever counted twice.
+    Returns (segments in time order, one source letter per segment, see `SOURCE_KEY`)."""
+    here = [(p.t_ns - local_off, p) for p in local]
+    there = [(p.t_ns - remote_to_ours, p) for p in remote]
+    to_server_sent = [(t, p) for t, p in here if p.outgoing and p.dport == port]
+    to_server_arrived = [(t, p) for t, p in there if not p.outgoing and p.dport == port]
+    to_client_sent = [(t, p) for t, p in there if p.outgoing and p.sport == port]
+    to_client_arrived = [(t, p) for t, p in here if not p.outgoing and p.sport == port]
+    out = _merge_direction(to_server_sent, to_server_arrived, Side.CLIENT,
+                           one_way_to_server_ns, "L", "B")
+    out += _merge_direction(to_client_sent, to_client_arrived, Side.SERVER,
+                            one_way_to_client_ns, "R", "A")
     out.sort(key=lambda item: item[0].t_ns)
     return [seg for seg, _ in out], "".join(letter for _, letter in out)
 
@@ -1163,8 +1333,11 @@ def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_t
 def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:
     """A "deadlock" where the client waits in a read while the remote server is stuck in a
     write is none: the client *is* reading, so the peer-not-reading sentence would be
-    wrong. Name what it is (nothing sent, or sending stopped). Read from the deadlock's
-    own sentence, which supervision wrote while both sides were still blocked."""
+    wrong. Say what is known, no more: the serve was alive (it answered every status poll)
+    and blocked in the write with a full send buffer, and the client received no byte (or
+    some) of it. So the bytes were queued there but did not get through: the path stalled,
+    or this host did not receive them. Read from the deadlock's own sentence, which
+    supervision wrote while both sides were still blocked."""
     if outcome.outcome is not Outcome.DEADLOCK:
         return outcome
     client = re.search(r"client waits for (\d+) more of (\d+) bytes", outcome.message)
@@ -1174,13 +1347,13 @@ def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:
         return outcome
     line = f":{server.group(2)}" if server.group(2) else ""
     remaining, total = int(client.group(1)), int(client.group(2))
-    what = ("never sent a byte" if remaining == total else
-            f"stopped sending after {total - remaining} of the {total} bytes the client "
-            "reads")
+    got = ("received no byte" if remaining == total else
+           f"received {total - remaining} of the {total} bytes it reads")
     return RunEnd(Outcome.ERROR, (
-        f"{scenario.source}{line}: the remote server's write of {server.group(1)} bytes "
-        f"{what} while the client was reading: the remote host did not send (it could "
-        "not allocate the data, the path stalled, or it is gone); not a deadlock"))
+        f"{scenario.source}{line}: the client {got} while the remote server, alive, was "
+        f"blocked in its write of {server.group(1)} bytes with a full send buffer: the "
+        "bytes did not get through (the path stalled, or this host did not receive them); "
+        "not a deadlock"))
 
 
 def _align(log: SideLog, offset_ns: int, scenario: Scenario) -> SideLog:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model.events import Side
-from ..summary import Summary, summarize
+from ..summary import Summary, summarize, wire_unknown
 from ..trace import Outcome, Trace
 from ..units import ms
 
@@ -127,9 +127,13 @@ def summary_markdown(trace: Trace, summary: Summary | None = None) -> str:
              + (f", mean iteration latency {ms(round(sum(lat) / len(lat))):.3f} ms"
                 if lat else "")
              + (f", outcome: {trace.outcome}" if trace.outcome is not Outcome.OK else ""), ""]
+    unknown = wire_unknown(trace)
     for table in summary_tables(trace, s):
         lines += [f"## {table.title}", ""]
-        if table.rows:
+        if unknown is not None and table.title in ("Segments per side", "Stalls"):
+            # a real run without a capture: the wire is unknown, never "none" (issue 18)
+            lines += [f"unknown (no segment was captured: {unknown})", ""]
+        elif table.rows:
             lines.append(render_markdown(table.headers, table.rows))
         else:
             lines += ["(none)", ""]

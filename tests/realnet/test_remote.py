@@ -656,7 +656,9 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
     remote = [_pkt(102 - skew, True, "S", outgoing=False), _pkt(102 - skew, False, "SA"),
               _pkt(107 - skew, True, "PA", 1, 10, outgoing=False), _pkt(200 - skew, False, "A")]
     sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
-    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=123, control_rtt_ns=9)
+    # the control channel's estimate (123 ns off, within its bounds) is refined
+    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=-skew * 1000 + 123,
+                           control_rtt_ns=9)
     assert est.method.startswith("handshake")
     assert est.handshake_ns == -skew * 1000
     segs, sources = merge_captures(local, 0, remote, est.offset_ns, 9000,
@@ -690,12 +692,17 @@ def test_a_remote_write_that_sent_nothing_is_not_called_a_deadlock() -> None:
         (Side.CLIENT, ("1000000000 more of 1000000000 bytes", 1)), (Side.SERVER, write)]))
     end = _name_remote_failure(sc, nothing)
     assert end.outcome is Outcome.ERROR
-    assert end.message.startswith("g.toml:2: the remote server's write of 1000000000 bytes "
-                                  "never sent a byte while the client was reading")
-    assert "peer is not reading" not in end.message
+    # what is known: the serve was alive and blocked in the write, the client got no byte;
+    # never a cause the facts rule out (the serve is not gone, nothing failed to allocate)
+    assert end.message.startswith("g.toml:2: the client received no byte while the remote "
+                                  "server, alive, was blocked in its write of 1000000000 "
+                                  "bytes"), end.message
+    for wrong in ("peer is not reading", "never sent", "allocate", "gone"):
+        assert wrong not in end.message, wrong
+    assert "the path stalled, or this host did not receive them" in end.message
     some = RunEnd(Outcome.DEADLOCK, deadlock_message("g.toml", [
         (Side.CLIENT, ("5 more of 1000000000 bytes", 1)), (Side.SERVER, write)]))
-    assert "stopped sending after 999999995 of the 1000000000 bytes" in \
+    assert "received 999999995 of the 1000000000 bytes it reads" in \
         _name_remote_failure(sc, some).message
     # the client finished (it is not reading): a real deadlock keeps its name
     stuck = RunEnd(Outcome.DEADLOCK, deadlock_message(
@@ -715,3 +722,169 @@ def test_host_facts_from_a_serve_are_bounded_and_printable() -> None:
     assert facts["hz"] is None and len(facts["tcp_rmem"]) == 32
     assert facts["congestion"] == {"server": "bbr?"}
     assert clean_facts("not a dict") == {}
+
+
+def _bytes_by_side(segs: list[object]) -> dict[Side, int]:
+    out = {Side.CLIENT: 0, Side.SERVER: 0}
+    for s in segs:
+        out[s.src] += s.length      # type: ignore[attr-defined]
+    return out
+
+
+def test_a_tso_burst_seen_as_mss_pieces_at_the_receiver_is_counted_once() -> None:
+    """The sender's capture has one TSO burst (seq 1, 2896 B), the receiver's the NIC's
+    two MSS pieces: one segment of 2896 B, arriving with its last piece. Both ways."""
+    from realnet.remote import merge_captures
+
+    local = [_pkt(100, True, "PA", 1, 2896),
+             _pkt(300, False, "PA", 1, 1448, outgoing=False),
+             _pkt(301, False, "PA", 1449, 1448, outgoing=False)]
+    remote = [_pkt(102, True, "PA", 1, 1448, outgoing=False),
+              _pkt(103, True, "PA", 1449, 1448, outgoing=False),
+              _pkt(298, False, "PA", 1, 2896)]
+    segs, sources = merge_captures(local, 0, remote, 0, 9000, 2_000, 2_000)
+    assert _bytes_by_side(segs) == {Side.CLIENT: 2896, Side.SERVER: 2896}
+    assert sources == "LR"
+    assert [(s.t_ns // 1000, (s.arrive_ns or 0) // 1000) for s in segs] == [(100, 103),
+                                                                           (298, 301)]
+
+
+def test_gro_merged_pieces_at_the_receiver_are_counted_once() -> None:
+    """The sender's capture has two MSS segments, the receiver's one GRO-merged packet:
+    both segments arrive with it; no byte is counted twice. Both ways."""
+    from realnet.remote import merge_captures
+
+    local = [_pkt(100, True, "PA", 1, 1448), _pkt(101, True, "PA", 1449, 1448),
+             _pkt(302, False, "PA", 1, 2896, outgoing=False)]
+    remote = [_pkt(103, True, "PA", 1, 2896, outgoing=False),
+              _pkt(298, False, "PA", 1, 1448), _pkt(299, False, "PA", 1449, 1448)]
+    segs, sources = merge_captures(local, 0, remote, 0, 9000, 2_000, 2_000)
+    assert _bytes_by_side(segs) == {Side.CLIENT: 2896, Side.SERVER: 2896}
+    assert sources == "LLRR"
+    assert {(s.arrive_ns or 0) // 1000 for s in segs if s.src is Side.CLIENT} == {103}
+    assert {(s.arrive_ns or 0) // 1000 for s in segs if s.src is Side.SERVER} == {302}
+
+
+def test_bytes_only_the_receiver_captured_are_added_once() -> None:
+    """A merged arrival covering bytes the sender's capture has and bytes it missed adds
+    only the missing range; a receiver that saw a piece twice adds it once."""
+    from realnet.remote import merge_captures
+
+    local = [_pkt(100, True, "PA", 1, 1448)]
+    remote = [_pkt(103, True, "PA", 1, 2896, outgoing=False),
+              _pkt(150, True, "PA", 2897, 100, outgoing=False),
+              _pkt(160, True, "PA", 2897, 100, outgoing=False)]
+    segs, sources = merge_captures(local, 0, remote, 0, 9000, 2_000, 2_000)
+    assert _bytes_by_side(segs)[Side.CLIENT] == 2896 + 100
+    assert sources == "LBB"
+    assert [(s.seq, s.length) for s in segs] == [(1, 1448), (1449, 1448), (2897, 100)]
+
+
+def _streaming_serve(on_status: Callable[[socket.socket, int], None]
+                     ) -> Callable[[socket.socket], None]:
+    """Challenge, hello, clocks, a real data listener; then ``on_status(conn, n)`` answers
+    the n-th status poll (a hostile serve's reply)."""
+    def script(conn: socket.socket) -> None:
+        _challenge(conn)
+        f = conn.makefile("rb")
+        data = socket.create_server(("127.0.0.1", 0))
+        with data:
+            polls = 0
+            while line := f.readline():
+                kind = json.loads(line).get("type")
+                if kind == "hello":
+                    conn.sendall(HELLO)
+                elif kind == "clock":
+                    conn.sendall(CLOCK)
+                elif kind == "run":
+                    conn.sendall(_ok({"type": "ready", "port": data.getsockname()[1]}))
+                elif kind == "status":
+                    polls += 1
+                    on_status(conn, polls)
+    return script
+
+
+def _rows(n: int, flags: str = "A") -> list[list[object]]:
+    return [[1_000 + i, 9000, 40000, i, 0, flags, 0, 100, 1] for i in range(n)]
+
+
+def _refused(behaviour: Callable[[socket.socket], None], words: str) -> float:
+    address, thread = _fake_server(_streaming_serve(behaviour))
+    start = time.monotonic()
+    with pytest.raises(RealnetError) as info:
+        run_real(load(DATA / "s4_quickack.toml"), remote=address)
+    message = str(info.value)
+    assert words in message and "\n" not in message, message
+    thread.join(5)
+    return time.monotonic() - start
+
+
+def test_a_serve_answering_every_poll_with_packets_is_refused() -> None:
+    """Packets are part of the streamed result: a status after them is a broken reply,
+    so supervise never loops on a serve that streams 'results' forever."""
+    def packets_then_status(conn: socket.socket, _n: int) -> None:
+        conn.sendall(_ok({"type": "packets", "packets": _rows(10)}))
+        conn.sendall(_ok({"type": "status", "blocked": False, "progress": 0,
+                          "waiting": "", "line": 0}))
+    assert _refused(packets_then_status, "in the middle of the streamed result") < 30
+
+
+def test_more_packets_than_the_cap_are_refused_not_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import realnet.remote as remote
+
+    monkeypatch.setattr(remote, "MAX_REMOTE_PACKETS", 100)
+
+    def forever(conn: socket.socket, _n: int) -> None:
+        for _ in range(10_000):
+            conn.sendall(_ok({"type": "packets", "packets": _rows(30)}))
+    assert _refused(forever, "more than 100 captured packets") < 30
+
+
+@pytest.mark.parametrize("row", [
+    [1, 9000, 40000, 1, 0, "A" * 5_000_000, 0, 100, 1],     # unbounded flags
+    [1, 9000, 40000, 1, 0, "SSSSSSS", 0, 100, 1],            # 7 flag characters
+    [1, 99999, 40000, 1, 0, "A", 0, 100, 1],                 # port beyond 65535
+    [1, 9000, 40000, 1 << 40, 0, "A", 0, 100, 1],            # seq beyond 32 bits
+    [1, 9000, 40000, 1, 0, "A", 1 << 30, 100, 1],            # a 1 GiB "segment"
+    [1, 9000, 40000, 1, 0, "A", 0, 100, 7],                  # outgoing is 0 or 1
+])
+def test_every_packet_field_is_bounded(row: list[object]) -> None:
+    def one(conn: socket.socket, _n: int) -> None:
+        conn.sendall(_ok({"type": "packets", "packets": [row]}))
+    _refused(one, "malformed captured packet")
+
+
+def test_a_reply_that_never_ends_hits_the_reply_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import realnet.remote as remote
+
+    monkeypatch.setattr(remote, "REPLY_DEADLINE_S", 1.0)
+
+    def trickle(conn: socket.socket, _n: int) -> None:
+        for _ in range(100):
+            conn.sendall(_ok({"type": "packets", "packets": _rows(1)}))
+            time.sleep(0.2)
+    assert _refused(trickle, "did not end within 1 s") < 15
+
+
+def test_the_handshake_clock_is_checked_against_the_control_channel() -> None:
+    """True offset 0, 2 µs each way. A retransmitted SYN (the first lost) must not add
+    its 1 s timeout to the round trip; handshake timestamps that disagree with the control
+    channel beyond both round trips' bounds are not used."""
+    from realnet.remote import _estimate_offset
+
+    sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
+    local = [_pkt(100, True, "S"), _pkt(1_000_100, True, "S"),
+             _pkt(1_000_104, False, "SA", outgoing=False)]
+    remote = [_pkt(1_000_102, True, "S", outgoing=False), _pkt(1_000_102, False, "SA")]
+    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=0,
+                           control_rtt_ns=50_000)
+    assert est.method.startswith("handshake"), est.method
+    assert est.handshake_rtt_ns == 4_000 and est.offset_ns == 0
+    # the serve's capture is 30 ms off (not one exchange): the control channel's is kept
+    skewed = [_pkt(1_030_102, True, "S", outgoing=False), _pkt(1_030_102, False, "SA")]
+    est = _estimate_offset(local, 0, skewed, 0, 9000, sc, control_ns=0,
+                           control_rtt_ns=50_000)
+    assert est.method.startswith("control channel") and "not used" in est.method
+    assert est.offset_ns == 0

@@ -43,9 +43,10 @@ class Hosts:
 
 @contextmanager
 def two_hosts(tmp_path: Path, to_server_ms: float, to_client_ms: float,
-              as_user: int | None = None) -> Iterator[Hosts]:
+              as_user: int | None = None, congestion: str | None = None) -> Iterator[Hosts]:
     """A serve in the server namespace of a fresh emulated link (autocorking off in both,
-    as local emulated runs do); ``as_user``: run the serve without root."""
+    as local emulated runs do); ``as_user``: run the serve without root; ``congestion``:
+    the congestion control the serve asks the kernel for, whatever the profile says."""
     from realnet.core import NO_AUTOCORK
     from realnet.netns import EmulatedLink
 
@@ -56,8 +57,14 @@ def two_hosts(tmp_path: Path, to_server_ms: float, to_client_ms: float,
         cmd = ["ip", "netns", "exec", link.ns("server")]
         if as_user is not None:
             cmd += ["setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups"]
-        cmd += [sys.executable, "-m", "nagle_sim", "realnet", "serve", "--listen",
-                f"{link.server_addr}:{PORT}", "--token", TOKEN]
+        if congestion is None:
+            cmd += [sys.executable, "-m", "nagle_sim"]
+        else:   # the serve's one rule for a profile's congestion control, overridden
+            cmd += [sys.executable, "-c", "import sys, realnet.hostfacts as h; "
+                    f"h.profile_congestion = lambda _p: {congestion!r}; "
+                    "from nagle_sim.__main__ import main; sys.exit(main(sys.argv[1:]))"]
+        cmd += ["realnet", "serve", "--listen", f"{link.server_addr}:{PORT}", "--token",
+                TOKEN]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("NAGLE_SIM_REALNET_TOKEN", None)
         with open(log, "wb") as err:
@@ -107,17 +114,22 @@ def test_remote_trace_has_every_segment_from_both_captures(tmp_path: Path) -> No
         assert data == 12 * 13, (side, data)
         flags = [s.flags for s in trace.segments if s.src is side]
         assert any("S" in f for f in flags) and any("F" in f for f in flags)
-    assert all(s.arrive is not None and s.arrive >= s.t for s in trace.segments)
-    # ~2 ms each way: arrival - send is the link's delay, measured across the two hosts
-    delays = sorted(s.arrive - s.t for s in trace.segments if s.arrive is not None)
-    median = delays[len(delays) // 2]
-    assert 1_500 <= median <= 3_500, delays
+    assert all(s.arrive is not None for s in trace.segments)
     clock = meta["clock_offset"]
     assert clock["method"].startswith("handshake")
     print(f"clock offset estimate: handshake {clock['handshake_us']} µs, control channel "
           f"{clock['control_channel_us']} µs (true offset 0); segments "
           f"{sources.count('L')} local + {sources.count('R')} remote")
-    assert abs(clock["used_us"]) < 1_000        # one jiffy would be 4,000 µs
+    # The true offset is 0 (one clock). NTP's formula cannot be wrong by more than half
+    # the handshake's round trip, whatever the load: that bound, not a wall time.
+    assert abs(clock["used_us"]) <= clock["handshake_rtt_us"] / 2, clock
+    # The relay holds every packet 2 ms (a decision, not a measurement), so arrival - send
+    # is at least that, less the offset's error bound; a busy VM may forward late, so the
+    # only upper bound is "less than a retransmission timer" (200 ms), never a few ms.
+    delays = sorted(s.arrive - s.t for s in trace.segments if s.arrive is not None)
+    median = delays[len(delays) // 2]
+    slack = clock["handshake_rtt_us"] / 2
+    assert 2_000 - slack <= median < 200_000, (median, slack, delays)
     facts = meta["host_facts"]
     assert facts["client"]["interface"] == facts["server"]["interface"] == "nsimtun0"
     assert facts["server"]["congestion"] == {"server": "bbr"}
@@ -149,44 +161,53 @@ def test_compare_remote_agrees_with_the_model(tmp_path: Path, name: str,
                 break
     print(f"{name}: {len(runs)} run(s), max error {runs[-1]['max_error_ms']} ms")
     assert runs[-1]["agree"], runs[-1]["problems"]
-    assert any("segments" not in n for n in runs[-1]["notes"])
+    # agreement on segments, not on ops alone: the capture was there and matched
+    assert runs[-1]["segments_compared"] is True
+    kinds = {m["kind"] for m in runs[-1]["matches"]}
+    assert "match" in kinds and not kinds & {"missing", "extra"}, kinds
 
 
 def test_validate_remote_runs_every_lesson(tmp_path: Path) -> None:
+    """Every lesson gets a verdict from a real remote run (agree, DISAGREE, or n/a where
+    this kernel cannot run it as the model does): none ends in an error. Agreement on
+    every lesson is not claimed (docs/realnet.md): lessons written for a 500 ms link run
+    over this 1 ms path with the path's delays."""
     from nagle_sim.lessons import load_lessons
 
+    table = tmp_path / "validate.md"
     with two_hosts(tmp_path, 1, 1) as hosts:
-        out = client(hosts, "validate", "--remote", hosts.address, timeout=900)
+        out = client(hosts, "validate", "--remote", hosts.address, "--markdown", str(table),
+                     timeout=900)
     assert out.returncode in (0, 1), out.stderr
     assert "Traceback" not in out.stderr
     assert f"server side on {hosts.address}" in out.stdout.replace("\n", " ")
+    verdicts = {cells[1]: cells[2] for line in table.read_text().splitlines()
+                if len(cells := [c.strip() for c in line.split("|")]) > 3}
     for lesson in load_lessons():
-        assert lesson.slug in out.stdout
+        assert verdicts.get(lesson.slug) in ("agree", "DISAGREE", "n/a"), (lesson.slug,
+                                                                           verdicts)
 
 
 def test_a_serve_that_cannot_set_the_congestion_control_says_so(tmp_path: Path) -> None:
-    """Without root the serve may only use net.ipv4.tcp_allowed_congestion_control (here
-    reno and bbr); the server profile linux-5.4 models CUBIC. The run goes on, the trace
-    says which congestion control the server really used, and compare flags it. Without
-    CAP_NET_RAW the serve cannot capture either: the server's segments then come from this
-    host's capture at arrival (letter A)."""
-    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
-    if "cubic" in allowed:
-        pytest.skip("cubic is allowed for unprivileged sockets on this host")
-    with two_hosts(tmp_path, 2, 2, as_user=65534) as hosts:
-        sets = ("link.delay_ms=2", "server.profile=linux-5.4")
+    """The serve asks for a congestion control no kernel has ("nosuchcc"), so the kernel
+    refuses it whatever this host allows and whoever runs the serve. The run goes on, the
+    trace says which congestion control the server really used and why, and compare flags
+    it. The serve runs without root: it cannot capture either, so the server's segments
+    come from this host's capture at arrival (letter A)."""
+    with two_hosts(tmp_path, 2, 2, as_user=65534, congestion="nosuchcc") as hosts:
+        sets = ("link.delay_ms=2",)
         trace = remote_trace(hosts, DATA / "s1_write_write_read.toml", *sets)
         out = client(hosts, "compare", str(DATA / "s1_write_write_read.toml"), "--remote",
                      hosts.address, "--json", *[a for s in sets for a in ("--set", s)])
     server = trace.meta["host_facts"]["server"]
-    assert server["congestion"]["server"] != "cubic"
-    assert "cubic" in server["congestion_notes"]["server"]
+    assert server["congestion"]["server"] not in (None, "nosuchcc")
+    assert "cannot use congestion control 'nosuchcc'" in server["congestion_notes"]["server"]
     assert trace.meta["server_capture"].startswith("unavailable")
     assert set(trace.meta["segment_capture"]) == {"L", "A"}
     assert sum(s.length for s in trace.segments if s.src is Side.SERVER) == 12 * 13
     cmp = json.loads(out.stdout)
     assert out.returncode == 1
-    assert any("server host: congestion control" in p and "cubic" in p
+    assert any("server host: congestion control" in p and "nosuchcc" in p
                for p in cmp["problems"]), cmp["problems"]
 
 
