@@ -915,4 +915,11 @@ def real_run_caveats(scenario: Scenario) -> list[str]:
         if kernel:
             notes.append(f"{side.value} tunes kernel internals ({', '.join(kernel)}) that a "
                          "real run cannot change")
+    if scenario.link.tx_complete > 0:
+        # realnet's loopback and TUN devices report a packet sent as soon as it is queued,
+        # so the device-queue shadow that autocorking looks at (tcp_should_autocork) never
+        # lasts long enough to hold a write: the kernel's merging is not reproducible here
+        notes.append("the link models a device queue (tx_complete_us) that this machine's "
+                     "loopback and TUN links do not have: their packets leave the queue at "
+                     "once, so autocorking has nothing to wait for")
     return notes

@@ -208,14 +208,11 @@ def clean_facts(raw: Any) -> dict[str, Any]:
 
 
 def profile_congestion(profile: Any) -> str:
-    """The congestion control a model profile asks for: its ``congestion`` field when it
-    has one, else ``bbr`` / ``cubic`` from its ``bbr`` flag. The one rule, used by the
-    remote runs, the local runs' host facts and `nagle_sim.compare` (which may import this
-    stdlib-only module, never the rest of realnet)."""
-    name = getattr(profile, "congestion", None)
-    if isinstance(name, str) and name:
-        return name
-    return "bbr" if getattr(profile, "bbr", False) else "cubic"
+    """The congestion control a model profile asks for (its ``congestion`` field, which a
+    real run sets per socket with TCP_CONGESTION). The one rule, used by the remote runs, the
+    local runs' host facts and `nagle_sim.compare` (which may import this stdlib-only
+    module, never the rest of realnet)."""
+    return str(profile.congestion)
 
 
 DECLARED_PATH_TOLERANCE_US = 2_000

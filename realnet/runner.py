@@ -137,7 +137,7 @@ def refuse_unsupported(scenario: Scenario) -> None:
                                f"route, sysctls) runs in a private namespace, and {missing}")
     for side in Side:
         why = sockopts.congestion_missing(
-            sockopts.congestion_for(scenario.side(side).profile.congestion))
+            scenario.side(side).profile.congestion)
         if why:
             raise RealnetError(f"{src}: {side.value}: {why}")
         for stmt in walk(scenario.side(side).script):
@@ -252,13 +252,13 @@ class _LocalRun:
             notes = [sockopts.apply_initial(
                 listener, nodelay=sc.server.options.nodelay, cork=False,
                 quickack=sc.server.options.quickack,
-                congestion=sockopts.congestion_for(sc.server.profile.congestion))]
+                congestion=sc.server.profile.congestion)]
             notes.append(sockopts.apply_initial(
                 client, nodelay=sc.client.options.nodelay, cork=sc.client.options.cork,
                 quickack=sc.client.options.quickack,
-                congestion=sockopts.congestion_for(sc.client.profile.congestion)))
+                congestion=sc.client.profile.congestion))
             self.meta["congestion_control"] = {
-                side.value: sockopts.congestion_for(sc.side(side).profile.congestion)
+                side.value: sc.side(side).profile.congestion
                 for side in Side}
             for note in filter(None, notes):
                 self.say(f"realnet: {note}")

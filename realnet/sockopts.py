@@ -160,14 +160,6 @@ def congestion_missing(name: str) -> str:
     return ""
 
 
-def congestion_for(profile: bool | str) -> str:
-    """The kernel congestion control that matches a model profile: its `congestion` name
-    (a bare bool is the older "is it BBR" flag: True → bbr, False → cubic)."""
-    if isinstance(profile, str):
-        return profile
-    return "bbr" if profile else "cubic"
-
-
 def apply_initial(sock: socket.socket, *, nodelay: bool, cork: bool,
                   quickack: bool | None, congestion: str | None = None) -> str:
     """The scenario's initial options. TCP_NODELAY is always set explicitly (0 or 1).

@@ -152,6 +152,14 @@ def test_pingpong_thresh_tune_is_real_runnable_but_hystart_is_not() -> None:
     assert "hystart" in note and "pingpong_thresh" not in note
 
 
+def test_a_modelled_device_queue_is_not_real_runnable() -> None:
+    """validate says n/a, not DISAGREE, for autocork behind a device queue: this machine's
+    loopback and TUN links complete every packet at once (S5 lesson)."""
+    assert scenario.real_run_caveats(scenario.loads("[link]\ntx_complete_us = 0\n", "<t>")) == []
+    (note,) = scenario.real_run_caveats(scenario.loads("[link]\ntx_complete_us = 20\n", "<t>"))
+    assert "device queue" in note and "tx_complete_us" in note
+
+
 def test_version_profiles_load_and_old_ones_refuse_timing_options() -> None:
     for name in ("linux-6.6", "linux-6.1", "linux-5.15", "linux-5.4", "linux-4.18"):
         sc = scenario.loads(f'[client]\nprofile = "{name}"\n', "<t>")
