@@ -226,7 +226,7 @@ FACTS = {"kernel": "6.18.0", "hz": 250, "tcp_pingpong_thresh": 1, "tcp_autocorki
 def _remote_real(server: dict[str, object], client: dict[str, object] | None = None,
                  **meta: object) -> Trace:
     return trace("realnet", [], link="remote",
-                 host_facts={"client": client or {**FACTS, "congestion": {"client": "bbr"}},
+                 host_facts={"client": client or {**FACTS, "congestion": {"client": "cubic"}},
                              "server": server}, **meta)
 
 
@@ -235,7 +235,7 @@ def test_every_host_fact_that_differs_from_the_profile_is_one_line() -> None:
 
     server = {**FACTS, "hz": 1000, "tcp_pingpong_thresh": 3, "tcp_autocorking": 0,
               "tcp_rmem": [4096, 87380, 6291456], "tcp_wmem": [4096, 65536, 4194304],
-              "congestion": {"server": "bbr"}, "interface": "eth0",
+              "congestion": {"server": "cubic"}, "interface": "eth0",
               "offloads": {"tso": True, "gso": True, "gro": False}}
     result = compare(trace("sim", []), _remote_real(server), profiles={C: LINUX, S: LINUX})
     lines = [h for h in result.host if h.startswith("server host")]
@@ -250,12 +250,12 @@ def test_a_congestion_control_the_serve_could_not_set_is_flagged() -> None:
     from nagle_sim.model.config import LINUX
 
     server = {**FACTS, "congestion": {"server": "reno"},
-              "congestion_notes": {"server": "cannot use congestion control 'bbr': "
+              "congestion_notes": {"server": "cannot use congestion control 'cubic': "
                                              "Operation not permitted"}}
     result = compare(trace("sim", []), _remote_real(server), profiles={C: LINUX, S: LINUX})
     assert not result.agree
     assert any(p.startswith("server host: congestion control reno in use where profile "
-                            "linux models bbr") and "not permitted" in p
+                            "linux models cubic") and "not permitted" in p
                for p in result.problems), result.problems
 
 
@@ -505,27 +505,21 @@ def test_validate_remote_never_prints_the_token_nor_reads_markup(
 
 
 def test_one_rule_names_a_profiles_congestion_control() -> None:
-    """The runs and compare ask the same function: a profile's ``congestion`` field first
-    (the coming profile field), else ``bbr`` / ``cubic`` from its ``bbr`` flag."""
-    from dataclasses import dataclass, replace
+    """The runs and compare ask the same function, which reads the profile's
+    ``congestion`` field."""
+    from dataclasses import replace
 
     from nagle_sim import compare as compare_mod
     from nagle_sim.compare import host_differences
     from nagle_sim.model.config import PROFILES
     from realnet.hostfacts import profile_congestion
 
-    @dataclass(frozen=True)
-    class WithField:
-        congestion: str
-        bbr: bool = True
-
-    assert profile_congestion(WithField("reno")) == "reno"
-    assert profile_congestion(replace(PROFILES["linux"], bbr=False)) == "cubic"
-    assert profile_congestion(replace(PROFILES["linux"], bbr=True)) == "bbr"
+    assert profile_congestion(PROFILES["linux"]) == "cubic"
+    assert profile_congestion(replace(PROFILES["linux"], congestion="bbr")) == "bbr"
     assert not hasattr(compare_mod, "profile_congestion")     # no second copy
     facts = {"congestion": {"server": "cubic"}}
     real = _remote_real(facts)
-    profile = replace(PROFILES["linux"], bbr=True)
+    profile = replace(PROFILES["linux"], congestion="bbr")
     _, problems = host_differences(real, {S: profile})
     assert any("cubic in use where profile linux models bbr" in p for p in problems), problems
 
