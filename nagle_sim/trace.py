@@ -1,8 +1,10 @@
 """The trace: what one run (simulated or real) did, in one format for every view.
 
-Owns: the `Trace` record types and the `nagle-sim-trace/1` JSON format (docs/trace.md).
-Times are integer µs inside, milliseconds (3 decimals) in JSON, counted from the client's
-SYN leaving. Must not import simpy, asyncio, textual or rich.
+Owns: the `Trace` record types and the JSON trace formats (docs/trace.md): it writes
+`nagle-sim-trace/2` (reason sentences once, in a ``reasons`` table keyed by code) unless
+asked for `nagle-sim-trace/1` (the sentence in every record), and reads both into the same
+`Trace`. Times are integer µs inside, milliseconds (3 decimals) in JSON, counted from the
+client's SYN leaving. Must not import simpy, asyncio, textual or rich.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -27,7 +29,16 @@ from .model.events import (
 )
 from .units import ms
 
-FORMAT = "nagle-sim-trace/1"
+FORMAT_V1 = "nagle-sim-trace/1"
+FORMAT_V2 = "nagle-sim-trace/2"
+FORMAT = FORMAT_V2
+"""What `Trace.dumps` and `Trace.write_json` write unless given ``version=1``."""
+VERSIONS: dict[str, int] = {FORMAT_V1: 1, FORMAT_V2: 2}
+"""The formats `Trace.from_json` reads, by their ``format`` value."""
+_FORMAT_OF = {n: f for f, n in VERSIONS.items()}
+_STREAM_BATCH = 2048
+"""Records joined into one ``write`` by `Trace.write_json` (fewer calls, bounded text)."""
+_enc = json.encoder.encode_basestring   # the C quoter json.dumps(ensure_ascii=False) uses
 
 
 class Outcome(StrEnum):
@@ -43,7 +54,14 @@ class Outcome(StrEnum):
 
 
 class _Record(Protocol):
-    def to_json(self) -> dict[str, Any]: ...
+    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]: ...
+
+
+def _compact(code: str, text: str, reasons: dict[str, str] | None) -> bool:
+    """Whether a record may leave its sentence out: writing /2 (``reasons`` is the table)
+    and the table holds exactly this sentence under the record's code. A code seen with
+    two sentences keeps the first in the table; the others are written out in full."""
+    return reasons is not None and bool(code) and reasons.get(code) == text
 
 
 class TraceError(ValueError):
@@ -170,15 +188,20 @@ class SegmentRecord:
             return f"{flags} {self.seq}:{self.seq + self.length}({self.length})"
         return f"{flags} ack {self.ack}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
+        """The JSON object: /1 when ``reasons`` is None, else /2 against that table."""
         out: dict[str, Any] = {"t_ms": ms(self.t), "from": self.src.value, "seq": self.seq,
                                "ack": self.ack, "len": self.length, "flags": self.flags,
                                "win": self.window}
         if self.arrive is not None:
             out["arrive_ms"] = ms(self.arrive)
-        if self.why:
+        if self.why and reasons is None:
             out["why"] = self.why
             out["code"] = self.code
+        elif self.why:
+            out["code"] = self.code
+            if not _compact(self.code, self.why, reasons):
+                out["why"] = self.why
         return out
 
 
@@ -196,7 +219,8 @@ class OpRecord:
     none); tells loops apart."""
     result: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
+        """The JSON object (the same in /1 and /2)."""
         out: dict[str, Any] = {"side": self.side.value, "op": self.op, "arg": self.arg,
                                "start_ms": ms(self.start), "end_ms": ms(self.end)}
         if self.line:
@@ -231,9 +255,12 @@ class EventRecord:
     def text(self) -> str:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
+        """The JSON object: /1 when ``reasons`` is None, else /2 against that table."""
         out: dict[str, Any] = {"t_ms": ms(self.t), "side": self.side.value, "kind": self.kind,
-                               "code": self.code, "reason": self.reason}
+                               "code": self.code}
+        if not _compact(self.code, self.reason, reasons):
+            out["reason"] = self.reason
         if self.detail:
             out["detail"] = self.detail
         if self.timer:
@@ -243,6 +270,92 @@ class EventRecord:
         if self.data:
             out["data"] = self.data
         return out
+
+
+def _format(version: int) -> str:
+    if version not in _FORMAT_OF:
+        raise ValueError(f"trace format version {version!r}: use 1 or 2")
+    return _FORMAT_OF[version]
+
+
+def _reason_table(doc: dict[str, Any], where: str) -> dict[str, str]:
+    """A /2 document's checked ``reasons`` table (code → sentence)."""
+    table = doc.get("reasons", {})
+    if not isinstance(table, dict):
+        raise TraceError(f"{where}: reasons: expected an object, got {_shown(table)}")
+    return {_text(code, f"{where}: reasons"): _text(text, f"{where}: reasons.{code[:40]}")
+            for code, text in table.items()}
+
+
+def _from_table(record: dict[str, Any], reasons: dict[str, str], at: str) -> str:
+    """The sentence a /2 record without its own refers to by its ``code`` ("" without
+    one)."""
+    code = _text(record.get("code"), f"{at}.code")
+    if not code:
+        return ""
+    try:
+        return reasons[code]
+    except KeyError:
+        raise TraceError(f"{at}.code: {_shown(code)} is not in the reasons table") from None
+
+
+class _Quoted(dict[str, str]):
+    """JSON-quoted text, computed once per distinct string (sides, flags, kinds, codes,
+    op names: a few dozen values repeated in every record)."""
+
+    def __missing__(self, key: str) -> str:
+        quoted = self[key] = _enc(key)
+        return quoted
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _segment_text(s: SegmentRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
+    """``json.dumps(s.to_json(reasons), ensure_ascii=False)``, formatted directly."""
+    text = (f'{{"t_ms": {ms(s.t)!r}, "from": {q[s.src.value]}, "seq": {s.seq!r}, '
+            f'"ack": {s.ack!r}, "len": {s.length!r}, "flags": {q[s.flags]}, '
+            f'"win": {s.window!r}')
+    if s.arrive is not None:
+        text += f', "arrive_ms": {ms(s.arrive)!r}'
+    if s.why and reasons is None:
+        text += f', "why": {q[s.why]}, "code": {q[s.code]}'
+    elif s.why:
+        text += f', "code": {q[s.code]}'
+        if not _compact(s.code, s.why, reasons):
+            text += f', "why": {q[s.why]}'
+    return text + "}"
+
+
+def _op_text(o: OpRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
+    """``json.dumps(o.to_json(), ensure_ascii=False)``, formatted directly."""
+    end = "null" if o.end is None else repr(ms(o.end))
+    text = (f'{{"side": {q[o.side.value]}, "op": {q[o.op]}, "arg": {q[o.arg]}, '
+            f'"start_ms": {ms(o.start)!r}, "end_ms": {end}')
+    if o.line:
+        text += f', "line": {o.line!r}'
+    if o.iteration:
+        text += f', "iter": [{", ".join(map(repr, o.iteration))}], "loop": {o.loop!r}'
+    if o.result is not None:
+        text += f', "result": {_ENCODE(o.result)}'
+    return text + "}"
+
+
+def _event_text(e: EventRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
+    """``json.dumps(e.to_json(reasons), ensure_ascii=False)``, formatted directly."""
+    text = (f'{{"t_ms": {ms(e.t)!r}, "side": {q[e.side.value]}, "kind": {q[e.kind]}, '
+            f'"code": {q[e.code]}')
+    if not _compact(e.code, e.reason, reasons):
+        text += f', "reason": {q[e.reason]}'
+    if e.detail:
+        text += f', "detail": {_enc(e.detail)}'
+    if e.timer:
+        text += f', "timer": {q[e.timer]}'
+    if e.deadline is not None:
+        text += f', "deadline_ms": {ms(e.deadline)!r}'
+    if e.data:
+        text += f', "data": {_ENCODE(e.data)}'
+    return text + "}"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -261,44 +374,73 @@ class Trace:
         times = [s.t for s in self.segments] + [o.end or o.start for o in self.ops]
         return Micros(max(times, default=0))
 
-    def to_json_head(self) -> dict[str, Any]:
-        """The top-level keys before the three record lists."""
-        return {"format": FORMAT, "source": self.source, "title": self.title,
+    def reasons(self) -> dict[str, str]:
+        """The /2 ``reasons`` table: each code of a segment's ``why`` or an event's
+        ``reason`` with the first sentence seen for it, segments first, in record order."""
+        table: dict[str, str] = {}
+        for s in self.segments:
+            if s.why and s.code and s.code not in table:
+                table[s.code] = s.why
+        for e in self.events:
+            if e.code and e.code not in table:
+                table[e.code] = e.reason
+        return table
+
+    def to_json_head(self, version: int = 2) -> dict[str, Any]:
+        """The top-level keys before the three record lists (for /2 with its ``reasons``
+        table)."""
+        head = {"format": _format(version), "source": self.source, "title": self.title,
                 "outcome": self.outcome, "message": self.message, "meta": self.meta}
+        if version == 2:
+            head["reasons"] = self.reasons()
+        return head
 
-    def to_json(self) -> dict[str, Any]:
-        return {**self.to_json_head(),
-                "segments": [s.to_json() for s in self.segments],
-                "ops": [o.to_json() for o in self.ops],
-                "events": [e.to_json() for e in self.events]}
+    def to_json(self, version: int = 2) -> dict[str, Any]:
+        """The whole document as one dict (``version`` 1 or 2); `write_json` streams it."""
+        head = self.to_json_head(version)
+        reasons = head.get("reasons")
+        return {**head,
+                "segments": [s.to_json(reasons) for s in self.segments],
+                "ops": [o.to_json(reasons) for o in self.ops],
+                "events": [e.to_json(reasons) for e in self.events]}
 
-    def dumps(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_json(), indent=indent, ensure_ascii=False)
+    def dumps(self, indent: int | None = None, version: int = 2) -> str:
+        return json.dumps(self.to_json(version), indent=indent, ensure_ascii=False)
 
-    def write_json(self, out: TextIO) -> None:
-        """Write exactly ``dumps()`` to ``out``, one record at a time: a run at the record
-        bound never holds its whole JSON text (hundreds of MB) in memory."""
+    def write_json(self, out: TextIO, version: int = 2) -> None:
+        """Write exactly ``dumps(version=version)`` to ``out``, a batch of records at a
+        time: a run at the record bound never holds its whole JSON text (hundreds of MB) or
+        a dict per record in memory. Records are formatted directly, not through
+        ``json.dumps`` of a dict (a third of a big run's time went there); the test suite
+        holds the two byte-identical."""
         encode = json.JSONEncoder(ensure_ascii=False).encode
-        head = self.to_json_head()
+        head = self.to_json_head(version)
+        reasons = head.get("reasons")
         out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
-        groups: tuple[tuple[str, Sequence[_Record]], ...] = (
-            ("segments", self.segments), ("ops", self.ops), ("events", self.events))
-        for name, records in groups:
+        quoted = _Quoted()
+        groups: tuple[tuple[str, Sequence[Any], Callable[..., str]], ...] = (
+            ("segments", self.segments, _segment_text), ("ops", self.ops, _op_text),
+            ("events", self.events, _event_text))
+        for name, records, text in groups:
             out.write(f", {encode(name)}: [")
-            for i, record in enumerate(records):
-                out.write((", " if i else "") + encode(record.to_json()))
+            for i in range(0, len(records), _STREAM_BATCH):
+                batch = records[i:i + _STREAM_BATCH]
+                out.write((", " if i else "")
+                          + ", ".join([text(r, reasons, quoted) for r in batch]))
             out.write("]")
         out.write("}")
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "<trace>") -> Trace:
-        """A `Trace` from a parsed ``nagle-sim-trace/1`` document. Every field is checked
-        (types, finite bounded numbers, text at most `MAX_TEXT` characters); anything else
-        raises `TraceError` naming the record, e.g. ``t.json: segments[3].t_ms: …``."""
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise TraceError(f"{where}: not a {FORMAT} trace")
+        """A `Trace` from a parsed ``nagle-sim-trace/1`` or ``/2`` document. Every field is
+        checked (types, finite bounded numbers, text at most `MAX_TEXT` characters, /2 codes
+        in the ``reasons`` table); anything else raises `TraceError` naming the record, e.g.
+        ``t.json: segments[3].t_ms: …``."""
+        if not isinstance(doc, dict) or doc.get("format") not in VERSIONS:
+            raise TraceError(f"{where}: not a {FORMAT_V1} or {FORMAT_V2} trace")
         if _depth(doc) > MAX_DEPTH:
             raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep")
+        reasons = _reason_table(doc, where) if VERSIONS[doc["format"]] == 2 else None
         meta = doc.get("meta", {})
         if not isinstance(meta, dict):
             raise TraceError(f"{where}: meta: expected an object, got {_shown(meta)}")
@@ -323,7 +465,8 @@ class Trace:
                     flags=_text(s["flags"], f"{at}.flags"),
                     window=_int(s.get("win", 0), f"{at}.win"),
                     arrive=None if arrive is None else _us(arrive, f"{at}.arrive_ms"),
-                    why=_text(s.get("why"), f"{at}.why"),
+                    why=_text(s.get("why"), f"{at}.why") if reasons is None or "why" in s
+                    else _from_table(s, reasons, at),
                     code=_text(s.get("code"), f"{at}.code")))
             except KeyError as exc:
                 raise TraceError(f"{at}: missing {exc}") from None
@@ -362,7 +505,8 @@ class Trace:
                     t=_us(e["t_ms"], f"{at}.t_ms"), side=_side(e["side"], f"{at}.side"),
                     kind=_text(e["kind"], f"{at}.kind"),
                     code=_text(e.get("code"), f"{at}.code"),
-                    reason=_text(e.get("reason"), f"{at}.reason"),
+                    reason=_text(e.get("reason"), f"{at}.reason")
+                    if reasons is None or "reason" in e else _from_table(e, reasons, at),
                     detail=_text(e.get("detail"), f"{at}.detail"),
                     timer=None if timer is None else _text(timer, f"{at}.timer"),
                     deadline=None if deadline is None else _us(deadline, f"{at}.deadline_ms"),
