@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nagle_sim import scenario
 from nagle_sim.__main__ import main
@@ -215,3 +218,47 @@ def test_show_and_export_read_both_formats(s1: Trace, tmp_path: Path,
     assert outputs[1][0] == outputs[2][0] and "Nagle holds" in outputs[1][0]
     assert outputs[1][2] == outputs[2][2]
     assert outputs[1][1] == outputs[2][1] == s1.dumps() + "\n"   # show --json writes /2
+
+
+# ---------------------------------------------------------------- the reader's fast path
+_ODD = [None, True, False, 0, 1, -1, 65535, 2**63 - 1, 2**63, -(2**63), 0.5, -0.5, 1e10,
+        1e11, float("nan"), float("inf"), "", "client", "server", "PA", "X", "Y", "write",
+        "a\x1bb", "tab\tok", "x" * 16_384, "x" * 16_385, [], [0, 1], [1, -1], [True],
+        [0] * 65, {}, {"k": 1}, {"k": True}, {"k": -(2**63)}, {"k": "1"}, {"\x07": 1}]
+_VALUES = st.one_of(st.sampled_from(_ODD), st.integers(-(2**64), 2**64), st.floats(),
+                    st.text(max_size=3))
+_FIELDS = {
+    "segments": {"t_ms": 1.5, "from": "client", "seq": 1, "ack": 1, "len": 2, "flags": "PA",
+                 "win": 10, "arrive_ms": 2.0, "why": "w", "code": "X"},
+    "ops": {"side": "server", "op": "read", "arg": "2", "start_ms": 0.0, "end_ms": 1.0,
+            "line": 3, "iter": [0, 1], "loop": 1, "result": "r"},
+    "events": {"t_ms": 0.1, "side": "client", "kind": "hold", "code": "X", "reason": "r",
+               "detail": "d", "timer": "delack", "deadline_ms": 40.0, "data": {"a": 1}},
+}
+
+
+@settings(max_examples=800)
+@given(kind=st.sampled_from(sorted(_FIELDS)), v2=st.booleans(), data=st.data())
+def test_the_fast_reader_agrees_with_the_checked_one(kind: str, v2: bool,
+                                                     data: st.DataObject) -> None:
+    """Whatever record the fast path accepts, the checked path reads the same; what the
+    checked path refuses, the fast path never accepts."""
+    from nagle_sim import trace as tr
+    keys = sorted(_FIELDS[kind]) + ["extra"]
+    drop = data.draw(st.sets(st.sampled_from(keys), max_size=2))
+    changes = data.draw(st.dictionaries(st.sampled_from(keys), _VALUES, max_size=2))
+    record = {k: v for k, v in _FIELDS[kind].items() if k not in drop} | changes
+    reasons = {"X": "x sentence", "": "never used"} if v2 else None
+    fast = {"segments": lambda: tr._segment_fast(record, reasons, set()),
+            "ops": lambda: tr._op_fast(record, set()),
+            "events": lambda: tr._event_fast(record, reasons, set())}[kind]()
+    checked: Callable[[], object] = {
+        "segments": lambda: tr._segment_checked(record, reasons, "r"),
+        "ops": lambda: tr._op_checked(record, "r"),
+        "events": lambda: tr._event_checked(record, reasons, "r")}[kind]
+    try:
+        slow = checked()
+    except TraceError:
+        assert fast is None
+    else:
+        assert fast is None or fast == slow
