@@ -262,3 +262,22 @@ def test_the_fast_reader_agrees_with_the_checked_one(kind: str, v2: bool,
         assert fast is None
     else:
         assert fast is None or fast == slow
+
+
+# ---------------------------------------------------------------- compact records
+def test_event_records_share_equal_details_and_data() -> None:
+    """Big runs repeat a few hundred details and data values: records share them (equal
+    text and dicts, never merging ``True`` with ``1``, which print differently)."""
+    from nagle_sim.model.events import Kind, Micros, Reason, TraceEvent
+
+    def record(detail: str, data: dict[str, int]) -> EventRecord:
+        event = TraceEvent(at=Micros(1), side=Side.CLIENT, kind=Kind.MODE,
+                           reason=Reason.HANDSHAKE, detail=detail, data=data)
+        return EventRecord.from_model(event)
+
+    made = "".join(["ato ", "40 ms"])          # built at run time, as the model does
+    a, b = record(made, {"ato": 40}), record("".join(["ato 4", "0 ms"]), {"ato": 40})
+    assert a.detail is b.detail and a.data is b.data == {"ato": 40}
+    flag = record("", {"ato": True})            # type: ignore[dict-item]
+    assert flag.data is not a.data and json.dumps(flag.data) == '{"ato": true}'
+    assert record("", {}).data == {} and record("", {}).data is record("x", {}).data
