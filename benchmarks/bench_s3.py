@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import subprocess
 import sys
@@ -55,6 +56,14 @@ class _Counter(io.TextIOBase):
         return len(text)
 
 
+def _write_cpu(trace: Trace) -> float:
+    """CPU seconds of `Trace.write_json` (default format) to /dev/null."""
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        cpu = time.process_time()
+        trace.write_json(sink)
+        return time.process_time() - cpu
+
+
 def _json_bytes(trace: Trace, version: int) -> int:
     sink = _Counter()
     try:
@@ -70,21 +79,22 @@ with open(sys.argv[1], "wb") as sink:
     start = time.perf_counter()
     proc = subprocess.Popen(sys.argv[2:], stdout=sink)
     _, status, usage = os.wait4(proc.pid, 0)
-print(os.waitstatus_to_exitcode(status), time.perf_counter() - start, usage.ru_maxrss)
+print(os.waitstatus_to_exitcode(status), time.perf_counter() - start,
+      usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 """
 """Runs the CLI from a small process: a child's peak RSS counts the memory of the process
 it was forked from (Linux records the old address space's high-water mark at exec), so
 forking it from this benchmark, which holds a whole trace, would inflate it."""
 
 
-def _cli(path: Path, out: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``nagle-sim run path --json > out``."""
+def _cli(path: Path, out: Path) -> tuple[float, float, float]:
+    """Wall and CPU seconds and peak RSS (MB) of ``nagle-sim run path --json > out``."""
     done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(out), sys.executable, "-m",
                            "nagle_sim", "run", str(path), "--json"],
                           check=True, capture_output=True, text=True)
-    code, wall, peak = done.stdout.split()
+    code, wall, cpu, peak = done.stdout.split()
     assert code == "0", f"nagle-sim run exited {code}"
-    return float(wall), int(peak) / 1024     # Linux: ru_maxrss is in KiB
+    return float(wall), float(cpu), int(peak) / 1024     # Linux: ru_maxrss is in KiB
 
 
 def profile(mode: str, messages: int) -> None:
@@ -111,8 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"S3, {args.messages:,} messages per mode")
     print(f"{'mode':<8} {'sim s':>6} {'cpu s':>6} {'segments':>9} {'records':>9} "
-          f"{'records/s':>10} {'ms/msg':>7} {'run --json s':>12} {'peak MB':>8} "
-          f"{'JSON MB':>8} {'/1 MB':>7} {'load s':>7}")
+          f"{'records/s':>10} {'ms/msg':>7} {'write s':>7} {'run --json s':>12} "
+          f"{'(cpu)':>6} {'peak MB':>8} {'JSON MB':>8} {'/1 MB':>7} {'load s':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes.split(","):
             text = scenario_text(mode, args.messages)
@@ -125,15 +135,16 @@ def main(argv: list[str] | None = None) -> None:
             records = len(trace.events) + segments + len(trace.ops)
             per_msg = trace.end / 1000 / args.messages
             v1 = _json_bytes(trace, 1) / 1e6
+            write = _write_cpu(trace)
             del trace
             line = f"{mode:<8} {wall:>6.2f} {cpu:>6.2f} {segments:>9,} {records:>9,}"
             if args.no_cli:
-                print(f"{line} {records / wall:>10,.0f} {per_msg:>7.3f} "
-                      f"{'':>12} {'':>8} {'':>8} {v1:>7.1f}")
+                print(f"{line} {records / wall:>10,.0f} {per_msg:>7.3f} {write:>7.2f} "
+                      f"{'':>12} {'':>6} {'':>8} {'':>8} {v1:>7.1f}")
                 continue
             path, out = Path(tmp, f"s3-{mode}.toml"), Path(tmp, f"s3-{mode}.json")
             path.write_text(text, "utf-8")
-            cli_wall, peak = _cli(path, out)
+            cli_wall, cli_cpu, peak = _cli(path, out)
             start = time.perf_counter()
             try:
                 back: Trace | None = Trace.load(out)
@@ -142,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
                 back = None
             load = time.perf_counter() - start if back else float("nan")
             assert back is None or len(back.segments) == segments
-            print(f"{line} {records / wall:>10,.0f} "
-                  f"{per_msg:>7.3f} {cli_wall:>12.2f} {peak:>8.0f} "
+            print(f"{line} {records / wall:>10,.0f} {per_msg:>7.3f} {write:>7.2f} "
+                  f"{cli_wall:>12.2f} {cli_cpu:>6.2f} {peak:>8.0f} "
                   f"{out.stat().st_size / 1e6:>8.1f} {v1:>7.1f} {load:>7.2f}")
             del back
             out.unlink()
