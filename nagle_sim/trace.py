@@ -679,20 +679,27 @@ class Trace:
             text = read_text(path, MAX_TRACE_BYTES, what="a trace file")
         except ScenarioError as exc:
             raise TraceError(str(exc)) from None
-        return cls.loads(text, str(path))
+        doc = _parse(text, str(path))
+        del text    # up to 128 MB that need not live while the records are built
+        return cls.from_json(doc, str(path))
 
     @classmethod
     def loads(cls, text: str, where: str = "<trace>") -> Trace:
         """A trace from JSON text (see `load` for the bounds); errors name ``where``."""
-        if len(text) > MAX_TRACE_BYTES:
-            raise TraceError(f"{where}: {len(text):,} characters is too big (limit "
-                             f"{MAX_TRACE_BYTES:,})")
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep") from None
-        except ValueError as exc:     # e.g. an integer past Python's 4300-digit limit
-            raise TraceError(f"{where}: invalid JSON: {_shown(str(exc))}") from None
-        return cls.from_json(doc, where)
+        return cls.from_json(_parse(text, where), where)
+
+
+def _parse(text: str, where: str) -> Any:
+    """JSON text of at most `MAX_TRACE_BYTES` characters, parsed; a one-line `TraceError`
+    otherwise."""
+    if len(text) > MAX_TRACE_BYTES:
+        raise TraceError(f"{where}: {len(text):,} characters is too big (limit "
+                         f"{MAX_TRACE_BYTES:,})")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{where}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep") from None
+    except ValueError as exc:     # e.g. an integer past Python's 4300-digit limit
+        raise TraceError(f"{where}: invalid JSON: {_shown(str(exc))}") from None
