@@ -63,6 +63,8 @@ def _odd_trace() -> Trace:
             OpRecord(side=Side.CLIENT, op="write", arg=odd, start=1, end=None, line=3,
                      iteration=(0, 12), loop=2, result=odd),
             OpRecord(side=Side.SERVER, op="read", arg="2", start=1_234_567, end=1_234_999),
+            OpRecord(side=Side.SERVER, op="read", arg="2", start=-(10**13),
+                     end=1234.5),           # type: ignore[arg-type]  # a float time
         ],
         events=[
             EventRecord(t=1, side=Side.SERVER, kind="hold", code="X",
