@@ -220,6 +220,8 @@ def test_show_and_export_read_both_formats(s1: Trace, tmp_path: Path,
     assert outputs[1][0] == outputs[2][0] and "Nagle holds" in outputs[1][0]
     assert outputs[1][2] == outputs[2][2]
     assert outputs[1][1] == outputs[2][1] == s1.dumps() + "\n"   # show --json writes /2
+    assert main(["export", str(S1), "--json", str(tmp_path / "e.json")]) == 0
+    assert (tmp_path / "e.json").read_text("utf-8") == s1.dumps() + "\n"   # streamed too
 
 
 # ---------------------------------------------------------------- the reader's fast path
