@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from .model.events import (
     KIND_NAME,
@@ -54,10 +54,6 @@ class Outcome(StrEnum):
     """The run stopped at one of its bounds (time, segments, records)."""
 
 
-class _Record(Protocol):
-    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]: ...
-
-
 def _compact(code: str, text: str, reasons: dict[str, str] | None) -> bool:
     """Whether a record may leave its sentence out: writing /2 (``reasons`` is the table)
     and the table holds exactly this sentence under the record's code. A code seen with
@@ -79,8 +75,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 MAX_MS = 1e10
 """Largest time (ms, about 115 days) a trace may carry, either sign."""
 MAX_NUMBER = 2**63 - 1
-_NUMBER = (int, float)
 """Largest sequence number, length, window or count a trace may carry."""
+_NUMBER = (int, float)
 MAX_DEPTH = 64
 """Deepest nesting of JSON arrays and objects a trace may have (``meta`` is free-form)."""
 
@@ -628,8 +624,8 @@ class Trace:
         """Write exactly ``dumps(version=version)`` to ``out``, a batch of records at a
         time: a run at the record bound never holds its whole JSON text (hundreds of MB) or
         a dict per record in memory. Records are formatted directly, not through
-        ``json.dumps`` of a dict (a third of a big run's time went there); the test suite
-        holds the two byte-identical."""
+        ``json.dumps`` of a dict per record (a third of the CPU that took); the test
+        suite holds the two byte-identical."""
         encode = json.JSONEncoder(ensure_ascii=False).encode
         head = self.to_json_head(version)
         reasons = head.get("reasons")
