@@ -1,18 +1,36 @@
 """S3 at full size: 10,000 messages of 15 two-byte writes, in each of the three modes.
 
-Prints wall time and simulated events per second (target: each mode ≤ 1.0 s wall on the
-project's 2-core machine). Not a test: timing goals live here, not in tests/.
-Run: python benchmarks/bench_s3.py [messages]
+Prints, per mode (issue 17's goals in brackets):
+
+- ``sim s``: wall and process CPU seconds of `run_sim` in this process [≤ 1.0 s];
+- ``run --json s``: wall seconds of a whole ``nagle-sim run FILE --json`` process, start-up
+  and JSON writing included [≤ 1.5 s], and its peak RSS in MB [≤ 200 MB for NODELAY];
+- ``JSON MB``: the size of what that process printed, and of the same trace written as
+  ``nagle-sim-trace/1`` (the old format, reason sentences in every record) for comparison;
+- ``load s``: `Trace.load` of the printed file (what ``show``/``compare``/``export`` pay).
+
+Not a test: timing goals live here, not in tests/. Pass ``--no-cli`` to time only the
+simulation, ``--profile MODE`` to print a cProfile of that mode's simulation and JSON
+writing instead.
+Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--profile nodelay]
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from nagle_sim import scenario
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import Outcome
+from nagle_sim.trace import Outcome, Trace, TraceError
 
 MODES = {
     "default": "repeat {n} {{ repeat 15 {{ write 2 }}; read 2 }}",
@@ -21,24 +39,126 @@ MODES = {
 }
 
 
-def main(messages: int = 10_000) -> None:
-    print(f"S3, {messages:,} messages per mode")
-    print(f"{'mode':<8} {'wall s':>8} {'events':>9} {'segments':>9} {'events/s':>10} "
-          f"{'ms/message (simulated)':>24}")
-    for mode, script in MODES.items():
-        text = (f'[client]\nnodelay = {str(mode == "nodelay").lower()}\n'
-                f'script = "{script.format(n=messages)}"\n'
-                f'[server]\nscript = "repeat {messages} {{ read 30; write 2 }}"\n')
-        sc = scenario.loads(text, f"bench-{mode}")
-        start = time.perf_counter()
-        trace = run_sim(sc)
-        wall = time.perf_counter() - start
-        assert trace.outcome is Outcome.OK, trace.message
-        events = len(trace.events) + len(trace.segments) + len(trace.ops)
-        per_msg = trace.end / 1000 / messages
-        print(f"{mode:<8} {wall:>8.2f} {events:>9,} {len(trace.segments):>9,} "
-              f"{events / wall:>10,.0f} {per_msg:>24.3f}")
+def scenario_text(mode: str, messages: int) -> str:
+    return (f'[client]\nnodelay = {str(mode == "nodelay").lower()}\n'
+            f'script = "{MODES[mode].format(n=messages)}"\n'
+            f'[server]\nscript = "repeat {messages} {{ read 30; write 2 }}"\n')
+
+
+class _Counter(io.TextIOBase):
+    """A text sink that only counts UTF-8 bytes (the JSON size without keeping it)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def write(self, text: str) -> int:
+        self.bytes += len(text.encode())
+        return len(text)
+
+
+def _write_cpu(trace: Trace) -> float:
+    """CPU seconds of `Trace.write_json` (default format) to /dev/null."""
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        cpu = time.process_time()
+        trace.write_json(sink)
+        return time.process_time() - cpu
+
+
+def _json_bytes(trace: Trace, version: int) -> int:
+    sink = _Counter()
+    try:
+        trace.write_json(sink, version=version)
+    except TypeError:   # a checkout from before nagle-sim-trace/2 (the "before" numbers)
+        trace.write_json(sink)
+    return sink.bytes
+
+
+_LAUNCHER = """
+import os, subprocess, sys, time
+with open(sys.argv[1], "wb") as sink:
+    start = time.perf_counter()
+    proc = subprocess.Popen(sys.argv[2:], stdout=sink)
+    _, status, usage = os.wait4(proc.pid, 0)
+print(os.waitstatus_to_exitcode(status), time.perf_counter() - start,
+      usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
+"""
+"""Runs the CLI from a small process: a child's peak RSS counts the memory of the process
+it was forked from (Linux records the old address space's high-water mark at exec), so
+forking it from this benchmark, which holds a whole trace, would inflate it."""
+
+
+def _cli(path: Path, out: Path) -> tuple[float, float, float]:
+    """Wall and CPU seconds and peak RSS (MB) of ``nagle-sim run path --json > out``."""
+    done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(out), sys.executable, "-m",
+                           "nagle_sim", "run", str(path), "--json"],
+                          check=True, capture_output=True, text=True)
+    code, wall, cpu, peak = done.stdout.split()
+    assert code == "0", f"nagle-sim run exited {code}"
+    return float(wall), float(cpu), int(peak) / 1024     # Linux: ru_maxrss is in KiB
+
+
+def profile(mode: str, messages: int) -> None:
+    sc = scenario.loads(scenario_text(mode, messages), f"bench-{mode}")
+    prof = cProfile.Profile()
+    prof.enable()
+    trace = run_sim(sc)
+    trace.write_json(_Counter())
+    prof.disable()
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(40)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("messages", type=int, nargs="?", default=10_000)
+    ap.add_argument("--no-cli", action="store_true", help="time the simulation only")
+    ap.add_argument("--profile", choices=MODES, help="cProfile one mode instead")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    args = ap.parse_args(argv)
+    if args.profile:
+        profile(args.profile, args.messages)
+        return
+    print(f"S3, {args.messages:,} messages per mode")
+    print(f"{'mode':<8} {'sim s':>6} {'cpu s':>6} {'segments':>9} {'records':>9} "
+          f"{'records/s':>10} {'ms/msg':>7} {'write s':>7} {'run --json s':>12} "
+          f"{'(cpu)':>6} {'peak MB':>8} {'JSON MB':>8} {'/1 MB':>7} {'load s':>7}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in args.modes.split(","):
+            text = scenario_text(mode, args.messages)
+            sc = scenario.loads(text, f"bench-{mode}")
+            start, cpu = time.perf_counter(), time.process_time()
+            trace = run_sim(sc)
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            assert trace.outcome is Outcome.OK, trace.message
+            segments = len(trace.segments)
+            records = len(trace.events) + segments + len(trace.ops)
+            per_msg = trace.end / 1000 / args.messages
+            v1 = _json_bytes(trace, 1) / 1e6
+            write = _write_cpu(trace)
+            del trace
+            line = f"{mode:<8} {wall:>6.2f} {cpu:>6.2f} {segments:>9,} {records:>9,}"
+            if args.no_cli:
+                print(f"{line} {records / wall:>10,.0f} {per_msg:>7.3f} {write:>7.2f} "
+                      f"{'':>12} {'':>6} {'':>8} {'':>8} {v1:>7.1f}")
+                continue
+            path, out = Path(tmp, f"s3-{mode}.toml"), Path(tmp, f"s3-{mode}.json")
+            path.write_text(text, "utf-8")
+            cli_wall, cli_cpu, peak = _cli(path, out)
+            start = time.perf_counter()
+            try:
+                back: Trace | None = Trace.load(out)
+            except TraceError as exc:   # e.g. /1 NODELAY: 148 MB, over the 128 MiB bound
+                print(f"  ({mode}: the trace does not read back: {exc})")
+                back = None
+            load = time.perf_counter() - start if back else float("nan")
+            assert back is None or len(back.segments) == segments
+            print(f"{line} {records / wall:>10,.0f} {per_msg:>7.3f} {write:>7.2f} "
+                  f"{cli_wall:>12.2f} {cli_cpu:>6.2f} {peak:>8.0f} "
+                  f"{out.stat().st_size / 1e6:>8.1f} {v1:>7.1f} {load:>7.2f}")
+            del back
+            out.unlink()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000)
+    main()

@@ -77,7 +77,8 @@ def _run_trace(scenario: Scenario) -> Trace:
 
 def _emit(trace: Trace, args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
-        trace.write_json(sys.stdout)    # streamed: a big run's JSON is never one string
+        # streamed: a big run's JSON is never one string
+        trace.write_json(sys.stdout, version=getattr(args, "trace_format", 2))
         sys.stdout.write("\n")
     else:
         from rich.console import Console
@@ -406,6 +407,9 @@ def _check_output(path: str | None) -> None:
 
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p.add_argument("--trace-format", type=int, choices=(1, 2), default=2,
+                   help="JSON trace format for --json: 2 (default, reason sentences once "
+                   "in a table) or 1 (the sentence in every record, for older readers)")
     p.add_argument("--all", action="store_true", help="print every ladder row")
     p.add_argument("--limit", type=_count, default=200,
                    help="ladder rows to print (default 200; 0: summary only)")
@@ -455,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("show", help="print a saved trace (from --json) as a ladder and summary")
-    p.add_argument("file", help="trace file (nagle-sim-trace/1 JSON)")
+    p.add_argument("file", help="trace file (nagle-sim-trace/1 or /2 JSON)")
     _add_view_options(p)
     p.set_defaults(func=cmd_show)
 

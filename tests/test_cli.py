@@ -26,7 +26,7 @@ def test_run_prints_ladder_and_summary(capsys: pytest.CaptureFixture[str]) -> No
 def test_json_trace_follows_the_documented_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(DATA / "s1_write_write_read.toml"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["format"] == "nagle-sim-trace/1" and doc["source"] == "sim"
+    assert doc["format"] == "nagle-sim-trace/2" and doc["source"] == "sim"
     syn = doc["segments"][0]
     assert syn == {**syn, "t_ms": 0.0, "from": "client", "seq": 0, "ack": 0, "len": 0,
                    "flags": "S"}
@@ -34,7 +34,8 @@ def test_json_trace_follows_the_documented_contract(capsys: pytest.CaptureFixtur
     assert len([o for o in ops if o["side"] == "client"]) == 36
     assert len([o for o in ops if o["side"] == "server"]) == 24
     assert all(o["start_ms"] <= o["end_ms"] for o in ops)
-    assert {"t_ms", "side", "kind", "reason"} <= set(doc["events"][0])
+    assert {"t_ms", "side", "kind", "code"} <= set(doc["events"][0])
+    assert doc["reasons"][doc["events"][0]["code"]]     # the sentence, once, in the table
     assert any(e["kind"] == "timer_armed" and e["timer"] == "delack" for e in doc["events"])
 
 

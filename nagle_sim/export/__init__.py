@@ -145,6 +145,17 @@ def _write(p: Path, data: bytes | str | Callable[[BinaryIO], None]) -> Path:
     return p
 
 
+def _write_trace_json(trace: Trace, out: BinaryIO) -> None:
+    """The trace as `run --json` prints it, streamed record by record: a big run's JSON
+    (and the dict of every record) is never built whole in memory."""
+    import io
+    text = io.TextIOWrapper(out, encoding="utf-8", newline="")
+    trace.write_json(text)
+    text.write("\n")
+    text.flush()
+    text.detach()     # ``out`` stays the caller's to close
+
+
 def _png_bytes(scene: Scene, scale: float) -> bytes:
     import io
 
@@ -219,7 +230,7 @@ def export_cli(trace: Trace, *, pcap: str | os.PathLike[str] | None = None,
         "tseq": lambda p: _tseq_output(trace, overlay, p, until_ms, sender, png_scale),
         "markdown": lambda p: summary_markdown(trace),
         "csv": lambda p: summary_csv(trace),
-        "json": lambda p: trace.dumps(indent=1) + "\n",
+        "json": lambda p: lambda out: _write_trace_json(trace, out),
     }
     return [_write(p, producers[fmt](p)) for fmt, p in targets.items()]
 
