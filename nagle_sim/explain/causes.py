@@ -275,6 +275,11 @@ class _Finder:
             stall.waiting = peer      # the peer waited for this answer to cross
             stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {snd.value} answered "
                           f"at once{held}")
+            if not es.length and not held and self._peer_cut_off(e):
+                # whether this ACK released held data (Nagle…) is beyond the capture
+                stall.confidence = LOW
+                stall.text += (f" (partial: the capture ends before the {peer.value} sent "
+                               "again)")
             return self._finish(stall, e)
 
         # ---- E itself waited `own` before sending e

@@ -188,6 +188,8 @@ def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
     last_sent: dict[bool, int | None] = {True: None, False: None}
     acked: dict[bool, int | None] = {True: None, False: None}    # highest ACK of a side
     woke: dict[bool, int | None] = {True: None, False: None}     # ACK of new data, seen at
+    # a side not seen sending yet has been quiet since the capture began, at least
+    last_sent[True] = last_sent[False] = conn.packets[0].t if conn.packets else None
     for p in conn.packets:
         c = conn.from_client(p)
         if p.plen:
@@ -369,12 +371,14 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     if not handshake:
         inferred = _inferred(conn, segments, dist, (c_react, s_react), mss, mss_how,
                              mss_conf, shift)
+        # every rule leans on the distances: a stall is no surer than they are
+        cap = min(MEDIUM, inferred["distances"]["confidence"])
         meta["inferred"] = inferred
-        meta["confidence_cap"] = MEDIUM
+        meta["confidence_cap"] = cap
         notes.append("inferred without the handshake: " + "; ".join(
             f"{fact['text']} (confidence {fact['confidence']:.1f})"
             for fact in inferred.values()) + f"; so no stall is named with a confidence "
-            f"above {MEDIUM:.1f}")
+            f"above {cap:.1f}")
     trace = Trace(source="capture", title=f"{source_name}: {client_ep} → {server_ep}",
                   segments=segments, meta=meta)
     return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],

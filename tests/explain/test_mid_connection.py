@@ -208,3 +208,41 @@ def test_the_docs_cause_table_is_the_vocabulary() -> None:
     table = text.split("## Stalls and the cause vocabulary", 1)[1].split("\n\n", 3)[2]
     rows = re.findall(r"^\| `([a-z_]+)` \|", table, re.M)
     assert rows == list(CAUSES)
+
+
+def _seen_order(at: str, delay_ms: str = "20") -> list:
+    from .captures import seen_time
+    from .conftest import S1, model
+    trace = model(S1, f"link.delay_ms={delay_ms}")
+    segs = sorted(trace.segments, key=lambda s: seen_time(s, at))
+    return [trace, segs]
+
+
+def test_a_cut_too_short_to_measure_a_distance_is_low_confidence(tmp_path: Path) -> None:
+    """The last two frames captured at the client (its FIN, the server's ACK 40 ms later)
+    show no reaction of the server: its distance is unknown (taken as 0), so the one stall
+    seen is named at confidence 0.3 at most."""
+    from .captures import write_capture
+    trace, segs = _seen_order("client")
+    path = write_capture(trace, tmp_path / "tail.pcap", segments=segs[-2:], at="client")
+    ex = explain_file(str(path), run_model=False)
+    assert ex.captured.trace.meta["inferred"]["distances"]["confidence"] == LOW
+    assert ex.stalls and all(s.confidence <= LOW for s in ex.stalls)
+
+
+def test_an_end_cut_after_an_ack_that_crossed_the_link_says_partial(tmp_path: Path) -> None:
+    """Captured at the client over a 20 ms link and cut right after the server's first ACK
+    of the prefix: the 40 ms were the link, and whether that ACK released held data is
+    beyond the cut — `link`, partial, low; the whole capture says `nagle+link`."""
+    from .captures import write_capture
+    trace, segs = _seen_order("client")
+    whole_ex = explain_file(str(write_capture(trace, tmp_path / "all.pcap", at="client")),
+                            run_model=False)
+    assert [s.cause for s in whole_ex.stalls[:2]] == ["link", "nagle+link"]
+    end = next(i for i, s in enumerate(segs) if s.src is Side.SERVER and s.length == 0
+               and "S" not in s.flags and s.ack > 1)
+    path = write_capture(trace, tmp_path / "head.pcap", segments=segs[:end + 1], at="client")
+    ex = explain_file(str(path))
+    assert len(ex.stalls) == 2 and ex.stalls[0].cause == "link"     # the handshake
+    st = ex.stalls[1]
+    assert st.cause == "link" and st.confidence == LOW and "partial" in st.text
