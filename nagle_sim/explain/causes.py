@@ -275,6 +275,11 @@ class _Finder:
             stall.waiting = peer      # the peer waited for this answer to cross
             stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {snd.value} answered "
                           f"at once{held}")
+            if not es.length and not held and self._peer_cut_off(e):
+                # whether this ACK released held data (Nagle…) is beyond the capture
+                stall.confidence = LOW
+                stall.text += (f" (partial: the capture ends before the {peer.value} sent "
+                               "again)")
             return self._finish(stall, e)
 
         # ---- E itself waited `own` before sending e
@@ -375,6 +380,18 @@ class _Finder:
                     "which this ACK triggered", follow, False)
         return ("nagle", "the data was held until this ACK", follow, False)
 
+    def _peer_cut_off(self, e: int) -> bool:
+        """The peer of e's sender sent nothing after e arrived and had not closed: the
+        capture ends before anything e released could be seen."""
+        segs = self.segs
+        es = segs[e]
+        ix_peer = self.idx[es.src.peer]
+        arrive = es.arrive if es.arrive is not None else es.t
+        if ix_peer.sends and ix_peer.send_t[-1] >= arrive:
+            return False
+        return not any("F" in segs[i].flags or "R" in segs[i].flags
+                       for i in ix_peer.sends[-2:])
+
     def _pure_ack(self, stall: Stall, e: int, own: int, add_link: Any) -> Stall:
         segs = self.segs
         es = segs[e]
@@ -432,6 +449,20 @@ class _Finder:
                 stall.waiting = peer
                 stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms: {why}, "
                               f"and the {snd.value} delayed its ACK")
+                return self._finish(stall, e)
+            if self._peer_cut_off(e):
+                # the capture ends before the peer could answer this ACK: whether it
+                # released held data (Nagle, cork…) is beyond the capture
+                stall.causes = ["delayed_ack"]
+                add_link()
+                stall.confidence = LOW
+                stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data "
+                                              "it ACKs arrived: a delayed ACK; the capture "
+                                              f"ends before the {peer.value} sent again"))
+                stall.waiting = peer
+                stall.text = (f"the {snd.value} delayed its ACK {ms:.1f} ms (partial: the "
+                              f"capture ends before the {peer.value} sent again, so whether "
+                              "data waited for this ACK is not in it)")
                 return self._finish(stall, e)
             stall.causes = ["app"]
             add_link()
@@ -575,6 +606,18 @@ def wire_causes(trace: Trace) -> dict[tuple[int, int], Stall]:
     return {(s.start, s.end): s for s in find_stalls(view)}
 
 
+class _Capped(list[Stall]):
+    """A list of stalls whose confidence is capped as they are added."""
+
+    def __init__(self, cap: float) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def append(self, stall: Stall) -> None:
+        stall.confidence = min(stall.confidence, self.cap)
+        super().append(stall)
+
+
 def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -> list[Stall]:
     """Every quiet gap ≥ ``minimum`` at the capture point while the connection is open,
     classified. ``limit`` bounds the work on hostile captures."""
@@ -582,6 +625,11 @@ def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -
     order = sorted(range(len(segs)), key=view.seen.__getitem__)   # stable: ties keep order
     finder = view.finder()
     out: list[Stall] = []
+    # facts a handshake would have given but were inferred (a capture that starts
+    # mid-connection: `totrace`) bound how sure any verdict can be
+    cap = view.trace.meta.get("confidence_cap")
+    if isinstance(cap, int | float) and not isinstance(cap, bool):
+        out = _Capped(float(cap))
     fins: set[Side] = set()
     for a, b in zip(order, order[1:], strict=False):
         sa = segs[a]

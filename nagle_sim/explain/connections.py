@@ -30,6 +30,8 @@ class Connection:
     packets: list[Packet] = field(default_factory=list)
     client_known: bool = True
     """False when no SYN / SYN-ACK told who connected (the ports decided)."""
+    client_how: str = "the handshake (the SYN's sender)"
+    """What told which side is the client."""
     longest_stall: tuple[int, int, str] | None = None
     """(µs, capture time µs, cause) of its longest stall not caused by an idle application,
     filled by `rank`; (0, 0, "") when it has none; None when not analysed."""
@@ -75,9 +77,40 @@ class Connection:
         return f"{format_endpoint(self.client)} → {format_endpoint(self.server)}"
 
 
-def _port_guess(a: Endpoint, b: Endpoint) -> tuple[Endpoint, Endpoint]:
-    """(client, server) without a handshake: the lower port is usually the service."""
-    return (a, b) if a[1] > b[1] else (b, a)
+EPHEMERAL = 32768
+"""Linux hands out source ports from 32768 up (ip_local_port_range; IANA's range starts at
+49152): a port there is almost always the connecting side's."""
+
+
+def _port_guess(a: Endpoint, b: Endpoint) -> tuple[Endpoint, Endpoint, str]:
+    """(client, server, how) without a handshake, from the ports: a well-known port
+    (< 1024) or a port below the ephemeral range facing one inside it is the service's;
+    otherwise the lower port, a guess `_turn_guess` may overrule."""
+    lo, hi = (b, a) if a[1] > b[1] else (a, b)
+    if lo[1] < 1024 <= hi[1]:
+        return hi, lo, f"port {lo[1]} is a well-known service port"
+    if lo[1] < EPHEMERAL <= hi[1]:
+        return hi, lo, f"port {hi[1]} is in the ephemeral range, {lo[1]} is not"
+    return hi, lo, "a guess: the higher port is usually the connecting side's"
+
+
+def _turn_guess(conn: Connection) -> None:
+    """When the ports do not tell, the side that opens more exchanges (sends data first
+    after both sides were quiet ≥ 10 ms, or first in the capture) is the client: requests
+    open turns, responses close them."""
+    opens = {True: 0, False: 0}
+    last = None
+    for p in conn.packets:
+        if not p.plen:
+            continue
+        if last is None or p.t - last >= 10_000:
+            opens[conn.from_client(p)] += 1
+        last = p.t
+    if opens[False] > opens[True]:
+        conn.client, conn.server = conn.server, conn.client
+    if opens[False] != opens[True]:
+        conn.client_how = ("a guess from the exchanges: the side that opens them (sends "
+                           "first after a quiet spell) is taken for the client")
 
 
 def split_connections(packets: list[Packet]) -> list[Connection]:
@@ -99,18 +132,26 @@ def split_connections(packets: list[Packet]) -> list[Connection]:
             elif p.flags & TH_SYN:      # a SYN-ACK comes from the server
                 client, server, known = b, a, True
             else:
-                (client, server), known = _port_guess(a, b), False
+                client, server, how = _port_guess(a, b)
+                known = False
             conn = Connection(number=len(out) + 1, client=client, server=server,
                               client_known=known)
+            if not known:
+                conn.client_how = how
             out.append(conn)
             current[key] = conn
         if is_syn:
             syn_seq.setdefault(conn.number, p.seq)
             if not conn.client_known:
                 conn.client, conn.server, conn.client_known = a, b, True
+                conn.client_how = "the handshake (the SYN's sender)"
         elif p.flags & TH_SYN and not conn.client_known:
             conn.client, conn.server, conn.client_known = b, a, True
+            conn.client_how = "the handshake (the SYN-ACK's receiver)"
         conn.packets.append(p)
+    for conn in out:
+        if not conn.client_known and conn.client_how.startswith("a guess"):
+            _turn_guess(conn)
     return out
 
 

@@ -84,6 +84,7 @@ class Packet:
     wscale: int = -1
     sack_ok: bool = False
     ts: bool = False       # timestamps option present (SYN and SYN-ACK only)
+    olen: int = 0          # TCP option bytes (12 on a data segment: timestamps, likely)
     frame: int = 0         # 1-based frame number in the file (as Wireshark counts)
 
 
@@ -164,7 +165,7 @@ def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile,
     dst = intern.setdefault(dst, bytes(dst))
     pkt = Packet(t=t, src=src, dst=dst, sport=sport, dport=dport, seq=seq,
                  ack=ack, flags=offflags & 0x3F, win=win, plen=plen,
-                 fp=hash((iface, data[off:])), way=way, frame=frame)
+                 fp=hash((iface, data[off:])), way=way, frame=frame, olen=doff - 20)
     if doff > 20 and offflags & TH_SYN:    # only the handshake's options are used
         _syn_options(data, tcp + 20, min(tcp + doff, n), pkt)
     out.packets.append(pkt)

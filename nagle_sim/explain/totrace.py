@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.events import Micros, Side
+from ..summary import STALL_MIN
 from ..trace import SegmentRecord, Trace
-from .causes import RetransmitMarker
+from .causes import HIGH, LOW, MEDIUM, RetransmitMarker
 from .connections import Connection, format_endpoint
 from .pcap import TH_ACK, TH_FIN, TH_PUSH, TH_RST, TH_SYN, Packet
 
@@ -156,27 +157,79 @@ def _handshake(conn: Connection) -> tuple[Packet | None, Packet | None, Packet |
     return syn, synack, ack
 
 
+RELEASE_SLACK_US = 1_000
+"""How far a release (below) may lower a side's quickest ACK: the application time a
+piggybacked ACK carries is usually well under a millisecond or a quarter of the gap."""
+
+
+def _ahead(a: int, b: int) -> bool:
+    """Sequence number ``a`` is after ``b`` (mod 2³²)."""
+    return 0 < ((a - b) & 0xFFFFFFFF) < 1 << 31
+
+
 def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
-    """Without a handshake: the quickest ACK to each side's data (µs) — a host's distance
-    from the capture point is at most half of it."""
+    """Without a handshake: the quickest reaction of each side (µs at the capture point),
+    client first; a host's distance from the capture point is at most half of it.
+
+    Two kinds of reaction are measured. (1) Data → the ACK that covers it: a pure ACK is
+    the kernel's reaction, but an ACK that rides on data also carries the application's
+    time to answer, so on a request/response connection whose ACKs all ride on replies
+    that bound is a little too long — and a distance too long puts a held segment's
+    release *before* the ACK that released it arrived, so the cause rules cannot see the
+    release (a capture cut mid-connection then blamed an idle application where the whole
+    capture shows Nagle and a delayed ACK). (2) An ACK of new data → that side's next
+    data, after it was quiet for a stall (≥ 10 ms): held data released by the ACK, a
+    kernel reaction with no application time in it. A release may lower the bound of (1)
+    by at most `RELEASE_SLACK_US` or a quarter (beyond that it is likelier a write that
+    happened to come then), never stand alone."""
     best: dict[bool, int | None] = {True: None, False: None}
+    release: dict[bool, int | None] = {True: None, False: None}
     pending: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+    last_sent: dict[bool, int | None] = {True: None, False: None}
+    acked: dict[bool, int | None] = {True: None, False: None}    # highest ACK of a side
+    woke: dict[bool, int | None] = {True: None, False: None}     # ACK of new data, seen at
+    # a side not seen sending yet has been quiet since the capture began, at least
+    last_sent[True] = last_sent[False] = conn.packets[0].t if conn.packets else None
     for p in conn.packets:
         c = conn.from_client(p)
         if p.plen:
+            w = woke[c]
+            if w is not None:
+                gap = p.t - w
+                cur = release[c]
+                release[c] = gap if cur is None else min(cur, gap)
             pending[c].append(((p.seq + p.plen) & 0xFFFFFFFF, p.t))
             del pending[c][:-8]
+        woke[c] = None
+        last_sent[c] = p.t
         if p.flags & TH_ACK:
             mine = pending[not c]
+            covered = False
             for end, t in mine:
                 if ((p.ack - end) & 0xFFFFFFFF) < 1 << 31:
+                    covered = True
                     gap = p.t - t
                     cur = best[not c]
                     best[not c] = gap if cur is None else min(cur, gap)
-            pending[not c] = [(e, t) for e, t in mine
-                              if ((p.ack - e) & 0xFFFFFFFF) >= 1 << 31]
-    # the ACK of server data comes from the client: its quickness measures the client
-    return best[False], best[True]
+            if covered:
+                pending[not c] = [(e, t) for e, t in mine
+                                  if ((p.ack - e) & 0xFFFFFFFF) >= 1 << 31]
+            prev_ack = acked[not c]
+            quiet = last_sent[not c]
+            if (covered or (prev_ack is not None and _ahead(p.ack, prev_ack))) and \
+                    quiet is not None and p.t - quiet >= STALL_MIN:
+                woke[not c] = p.t
+            if prev_ack is None or _ahead(p.ack, prev_ack):
+                acked[not c] = p.ack
+    out: dict[bool, int | None] = {}
+    for side in (True, False):
+        # the ACK of the other side's data comes from this side: it measures this side
+        b, r = best[not side], release[side]
+        if b is not None and r is not None and r < b and \
+                b - r <= max(RELEASE_SLACK_US, b // 4):
+            b = r
+        out[side] = b
+    return out[True], out[False]
 
 
 def to_trace(conn: Connection, source_name: str) -> Captured:
@@ -202,10 +255,10 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     else:
         dist[Side.CLIENT] = (c_react or 0) // 2
         dist[Side.SERVER] = (s_react or 0) // 2
-        how = "the quickest ACKs (no handshake in the capture)"
+        how = "the quickest ACKs and releases (no handshake in the capture)"
         notes.append("the capture starts mid-connection: sequence numbers are relative to "
-                     "the first byte seen, window scaling is unknown, and where it was "
-                     "captured is estimated from ACK timing")
+                     "the first byte seen, and what the handshake would have said is "
+                     "inferred from the traffic (below)")
     # Both ends on one host is a fact of the addresses, not of timing: two hosts on a LAN
     # answer each other in a fraction of a millisecond too, and their distance is real.
     one_host = same_host(conn)
@@ -245,16 +298,16 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         if syn.wscale >= 0 and synack.wscale >= 0:
             shift = {Side.CLIENT: syn.wscale, Side.SERVER: synack.wscale}
     elif not handshake:
-        notes.append("window values are raw header values (the scale factor is in the "
-                     "handshake, which is not in the capture)")
+        shift = _infer_wscale(conn, packets)
     mss_opts = [p.mss for p in (syn, synack) if p is not None and p.mss]
     ts = any(p.ts for p in (syn, synack) if p is not None)
-    biggest = max((p.plen for p in packets), default=0)
+    mss_how, mss_conf = "", HIGH
     if mss_opts:
         mss, mss_known = min(mss_opts) - (12 if ts else 0), True
+        mss_how = f"MSS {mss} B from the SYN's option"
     else:
-        mss, mss_known = (biggest if biggest else 1448), False
-        notes.append(f"no MSS option seen: assuming {mss} bytes (the largest segment)")
+        mss, mss_how, mss_conf = _infer_mss(conn, packets)
+        mss_known = False
     if not 88 <= mss <= 65495:
         notes.append(f"MSS {mss} is outside 88-65495 bytes: using the nearest of those")
         mss = min(max(mss, 88), 65495)
@@ -315,12 +368,115 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         "retransmitted_segments": retrans_count, "notes": notes,
         "link": "loopback" if captured_on == "both" else "captured",
     }
+    if not handshake:
+        inferred = _inferred(conn, segments, dist, (c_react, s_react), mss, mss_how,
+                             mss_conf, shift)
+        # every rule leans on the distances: a stall is no surer than they are
+        cap = min(MEDIUM, inferred["distances"]["confidence"])
+        meta["inferred"] = inferred
+        meta["confidence_cap"] = cap
+        notes.append("inferred without the handshake: " + "; ".join(
+            f"{fact['text']} (confidence {fact['confidence']:.1f})"
+            for fact in inferred.values()) + f"; so no stall is named with a confidence "
+            f"above {cap:.1f}")
     trace = Trace(source="capture", title=f"{source_name}: {client_ep} → {server_ep}",
                   segments=segments, meta=meta)
     return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],
                     frames=[r[4] for r in rows], captured_on=captured_on,
                     dist={s: Micros(d) for s, d in dist.items()}, mss=mss,
                     mss_known=mss_known, handshake=handshake, notes=notes, holes=holes)
+
+
+def _infer_mss(conn: Connection, packets: list[Packet]) -> tuple[int, str, float]:
+    """(MSS, how, confidence) without the SYN's option. A write longer than the MSS leaves
+    as full segments without PSH followed at once by more of the same write: their most
+    common size is the MSS. Without any, the MSS is only known to be at least the largest
+    segment: assume Ethernet's (1460 B over IPv4, 1440 over IPv6, 12 less when the data
+    segments carry timestamps) unless a segment was larger."""
+    sizes: dict[int, int] = {}
+    last: dict[bool, Packet | None] = {True: None, False: None}
+    opts: list[int] = []
+    for p in packets:
+        if not p.plen:
+            continue
+        c = conn.from_client(p)
+        prev = last[c]
+        if prev is not None and not prev.flags & TH_PUSH and prev.plen >= 88 and \
+                (prev.seq + prev.plen) & 0xFFFFFFFF == p.seq:
+            sizes[prev.plen] = sizes.get(prev.plen, 0) + 1
+        last[c] = p
+        opts.append(p.olen)
+    if sizes:
+        mss = max(sizes, key=lambda n: (sizes[n], n))
+        return (mss, f"MSS {mss} B: the size of the full segments a longer write was cut "
+                f"into ({sizes[mss]} seen)", MEDIUM)
+    biggest = max((p.plen for p in packets), default=0)
+    v6 = bool(packets) and len(packets[0].src) == 16
+    stamps = bool(opts) and sorted(opts)[len(opts) // 2] >= 12
+    default = (1440 if v6 else 1460) - (12 if stamps else 0)
+    if biggest > default:
+        return (biggest, f"MSS {biggest} B: the largest segment (no write was seen cut into "
+                "full segments)", LOW)
+    return (default, f"MSS {default} B assumed (Ethernet{', with timestamps' if stamps else ''}"
+            f"): no write was seen cut into full segments, the largest was {biggest} B", LOW)
+
+
+def _infer_wscale(conn: Connection, packets: list[Packet]) -> dict[Side, int]:
+    """Each side's window-scale shift without the handshake: the smallest shift under
+    which the peer's data in flight (as the capture saw it) never passed the window the
+    side last advertised. A lower bound; 0 when the traffic never needed more."""
+    shift = {Side.CLIENT: 0, Side.SERVER: 0}
+    last: dict[bool, tuple[int, int] | None] = {True: None, False: None}   # (ack, raw win)
+    for p in packets:
+        c = conn.from_client(p)
+        if p.flags & TH_ACK:
+            last[c] = (p.ack, p.win)
+        peer = last[not c]
+        if p.plen and peer is not None and peer[1] > 0:
+            flight = (p.seq + p.plen - peer[0]) & 0xFFFFFFFF
+            if flight < 1 << 31:
+                side = Side.SERVER if c else Side.CLIENT     # the advertiser
+                while shift[side] < 14 and peer[1] << shift[side] < flight:
+                    shift[side] += 1
+    return shift
+
+
+def _inferred(conn: Connection, segments: list[SegmentRecord], dist: dict[Side, int],
+              reacts: tuple[int | None, int | None], mss: int, mss_how: str,
+              mss_conf: float, shift: dict[Side, int]) -> dict[str, dict[str, Any]]:
+    """The facts a handshake would have given, as inferred from the traffic: what,
+    how and with what confidence (for the notes and ``meta["inferred"]``)."""
+    how = conn.client_how
+    role_conf = HIGH if "well-known" in how else MEDIUM if "ephemeral" in how else LOW
+    out: dict[str, dict[str, Any]] = {
+        "client": {"value": format_endpoint(conn.client), "confidence": role_conf,
+                   "text": f"the client is {format_endpoint(conn.client)} ({how})"}}
+    measured = all(r is not None for r in reacts)
+    rtt = 2 * (dist[Side.CLIENT] + dist[Side.SERVER])
+    out["distances"] = {
+        "value": {s.value: round(d / 1000, 3) for s, d in dist.items()},
+        "confidence": MEDIUM if measured else LOW,
+        "text": (f"round trip {rtt / 1000:.1f} ms, {dist[Side.CLIENT] / 1000:.1f} ms from the "
+                 f"client and {dist[Side.SERVER] / 1000:.1f} ms from the server (from each "
+                 "side's quickest ACK of data and quickest release of held data"
+                 + ("" if measured else "; one side never answered: taken as 0") + ")")}
+    out["mss"] = {"value": mss, "confidence": mss_conf, "text": mss_how}
+    scaled = {s.value: n for s, n in shift.items()}
+    out["window_scale"] = {
+        "value": scaled, "confidence": LOW,
+        "text": ("window scale unknown: raw window values used (the traffic never filled "
+                 "them)" if not any(shift.values()) else
+                 "window scale at least " + ", ".join(f"{n} ({s})" for s, n in scaled.items())
+                 + " (the smallest that holds the data seen in flight)")}
+    for side in Side:
+        acks = [s.ack for s in segments if s.src is side.peer and "A" in s.flags]
+        early = 1 - min(acks) if acks else 0
+        if early > 0:
+            out[f"unacked_{side.value}"] = {
+                "value": early, "confidence": MEDIUM,
+                "text": (f"{early} B of the {side.value}'s data sent before the capture "
+                         "began were still unACKed (from the first ACKs seen)")}
+    return out
 
 
 DUP_US = 1_000

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nagle_sim.explain import explain_file
+from nagle_sim.model.events import Side
 
 from .realcap import Tcpdump, client, listening, recv_exact, serve_echo
 
@@ -249,9 +250,15 @@ def test_another_language_write_write_read(tmp_path: Path, lang: str) -> None:
         finally:
             cap.stop()
     ex = explain_file(str(path))
-    assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 4
+    # an interpreter may take over 10 ms from connecting to its first write on a loaded
+    # machine (seen once with node at load 5): an `app` stall, before the first request
+    first = next(i for i, s in enumerate(ex.stalls) if s.cause != "app")
+    assert all(s.causes == ["app"] and s.waiting is Side.SERVER for s in ex.stalls[:first])
+    assert first <= 1 and (lang == "node" or first == 0)
+    assert [s.cause for s in ex.stalls[first:]] == ["nagle+delayed_ack"] * 4
     assert ex.rebuilt is not None
-    assert "repeat 5 { write 5; write 8; read 13 }" in ex.rebuilt.toml
+    # (a late first write rebuilds as a sleep before the first round)
+    assert f"repeat {5 - first} {{ write 5; write 8; read 13 }}" in ex.rebuilt.toml
 
 
 # ---------------------------------------------------------------- emulated link
