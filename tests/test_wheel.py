@@ -4,6 +4,7 @@ and its command runs from it alone, away from the checkout."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,7 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
+    # build from a copy without build/ or egg-info: setuptools reuses an in-tree build/lib,
+    # so a checkout that once built a wheel would ship lessons renamed since then
+    source = tmp_path_factory.mktemp("source") / "nagle-sim"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        "build", "dist", "*.egg-info", ".git", "__pycache__", ".venv", ".hypothesis",
+        ".mypy_cache", ".ruff_cache", ".pytest_cache"))
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps",
                             "-q", "-w", str(out)],
                            capture_output=True, text=True, timeout=300, cwd=out)
     assert build.returncode == 0, build.stderr[-2000:]
