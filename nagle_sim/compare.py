@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .export.tables import render_markdown
-from .model.config import PROFILES, StackProfile
+from .model.config import PROFILES, TUNABLE, StackProfile
 from .model.events import Micros, Side
 from .summary import STALL_MIN, Stall, iterations, stalls, wire_unknown
 from .trace import Outcome, SegmentRecord, Trace, TraceError
@@ -698,10 +698,15 @@ def _offloaded(real: Trace) -> bool:
     return False
 
 
+_SIDE_CHANGES = TUNABLE | {"congestion"}
+"""What a scenario may change of a side's profile (its `tune` table and `congestion` key)."""
+
+
 def profiles_of(source: Any) -> dict[Side, StackProfile]:
     """The model's profile per side: a scenario's (``source.side(side).profile``, tuned),
     or, for a saved model trace, the profiles named in its meta (``client_profile`` /
-    ``server_profile``; an unknown name leaves that side out, so it is not compared)."""
+    ``server_profile``, changed by ``client_tune`` / ``server_tune``: `congestion` and the
+    `tune` table; an unknown name or tune leaves that side out, so it is not compared)."""
     if not isinstance(source, Trace):
         return {side: source.side(side).profile for side in Side}
     out = {}
@@ -709,6 +714,17 @@ def profiles_of(source: Any) -> dict[Side, StackProfile]:
         name = source.meta.get(f"{side.value}_profile")
         if isinstance(name, str) and name in PROFILES:
             out[side] = PROFILES[name]
+            tune = source.meta.get(f"{side.value}_tune")
+            if isinstance(tune, dict) and tune:
+                changes = {k: v for k, v in tune.items()
+                           if k in _SIDE_CHANGES and isinstance(v, int | str)}
+                if len(changes) != len(tune):
+                    del out[side]           # a tune this model does not know: not compared
+                    continue
+                try:
+                    out[side] = out[side].with_overrides(**changes)
+                except (TypeError, ValueError):
+                    del out[side]
     return out
 
 

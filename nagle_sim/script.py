@@ -101,6 +101,10 @@ def trace_meta(scenario: Scenario, **host: Any) -> dict[str, Any]:
             "to_client_delay_ms": s.link.to_client_delay / 1000,
             **host,
             **{f"{side.value}_profile": s.side(side).profile.name for side in Side},
+            # per-side changes to the profile (`congestion`, `tune`), so that a saved trace
+            # names the model it ran, not only the profile it started from
+            **{f"{side.value}_tune": dict(s.side(side).tune) for side in Side
+               if s.side(side).tune},
             **{f"{side.value}_options": {"nodelay": s.side(side).options.nodelay,
                                          "cork": s.side(side).options.cork}
                for side in Side}}

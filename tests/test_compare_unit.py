@@ -541,3 +541,21 @@ def test_the_model_link_and_the_clock_estimate_share_one_asymmetry_rule() -> Non
     assert _path_delays(sc, real, notes) is sc and notes == []
     real.meta["clock_offset"]["handshake_rtt_us"] = 4_500.0
     assert _path_delays(sc, real, notes).link.to_client_delay == 1_750 and notes
+
+
+def test_a_saved_model_trace_names_the_profile_as_its_scenario_changed_it() -> None:
+    """Review of issue 11: `congestion` and `tune` per side travel in the model trace's meta,
+    so `compare SIM.json REAL.json` compares against the model that ran, not the bare
+    profile; a change this model does not know leaves that side out."""
+    from nagle_sim.compare import profiles_of
+    from nagle_sim.scenario import loads
+    from nagle_sim.sim.driver import run_sim
+
+    sim = run_sim(loads('[client]\ncongestion = "reno"\ntune = { pingpong_thresh = 3 }\n'
+                        'script = "write 10\\nread 1"\n[server]\nscript = "read 10\\nwrite 1"\n'))
+    again = Trace.loads(sim.dumps())
+    profiles = profiles_of(again)
+    assert (profiles[C].congestion, profiles[C].pingpong_thresh) == ("reno", 3)
+    assert profiles[S].congestion == "cubic" and "server_tune" not in again.meta
+    again.meta["client_tune"] = {"no_such_knob": 1}
+    assert C not in profiles_of(again) and S in profiles_of(again)
