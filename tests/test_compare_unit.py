@@ -559,3 +559,22 @@ def test_a_saved_model_trace_names_the_profile_as_its_scenario_changed_it() -> N
     assert profiles[S].congestion == "cubic" and "server_tune" not in again.meta
     again.meta["client_tune"] = {"no_such_knob": 1}
     assert C not in profiles_of(again) and S in profiles_of(again)
+
+
+def test_a_sysctl_the_run_set_in_its_namespace_is_the_fact_compared() -> None:
+    """Review of issue 11: `tune pingpong_thresh = 3` runs with the sysctl set in that
+    side's namespace; the host's own value (1) must not be reported as a difference."""
+    from dataclasses import replace
+
+    from nagle_sim.compare import host_differences
+    from nagle_sim.model.config import LINUX
+
+    facts = {**FACTS, "congestion": {"server": "cubic"}}
+    real = trace("realnet", [], link="emulated", host_facts={"client": facts, "server": facts},
+                 namespace_sysctls={"server": {"net.ipv4.tcp_pingpong_thresh": "3"}})
+    tuned = replace(LINUX, pingpong_thresh=3)
+    lines, _ = host_differences(real, {C: LINUX, S: tuned})
+    assert not [x for x in lines if "pingpong" in x], lines
+    real.meta["namespace_sysctls"] = {}
+    lines, _ = host_differences(real, {C: LINUX, S: tuned})
+    assert [x for x in lines if "pingpong = 1" in x and "has 3" in x], lines
