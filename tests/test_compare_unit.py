@@ -577,4 +577,4 @@ def test_a_sysctl_the_run_set_in_its_namespace_is_the_fact_compared() -> None:
     assert not [x for x in lines if "pingpong" in x], lines
     real.meta["namespace_sysctls"] = {}
     lines, _ = host_differences(real, {C: LINUX, S: tuned})
-    assert [x for x in lines if "pingpong = 1" in x and "has 3" in x], lines
+    assert [x for x in lines if "tcp_pingpong_thresh = 1" in x and "has 3" in x], lines
