@@ -193,3 +193,27 @@ async def test_n_lands_on_each_stall_of_the_shipped_capture_and_explains_it() ->
             # one clock: the panel's times are the ladder's (send times), e.g. 98.000
             ends = [s.t for s in segments if s.t == note.end]
             assert ends, "the stall's end is a row's time on the ladder"
+
+
+def _first_frames(src: Path, dst: Path, frames: int) -> Path:
+    """The first ``frames`` records of a classic pcap file."""
+    import struct
+    data = src.read_bytes()
+    out, off = bytearray(data[:24]), 24
+    endian = "<" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">"
+    for _ in range(frames):
+        incl = struct.unpack(endian + "I", data[off + 8:off + 12])[0]
+        out += data[off:off + 16 + incl]
+        off += 16 + incl
+    dst.write_bytes(bytes(out))
+    return dst
+
+
+@pytest.mark.parametrize("frames", [1, 2, 3])
+def test_a_tiny_capture_never_prints_none_ms(
+        frames: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _first_frames(SHIPPED, tmp_path / f"{frames}.pcap", frames)
+    code = main(["explain", str(path)])
+    out = capsys.readouterr()
+    assert code in (0, 2), out.err
+    assert "None" not in out.out and "None" not in out.err
