@@ -8,6 +8,7 @@ Must not import textual or realnet.
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import sys
 from pathlib import Path
@@ -163,23 +164,79 @@ def explain_cli(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _LadderClock:
+    """Capture-point times (what explain's stalls and evidence say) → the ladder's clock
+    (the captured trace's send times: capture time minus the sender's distance), so a
+    stall and the rows it explains are compared on one clock."""
+
+    SCAN = 10_000
+    """Segments looked through for the one a stall released (bounded time per stall)."""
+
+    def __init__(self, captured: Any) -> None:
+        self.seen: list[int] = list(captured.seen)
+        self.segments = captured.trace.segments
+
+    def index(self, t: int) -> int | None:
+        """The segment captured at ``t`` (the first of several), else the nearest one."""
+        if not self.seen:
+            return None
+        i = bisect.bisect_left(self.seen, t)
+        if i < len(self.seen) and self.seen[i] == t:
+            return i
+        near = [j for j in (i - 1, i) if 0 <= j < len(self.seen)]
+        return min(near, key=lambda j: abs(self.seen[j] - t))
+
+    def at(self, t: int) -> int:
+        i = self.index(t)
+        if i is None:
+            return int(t)
+        return int(self.segments[i].t + (t - self.seen[i]))
+
+    def released(self, stall: Any) -> int | None:
+        """The segment that ended ``stall``: the data it held (its `key`: side, first
+        byte), else the segment captured at its end."""
+        end = self.index(stall.end)
+        if end is None:
+            return None
+        if stall.key is not None:
+            side, byte = stall.key
+            for i in range(end, min(len(self.segments), end + self.SCAN)):
+                seg = self.segments[i]
+                if seg.src.value == side and seg.seq == byte and seg.length > 0:
+                    return i
+        return end
+
+    def evidence(self, e: Any) -> str:
+        """An evidence line with its time on the ladder's clock."""
+        t = (self.segments[e.index].t if 0 <= e.index < len(self.segments)
+             else self.at(e.t))
+        where = f"frame {e.frame}, " if e.frame else ""
+        return f"{where}{t / 1000:.3f} ms, {e.side.value} {e.label}: {e.note}"
+
+
 def capture_view(ex: Any) -> Any:
     """The explanation as the app's `CaptureView`: the captured trace, each stall in
     words, the model run and the rebuild's what-ifs (their scenario texts)."""
     from ..tui.capture import CaptureView, CaptureWhatIf, StallNote
     rebuilt = ex.rebuilt
-    stalls = tuple(StallNote(start=int(s.start), end=int(s.end), cause=s.cause,
-                             confidence=s.confidence, text=s.text,
-                             evidence=tuple(e.text() for e in s.evidence),
-                             model_ms=s.model_ms, reproduced=s.reproduced)
-                   for s in ex.stalls)
+    clock = _LadderClock(ex.captured)
+    stalls = []
+    for s in ex.stalls:
+        released = clock.released(s)
+        stalls.append(StallNote(
+            start=clock.at(s.start), end=clock.at(s.end), cause=s.cause,
+            confidence=s.confidence, text=s.text,
+            evidence=tuple(clock.evidence(e) for e in s.evidence),
+            model_ms=s.model_ms, reproduced=s.reproduced, segment=released,
+            at=None if released is None else int(clock.segments[released].t),
+            duration_us=int(s.duration)))
     whatifs = tuple(CaptureWhatIf(name=w.name, toml=w.toml, text=w.text)
                     for w in rebuilt.whatifs if w.toml)
     c = ex.chosen
     title = f"{Path(ex.capture.path).name}: connection {c.number}, {c.label()}"
     return CaptureView(title=title, where=f"<rebuilt from {Path(ex.capture.path).name}>",
                        captured=ex.captured.trace, toml=rebuilt.toml, model=rebuilt.model,
-                       stalls=stalls, whatifs=whatifs, notes=tuple(ex.notes),
+                       stalls=tuple(stalls), whatifs=whatifs, notes=tuple(ex.notes),
                        captured_per_request_ms=rebuilt.captured_per_request_ms)
 
 

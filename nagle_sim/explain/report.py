@@ -158,6 +158,12 @@ def _skipped(ex: Explanation) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _per_request(ms: float | None) -> str:
+    """"12.3 ms per request", or what to say when no request/response pair was seen (a
+    capture of one to three frames): never "None ms"."""
+    return "n/a (no request and reply seen)" if ms is None else f"{ms} ms per request"
+
+
 def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> None:
     from rich import box
     from rich.table import Table
@@ -212,8 +218,8 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
         console.print(Text("What if", style="bold"))
         if ex.rebuilt.baseline:
             b = ex.rebuilt.baseline
-            console.print(Text(f"  as captured: {ex.rebuilt.captured_per_request_ms} ms per "
-                               f"request; the model of it: {b.per_request_ms} ms, "
+            console.print(Text(f"  as captured: {_per_request(ex.rebuilt.captured_per_request_ms)}"
+                               f"; the model of it: {_per_request(b.per_request_ms)}, "
                                f"{b.stalls} stall(s)"))
         for w in ex.rebuilt.whatifs:
             console.print(Text(f"  {w.text}"))

@@ -133,8 +133,13 @@ def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
     return [r[2] for r in rows]
 
 
-def build_bars(trace: Trace) -> list[Bar]:
-    """Hold periods (data held by Nagle/cork/…) and delayed-ACK/probe timer periods."""
+def build_bars(trace: Trace, detail: str = "all") -> list[Bar]:
+    """Hold periods (data held by Nagle/cork/…) and delayed-ACK/probe timer periods.
+
+    A hold period is labelled by its teaching cause: the first hold in it that is not
+    routine (cwnd full, Nagle, cork, MSG_MORE, autocork, the peer's window) even when a
+    routine one (pacing) came first; a period held only for routine reasons is shown only
+    at a ``detail`` that shows routine rows ("all")."""
     bars: list[Bar] = []
     armed: dict[tuple[Side, str], EventRecord] = {}
     for e in trace.events:
@@ -148,16 +153,31 @@ def build_bars(trace: Trace) -> list[Bar]:
                                 label=f"{name} {ms_text(e.t - start.t, 1)} ms"))
     # A hold lasts until that side next sends data; later holds inside it are the same bar.
     sends = {side: [s.t for s in trace.segments if s.src is side and s.is_data] for side in Side}
-    bar_end: dict[Side, int] = {}
+    periods: dict[Side, tuple[EventRecord, int, EventRecord | None]] = {}
+    """Per side, the open period: its first hold, its end, its first teaching hold."""
+
+    def close(side: Side) -> None:
+        first, end, teaching = periods.pop(side)
+        shown = teaching if teaching is not None else (first if detail == "all" else None)
+        if shown is not None and end > first.t:
+            bars.append(Bar(side=side, start=first.t, end=Micros(end), what="hold",
+                            label=f"{_event_label(shown)} for {ms_text(end - first.t, 1)} ms"))
+
     for e in trace.events:
-        if e.kind != "hold" or e.t < bar_end.get(e.side, -1):
+        if e.kind != "hold":
             continue
+        open_ = periods.get(e.side)
+        if open_ is not None and e.t < open_[1]:
+            if open_[2] is None and e.code not in ROUTINE_CODES:
+                periods[e.side] = (open_[0], open_[1], e)
+            continue
+        if open_ is not None:
+            close(e.side)
         times = sends[e.side]
         i = bisect.bisect_right(times, e.t)
         end = times[i] if i < len(times) else trace.end
-        bar_end[e.side] = end
-        if end > e.t:
-            bars.append(Bar(side=e.side, start=e.t, end=Micros(end), what="hold",
-                            label=f"{_event_label(e)} for {ms_text(end - e.t, 1)} ms"))
+        periods[e.side] = (e, end, None if e.code in ROUTINE_CODES else e)
+    for side in list(periods):
+        close(side)
     bars.sort(key=lambda b: (b.start, b.end))
     return bars

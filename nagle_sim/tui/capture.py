@@ -21,7 +21,8 @@ class StallNote:
 
     start: int
     end: int
-    """µs on the captured trace's clock."""
+    """µs on the ladder's clock: the captured trace's send times (a segment's capture time
+    minus its sender's distance from the capture point), the clock every row shows."""
     cause: str
     """From explain's fixed vocabulary, combinations joined with "+" (nagle+delayed_ack)."""
     confidence: float
@@ -30,10 +31,24 @@ class StallNote:
     model_ms: float | None = None
     reproduced: bool | None = None
     """True/False: the model's re-run has / lacks this stall; None: not compared."""
+    segment: int | None = None
+    """Index in the captured trace of the segment that ended the stall (the one released,
+    e.g. the held data sent once the ACK came); its row is where `n` lands."""
+    at: int | None = None
+    """That segment's time on the ladder's clock (µs); None: no such segment."""
+    duration_us: int | None = None
+    """The stall's length as measured at the capture point (None: ``end - start``); the
+    two clocks can differ by the hosts' distances from the capture point."""
 
     @property
     def duration_ms(self) -> float:
-        return (self.end - self.start) / 1000
+        us = self.duration_us if self.duration_us is not None else self.end - self.start
+        return us / 1000
+
+    def covers(self, t: int) -> bool:
+        """``t`` (ladder clock) is inside the stall or on the row that ended it."""
+        last = max(self.end, self.at) if self.at is not None else self.end
+        return self.start <= t <= last
 
     def model_line(self) -> str:
         capture = f"capture {self.duration_ms:.1f} ms"

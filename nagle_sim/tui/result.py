@@ -44,7 +44,7 @@ class RunResult:
     def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal",
               overrides: tuple[str, ...] = ()) -> RunResult:
         """Rows at ``detail`` (render.rows.DETAIL_LEVELS: wire, normal, all)."""
-        bars = sorted(build_bars(trace), key=lambda b: b.start)
+        bars = sorted(build_bars(trace, detail), key=lambda b: b.start)
         reach: list[int] = []
         top = -1
         for bar in bars:

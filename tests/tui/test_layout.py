@@ -127,7 +127,7 @@ async def test_every_send_and_every_arrival_is_named_on_its_line(
                 named = all(_names(n, line) for n in numbers)
                 if len(labels) > 2 and not named:
                     named = (_names(numbers[0], line) and _names(numbers[-1], line)) or \
-                        f"{len(labels)} arrive" in line
+                        re.search(rf"\b{len(labels)} (ACKs |segments )?arrive", line) is not None
                 both_ends = any(y2 == y and s2 is not src for y2, s2 in groups)
                 if both_ends and not named:
                     # segments land at both axes on this line: no room to list every one
@@ -160,3 +160,14 @@ def test_delayed_ack_rows_are_purple_like_their_bar_and_the_legend_explains_stub
     legend = legend_text().plain
     for needle in ("┈", "arrives", "grey italic"):
         assert needle in legend
+
+
+def test_many_arrivals_on_one_line_say_what_arrives() -> None:
+    """Issue 12 review: "10 arrive, last …:2" read as one garbled phrase."""
+    from nagle_sim.tui.widgets.ladder import _arrival_forms
+
+    acks = _arrival_forms([f"ack {n}" for n in range(1, 11)])
+    assert "10 ACKs arrive" in acks
+    assert not [f for f in acks if "arrive, last" in f]
+    data = _arrival_forms([". 1:101(100)", ". 101:201(100)", ". 201:301(100)"])
+    assert any(f.startswith("3 segments arrive") for f in data)

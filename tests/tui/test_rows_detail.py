@@ -33,3 +33,40 @@ def test_a_delayed_ack_is_one_row_not_two() -> None:
         for a, b in zip(rows, rows[1:], strict=False):
             assert not (a.t == b.t and a.side is b.side and a.explain == b.explain
                         and a.event is not None), (slug, a.label, b.label)
+
+
+def _lesson_18_with_bbr():  # type: ignore[no-untyped-def]
+    lesson = next(x for x in load_lessons() if x.slug.startswith("18-"))
+    text = (lesson.path / "scenario.toml").read_text("utf-8")
+    assert "nodelay = true\n" in text
+    text = text.replace("nodelay = true\n", 'nodelay = true\ncongestion = "bbr"\n', 1)
+    return run_sim(loads(text, lesson.slug))
+
+
+def test_a_hold_bar_is_named_by_its_teaching_cause_not_the_first_routine_hold() -> None:
+    """Lesson 18 under BBR: a pacing hold comes first (10.047 ms), then the congestion
+    window fills. The bar over the ten-millisecond wait teaches "cwnd full", not "paced"."""
+    from nagle_sim.render.rows import build_bars
+
+    trace = _lesson_18_with_bbr()
+    holds = [e.code for e in trace.events if e.kind == "hold"]
+    assert holds[:2] == ["PACING_HOLD", "CWND_HOLD"]  # the order the issue is about
+    for detail in ("normal", "all"):
+        long = [b for b in build_bars(trace, detail) if b.what == "hold"
+                and b.end - b.start > 5_000]
+        assert long and all(b.label.startswith("cwnd full") for b in long), detail
+    # a period held only by pacing is routine: folded at normal detail, shown at "all"
+    normal = [b.label for b in build_bars(trace, "normal") if b.what == "hold"]
+    everything = [b.label for b in build_bars(trace, "all") if b.what == "hold"]
+    assert not [label for label in normal if label.startswith("paced")]
+    assert [label for label in everything if label.startswith("paced")]
+
+
+def test_the_app_panel_names_the_teaching_cause_of_a_hold() -> None:
+    from nagle_sim.tui.result import RunResult
+
+    lesson = next(x for x in load_lessons() if x.slug.startswith("18-"))
+    scenario = loads((lesson.path / "scenario.toml").read_text("utf-8"), lesson.slug)
+    result = RunResult.build(scenario, _lesson_18_with_bbr(), "normal")
+    held = [b for b in result.bars_at(15_000) if b.what == "hold"]
+    assert [b.label.split(" B ")[0] for b in held] == ["cwnd full 12000"]

@@ -54,6 +54,8 @@ class CaptureScreen(RunScreen):
         self.chosen = 0
         """The what-if the overlay shows (0: the scenario as rebuilt)."""
         self._stall_ends: list[int] = [s.end for s in view.stalls]
+        self._row_stall: dict[int, int] = {}
+        """Ladder row → the stall that row ended (see `_capture_stall_rows`)."""
 
     # ------------------------------------------------------------------ layout
     def compose_side(self) -> ComposeResult:
@@ -124,28 +126,46 @@ class CaptureScreen(RunScreen):
         return True
 
     def _capture_stall_rows(self) -> list[int]:
-        """For each stall, the row that ended it (the segment after the silence)."""
+        """For each stall, the row that ended it: the row of the segment it released (or,
+        when that row is folded away at this detail level, the nearest row after it)."""
+        self._row_stall = {}
         if self.result is None or not self.result.rows:
             return []
-        times = [r.t for r in self.result.rows]
-        last = len(times) - 1
-        return sorted({min(last, bisect.bisect_left(times, s.end)) for s in self.view.stalls})
+        rows = self.result.rows
+        segments = self.view.captured.segments
+        row_of = {id(r.segment): i for i, r in enumerate(rows) if r.segment is not None}
+        times = [r.t for r in rows]
+        last = len(rows) - 1
+        for j, s in enumerate(self.view.stalls):
+            i = None
+            if s.segment is not None and 0 <= s.segment < len(segments):
+                i = row_of.get(id(segments[s.segment]))
+            if i is None:
+                at = s.at if s.at is not None else s.end
+                i = min(last, bisect.bisect_left(times, at))
+            self._row_stall.setdefault(i, j)
+        return sorted(self._row_stall)
 
-    def stall_of(self, t: int) -> tuple[int, StallNote] | None:
-        """The stall under time ``t``: the one it falls in (ends included), else None."""
+    def stall_of(self, t: int, index: int | None = None) -> tuple[int, StallNote] | None:
+        """The stall of row ``index`` (the row a stall ended on), else the one time ``t``
+        falls in (its ends and its released row included), else None."""
+        j = self._row_stall.get(index) if index is not None else None
+        if j is not None:
+            return j, self.view.stalls[j]
         i = bisect.bisect_left(self._stall_ends, t)
-        for j in (i, i - 1):
-            if 0 <= j < len(self.view.stalls):
-                s = self.view.stalls[j]
-                if s.start <= t <= s.end:
-                    return j, s
+        for k in (i, i - 1, i - 2):
+            if 0 <= k < len(self.view.stalls):
+                s = self.view.stalls[k]
+                if s.covers(t):
+                    return k, s
         return None
 
     def context_lines(self, index: int) -> list[str]:
         if self.result is None or not self.result.rows:
             return []
-        row = self.result.rows[min(index, len(self.result.rows) - 1)]
-        found = self.stall_of(row.t)
+        index = min(index, len(self.result.rows) - 1)
+        row = self.result.rows[index]
+        found = self.stall_of(row.t, index)
         if found is None:
             more = len(self.view.stalls)
             return [f"No stall here: the capture has {more} (n jumps to the next)."

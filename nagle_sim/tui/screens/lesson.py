@@ -16,6 +16,7 @@ from textual.widgets import Markdown, Static
 
 from ...lessons import Lesson, Question, Variant, variants
 from ...model.events import Side
+from ...scenario import ScenarioError, loads
 from ..whatif import Knob
 from ..widgets.ladder import Ladder
 from .question import QuestionScreen
@@ -157,14 +158,29 @@ class LessonScreen(RunScreen):
                                              self.answers), chosen)
 
     def action_sandbox_copy(self) -> None:
-        from .sandbox import SandboxScreen, without_answers  # imports this module's siblings
+        from .sandbox import SandboxScreen, with_overrides, without_answers  # siblings
         if self.text is None:
             return
         try:
-            text = without_answers(self.text)
+            # a question still pending: the description may give its answer away too
+            text = without_answers(self.text, pending=self.current_horizon() is not None)
         except ValueError as exc:
             self.show_error(f"{self.where}: {exc}")
             return
+        # the copy is what the ladder shows: the what-ifs that are on written into it
+        on = self.overrides() if self.whatif is not None and self.base_whatif else []
+        if on:
+            try:
+                changed = with_overrides(text, on)
+                # the same document (scripts' line numbers shift: compare the tables)
+                same = loads(changed, self.where).raw == loads(text, self.where, on).raw
+            except (ValueError, ScenarioError):
+                same = False
+            if same:
+                text = changed
+            else:
+                self.say("The sandbox copy is the lesson as written: the what-ifs that are "
+                         "on could not be written into it.", severity="warning")
         # a question still pending keeps its horizon in the copy: the sandbox must not be
         # a way round predicting
         self.app.push_screen(SandboxScreen(text=text, name=self.lesson.slug,

@@ -7,7 +7,9 @@ Subclasses supply the left pane (`compose_side`). No simpy, no realnet: runners 
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextvars
 import io
 import re
 from dataclasses import replace
@@ -159,6 +161,7 @@ class RunScreen(Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self._ui = (asyncio.get_running_loop(), contextvars.copy_context())
         self.sub_title = self.title_text
         self.query_one("#progress").display = False
         ladder = self.query_one(Ladder)
@@ -240,7 +243,26 @@ class RunScreen(Screen[None]):
                                             generation))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(SimFinished(result, compare, generation))
+            self._hand_over(SimFinished(result, compare, generation))
+
+    def _hand_over(self, message: SimFinished) -> None:
+        """Hand a finished run to the UI loop at once (from the worker thread). Posted as
+        a message it would wait behind the screen's queue: on a lesson's opening that is
+        the prose's layout passes, and the ladder and its explanation appeared hundreds of
+        milliseconds after the run had finished."""
+        ui = getattr(self, "_ui", None)
+        if ui is not None:
+            loop, context = ui
+            try:
+                loop.call_soon_threadsafe(self._take_run, message, context=context)
+                return
+            except RuntimeError:      # the loop has closed (the app is exiting)
+                pass
+        self.post_message(message)
+
+    def _take_run(self, message: SimFinished) -> None:
+        if self.is_attached:
+            self._sim_finished(message)
 
     def overrides(self) -> list[str]:
         """``--set`` list of the state shown: the variant, then the toggles on top of it."""

@@ -9,6 +9,7 @@ No simpy, no realnet.
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -58,33 +59,108 @@ TEACHING_TABLES = ("lesson", "expect")
 """A lesson's questions, answers, explanations and claims: not part of a sandbox copy."""
 
 
-def without_answers(text: str) -> str:
+HIDDEN_DESCRIPTION = ("the lesson's description is hidden until its questions are "
+                      "answered")
+"""What a sandbox copy says in place of the description while a question is pending (a
+description may say what happens, e.g. that the window runs out)."""
+
+_DESCRIPTION = re.compile(r"^\s*description\s*=")
+_TRIPLE = ('"""', "'''")
+
+
+def _toggles_string(line: str) -> bool:
+    """The line opens or closes a multi-line string."""
+    return any(line.count(q) % 2 for q in _TRIPLE)
+
+
+def without_answers(text: str, *, pending: bool = False) -> str:
     """``text`` without its ``[lesson]`` and ``[[expect]]`` tables (and their sub-tables),
     comments and layout of the rest kept: the sandbox copy of a lesson must not hold the
-    answers of questions still to come. ValueError if the cut does not parse to exactly the
-    rest of the scenario (never a copy that silently lost or kept something)."""
+    answers of questions still to come. ``pending``: a question is still to be answered,
+    so the top-level ``description`` (which may give the answer away) is replaced too.
+    ValueError if the cut does not parse to exactly the rest of the scenario (never a copy
+    that silently lost or kept something)."""
     out: list[str] = []
     skipping = False
     in_string = False
+    top = True            # before the first table header: where description lives
+    in_description = False
     for line in text.splitlines(keepends=True):
         if not in_string:
             header = _HEADER.match(line)
             if header:
+                top = False
                 root = header.group(1).split(".")[0].strip()
                 skipping = root in TEACHING_TABLES
-        if not skipping:
+            elif pending and top and _DESCRIPTION.match(line):
+                in_description = True
+                out.append(f'description = "{HIDDEN_DESCRIPTION}"\n')
+        if not skipping and not in_description:
             out.append(line)
-        if line.count('"""') % 2 or line.count("'''") % 2:
+        if _toggles_string(line):
             in_string = not in_string
+        if in_description and not in_string:
+            in_description = False    # the value (one line or a closed block) is over
     cut = "".join(out)
     try:
         kept = tomllib.loads(cut)
         whole = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return text  # not TOML: the sandbox shows the loader's own error for it
-    if kept != {k: v for k, v in whole.items() if k not in TEACHING_TABLES}:
+    expected = {k: v for k, v in whole.items() if k not in TEACHING_TABLES}
+    if pending and "description" in expected:
+        expected["description"] = HIDDEN_DESCRIPTION
+    if kept != expected:
         raise ValueError("the lesson's scenario.toml could not be cut cleanly")
     return cut
+
+
+def _toml_value(text: str) -> str:
+    """A ``--set`` value as TOML (a bare word, e.g. ``default``, becomes a string)."""
+    try:
+        tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        return json.dumps(text)
+    return text
+
+
+def with_overrides(text: str, overrides: list[str]) -> str:
+    """``text`` with each ``table.key=value`` of ``overrides`` written into it (the line
+    replaced, or added under its table, or the table appended): the sandbox copy of the
+    what-ifs that are on. ValueError when one cannot be written as a line (the caller
+    then keeps the original text and says so)."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    for item in overrides:
+        key, _, value = item.partition("=")
+        table, _, name = key.strip().rpartition(".")
+        if not table or not name or "." in table:
+            raise ValueError(f"cannot write {item!r} into the copy")
+        entry = f"{name} = {_toml_value(value.strip())}  # a what-if that was on\n"
+        at = header = None
+        in_string = False
+        current = ""
+        for i, line in enumerate(lines):
+            if not in_string:
+                h = _HEADER.match(line)
+                if h:
+                    current = h.group(1).strip()
+                    if current == table:
+                        header = i
+                elif current == table and re.match(rf"^\s*{re.escape(name)}\s*=", line):
+                    if _toggles_string(line) or "[" in line.split("=", 1)[1]:
+                        raise ValueError(f"cannot rewrite the multi-line {key}")
+                    at = i
+            if _toggles_string(line):
+                in_string = not in_string
+        if at is not None:
+            lines[at] = entry
+        elif header is not None:
+            lines.insert(header + 1, entry)
+        else:
+            lines += ["\n", f"[{table}]\n", entry]
+    return "".join(lines)
 
 
 class SandboxScreen(RunScreen):

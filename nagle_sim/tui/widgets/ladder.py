@@ -693,7 +693,11 @@ def _arrival_forms(labels: list[str]) -> list[str]:
                 forms += [f"{len(nums)}× {head}{nums[0]}-{nums[-1]}",
                           f"{head}{nums[0]}-{nums[-1]}"]
     if len(labels) > 2:
-        forms += [f"{len(labels)} arrive, last {shorts[-1]}", f"{len(labels)} arrive"]
+        # "10 arrive, last …:2" read as one phrase; say what arrives and mark the last
+        what = ("ACKs" if all(x.lstrip(". ").startswith("ack ") for x in labels)
+                else "segments")
+        forms += [f"{len(labels)} {what} arrive (last {shorts[-1]})",
+                  f"{len(labels)} {what} arrive", f"{len(labels)} arrive"]
     return forms
 
 
