@@ -45,7 +45,8 @@ def test_a_pending_question_hides_the_description_of_every_lesson() -> None:
         loads(cut, lesson.slug)   # and it loads
     # with no question pending the description stays
     text = (_lesson("and-the-congestion-window").path / "scenario.toml").read_text("utf-8")
-    assert "initial congestion window runs out" in without_answers(text)
+    first = tomllib.loads(text)["description"].strip().splitlines()[0]
+    assert first in without_answers(text)
 
 
 def test_overrides_written_into_the_copy_load_as_the_same_scenario() -> None:
