@@ -229,15 +229,23 @@ def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
 
 
 SLEEP_DRIFT_MIN_US = 50
-"""A real sleep this much longer or shorter (median per statement) is given to the model."""
+"""A sleep statement whose real runs took this much longer or shorter in all (the median
+difference times how often it ran) is given its measured length in the model."""
+CALL_GAP_MAX_US = 1000
+"""The longest idle time between two of a side's calls counted as the executor's own
+overhead (tens of µs on this VM); a longer one means a call the trace does not hold."""
 
 
 def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str]]:
     """``scenario`` with each ``sleep`` statement as long as the real run's sleeps of that
-    statement took (median, per side and line), where they differ by
-    `SLEEP_DRIFT_MIN_US` or more. A real sleep ends a little late, more so under load
-    (~0.5 ms per iteration seen on this VM), and the model's sleeps are exact: without
-    this, a long loop of sleeps drifts apart and one late write fails the comparison.
+    statement took (median, per side and line), counting the executor's idle time just
+    before and after each sleep (`CALL_GAP_MAX_US`), where the drift adds up to
+    `SLEEP_DRIFT_MIN_US` or more over the statement's runs. A real sleep ends a little
+    late, more so under load (~0.5 ms per iteration seen on this VM), and the real
+    executor spends ~40 µs between calls where the model's calls follow back to back:
+    without this, a long loop of sleeps drifts apart (lessons/22: 100 iterations of
+    ``write 1; sleep 2ms`` took 2.09 ms each, not 2.002, so Nagle's bundles split
+    differently) and one late write fails the comparison.
     Returns (scenario, "side:line" -> "declared → measured" for those changed)."""
     from dataclasses import replace
 
@@ -245,9 +253,19 @@ def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str
     from .scenario import Repeat, Sleep
 
     measured: dict[tuple[Side, int], list[int]] = {}
-    for op in real.ops:
-        if op.op == "sleep" and op.end is not None and op.line:
-            measured.setdefault((op.side, op.line), []).append(op.end - op.start)
+    for side in Side:
+        ops = [op for op in real.ops if op.side is side]
+        for i, op in enumerate(ops):
+            if op.op != "sleep" or op.end is None or not op.line:
+                continue
+            took = op.end - op.start
+            before = ops[i - 1].end if i else None
+            if before is not None and 0 <= op.start - before <= CALL_GAP_MAX_US:
+                took += op.start - before
+            after = ops[i + 1].start if i + 1 < len(ops) else None
+            if after is not None and 0 <= after - op.end <= CALL_GAP_MAX_US:
+                took += after - op.end
+            measured.setdefault((side, op.line), []).append(took)
     changed: dict[str, str] = {}
 
     def walk(side: Side, body: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -258,7 +276,7 @@ def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str
             elif isinstance(stmt, Sleep) and (side, stmt.line) in measured:
                 values = sorted(measured[(side, stmt.line)])
                 median = values[len(values) // 2]
-                if abs(median - stmt.duration) >= SLEEP_DRIFT_MIN_US:
+                if abs(median - stmt.duration) * len(values) >= SLEEP_DRIFT_MIN_US:
                     changed[f"{side.value}:{stmt.line}"] = (f"{stmt.duration} µs → "
                                                            f"{median} µs")
                     stmt = replace(stmt, duration=Micros(median))

@@ -283,3 +283,41 @@ def test_partly_old_segment_keeps_its_new_part() -> None:
     h.peer(ms(20), seq=1, ack=1, length=100, flags="PA")
     h.peer(ms(30), seq=51, ack=1, length=100, flags="PA")
     assert h.ep.unread == 150
+
+
+LOOPBACK_STREAM = '''
+[server]
+script = "repeat 30 { write 1000; sleep 40ms }"
+[client]
+script = "repeat 6 { sleep 200ms; read 5000 }"
+'''
+
+
+def _client_acks(trace: Trace) -> list[tuple[int, int, str]]:
+    return [(s.ack, s.window, s.why) for s in trace.segments
+            if s.src is Side.CLIENT and "S" not in s.flags and "F" not in s.flags]
+
+
+def test_loopback_skbs_cost_payload_plus_a_small_head_and_coalesce() -> None:
+    """tcp_grow_window on loopback (lessons/23): the receiver gets the sender's head-less
+    skb (truesize = 1000 + loopback_skb_overhead, scaling_ratio 138) and later skbs
+    coalesce into the queue's tail at their payload's cost, so rcv_ssthresh grows on the
+    1st, 2nd and first-after-a-read segments, as the kernel's windows show: 64512 →
+    67584 → 69632, 70656 after the first read."""
+    trace = run_sim(scenario.loads(LOOPBACK_STREAM, "loopback.toml"))
+    assert trace.outcome is Outcome.OK
+    windows = [w for _, w, _ in _client_acks(trace)]
+    assert windows[:7] == [64512, 67584, 69632, 69632, 69632, 69632, 70656]
+    assert set(windows[7:]) == {70656}
+
+
+def test_loopback_window_growth_grants_two_more_quick_acks() -> None:
+    """Each growth sets icsk_ack.quick |= 1: after the 16-ACK budget of the first segment
+    the 1st and 2nd growths add one each (the third finds an odd count): 18 quick ACKs,
+    as the kernel sent for lessons/23. A TUN link (2304-byte truesize) grows nothing."""
+    quick = [ack for ack, _, why in _client_acks(run_sim(scenario.loads(
+        LOOPBACK_STREAM, "loopback.toml"))) if "quick" in why.lower()]
+    assert len(quick) == 18 and quick[-1] == 18001
+    tun = scenario.loads(LOOPBACK_STREAM + "[link]\ndelay_ms = 1\n", "tun.toml")
+    windows = {w for _, w, _ in _client_acks(run_sim(tun))}
+    assert windows == {64512}
