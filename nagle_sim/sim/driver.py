@@ -115,8 +115,11 @@ class SimDriver:
     def __init__(self, scenario: Scenario, *, time_limit: Micros = DEFAULT_TIME_LIMIT,
                  segment_limit: int = DEFAULT_SEGMENT_LIMIT,
                  record_limit: int = DEFAULT_RECORD_LIMIT,
-                 cancelled: Callable[[], bool] | None = None) -> None:
+                 cancelled: Callable[[], bool] | None = None,
+                 sleeps: dict[tuple[Side, int], list[int]] | None = None) -> None:
         self.scenario = scenario
+        # compare's aligned run: each run of a sleep statement as long as the real one
+        self._sleeps = {key: iter(runs) for key, runs in (sleeps or {}).items()}
         self.cancelled = cancelled
         self.env = simpy.Environment()
         self.time_limit = time_limit
@@ -289,7 +292,9 @@ class SimDriver:
                     app.reading, app.got = stmt, 0
                     continue
                 if isinstance(stmt, Sleep):
-                    end = app.vnow + stmt.duration
+                    runs = self._sleeps.get((side, step.line))
+                    end = app.vnow + next(runs, stmt.duration) if runs else (
+                        app.vnow + stmt.duration)
                 else:
                     sent = self._call(app, stmt, record)
                     end = app.vnow + profile.syscall_us + profile.tx_segment_us * sent

@@ -321,3 +321,31 @@ def test_loopback_window_growth_grants_two_more_quick_acks() -> None:
     tun = scenario.loads(LOOPBACK_STREAM + "[link]\ndelay_ms = 1\n", "tun.toml")
     windows = {w for _, w, _ in _client_acks(run_sim(tun))}
     assert windows == {64512}
+
+
+def test_aligned_run_follows_each_real_sleep_where_the_median_would_drift() -> None:
+    """compare's aligned run (lessons/22): when the median run of a sleep, repeated, would
+    drift from the real run's total, each run of it is as long as its real twin,
+    counting the executor's idle time around it and the write's cost beyond syscall_us."""
+    from nagle_sim.compare_run import measured_sleep_runs
+    from nagle_sim.model.events import Micros
+    from nagle_sim.trace import OpRecord
+
+    sc = scenario.loads('[client]\nscript = """\nrepeat 3 {\n  write 1\n  sleep 2ms\n}\n"""\n'
+                        '[server]\nscript = "read 3"\n', "s.toml")
+    ops, t = [], 0
+    for took in (2_000, 2_300, 2_000):          # write 20 µs, 30 µs gaps, then the sleep
+        ops.append(OpRecord(side=Side.CLIENT, op="write", arg="1", start=Micros(t),
+                            end=Micros(t + 20), line=4))
+        ops.append(OpRecord(side=Side.CLIENT, op="sleep", arg="2ms", start=Micros(t + 50),
+                            end=Micros(t + 50 + took), line=5))
+        t += 50 + took + 30
+    real = Trace(source="realnet", title="t", ops=ops)
+    runs = measured_sleep_runs(real)
+    assert runs == {(Side.CLIENT, 5): [2_078, 2_378, 2_048]}   # the last has no next call
+    sim = run_sim(sc, sleeps=runs)
+    starts = [o.start for o in sim.ops if o.side is Side.CLIENT and o.op == "write"]
+    first = starts[0]
+    assert [s - first for s in starts] == [0, 4 + 2_078, 4 + 2_078 + 4 + 2_378]   # 4: a write that sends
+    steady = Trace(source="realnet", title="t", ops=ops[:2])
+    assert measured_sleep_runs(steady) == {}

@@ -233,3 +233,27 @@ def test_loopback_window_growth_and_its_quick_acks_match_the_kernel() -> None:
         quick = [sum(q for *_, q in side[:20]) for side in (kernel, model)]
         assert quick[0] == quick[1] == 18, f"immediate ACKs: kernel {quick[0]}, model {quick[1]}"
     _check_twice(loads(LOOPBACK_STREAM), check)
+
+
+TINYGRAMS = """
+title = "1-byte writes every 2 ms over 56 kbit/s"
+[link]
+delay_ms = 20
+rate = "56kbit"
+queue = 200
+[client]
+script = "repeat 60 { write 1; sleep 2ms }"
+[server]
+script = "read 60"
+"""
+
+
+def test_nagle_bundles_on_a_slow_link_match_the_kernel_byte_for_byte() -> None:
+    """lessons/22's shape: with the SYN and SYN-ACK taking 60 bytes' time on the link
+    (8.6 ms at 56 kbit/s) and the aligned run following each real sleep, every bundle
+    Nagle releases with a returning ACK holds the same bytes as the kernel's (before:
+    31+29+30+9 against the kernel's 29+29+28+13 in lessons/22)."""
+    def check(real: Trace, sim: Trace) -> None:
+        assert ([s.length for s in _data(real, Side.CLIENT)]
+                == [s.length for s in _data(sim, Side.CLIENT)])
+    _check_twice(loads(TINYGRAMS), check)
