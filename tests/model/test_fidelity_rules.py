@@ -346,6 +346,7 @@ def test_aligned_run_follows_each_real_sleep_where_the_median_would_drift() -> N
     sim = run_sim(sc, sleeps=runs)
     starts = [o.start for o in sim.ops if o.side is Side.CLIENT and o.op == "write"]
     first = starts[0]
-    assert [s - first for s in starts] == [0, 4 + 2_078, 4 + 2_078 + 4 + 2_378]   # 4: a write that sends
+    # a write that sends costs syscall_us + tx_segment_us = 4 µs in the model
+    assert [s - first for s in starts] == [0, 4 + 2_078, 4 + 2_078 + 4 + 2_378]
     steady = Trace(source="realnet", title="t", ops=ops[:2])
     assert measured_sleep_runs(steady) == {}
