@@ -162,6 +162,12 @@ class StackProfile:
     `skb_struct_size` this gives truesize 2304 for a 1448-byte segment, as measured here
     (ss -m: r177408 for 77 skbs; window growth 64512 → 76800 then shrinking from the 5th
     segment, which needs scaling_ratio 160/256 = 1448/2304)."""
+    loopback_skb_overhead: int = 852
+    """Truesize of a loopback skb beyond its payload (the sender's small head and struct
+    sk_buff; the payload sits in page fragments). Measured here from the windows a
+    loopback receiver advertises for 1 kB segments (lessons/23, realnet, 6.18): 64512 →
+    67584 → 69632, then 70656 after the first read, which needs scaling_ratio
+    1000·256/truesize = 138, i.e. truesize 1847-1855 for 1000 bytes: 847-855 B."""
     skb_struct_size: int = 256
     """SKB_DATA_ALIGN(sizeof(struct sk_buff)), added to every truesize (x86-64)."""
     rcv_buf_max: int = 33_554_432

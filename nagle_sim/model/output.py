@@ -21,8 +21,14 @@ def skb_truesize(sk: Sock, length: int) -> int:
     head (payload, headers, padding, skb_shared_info) rounded up to its size class, plus
     struct sk_buff (SKB_TRUESIZE). Measured here: 2304 for 1000-1448 bytes.
     SIMPLIFICATION: heads above 8 KB (loopback GSO) are charged their size, as page
-    fragments are, not rounded up to a power of two."""
+    fragments are, not rounded up to a power of two.
+
+    On loopback the receiver gets the sender's own skb: a small head plus the payload in
+    page fragments (tcp_sendmsg_locked adds each copied byte to truesize), so its truesize
+    is the payload plus `StackProfile.loopback_skb_overhead`."""
     p = sk.profile
+    if sk.snd.gso_wire:
+        return length + p.loopback_skb_overhead
     head = length + p.skb_rx_overhead
     if head <= 8192:
         head = max(512, 1 << (head - 1).bit_length())

@@ -24,6 +24,10 @@ from .output import (
 from .sock import Sock
 from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, State
 
+LOOPBACK_COALESCE_MAX = 65536
+"""SIMPLIFICATION of skb_try_coalesce's MAX_SKB_FRAGS limit: a loopback skb joins the
+queue's tail while the tail holds less than 64 KB (1 kB writes share page fragments)."""
+
 
 # ---------------------------------------------------------------- data arrives
 def tcp_data_queue(sk: Sock, now: Micros, seg: Segment) -> None:
@@ -94,8 +98,15 @@ def _take(sk: Sock, now: Micros, seg: Segment) -> bool:
         rcv.rcv_nxt += seg.length
         rcv.unread += seg.length
         truesize = skb_truesize(sk, seg.length)
-        rcv.rmem.append([seg.length, truesize])     # tcp_queue_rcv: charged to the socket
-        rcv.rmem_alloc += truesize
+        if sk.snd.gso_wire and rcv.rmem and rcv.rmem[-1][0] + seg.length <= LOOPBACK_COALESCE_MAX:
+            # tcp_try_coalesce: a head-less (loopback) skb's fragments join the queue's
+            # tail skb and only their payload is charged (skb_try_coalesce's delta)
+            rcv.rmem[-1][0] += seg.length
+            rcv.rmem[-1][1] += seg.length
+            rcv.rmem_alloc += seg.length
+        else:
+            rcv.rmem.append([seg.length, truesize])  # tcp_queue_rcv: charged to the socket
+            rcv.rmem_alloc += truesize
         if p.ack_style is AckStyle.LINUX:
             tcp_event_data_recv(sk, now, seg)
         else:
@@ -214,7 +225,8 @@ def tcp_grow_window(sk: Sock, length: int) -> None:
     room = min(rcv.window_clamp, tcp_space(sk)) - rcv.rcv_ssthresh
     if room <= 0:
         return
-    truesize = skb_truesize(sk, length)
+    # truesize_adjust: a head-less (loopback) skb counts only its fragments, its payload
+    truesize = length if sk.snd.gso_wire else skb_truesize(sk, length)
     if tcp_win_from_space(sk, truesize) <= length:
         incr = 2 * sk.mss
     else:                                   # __tcp_grow_window

@@ -283,3 +283,70 @@ def test_partly_old_segment_keeps_its_new_part() -> None:
     h.peer(ms(20), seq=1, ack=1, length=100, flags="PA")
     h.peer(ms(30), seq=51, ack=1, length=100, flags="PA")
     assert h.ep.unread == 150
+
+
+LOOPBACK_STREAM = '''
+[server]
+script = "repeat 30 { write 1000; sleep 40ms }"
+[client]
+script = "repeat 6 { sleep 200ms; read 5000 }"
+'''
+
+
+def _client_acks(trace: Trace) -> list[tuple[int, int, str]]:
+    return [(s.ack, s.window, s.why) for s in trace.segments
+            if s.src is Side.CLIENT and "S" not in s.flags and "F" not in s.flags]
+
+
+def test_loopback_skbs_cost_payload_plus_a_small_head_and_coalesce() -> None:
+    """tcp_grow_window on loopback (lessons/23): the receiver gets the sender's head-less
+    skb (truesize = 1000 + loopback_skb_overhead, scaling_ratio 138) and later skbs
+    coalesce into the queue's tail at their payload's cost, so rcv_ssthresh grows on the
+    1st, 2nd and first-after-a-read segments, as the kernel's windows show: 64512 →
+    67584 → 69632, 70656 after the first read."""
+    trace = run_sim(scenario.loads(LOOPBACK_STREAM, "loopback.toml"))
+    assert trace.outcome is Outcome.OK
+    windows = [w for _, w, _ in _client_acks(trace)]
+    assert windows[:7] == [64512, 67584, 69632, 69632, 69632, 69632, 70656]
+    assert set(windows[7:]) == {70656}
+
+
+def test_loopback_window_growth_grants_two_more_quick_acks() -> None:
+    """Each growth sets icsk_ack.quick |= 1: after the 16-ACK budget of the first segment
+    the 1st and 2nd growths add one each (the third finds an odd count): 18 quick ACKs,
+    as the kernel sent for lessons/23. A TUN link (2304-byte truesize) grows nothing."""
+    quick = [ack for ack, _, why in _client_acks(run_sim(scenario.loads(
+        LOOPBACK_STREAM, "loopback.toml"))) if "quick" in why.lower()]
+    assert len(quick) == 18 and quick[-1] == 18001
+    tun = scenario.loads(LOOPBACK_STREAM + "[link]\ndelay_ms = 1\n", "tun.toml")
+    windows = {w for _, w, _ in _client_acks(run_sim(tun))}
+    assert windows == {64512}
+
+
+def test_aligned_run_follows_each_real_sleep_where_the_median_would_drift() -> None:
+    """compare's aligned run (lessons/22): when the median run of a sleep, repeated, would
+    drift from the real run's total, each run of it is as long as its real twin,
+    counting the executor's idle time around it and the write's cost beyond syscall_us."""
+    from nagle_sim.compare_run import measured_sleep_runs
+    from nagle_sim.model.events import Micros
+    from nagle_sim.trace import OpRecord
+
+    sc = scenario.loads('[client]\nscript = """\nrepeat 3 {\n  write 1\n  sleep 2ms\n}\n"""\n'
+                        '[server]\nscript = "read 3"\n', "s.toml")
+    ops, t = [], 0
+    for took in (2_000, 2_300, 2_000):          # write 20 µs, 30 µs gaps, then the sleep
+        ops.append(OpRecord(side=Side.CLIENT, op="write", arg="1", start=Micros(t),
+                            end=Micros(t + 20), line=4))
+        ops.append(OpRecord(side=Side.CLIENT, op="sleep", arg="2ms", start=Micros(t + 50),
+                            end=Micros(t + 50 + took), line=5))
+        t += 50 + took + 30
+    real = Trace(source="realnet", title="t", ops=ops)
+    runs = measured_sleep_runs(real)
+    assert runs == {(Side.CLIENT, 5): [2_078, 2_378, 2_048]}   # the last has no next call
+    sim = run_sim(sc, sleeps=runs)
+    starts = [o.start for o in sim.ops if o.side is Side.CLIENT and o.op == "write"]
+    first = starts[0]
+    # a write that sends costs syscall_us + tx_segment_us = 4 µs in the model
+    assert [s - first for s in starts] == [0, 4 + 2_078, 4 + 2_078 + 4 + 2_378]
+    steady = Trace(source="realnet", title="t", ops=ops[:2])
+    assert measured_sleep_runs(steady) == {}

@@ -200,3 +200,60 @@ def test_offered_window_grows_then_closes_where_the_kernel_closes_it() -> None:
         assert abs(closed[0] - closed[1]) <= closed[0] // 20, (
             f"window closed at {closed[0]} B unread (kernel), {closed[1]} B (model)")
     _check_twice(loads(R4), check)
+
+
+LOOPBACK_STREAM = """
+title = "loopback 1 kB stream to a busy reader"
+[server]
+script = "repeat 30 { write 1000; sleep 40ms }"
+[client]
+script = "repeat 6 { sleep 200ms; read 5000 }"
+"""
+
+
+def test_loopback_window_growth_and_its_quick_acks_match_the_kernel() -> None:
+    """tcp_grow_window on loopback (lessons/23): the kernel's head-less loopback skbs
+    (payload + a small head, coalesced at payload cost) let rcv_ssthresh grow three
+    times, each growth adding a quick ACK: the client's ACK windows are the kernel's to
+    the byte and the same number of ACKs leave within 1 ms of their segment (18)."""
+    if _rmem_default() != 131072:
+        pytest.skip("the measured numbers are for net.ipv4.tcp_rmem[1] = 131072")
+
+    def acks(trace: Trace) -> list[tuple[int, int, bool]]:
+        scale = 1 << WSCALE if trace.source != "sim" else 1
+        sent = {s.seq + s.length: s.t for s in trace.segments
+                if s.src is Side.SERVER and s.length}
+        return [(s.ack, s.window * scale, s.ack in sent and s.t - sent[s.ack] < 1_000)
+                for s in trace.segments if s.src is Side.CLIENT and s.flags == "A"
+                and s.ack > 1]
+
+    def check(real: Trace, sim: Trace) -> None:
+        kernel, model = acks(real), acks(sim)
+        assert [w for _, w, _ in kernel] == [w for _, w, _ in model], (kernel, model)
+        quick = [sum(q for *_, q in side[:20]) for side in (kernel, model)]
+        assert quick[0] == quick[1] == 18, f"immediate ACKs: kernel {quick[0]}, model {quick[1]}"
+    _check_twice(loads(LOOPBACK_STREAM), check)
+
+
+TINYGRAMS = """
+title = "1-byte writes every 2 ms over 56 kbit/s"
+[link]
+delay_ms = 20
+rate = "56kbit"
+queue = 200
+[client]
+script = "repeat 60 { write 1; sleep 2ms }"
+[server]
+script = "read 60"
+"""
+
+
+def test_nagle_bundles_on_a_slow_link_match_the_kernel_byte_for_byte() -> None:
+    """lessons/22's shape: with the SYN and SYN-ACK taking 60 bytes' time on the link
+    (8.6 ms at 56 kbit/s) and the aligned run following each real sleep, every bundle
+    Nagle releases with a returning ACK holds the same bytes as the kernel's (before:
+    31+29+30+9 against the kernel's 29+29+28+13 in lessons/22)."""
+    def check(real: Trace, sim: Trace) -> None:
+        assert ([s.length for s in _data(real, Side.CLIENT)]
+                == [s.length for s in _data(sim, Side.CLIENT)])
+    _check_twice(loads(TINYGRAMS), check)
