@@ -6,8 +6,8 @@ where the error is measured on the interval since the previous matched event so 
 accumulates), stall pairing, per-iteration latency, explanations of every mismatch, and
 the comparison's tables. Pure: no sockets, no simulator, no terminal — tests feed it
 hand-made traces; running both executors and printing is `nagle_sim.compare_run`'s. Must
-not import simpy, textual, rich or realnet, except `realnet.hostfacts.profile_congestion`
-(stdlib only): the congestion control a profile asks for is one rule, the runs'.
+not import simpy, textual, rich or realnet (the congestion control a profile asks for is
+its `congestion` field, which realnet sets per socket as it is).
 """
 
 from __future__ import annotations
@@ -750,8 +750,6 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
     a problem: the two senders then follow different rules. Everything else (HZ, the
     ping-pong threshold, autocorking, buffer sizes, the kernel version, offloads) is listed
     so a difference in the matches can be traced to it."""
-    from realnet.hostfacts import profile_congestion  # stdlib only; one rule for both
-
     lines: list[str] = []
     problems: list[str] = []
     one_host = real.meta.get("link") != "remote"
@@ -802,7 +800,7 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
         if isinstance(wmem, list) and len(wmem) == 3 and wmem != STOCK_WMEM:
             lines.append(f"{who}: net.ipv4.tcp_wmem = {' '.join(map(str, wmem))} (the model "
                          "has no send-buffer limit: a write never blocks on it)")
-        want = profile_congestion(profile)    # the runs' own rule (realnet.hostfacts)
+        want = profile.congestion    # what realnet sets per socket (TCP_CONGESTION)
         used = facts.get("congestion", {}).get(side.value) \
             if isinstance(facts.get("congestion"), dict) else None
         why = facts.get("congestion_notes", {}).get(side.value) \

@@ -67,6 +67,7 @@ from nagle_sim.script import (
 )
 from nagle_sim.trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
 from realnet import sockopts
+from realnet.hostfacts import read_sysctl as _read_sysctl
 
 Progress = Callable[[str], None]
 
@@ -987,14 +988,6 @@ def netns_unavailable() -> str | None:
     return None
 
 
-def _read_sysctl(key: str) -> str | None:
-    try:
-        with open(os.path.join("/proc/sys", *key.split(".")), encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 TCP_TIMESTAMP_OPTION = 12
 """Bytes the timestamp option takes from every segment (net.ipv4.tcp_timestamps=1)."""
 
@@ -1007,13 +1000,6 @@ def maxseg_for(mss: int, fresh_namespace: bool = False) -> int:
     with timestamps on (the default, also in a new namespace) add their 12 bytes."""
     value = "1" if fresh_namespace else _read_sysctl("net.ipv4.tcp_timestamps")
     return mss + (TCP_TIMESTAMP_OPTION if value in (None, "1") else 0)
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def base_meta(scenario: Scenario) -> dict[str, Any]:

@@ -10,22 +10,40 @@ Every fact is best effort: a missing file or a refused ioctl gives ``None`` ("un
 never an exception, because a run on a locked-down host must still run. Facts from a
 remote serve arrive as JSON and are checked with `clean_facts` before anything reads them.
 
-Imports only the standard library at module level (pyroute2 for the interface lookup,
-`realnet.core`'s sysctl reader inside `collect`), so `nagle_sim.compare` can import
-`profile_congestion` without pulling in the runner. Must not import nagle_sim, simpy,
-textual or rich.
+Owns realnet's one sysctl reader (`read_sysctl`, which `core` and `runner` use). Imports
+only the standard library at module level (pyroute2 inside the interface lookup), and no
+other realnet module, so every realnet module may import it. Must not import nagle_sim,
+simpy, textual or rich.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import platform
 import re
 import socket
 import struct
 import time
 from typing import Any
+
+
+def read_sysctl(key: str) -> str | None:
+    """A sysctl's value as this process's network namespace sees it (None if absent):
+    realnet's one sysctl reader."""
+    try:
+        with open(os.path.join("/proc/sys", *key.split(".")), encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 SIOCETHTOOL = 0x8946
 ETHTOOL_GTSO = 0x1E
@@ -155,8 +173,7 @@ def collect(*, local_addr: str | None = None, congestion: dict[str, str] | None 
     """This host's facts. ``local_addr``: the local end of the run's connection (its
     interface's offloads); ``congestion``: side -> the congestion control wanted there,
     probed on a fresh socket and read back (``congestion_notes`` says why not)."""
-    from realnet.core import _int
-    from realnet.core import _read_sysctl as sysctl  # one sysctl reader for realnet
+    sysctl = read_sysctl
 
     hz, hz_source = estimate_hz(hz_sample_s)
     facts: dict[str, Any] = {

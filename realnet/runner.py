@@ -28,8 +28,6 @@ from realnet.core import (
     Progress,
     RealnetError,
     SideRunner,
-    _int,
-    _read_sysctl,
     base_meta,
     build_trace,
     capture_unavailable,
@@ -45,6 +43,8 @@ from realnet.core import (
     stall_timeout_s,
     supervise,
 )
+from realnet.hostfacts import _int
+from realnet.hostfacts import read_sysctl as _read_sysctl
 
 __all__ = ["RealnetError", "check_platform", "run_real"]
 
