@@ -141,7 +141,7 @@ class StackProfile:
     """Receive buffer (net.ipv4.tcp_rmem[1])."""
     initial_rcv_mss: int = 536
     """TCP_MSS_DEFAULT: rcv_mss guess before a full segment is seen (tcp_initialize_rcv_mss)."""
-    # --- rules helper (issue 11): rule fidelity, round 2 -----------------------------
+    # --- the TLP timeout and the receive window (tcp_schedule_loss_probe, __tcp_select_window)
     tlp_timeout_in_us: bool = True
     """1c2709cfff1d (Oct 2023, tcp_schedule_loss_probe): the loss-probe extra is added in µs
     before rounding to jiffies (False: 2·SRTT rounded up, then + TCP_TIMEOUT_MIN jiffies)."""
