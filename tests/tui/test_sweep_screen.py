@@ -5,6 +5,7 @@ key, the table matching ``nagle-sim sweep``'s, cancelling, and snapshots at 80×
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -366,13 +367,17 @@ async def _sweep_of_lesson_11(pilot: Pilot[object]) -> None:
     await settle(pilot)
     screen = pilot.app.screen
     assert isinstance(screen, SweepScreen)
-    # under load the table's first layout can lag the results by a frame or two: wait
-    # until it has its height (bounded), or the snapshot catches the plot alone
-    for _ in range(200):
-        if screen.result is not None and screen.query_one(DataTable).region.height > 1:
+    # the sweep runs in a worker thread, and the table's first layout can lag its rows by
+    # a frame or two: wait for both (the 60 s bound only stops a hang; a slow CI machine
+    # took over the old 2 s), then let the screen settle, or the snapshot catches a
+    # progress bar or the plot alone
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        table = screen.query_one(DataTable)
+        if screen.result is not None and table.row_count and table.region.height > 1:
             break
-        await pilot.pause(0.01)
-    await pilot.pause()
+        await pilot.pause(0.02)
+    await settle(pilot)
 
 
 @SIZES
