@@ -235,7 +235,7 @@ class SweepScreen(Screen[None]):
     SweepScreen #sweep-title { height: auto; padding: 0 1; }
     SweepScreen #sweep-status { height: auto; padding: 0 1; color: $text-muted; }
     SweepScreen #sweep-progress { height: 1; padding: 0 1; }
-    SweepScreen #sweep-table { height: auto; max-height: 45%; }
+    SweepScreen #sweep-table { height: auto; max-height: 45%; }  /* set to its rows once run */
     """
 
     class Progress(Message):
@@ -322,6 +322,10 @@ class SweepScreen(Screen[None]):
         for row in rows:
             data.add_row(*(Text(cell_text(v), justify="right" if i >= keys else "left")
                            for i, v in enumerate(row)))
+        # a definite height (the header and every row, capped by max-height): with
+        # ``height: auto`` the table was sometimes laid out once, before its rows were
+        # measured, and stayed zero rows high at 80×24 (one snapshot run in four)
+        data.styles.height = len(rows) + (1 if data.show_header else 0)
         data.display = True
         self.query_one(SweepPlot).show(message.result)
         self._say()
