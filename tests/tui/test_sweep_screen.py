@@ -367,10 +367,9 @@ async def _sweep_of_lesson_11(pilot: Pilot[object]) -> None:
     await settle(pilot)
     screen = pilot.app.screen
     assert isinstance(screen, SweepScreen)
-    # the sweep runs in a worker thread, and the table's first layout can lag its rows by
-    # a frame or two: wait for both (the 60 s bound only stops a hang; a slow CI machine
-    # took over the old 2 s), then let the screen settle, or the snapshot catches a
-    # progress bar or the plot alone
+    # the sweep runs in a worker thread: wait for its result and for the table to be laid
+    # out with its rows (the 60 s bound only stops a hang; a table left zero rows high was
+    # a real defect, fixed in the screen), then let the screen settle
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         table = screen.query_one(DataTable)
