@@ -19,7 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .export.scene import Scene, SceneTooBig
-from .scenario import Scenario, read_text
+from .lessons import LessonSweep, parse_sweep
+from .scenario import Scenario, ScenarioError, read_text
 from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, table
 from .sweep_run import run_sweep
 from .trace import Trace
@@ -59,6 +60,24 @@ def _print(result: SweepResult, console: Console) -> None:
     console.print(t)
 
 
+def _lesson_sweep(path: str, text: str) -> LessonSweep | None:
+    """The ``[lesson.sweep]`` a lesson's scenario declares (validated as the app does), or
+    None for a scenario without one."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None  # run_sweep reports the syntax error with its line
+    lesson = raw.get("lesson")
+    if not isinstance(lesson, dict) or "sweep" not in lesson:
+        return None
+    try:
+        return parse_sweep(Path(path), lesson["sweep"], Path(path).parent, text)
+    except ScenarioError as exc:
+        raise SweepError(str(exc)) from None
+
+
 def _cell_text(v: object) -> str | int | float | None:
     """A table value for CSV/Markdown: booleans as TOML writes them, None as empty."""
     if isinstance(v, bool):
@@ -77,6 +96,16 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
         check_output(path)
     axes = [parse_vary(v) for v in args.vary or []]
     metrics = parse_metrics(args.metric or [])
+    text, where = read_text(args.file), args.file
+    if not axes and (declared := _lesson_sweep(args.file, text)) is not None:
+        # a lesson's scenario with no --vary: its own grid, as `w` shows it in the app
+        axes, text, where = list(declared.axes), declared.text, declared.where
+        if not args.metric:
+            metrics = declared.metrics
+        Console(stderr=True, highlight=False).print(
+            f"the lesson's sweep ([lesson.sweep] in {args.file}): "
+            + " × ".join(f"{a.key}={','.join(a.values)}" for a in axes)
+            + "; give --vary for another grid", markup=False)
     fixed = {item.partition("=")[0].strip() for item in args.set or []}
     fixed |= {"params." + item.partition("=")[0].strip() for item in args.param or []}
     for axis in axes:
@@ -91,7 +120,6 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
                              f"first) cannot be told apart; at most {MAX_SERIES}")
     if (args.remote or args.repeat != 1 or getattr(args, "token", None)) and not args.real:
         raise SweepError("--remote, --token and --repeat go with --real")
-    text = read_text(args.file)
     runner = _real_runner(args.remote, getattr(args, "token", None)) if args.real else None
     err = Console(stderr=True, highlight=False)
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
@@ -101,7 +129,7 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
 
         def on_cell(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
-        result = run_sweep(text, args.file, axes, metrics, jobs=args.jobs, real=args.real,
+        result = run_sweep(text, where, axes, metrics, jobs=args.jobs, real=args.real,
                            repeat=args.repeat, real_runner=runner, on_cell=on_cell,
                            base=[*(args.set or []),
                                  *(f"params.{p}" for p in args.param or [])])

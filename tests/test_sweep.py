@@ -290,3 +290,67 @@ def test_s3_modes_send_what_the_seed_describes() -> None:
     assert nodelay["data_segments_client"] == 20 * 15 and nodelay["latency_p50_ms"] < 1
     assert cork["data_segments_client"] == 20 and cork["latency_p50_ms"] < 1
 
+
+
+# ---------------------------------------------------------------- a lesson's own sweep
+LESSON_WITH_SWEEP = """
+title = "tiny"
+[params]
+sleep = "0ms"
+[link]
+delay_ms = 5
+[client]
+script = "repeat 3 { write 100; sleep {sleep} }; read 1"
+[server]
+script = "read 300; write 1"
+[lesson]
+title = "Tiny"
+summary = "Three small writes."
+[lesson.sweep]
+vary = { sleep = ["0ms", "15ms"], "client.nodelay" = [false, true] }
+metrics = ["writes_alone_pct"]
+"""
+
+
+def _sweep_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nagle_sim", "sweep", *args, "--jobs", "1"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_lesson_scenario_without_vary_runs_its_declared_sweep(tmp_path: Path) -> None:
+    """No --vary on a scenario with [lesson.sweep]: the lesson's grid and metrics (what
+    `w` shows in the app), said on stderr; --vary or --metric still take over."""
+    scenario = tmp_path / "scenario.toml"
+    scenario.write_text(LESSON_WITH_SWEEP, "utf-8")
+    out = tmp_path / "t.csv"
+    proc = _sweep_cli(str(scenario), "--csv", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "[lesson.sweep]" in proc.stderr and "sleep=0ms,15ms" in proc.stderr
+    rows = list(csv.reader(io.StringIO(out.read_text())))
+    assert rows[0] == ["sleep", "client.nodelay", "writes_alone_pct"]
+    cells = {(r[0], r[1]): float(r[2]) for r in rows[1:]}
+    assert set(cells) == {("0ms", "false"), ("0ms", "true"), ("15ms", "false"),
+                          ("15ms", "true")}
+    # with 15 ms between writes over a 10 ms round trip, every write leaves alone
+    assert cells[("15ms", "false")] == cells[("15ms", "true")] == 100
+    assert cells[("0ms", "false")] < 100
+
+    proc = _sweep_cli(str(scenario), "--metric", "segments_client", "--csv", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert next(csv.reader(io.StringIO(out.read_text()))) == [
+        "sleep", "client.nodelay", "segments_client"]
+
+    proc = _sweep_cli(str(scenario), "--vary", "link.delay_ms=1,2", "--csv", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "[lesson.sweep]" not in proc.stderr
+    assert next(csv.reader(io.StringIO(out.read_text())))[0] == "link.delay_ms"
+
+
+def test_a_bad_lesson_sweep_is_one_line(tmp_path: Path) -> None:
+    scenario = tmp_path / "scenario.toml"
+    scenario.write_text(LESSON_WITH_SWEEP.replace('metrics = ["writes_alone_pct"]',
+                                                  'metrics = ["nope"]'), "utf-8")
+    proc = _sweep_cli(str(scenario))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "sweep.metrics" in proc.stderr or "nope" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
