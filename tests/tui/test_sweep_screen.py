@@ -22,7 +22,7 @@ from nagle_sim.trace import Trace
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.screens.lesson import LessonScreen
 from nagle_sim.tui.screens.sweep import (
-    FULL,
+    LETTERS,
     NO_LESSON,
     NO_SWEEP,
     QUESTIONS_FIRST,
@@ -340,16 +340,21 @@ def test_bar_heights_are_proportional_with_the_value_above_each_bar() -> None:
     coloured = chart.split("\n")[1:-3]
 
     def full_rows(s: int) -> int:
-        """Rows where series ``s`` (its colour) draws at least one whole cell."""
+        """Rows where series ``s`` (its colour) draws at least one whole cell: a blank, or
+        its letter in the bottom row."""
         return sum(1 for line in coloured if any(
-            span.style == bar_style(s) and FULL in line.plain[span.start:span.end]
-            for span in line.spans))
+            bar_style(s) in str(span.style) and line.plain[span.start:span.end].strip()
+            in ("", LETTERS[s]) for span in line.spans))
 
     # series 1 reaches the top (100) and series 0 half way (50); each cell is 1/rows
     assert full_rows(1) == rows
     assert full_rows(0) == rows // 2
     assert "100" in body[0] and "25" in body[rows - 3] and "50" in body[rows // 2]
     assert "–" in body[-1]            # the missing value is marked on the baseline
+    # without colour: each full bar's bottom cell carries its series' letter, as the legend
+    # (0 has no bar, only its value; the missing value its dash)
+    assert body[-1].split() == ["│", "0", "b", "a", "b", "–", "b"]
+    assert " a client.nodelay=false" in lines[-1] and " b client.nodelay=true" in lines[-1]
     assert lines[-2].split() == ["0ms", "5ms", "10ms"]
     assert "client.nodelay=false" in lines[-1] and "client.nodelay=true" in lines[-1]
 

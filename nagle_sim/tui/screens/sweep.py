@@ -39,7 +39,11 @@ FULL = " "
 """A whole cell of a bar: a space on the series colour. Block glyphs (█ ▓ ▒) were tried:
 several fonts draw them wider than a cell (bars then overlap in SVG/PNG screenshots),
 while a background always fills exactly its cell. Bars in one group are told apart by
-colour, by their order (the legend's, left to right) and by the value above each."""
+colour, by their order (the legend's, left to right), by the value above each and by the
+series' letter in the bar's bottom cell (the legend's key), which a monochrome projector
+or a colour-blind student can still read."""
+LETTERS = "abcdefghijkl"
+"""Series letters: one per series (a lesson's sweep has at most 12)."""
 EIGHTHS = " ▁▂▃▄▅▆▇"
 """The partial top cell of a bar, in eighths of a cell."""
 
@@ -162,7 +166,10 @@ def bar_chart(result: SweepResult, metric: str, width: int, height: int) -> Text
                     continue
                 fill = min(8, max(0, units - b * 8))
                 top_row = max(0, math.ceil(units / 8))
-                if fill == 8:
+                if fill == 8 and b == 0:
+                    out.append(_fit(LETTERS[s % len(LETTERS)], bar_w, centre=True),
+                               style=f"bold #000000 {bar_style(s)}")
+                elif fill == 8:
                     out.append(FULL * bar_w, style=bar_style(s))
                 elif fill > 0:
                     out.append(EIGHTHS[fill] * bar_w, style=style)
@@ -180,7 +187,7 @@ def bar_chart(result: SweepResult, metric: str, width: int, height: int) -> Text
     out.append("\n")
     for number, line in enumerate(lines):
         for s in line:
-            out.append(FULL * 2, style=bar_style(s))
+            out.append(f" {LETTERS[s % len(LETTERS)]}", style=f"bold #000000 {bar_style(s)}")
             out.append(" ")
             out.append(legend[s] + ("   " if s != line[-1] else ""))
         if number < legend_rows - 1:
