@@ -267,11 +267,17 @@ async def test_export_writes_lesson_and_variant_named_files_in_the_current_direc
         await settle(pilot)
         await pilot.press("e")
         await settle(pilot)
+        await pilot.press("d")          # back to the lesson's own run, exported again:
+        await settle(pilot)             # numbered, the first export is kept
+        await pilot.press("e")
+        await settle(pilot)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["01-tiny-client-nodelay.pcap", "01-tiny-client-nodelay.svg",
-                     "01-tiny.pcap", "01-tiny.svg"]
+    assert names == ["01-tiny-2.pcap", "01-tiny-2.svg", "01-tiny-client-nodelay.pcap",
+                     "01-tiny-client-nodelay.svg", "01-tiny.pcap", "01-tiny.svg"]
     assert (tmp_path / "01-tiny.svg").read_text("utf-8").startswith("<")
-    assert any("01-tiny.svg" in n for n in notes)
+    assert (tmp_path / "01-tiny-2.svg").read_text("utf-8") == \
+        (tmp_path / "01-tiny.svg").read_text("utf-8")
+    assert any("01-tiny.svg" in n for n in notes) and any("01-tiny-2.svg" in n for n in notes)
 
 
 async def test_help_lists_every_binding(make_app: MakeApp) -> None:

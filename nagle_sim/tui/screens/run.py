@@ -609,7 +609,7 @@ class RunScreen(Screen[None]):
         if self.services.classroom is not None:
             self._deliver(trace, overlay, self.export_stem())
         else:
-            self._export(trace, overlay, Path.cwd() / self.export_stem())
+            self._export(trace, overlay, free_stem(Path.cwd(), self.export_stem()))
 
     @work(thread=True, group="export")
     def _export(self, trace: Trace, overlay: Trace | None, stem: Path) -> None:
@@ -617,8 +617,8 @@ class RunScreen(Screen[None]):
         package's folder: lessons may live in site-packages)."""
         from ...export import ExportError, export_cli
         try:
-            paths = export_cli(trace, pcap=stem.with_suffix(".pcap"),
-                               svg=stem.with_suffix(".svg"), overlay=overlay)
+            paths = export_cli(trace, pcap=stem.with_name(stem.name + ".pcap"),
+                               svg=stem.with_name(stem.name + ".svg"), overlay=overlay)
         except ExportError as exc:
             self.app.call_from_thread(self.say, str(exc), markup=False,
                                       title="Export failed", severity="error")
@@ -654,3 +654,20 @@ class RunScreen(Screen[None]):
     def action_side_pane(self) -> None:
         for pane in self.query("#side"):
             pane.display = not pane.display
+
+
+EXPORT_NUMBERS = 999
+"""How many numbered exports of one name ``e`` makes before it asks for a clean folder."""
+
+
+def free_stem(folder: Path, name: str) -> Path:
+    """``folder/name``, or ``name-2``, ``name-3``, … : the first whose ``.svg`` and
+    ``.pcap`` are both free, so pressing ``e`` again (later in the lesson) never replaces
+    an earlier export. Past `EXPORT_NUMBERS`, the last name (replaced)."""
+    stem = folder / name
+    for n in range(2, EXPORT_NUMBERS + 1):
+        if not any((folder / (stem.name + ext)).exists() for ext in (".svg", ".pcap")):
+            break
+        stem = folder / f"{name}-{n}"
+    return stem
+
