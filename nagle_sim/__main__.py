@@ -24,6 +24,7 @@ if _STARTED_AS_COMMAND and _signal.getsignal(_signal.SIGINT) is _signal.default_
     _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
 
 import argparse  # noqa: E402 - after the start-up Ctrl-C handler, on purpose
+import contextlib  # noqa: E402
 import math  # noqa: E402
 import signal  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
@@ -581,15 +582,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             args.file = None
             args.func = cmd_tui
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()      # a full disk or closed pipe shows here, not at exit
+        return code
     except (ScenarioError, TraceError, CliError) as exc:
         _err(str(exc))
         return exc.code if isinstance(exc, CliError) else EXIT_BAD_INPUT
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except BrokenPipeError:     # `| head`: the reader has what it wanted
+        _stdout_gone()
         return EXIT_OK
+    except OSError as exc:      # an output that cannot be written (/dev/full, /proc/...)
+        where = exc.filename if exc.filename is not None else "standard output"
+        _err(f"cannot write {where}: {exc.strerror or exc}")
+        _stdout_gone()
+        return EXIT_BAD_INPUT
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null if it can no longer be written, so the interpreter's
+    final flush of what is still buffered adds no second error."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

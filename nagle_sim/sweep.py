@@ -233,10 +233,18 @@ def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str]
             out.append((cell, loads(text, where, [*base, *cell.overrides])))
         except ScenarioError as exc:
             where_in = f" (in the cell {cell.label()})" if cell.settings else ""
-            raise SweepError(f"{exc}{where_in}") from None
+            raise SweepError(f"{_as_vary(str(exc), cell)}{where_in}") from None
     return out
 
 
+def _as_vary(message: str, cell: Cell) -> str:
+    """A cell's settings reach the scenario as --param / --set overrides; an error about
+    one of them names the option the user gave: --vary."""
+    for key, _ in cell.settings:
+        for said in (f"--param {key}:", f"--set {key}:", f"--set {key!r}:"):
+            if message.startswith(said):
+                return f"--vary {key}:" + message[len(said):]
+    return message
 
 # ---------------------------------------------------------------- tables
 def fmt(value: float | None) -> str:

@@ -57,6 +57,11 @@ def _print(result: SweepResult, console: Console) -> None:
         t.add_row(*(escape(fmt(v) if isinstance(v, int | float) and not isinstance(v, bool)
                            else "–" if v is None else str(v).lower()
                            if isinstance(v, bool) else str(v)) for v in row))
+    if not console.is_terminal:
+        # piped or redirected: the table at its natural width (rich assumes 80 columns and
+        # folds wider tables into fragments nobody can paste into a slide)
+        wide = console.options.update_width(10_000)
+        console.width = max(console.width, console.measure(t, options=wide).maximum)
     console.print(t)
 
 
@@ -89,19 +94,34 @@ def _cell_text(v: object) -> str | int | float | None:
 
 def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) -> int:
     """The command; ``check_output`` is the CLI's writability check for output paths."""
-    outputs = [p for p in (args.csv, args.markdown_out, args.png, args.svg) if p]
+    named = {"--csv": args.csv, "--markdown-out": args.markdown_out, "--png": args.png,
+             "--svg": args.svg}
+    for option, path in named.items():
+        if path is not None and not path.strip():
+            raise SweepError(f"{option}: empty file name")
+    for option, suffix in (("--png", ".png"), ("--svg", ".svg")):
+        if named[option] and not named[option].lower().endswith(suffix):
+            raise SweepError(f"{option} {named[option]}: expected a file name ending in "
+                             f"{suffix}")
+    for option, items, form in (("--set", args.set, "KEY=VALUE"),
+                                ("--param", args.param, "NAME=VALUE")):
+        for item in items or []:
+            if "=" not in item:
+                raise SweepError(f"{option} {item!r}: use {form}")
+    outputs = [p for p in named.values() if p]
     if len({str(Path(p).resolve()) for p in outputs}) != len(outputs):
         raise SweepError("two outputs name the same file")
     for path in outputs:
         check_output(path)
     axes = [parse_vary(v) for v in args.vary or []]
     metrics = parse_metrics(args.metric or [])
-    text, where = read_text(args.file), args.file
+    text, where, title = read_text(args.file), args.file, args.title
     if not axes and (declared := _lesson_sweep(args.file, text)) is not None:
         # a lesson's scenario with no --vary: its own grid, as `w` shows it in the app
         axes, text, where = list(declared.axes), declared.text, declared.where
         if not args.metric:
             metrics = declared.metrics
+        title = title or declared.title or None
         Console(stderr=True, highlight=False).print(
             f"the lesson's sweep ([lesson.sweep] in {args.file}): "
             + " × ".join(f"{a.key}={','.join(a.values)}" for a in axes)
@@ -151,7 +171,7 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
         err.print(f"wrote {escape(args.markdown_out)}", markup=True)
     if args.png or args.svg:
         from .export.plot import build_plot
-        scene = build_plot(result, title=args.title)
+        scene = build_plot(result, title=title)
         try:
             _write_plot(scene, args.svg, args.png, err)
         except SceneTooBig as exc:

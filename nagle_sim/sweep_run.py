@@ -41,6 +41,10 @@ def _run_cell_args(args: tuple[str, str, list[str], tuple[str, ...]]
     return _run_model_cell(*args)
 
 
+MAX_JOBS_PER_CORE = 4
+"""``--jobs`` above this many processes per core is refused."""
+
+
 def run_sweep(text: str, where: str, axes: Sequence[Axis], metrics: Sequence[str], *,
               jobs: int | None = None, real: bool = False, repeat: int = 1,
               real_runner: Callable[[Scenario], Trace] | None = None,
@@ -75,7 +79,12 @@ def run_sweep(text: str, where: str, axes: Sequence[Axis], metrics: Sequence[str
         if on_cell:
             on_cell(done, total)
 
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(cells)))
+    cores = os.cpu_count() or 1
+    if jobs is not None and jobs > MAX_JOBS_PER_CORE * cores:
+        # more processes than this would only fight for the cores (and each costs ~50 MB)
+        raise SweepError(f"--jobs {jobs}: at most {MAX_JOBS_PER_CORE * cores} on this "
+                         f"machine ({cores} cores)")
+    jobs = max(1, min(jobs or cores, len(cells)))
     if jobs == 1:
         for res in results:
             res.model, res.model_note = _run_model_cell(

@@ -123,3 +123,19 @@ def test_unwritable_outputs_fail_before_any_run(argv: list[str],
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert "directory /nonexistent does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("argv", [
+    ["run", str(DATA / "s1_write_write_read.toml")],
+    ["run", str(DATA / "s1_write_write_read.toml"), "--json"],
+    ["sweep", str(DATA / "s1_write_write_read.toml"), "--jobs", "1"],
+], ids=["ladder", "json", "sweep"])
+def test_a_full_disk_on_stdout_is_one_line_exit_2(argv: list[str]) -> None:
+    """stdout that cannot be written (here /dev/full: ENOSPC) is named in one line, with
+    no traceback and no second error from the interpreter's final flush."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "nagle_sim", *argv], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == "error: cannot write standard output: No space left on device"

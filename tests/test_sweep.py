@@ -207,6 +207,21 @@ def test_csv_has_one_column_per_key_then_per_metric(tmp_path: Path) -> None:
     assert "latency_p50_ms" in proc.stdout
 
 
+def test_a_piped_table_keeps_its_natural_width() -> None:
+    """Redirected, the table is not folded to 80 columns (headers stay whole, for pasting)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "nagle_sim", "sweep", str(S1), "--vary",
+         "client.nodelay=false,true", "--metric", "latency_mean_ms,data_segments_client,"
+         "segments_server,latency_p99_ms", "--jobs", "1"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    header = next(line for line in proc.stdout.splitlines() if "latency_mean_ms" in line)
+    for name in ("client.nodelay", "data_segments_client", "segments_server",
+                 "latency_p99_ms"):
+        assert name in header
+    assert max(len(line) for line in proc.stdout.splitlines()) > 80
+
+
 def test_ctrl_c_stops_a_parallel_sweep_at_once() -> None:
     """SIGINT ends the command with 130 without waiting for the queued cells (a pool of
     workers is terminated, not drained)."""
@@ -244,9 +259,15 @@ def test_plot_files_are_written(tmp_path: Path) -> None:
     (["--vary", "server.profile=beos"], "unknown profile"),
     (["--repeat", "3"], "go with --real"),
     (["--csv", "/nonexistent-dir/x.csv"], "does not exist"),
-    (["--svg", "same.svg", "--png", "same.svg"], "same file"),
+    (["--csv", "same.txt", "--markdown-out", "same.txt"], "same file"),
     (["--param", "x=1", "--vary", "x=1,2"], "also fixed by --set/--param"),
     (["--set", "client.nodelay=true", "--vary", "client.nodelay=false,true"], "also fixed"),
+    (["--vary", "bogus=1,2"], "--vary bogus: "),
+    (["--param", "sleep"], "--param 'sleep': use NAME=VALUE"),
+    (["--csv", ""], "--csv: empty file name"),
+    (["--png", "p.svg"], "expected a file name ending in .png"),
+    (["--csv", "/proc/no-such.csv"], "cannot write /proc/no-such.csv"),
+    (["--jobs", "100000"], "--jobs 100000: at most"),
     (["--vary", "client.nodelay=false,true", "--vary", "link.delay_ms=" +
       ",".join(map(str, range(13))), "--png", "p.png"], "13 lines per panel"),
 ])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -88,6 +89,17 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
         raise ExportError(f"cannot write {_clip(p)}: directory {_clip(parent)} {what}")
     if not os.access(parent, os.W_OK) or (info is not None and not os.access(p, os.W_OK)):
         raise ExportError(f"cannot write {_clip(p)}: permission denied")
+    # the permission bits do not tell everything (root on /proc or a read-only mount, a
+    # full quota): open it for real, without truncating what is there, and remove what
+    # this check created
+    try:
+        if info is None:    # a scratch file beside it (p may be a dangling symlink)
+            with tempfile.NamedTemporaryFile(dir=p.resolve().parent, prefix=".nagle-sim-"):
+                pass
+        else:
+            os.close(os.open(p, os.O_WRONLY | os.O_APPEND))
+    except OSError as exc:
+        raise ExportError(f"cannot write {_clip(p)}: {exc.strerror or exc}") from None
     return p
 
 
