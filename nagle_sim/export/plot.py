@@ -58,8 +58,8 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
     legend_h = (legend_rows + (1 if result.real else 0)) * 28 + (16 if legend_rows else 0)
     height = TOP + len(result.metrics) * PANEL_H + legend_h + 30
     scene = Scene(WIDTH, height, title=title or result.source)
-    scene.add(Text(WIDTH / 2, 40, title or f"sweep of {result.source}", size=26, bold=True,
-                   anchor="middle"))
+    heading, size = _fit_title(title or f"sweep of {result.source}")
+    scene.add(Text(WIDTH / 2, 40, heading, size=size, bold=True, anchor="middle"))
     sub = "model" + (f" (solid) vs kernel (dashed, mean of {result.repeat}, whisker ±1 sd)"
                      if result.real else "")
     scene.add(Text(WIDTH / 2, 70, sub, size=LABEL, color=MUTED, anchor="middle"))
@@ -110,7 +110,7 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
             cells = [c for c in result.cells if c.cell.settings[1:] == key]
             model_pts = [(x_of(i), y_at(v)) for i, c in enumerate(cells)
                          if (v := c.model.get(metric)) is not None]
-            _series(scene, model_pts, color, dash=None)
+            _series(scene, model_pts, color, dash=None, shape=s)
             if result.real:
                 real_pts = []
                 for i, c in enumerate(cells):
@@ -122,15 +122,15 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
                     if spread:
                         scene.add(Line(x, y_at(mean - spread), x, y_at(mean + spread),
                                        color=color, width=2))
-                _series(scene, real_pts, color, dash=(8.0, 6.0))
+                _series(scene, real_pts, color, dash=(8.0, 6.0), shape=s)
     y = TOP + len(result.metrics) * PANEL_H
     if others:
         for s, key in enumerate(series_keys):
             color = SERIES[s % len(SERIES)]
             text = ", ".join(f"{k}={v}" for k, v in key)
             scene.add(Line(LEFT, y - 6, LEFT + 44, y - 6, color=color, width=3),
-                      Rect(LEFT + 17, y - 11, 10, 10, fill=color),
                       Text(LEFT + 56, y, text, size=LABEL))
+            _marker(scene, LEFT + 22, y - 6, s, color, hollow=False)
             y += 28
     if result.real:
         scene.add(Line(LEFT, y - 6, LEFT + 44, y - 6, color=INK, width=3),
@@ -143,12 +143,57 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
     return scene
 
 
+TITLE_MAX, TITLE_MIN = 26.0, 15.0
+"""The title's font size: as large as fits the slide's width, never below the minimum
+(then cut with an ellipsis)."""
+
+
+def _fit_title(text: str) -> tuple[str, float]:
+    room = WIDTH - 40
+    size = max(TITLE_MIN, min(TITLE_MAX, TITLE_MAX * room / max(1.0, text_width(
+        text, TITLE_MAX, bold=True))))
+    while len(text) > 1 and text_width(text, size, bold=True) > room:
+        text = text[:-2] + "…"
+    return text, size
+
+
+SHAPES = ("square", "diamond", "triangle", "circle", "plus", "cross", "box")
+"""One marker shape per series, so lines are told apart without colour (a monochrome
+projector, a colour-blind reader); with the 7 colours, 12 series stay distinct."""
+
+
+def _marker(scene: Scene, x: float, y: float, series: int, color: str,
+            hollow: bool) -> None:
+    """Series ``series``'s marker at (x, y); the kernel's points are drawn hollow."""
+    shape = SHAPES[series % len(SHAPES)]
+    r = 6.0
+    if shape in ("square", "box"):
+        filled = shape == "square" and not hollow
+        scene.add(Rect(x - r + 1, y - r + 1, 2 * r - 2, 2 * r - 2,
+                       fill=color if filled else "#ffffff", stroke=color, width=2.5))
+        return
+    if shape == "plus":
+        scene.add(Line(x - r, y, x + r, y, color=color, width=3),
+                  Line(x, y - r, x, y + r, color=color, width=3))
+        return
+    if shape == "cross":
+        scene.add(Line(x - r, y - r, x + r, y + r, color=color, width=3),
+                  Line(x - r, y + r, x + r, y - r, color=color, width=3))
+        return
+    corners = {"diamond": 4, "triangle": 3, "circle": 8}[shape]
+    start = -math.pi / 2
+    pts = [(x + (r + 1) * math.cos(start + 2 * math.pi * k / corners),
+            y + (r + 1) * math.sin(start + 2 * math.pi * k / corners))
+           for k in range(corners + 1)]
+    if not hollow:      # a filled look: a smaller copy inside the outline
+        inner = [(x + (px - x) * 0.45, y + (py - y) * 0.45) for px, py in pts]
+        scene.add(Polyline(tuple(inner), color=color, width=4))
+    scene.add(Polyline(tuple(pts), color=color, width=2.5))
+
+
 def _series(scene: Scene, pts: list[tuple[float, float]], color: str,
-            dash: tuple[float, float] | None) -> None:
+            dash: tuple[float, float] | None, shape: int = 0) -> None:
     if len(pts) > 1:
         scene.add(Polyline(tuple(pts), color=color, width=3, dash=dash))
     for x, y in pts:
-        if dash is None:
-            scene.add(Rect(x - 5, y - 5, 10, 10, fill=color))
-        else:
-            scene.add(Rect(x - 5, y - 5, 10, 10, fill="#ffffff", stroke=color, width=2))
+        _marker(scene, x, y, shape, color, hollow=dash is not None)
