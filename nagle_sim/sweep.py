@@ -200,11 +200,12 @@ class CellResult:
 
     def real_stat(self, metric: str) -> tuple[float | None, float | None]:
         """(mean, spread) of a metric over the real runs; spread is the sample standard
-        deviation (0 for a single run); None where no run produced the metric."""
+        deviation (None for a single run: one run says nothing of the spread); None where
+        no run produced the metric."""
         values = [v for run in self.real if (v := run.get(metric)) is not None]
         if not values:
             return None, None
-        spread = statistics.stdev(values) if len(values) > 1 else 0.0
+        spread = statistics.stdev(values) if len(values) > 1 else None
         return statistics.fmean(values), spread
 
 
@@ -258,12 +259,14 @@ def fmt(value: float | None) -> str:
 
 def table(result: SweepResult) -> tuple[list[str], list[list[object]]]:
     """Headers and rows: one column per varied key, then per metric (model; with real
-    runs: model, the kernel's mean, its sample standard deviation and the difference
-    kernel − model)."""
+    runs: model, the kernel's mean, its sample standard deviation when there are several
+    runs per cell, and the difference kernel − model)."""
     headers = [a.key for a in result.axes]
+    spread_column = result.repeat > 1
     for m in result.metrics:
         if result.real:
-            headers += [f"{m} model", f"{m} kernel", f"{m} sd", f"{m} diff"]
+            headers += [f"{m} model", f"{m} kernel", *([f"{m} sd"] * spread_column),
+                        f"{m} diff"]
         else:
             headers.append(m)
     if any(c.model_note or c.real_notes for c in result.cells):
@@ -280,7 +283,7 @@ def table(result: SweepResult) -> tuple[list[str], list[list[object]]]:
                     # a count: whole numbers stay whole (20013, not 20013.000)
                     mean, spread, diff = (int(v) if v is not None and float(v).is_integer()
                                           else v for v in (mean, spread, diff))
-                row += [model, mean, spread, diff]
+                row += [model, mean, *([spread] * spread_column), diff]
             else:
                 row.append(model)
         if headers[-1] == "note":

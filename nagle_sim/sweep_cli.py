@@ -45,8 +45,9 @@ def _print(result: SweepResult, console: Console) -> None:
     if result.real and len(result.metrics) == 1:
         # one metric: name it once in the title, keep the four columns narrow
         metric = result.metrics[0]
-        title += (f": {metric}, model vs kernel (mean of {result.repeat} runs, sample sd, "
-                  "diff = kernel − model)")
+        title += (f": {metric}, model vs kernel (" + (
+            f"mean of {result.repeat} runs, sample sd, " if result.repeat > 1 else "one run, ")
+            + "diff = kernel − model)")
         headers = [h.removeprefix(f"{metric} ") for h in headers]
     t = Table(title=escape(title), title_justify="left")
     for i, h in enumerate(headers):

@@ -190,6 +190,17 @@ def test_real_runs_give_mean_spread_and_difference() -> None:
     assert first[3] == pytest.approx(5.66, abs=0.1)     # sample sd of ≈40 and ≈48
     assert first[4] == pytest.approx(first[2] - first[1])
 
+    # one run per cell says nothing about the spread: no sd column (not a misleading 0)
+    runs = iter([40.0, 48.0])
+    result = run_sweep(S1.read_text(), str(S1), [parse_vary("client.nodelay=false,true")],
+                       ["latency_p50_ms"], jobs=1, real=True, repeat=1, real_runner=fake_real)
+    headers, rows = table(result)
+    assert headers == ["client.nodelay", "latency_p50_ms model", "latency_p50_ms kernel",
+                       "latency_p50_ms diff"]
+    assert rows[0][2] == pytest.approx(40.0, abs=0.1) and rows[1][2] == pytest.approx(48.0,
+                                                                                     abs=0.1)
+    assert result.cells[0].real_stat("latency_p50_ms")[1] is None
+
 
 def test_csv_has_one_column_per_key_then_per_metric(tmp_path: Path) -> None:
     out = tmp_path / "s1.csv"

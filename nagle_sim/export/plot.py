@@ -60,8 +60,9 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
     scene = Scene(WIDTH, height, title=title or result.source)
     heading, size = _fit_title(title or f"sweep of {result.source}")
     scene.add(Text(WIDTH / 2, 40, heading, size=size, bold=True, anchor="middle"))
-    sub = "model" + (f" (solid) vs kernel (dashed, mean of {result.repeat}, whisker ±1 sd)"
-                     if result.real else "")
+    sub = "model" + ((" (solid) vs kernel (dashed, " + (
+        f"mean of {result.repeat}, whisker ±1 sd)" if result.repeat > 1 else "one run)"))
+        if result.real else "")
     scene.add(Text(WIDTH / 2, 70, sub, size=LABEL, color=MUTED, anchor="middle"))
     plot_w = WIDTH - LEFT - RIGHT
 
