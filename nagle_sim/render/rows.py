@@ -63,7 +63,8 @@ ROUTINE_CODES = frozenset({"BBR_CWND", "PACING_HOLD", "PACING_RELEASE", "CWND_ID
                            "CWND_GROW", "ATO_UPDATE", "FIN_ACK", "QUICK_START"})
 """Bookkeeping no lesson's question turns on (BBR's cwnd updates, pacing, the cwnd restart
 after idle, a new connection's quick-ACK budget being granted): "normal" folds them away,
-"all" shows them. Running out of quick ACKs (QUICK_SPENT) stays: lesson 2 is about it."""
+"all" shows them. Running out of quick ACKs (QUICK_SPENT) stays: the lesson *Delayed ACK
+basics* is about it."""
 
 
 def _event_label(e: EventRecord) -> str:

@@ -20,7 +20,7 @@ def save_svg(path: str | Path, lesson_slug: str, steps: int | None = None, *,
 
     Args:
         path: Where to write the SVG.
-        lesson_slug: Folder name of the lesson, e.g. ``"01-write-write-read"``.
+        lesson_slug: Folder name of the lesson, e.g. ``"07-write-write-read"``.
         steps: Forward steps from the first event; None jumps to the first stall.
         run_sim: The simulator (``nagle_sim.sim.driver.run_sim``).
         size: Terminal size (columns, rows).

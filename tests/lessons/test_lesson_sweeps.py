@@ -11,7 +11,7 @@ TABLES = next(x for x in load_lessons() if x.slug.endswith("build-the-s3-and-s5-
 
 def test_the_tables_lesson_declares_a_small_s5_sweep() -> None:
     sweep = TABLES.sweep
-    assert sweep is not None, "lesson 20 declares no [lesson.sweep]"
+    assert sweep is not None, "lesson 23 (build-the-s3-and-s5-tables) declares no [lesson.sweep]"
     cells = 1
     for axis in sweep.axes:
         cells *= len(axis.values)

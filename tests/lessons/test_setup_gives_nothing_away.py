@@ -51,13 +51,13 @@ REVIEW_PHRASES = (
 
 ALLOWED: dict[tuple[str, str, str], str] = {
     # (lesson slug, where, concept): why text shown before the answer may name it anyway
-    ("01-nagle-basics", "title", "Nagle"): "the lesson's topic, in the lesson list anyway",
-    ("02-delayed-ack", "title", "delayed ACK"): "the lesson's topic",
-    ("03-how-long-is-a-delayed-ack", "title", "delayed ACK"): "the topic; the question "
+    ("02-nagle-basics", "title", "Nagle"): "the lesson's topic, in the lesson list anyway",
+    ("03-delayed-ack", "title", "delayed ACK"): "the lesson's topic",
+    ("04-how-long-is-a-delayed-ack", "title", "delayed ACK"): "the topic; the question "
     "asks how long, not whether",
-    ("04-quick-acks-and-ping-pong", "title", "ping-pong"): "the lesson's topic",
-    ("05-the-cost-of-ping-pong", "title", "ping-pong"): "the topic (lesson 04 taught it)",
-    ("12-msg-more", "setup", "Nagle"): "the setup must say NODELAY keeps Nagle out; the "
+    ("05-quick-acks-and-ping-pong", "title", "ping-pong"): "the lesson's topic",
+    ("06-the-cost-of-ping-pong", "title", "ping-pong"): "the topic (lesson 05 taught it)",
+    ("15-msg-more", "setup", "Nagle"): "the setup must say NODELAY keeps Nagle out; the "
     "explain names Nagle only to rule it out",
 }
 
@@ -124,9 +124,10 @@ def test_no_text_before_an_answer_names_its_mechanism(lesson: Lesson) -> None:
 
 
 def test_the_rule_catches_what_the_review_found() -> None:
-    """The review's findings in the old lesson 01, 17, 18 and 19 texts (setups and
-    summaries shortened): each must be caught. Run `leaks` on `load_lessons(root)` of an
-    older checkout's lessons/ to see every old finding."""
+    """The review's findings in the old nagle-basics, nodelay-is-not-one-packet-per-write,
+    nodelay-and-the-congestion-window and bulk-transfer texts (setups and summaries
+    shortened): each must be caught. Run `leaks` on `load_lessons(root)` of an older
+    checkout's lessons/ to see every old finding."""
     from dataclasses import replace
 
     by_slug = {lesson.slug[3:]: lesson for lesson in SHIPPED}

@@ -262,19 +262,20 @@ def test_variant_names(overrides: list[str], name: str) -> None:
 
 def test_export_stem_is_a_safe_file_name() -> None:
     assert export_stem("../../etc/x y", []) == "etc-x-y"
-    assert export_stem("03-write-write-read", ["client.nodelay=true"]) == \
-        "03-write-write-read-client-nodelay"
+    assert export_stem("07-write-write-read", ["client.nodelay=true"]) == \
+        "07-write-write-read-client-nodelay"
 
 
 async def test_a_lesson_offers_its_own_what_ifs_as_number_keys(sim) -> None:  # type: ignore[no-untyped-def]
-    """Issue 12: lesson 01's writer is the server, so its what-if is server NODELAY; a
-    claim's `when` variant is a key too, and pressing it again goes back."""
+    """Issue 12: in lesson nagle-basics the writer is the server, so its what-if is server
+    NODELAY; a claim's `when` variant (bulk-transfer's init_cwnd) is a key too, and
+    pressing it again goes back."""
     from nagle_sim.lessons import load_lessons
 
-    shipped = {lesson.slug[:2]: lesson for lesson in load_lessons()}
+    shipped = {lesson.slug[3:]: lesson for lesson in load_lessons()}
     app = NagleApp(run_sim=sim, lessons=list(shipped.values()), ask_questions=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.push_screen(LessonScreen(shipped["01"]))
+        await app.push_screen(LessonScreen(shipped["nagle-basics"]))
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, LessonScreen)
@@ -283,9 +284,9 @@ async def test_a_lesson_offers_its_own_what_ifs_as_number_keys(sim) -> None:  # 
         await pilot.press("1")
         await settle(pilot)
         assert screen.result is not None and screen.result.scenario.server.options.nodelay
-        assert screen.export_stem() == "01-nagle-basics-server-nodelay"
+        assert screen.export_stem() == "02-nagle-basics-server-nodelay"
 
-        await app.push_screen(LessonScreen(shipped["19"]))
+        await app.push_screen(LessonScreen(shipped["bulk-transfer"]))
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, LessonScreen)

@@ -38,8 +38,8 @@ REVIEW_PHRASES = {
 
 PREMISES = {
     # numbers of a right choice that are the scenario's givens, which the setup must state
-    "01-nagle-basics": {"500 ms"},  # the link's one-way delay towards the server
-    "19-bulk-transfer": {"20 ms"},  # the round trip
+    "02-nagle-basics": {"500 ms"},  # the link's one-way delay towards the server
+    "21-bulk-transfer": {"20 ms"},  # the round trip
 }
 
 
@@ -158,7 +158,7 @@ async def test_no_question_opens_on_a_screen_that_shows_its_future(lesson: Lesso
 
 
 def test_an_armed_timer_under_a_horizon_does_not_say_when_it_fires() -> None:
-    """Issue 12: "fires in 42.0 ms" is the answer to lesson 3's question."""
+    """Issue 12: "fires in 42.0 ms" is the answer to write-write-read's question."""
     from nagle_sim.scenario import loads
     from nagle_sim.tui.horizon import visible_rows
 
@@ -260,7 +260,7 @@ async def test_the_sandbox_opened_with_a_question_pending_keeps_its_horizon() ->
 
 
 async def test_the_time_column_widens_when_the_horizon_lifts() -> None:
-    """Issue 12: lesson 10's last row read ▶600.152 for 1600.152 after the answer."""
+    """Issue 12: windows-200ms's last row read ▶600.152 for 1600.152 after the answer."""
     lesson = next(x for x in SHIPPED if x.slug.endswith("windows-200ms"))
     app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
     async with app.run_test(size=(120, 40)) as pilot:

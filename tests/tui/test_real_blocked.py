@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SCENARIO = Path(__file__).resolve().parents[2] / "lessons" / "06-write-write-read" / \
+SCENARIO = Path(__file__).resolve().parents[2] / "lessons" / "07-write-write-read" / \
     "scenario.toml"
 
 

@@ -74,7 +74,7 @@ def _lesson(tmp_path: Path, sweep: str = SWEEP, extra: dict[str, str] | None = N
     return folder
 
 
-def _lesson_11() -> Lesson:
+def _autocork_lesson() -> Lesson:
     """The S5 lesson (NODELAY is not one packet per write), found by slug: the lesson that
     declares S5's sweep, wherever the teaching order puts it."""
     return next(x for x in load_lessons() if x.slug.endswith("nodelay-is-not-one-packet-per-write"))
@@ -170,10 +170,10 @@ def test_a_bad_sweep_is_one_line_naming_the_file_and_the_key(
     assert expected in message, message
 
 
-def test_lesson_11_declares_the_s5_grid() -> None:
-    """Lesson 11: its sweep is S5's table (pause × NODELAY, writes sent alone) and small
-    enough to run while the student waits."""
-    sweep = _lesson_11().sweep
+def test_the_autocork_lesson_declares_the_s5_grid() -> None:
+    """Lesson 19 (nodelay-is-not-one-packet-per-write): its sweep is S5's table (pause ×
+    NODELAY, writes sent alone) and small enough to run while the student waits."""
+    sweep = _autocork_lesson().sweep
     assert sweep is not None
     assert [a.key for a in sweep.axes] == ["sleep", "client.nodelay"]
     assert sweep.metrics[0] == "writes_alone_pct"
@@ -204,9 +204,10 @@ def _rows(data: DataTable[object]) -> list[list[str]]:
 
 
 async def test_w_shows_the_same_table_as_nagle_sim_sweep() -> None:
-    """Lesson 11: every cell of the app's table is what `nagle-sim sweep` prints for the
-    same grid (same runs, same metrics, same formatting)."""
-    lesson = _lesson_11()
+    """Lesson 19 (nodelay-is-not-one-packet-per-write): every cell of the app's table is
+    what `nagle-sim sweep` prints for the same grid (same runs, same metrics, same
+    formatting)."""
+    lesson = _autocork_lesson()
     assert lesson.sweep is not None
     expected = run_sweep(lesson.sweep.text, lesson.sweep.where, lesson.sweep.axes,
                          lesson.sweep.metrics, jobs=1)
@@ -366,8 +367,8 @@ def test_the_plot_fits_80_columns_and_stays_readable_when_short() -> None:
 
 
 # ------------------------------------------------------------------ snapshots
-async def _sweep_of_lesson_11(pilot: Pilot[object]) -> None:
-    await _open_lesson(pilot, _lesson_11())
+async def _sweep_of_the_autocork_lesson(pilot: Pilot[object]) -> None:
+    await _open_lesson(pilot, _autocork_lesson())
     await pilot.press("w")
     await settle(pilot)
     screen = pilot.app.screen
@@ -387,6 +388,7 @@ async def _sweep_of_lesson_11(pilot: Pilot[object]) -> None:
 @SIZES
 def test_sweep_screen_snapshot(snap_compare: Callable[..., bool],
                                size: tuple[int, int]) -> None:
-    """Lesson 11's sweep: the table and the bar chart readable at both sizes."""
+    """Lesson 19's sweep (nodelay-is-not-one-packet-per-write): the table and the bar chart
+    readable at both sizes."""
     app = NagleApp(run_sim=run_sim, ask_questions=False)
-    assert snap_compare(app, terminal_size=size, run_before=_sweep_of_lesson_11)
+    assert snap_compare(app, terminal_size=size, run_before=_sweep_of_the_autocork_lesson)
