@@ -530,6 +530,14 @@ class _Loader:
         loc = f"{self.where}:{line}" if line else self.where
         return ScenarioError(f"{loc}: {dotted}: {message}")
 
+    def tune_fail(self, side: str, key: str, message: str) -> ScenarioError:
+        """`fail` for a side's tune key, also when the table is inline (``tune = { … }``
+        on the side's `tune` line)."""
+        line = (_line_of_key(self.text, f"{side}.tune", key)
+                or _line_of_key(self.text, side, "tune"))
+        loc = f"{self.where}:{line}" if line else self.where
+        return ScenarioError(f"{loc}: {side}.tune.{key}: {message}")
+
     def number(self, table: str, data: dict[str, Any], key: str, default: float,
                minimum: float = 0.0) -> float:
         value = data.get(key, default)
@@ -633,6 +641,11 @@ class _Loader:
                 raise self.fail(f"{name}.tune", key, "HZ must be between 1 and 1000000")
             if key in ("max_quickacks", "pingpong_thresh") and not 1 <= value <= 255:
                 raise self.fail(f"{name}.tune", key, "must be between 1 and 255")
+            if key == "pingpong_thresh" and not profile.pingpong_sysctl:
+                raise self.tune_fail(name, key, f"profile {profile.name!r} has no "
+                                     "net.ipv4.tcp_pingpong_thresh: the sysctl came with "
+                                     "562b1fdf061b (October 2023, Linux 6.7); before it the "
+                                     f"threshold is fixed at {profile.pingpong_thresh}")
             changes[key] = value
         congestion = data.get("congestion", profile.congestion)
         if congestion not in CONGESTION_CONTROLS:

@@ -124,7 +124,8 @@ def refuse_unsupported(scenario: Scenario) -> None:
         for key in settings:
             if _read_sysctl(key) is None:
                 raise RealnetError(f"{src}: {side.value} tunes {key.rsplit('.', 1)[1]}, but this "
-                                   f"kernel ({os.uname().release}) has no {key} (Linux 6.7+)")
+                                   f"kernel ({os.uname().release}) has no {key} (it came with "
+                                   "562b1fdf061b, Linux 6.7)")
     if (not emulated and wanted and len({tuple(sorted(v.items())) for v in wanted.values()}) > 1
             or not emulated and len(wanted) == 1):
         raise RealnetError(f"{src}: on loopback both sides share one network namespace, so "

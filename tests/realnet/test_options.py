@@ -228,6 +228,25 @@ def test_loopback_refuses_a_sysctl_on_one_side_only() -> None:
     assert "\n" not in str(err.value) and "namespace" in str(err.value)
 
 
+def test_pingpong_thresh_is_refused_on_a_kernel_without_the_sysctl(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pre-6.7 host (no /proc/sys/net/ipv4/tcp_pingpong_thresh): one line naming the
+    side, the sysctl and the commit that added it, before any namespace is made."""
+    from realnet import runner
+
+    real_read = runner._read_sysctl
+
+    def pre_6_7(key: str) -> str | None:
+        return None if key == "net.ipv4.tcp_pingpong_thresh" else real_read(key)
+
+    monkeypatch.setattr(runner, "_read_sysctl", pre_6_7)
+    with pytest.raises(RealnetError) as err:
+        run_real(loads(PINGPONG_THRESH % 3, "<t>"))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("<t>: server tunes tcp_pingpong_thresh")
+    assert "net.ipv4.tcp_pingpong_thresh" in msg and "562b1fdf061b" in msg
+
+
 # ---------------------------------------------------------------- link rate
 TINYGRAMS = """
 [link]
