@@ -386,3 +386,52 @@ def test_missed_delayed_ack_doubles_ato_past_delack_max_and_it_shows_later() -> 
     (ack,) = h.take()
     assert ack.seg.why.name == "DELACK_FIRED" and ack.seg.ack == seq + 1000
     assert 196_000 <= ack.t - first <= 200_000, ack.t - first
+
+
+# ---------------------------------------------------------------- 5. found on the real kernel
+def test_new_data_for_a_closed_socket_in_fin_wait_gets_a_reset() -> None:
+    """tcp_rcv_state_process ("process the segment text"): after close() the socket has
+    RCV_SHUTDOWN, so in FIN_WAIT1/2 new data resets the connection, answered as
+    tcp_v4_send_reset answers (the segment carried an ACK: R from its ack number)."""
+    h = established_server(10)
+    h.take()
+    h.close(ms(20))
+    (fin,) = h.take()
+    assert fin.flags == "FA"
+    h.peer(ms(30), seq=1, ack=2)                     # our FIN ACKed: FIN_WAIT2
+    assert h.ep.state.name == "FIN_WAIT2"
+    h.peer(ms(40), seq=1, ack=2, length=100, flags="PA")
+    (rst,) = h.take()
+    assert rst.flags == "R" and rst.seg.seq == 2 and h.ep.state.name == "CLOSED"
+
+
+def test_fin_wait_still_takes_a_pure_ack_and_the_peer_fin() -> None:
+    h = established_server(10)
+    h.close(ms(20))
+    h.peer(ms(30), seq=1, ack=2)
+    h.peer(ms(40), seq=1, ack=2, flags="FA")
+    assert h.ep.state.name == "TIME_WAIT"
+    assert all("R" not in s.flags for s in h.take())
+
+
+def test_rto_retransmission_collapses_data_and_a_separate_fin() -> None:
+    """tcp_retrans_try_collapse: 100 bytes, then the FIN 5 ms later (two segments), none
+    ACKed: the RTO re-sends both as one FP. 1:101(100)."""
+    h = established_server(10)
+    h.take()
+    h.write(ms(20), 100)
+    h.close(ms(25))
+    assert [s.flags for s in h.take()] == ["PA", "FA"]
+    h.advance(ms(700))
+    rtx = [s for s in h.take() if s.seg.why.name == "RETRANSMIT"]
+    assert rtx and rtx[0].flags == "FPA" and rtx[0].seg.seq == 1 and rtx[0].seg.length == 100
+
+
+def test_rto_collapse_stops_at_one_mss() -> None:
+    h = established_server(10, options=SocketOptions(nodelay=True))
+    h.write(ms(20), 600)
+    h.write(ms(21), 600)
+    h.close(ms(22))
+    h.advance(ms(700))
+    rtx = [s for s in h.take() if s.seg.why.name == "RETRANSMIT"]
+    assert rtx[0].seg.length == 600 and "F" not in rtx[0].flags
