@@ -99,3 +99,20 @@ def test_the_relay_reads_what_link_fault_spec_writes() -> None:
         assert name == f"to_{fault.towards.value}" and parsed.kind == fault.kind
         assert (parsed.first, parsed.last) == (fault.first, fault.last)
         assert parsed.extra_ns == (None if fault.extra is None else fault.extra * 1000)
+
+
+def test_compare_pairs_retransmissions_both_executors_sent() -> None:
+    """A scripted loss makes both executors retransmit: compare pairs the kernel's
+    retransmission with the model's (same bytes) instead of reporting it as missing from
+    the model; one the model did not send stays a difference."""
+    import dataclasses
+
+    from nagle_sim.compare import compare
+
+    sim = run_sim(loads(BASE.format(link='drop = ["to_server data 2"]'), "x.toml"))
+    real = dataclasses.replace(sim, source="realnet", segments=list(sim.segments))
+    assert compare(sim, real).agree
+    again = [s for s in sim.segments if s.src is Side.CLIENT and s.length][-1]
+    real.segments.append(dataclasses.replace(again, t=again.t + 1000))
+    result = compare(sim, real)
+    assert not result.agree and any("retransmitted" in p for p in result.problems)
