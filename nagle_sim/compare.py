@@ -196,23 +196,33 @@ def _data_groups(side: Side, sim: list[SegmentRecord], real: list[SegmentRecord]
     """Align two segmentations of the same byte stream; a group closes when both sides
     reach the same sequence boundary."""
     out: list[Match] = []
+    sim_first: list[SegmentRecord] = []
+    sim_again: list[SegmentRecord] = []
+    high = -1
+    for seg in sorted(sim, key=lambda s: s.t):
+        if seg.seq + seg.length <= high:
+            sim_again.append(seg)   # a model retransmission; its original is compared
+            continue
+        high = max(high, seg.seq + seg.length)
+        sim_first.append(seg)
     real_first: list[SegmentRecord] = []
     high = -1
     for seg in sorted(real, key=lambda s: s.t):
         end = seg.seq + seg.length
         if end <= high:
-            out.append(Match(side, "data", "retransmit", real=[seg], ok=False,
-                             note=f"the kernel retransmitted {seg.length} B (not in the model)"))
+            # a retransmission both sent (e.g. after a scripted [link] drop) is compared
+            # like any segment; one only the kernel sent is a difference
+            twin = next((s for s in sim_again if (s.seq, s.length) == (seg.seq, seg.length)),
+                        None)
+            if twin is not None:
+                sim_again.remove(twin)
+                out.append(Match(side, "data", "match", sim=[twin], real=[seg]))
+            else:
+                out.append(Match(side, "data", "retransmit", real=[seg], ok=False, note=(
+                    f"the kernel retransmitted {seg.length} B (not in the model)")))
             continue
         high = max(high, end)
         real_first.append(seg)
-    sim_first: list[SegmentRecord] = []
-    high = -1
-    for seg in sorted(sim, key=lambda s: s.t):
-        if seg.seq + seg.length <= high:
-            continue   # a model retransmission; its original is what is compared
-        high = max(high, seg.seq + seg.length)
-        sim_first.append(seg)
     a = sorted(sim_first, key=lambda s: s.seq)
     b = sorted(real_first, key=lambda s: s.seq)
     i = j = 0

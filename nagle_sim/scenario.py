@@ -183,6 +183,31 @@ def describe(stmt: Statement) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- scenario objects
+FAULT_KINDS = ("data", "ack", "fin")
+"""What a `[link] drop` / `hold` entry counts: segments carrying data, pure ACKs (no data,
+SYN, FIN or RST), or segments with FIN. A data segment with FIN counts as both."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFault:
+    """One `[link] drop` or `hold` entry: segments ``first`` to ``last`` (counted from 1
+    per direction and kind, in the order they enter the link, retransmissions included)
+    of ``kind`` towards ``towards`` are lost (``extra`` None) or arrive ``extra`` µs
+    later than they otherwise would, after the segments sent behind them."""
+
+    towards: Side
+    kind: str
+    first: int
+    last: int
+    extra: Micros | None = None
+
+    def spec(self) -> str:
+        """The entry as written (the relay's `--fault` argument, docs)."""
+        n = str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
+        tail = "" if self.extra is None else f" {self.extra}us"
+        return f"to_{self.towards.value} {self.kind} {n}{tail}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
     to_server_delay: Micros = Micros(0)
@@ -200,6 +225,8 @@ class Link:
     one more arriving is dropped. Only with a rate."""
     quickack: bool = False
     """Route metric `quickack 1` on both hosts' routes (RTAX_QUICKACK): every ACK at once."""
+    faults: tuple[LinkFault, ...] = ()
+    """`drop` then `hold` entries; a segment both dropped and held is dropped."""
 
     def delay(self, towards: Side) -> Micros:
         return self.to_server_delay if towards is Side.SERVER else self.to_client_delay
@@ -496,7 +523,11 @@ no sense and would divide by zero)."""
 
 _TOP_KEYS = {"title", "description", "link", "client", "server", "expect", "lesson"}
 _LINK_KEYS = {"delay_ms", "to_server_delay_ms", "to_client_delay_ms", "mss", "tx_complete_us",
-              "gso", "rate", "queue", "quickack"}
+              "gso", "rate", "queue", "quickack", "drop", "hold"}
+_FAULT = re.compile(r"^to_(?P<dir>server|client)\s+(?P<kind>[a-z]+)\s+(?P<first>[0-9]{1,7})"
+                    r"(?:\s*-\s*(?P<last>[0-9]{1,7}))?(?:\s+(?P<extra>\S+))?$")
+MAX_LINK_FAULTS = 64
+MAX_HOLD_US = 60_000_000
 _RATE = re.compile(r"^(?P<num>[0-9]{1,9}(?:\.[0-9]{1,6})?)\s*(?P<unit>bit|kbit|mbit|gbit)$")
 _RATE_UNIT = {"bit": 1, "kbit": 1_000, "mbit": 1_000_000, "gbit": 1_000_000_000}
 MAX_LINK_QUEUE = 100_000
@@ -529,6 +560,14 @@ class _Loader:
         dotted = f"{table}.{key}" if table and key else (key or table)
         loc = f"{self.where}:{line}" if line else self.where
         return ScenarioError(f"{loc}: {dotted}: {message}")
+
+    def tune_fail(self, side: str, key: str, message: str) -> ScenarioError:
+        """`fail` for a side's tune key, also when the table is inline (``tune = { … }``
+        on the side's `tune` line)."""
+        line = (_line_of_key(self.text, f"{side}.tune", key)
+                or _line_of_key(self.text, side, "tune"))
+        loc = f"{self.where}:{line}" if line else self.where
+        return ScenarioError(f"{loc}: {side}.tune.{key}: {message}")
 
     def number(self, table: str, data: dict[str, Any], key: str, default: float,
                minimum: float = 0.0) -> float:
@@ -575,7 +614,8 @@ class _Loader:
         # rate-limited) link is emulated through TUN devices, which cut them into MSS
         # segments.
         rate = self.rate(data.get("rate", "0bit"))
-        gso = self.boolean("link", data, "gso", not (to_server or to_client or rate))
+        faults = self.faults(data, "drop") + self.faults(data, "hold")
+        gso = self.boolean("link", data, "gso", not (to_server or to_client or rate or faults))
         queue = self.number("link", data, "queue", 1000, minimum=1)
         if queue != int(queue) or queue > MAX_LINK_QUEUE:
             raise self.fail("link", "queue", f"must be a whole number of packets from 1 to "
@@ -586,7 +626,46 @@ class _Loader:
         return Link(to_server_delay=Micros(round(to_server * 1000)),
                     to_client_delay=Micros(round(to_client * 1000)), mss=int(mss),
                     tx_complete=Micros(round(tx)), gso=gso, rate_bps=rate, queue=int(queue),
-                    quickack=quickack)
+                    quickack=quickack, faults=faults)
+
+    def faults(self, data: dict[str, Any], key: str) -> tuple[LinkFault, ...]:
+        """`drop = ["to_server data 3"]` / `hold = ["to_client data 2-3 5ms"]`."""
+        entries = data.get(key, [])
+        example = "\"to_server data 3\"" if key == "drop" else "\"to_client data 2 5ms\""
+        if not isinstance(entries, list) or len(entries) > MAX_LINK_FAULTS:
+            raise self.fail("link", key, f"expected a list of at most {MAX_LINK_FAULTS} "
+                                         f"entries such as {example}, got {shown(entries)}")
+        out = []
+        for entry in entries:
+            m = _FAULT.match(entry.strip()) if isinstance(entry, str) else None
+            why = ""
+            if m is None:
+                why = ("expected \"to_server|to_client data|ack|fin N\" or N-M"
+                       + (" and a delay" if key == "hold" else "") + f", e.g. {example}")
+            elif m.group("kind") not in FAULT_KINDS:
+                why = f"unknown kind {m.group('kind')!r} (known: {', '.join(FAULT_KINDS)})"
+            if m is None or why:
+                raise self.fail("link", key, f"{shown(entry)}: {why}")
+            first = int(m.group("first"))
+            last = int(m.group("last") or first)
+            if not 1 <= first <= last:
+                raise self.fail("link", key, f"{shown(entry)}: segments are counted from 1, "
+                                             "and a range N-M needs N ≤ M")
+            extra = None
+            if key == "hold":
+                dur = _DURATION.match(m.group("extra") or "")
+                if dur is None:
+                    raise self.fail("link", key, f"{shown(entry)}: a hold needs how long, "
+                                                 f"e.g. {example}")
+                extra = round(float(dur.group("num")) * _UNIT_US[dur.group("unit")])
+                if not 0 < extra <= MAX_HOLD_US:
+                    raise self.fail("link", key, f"{shown(entry)}: a hold must be more than 0 "
+                                                 "and at most 60 s")
+            elif m.group("extra"):
+                raise self.fail("link", key, f"{shown(entry)}: a drop takes no delay")
+            out.append(LinkFault(Side(m.group("dir")), m.group("kind"), first, last,
+                                 None if extra is None else Micros(extra)))
+        return tuple(out)
 
     def rate(self, value: Any) -> int:
         """A link rate: "1mbit", "256kbit", "10 gbit" or a number of bits per second."""
@@ -633,6 +712,11 @@ class _Loader:
                 raise self.fail(f"{name}.tune", key, "HZ must be between 1 and 1000000")
             if key in ("max_quickacks", "pingpong_thresh") and not 1 <= value <= 255:
                 raise self.fail(f"{name}.tune", key, "must be between 1 and 255")
+            if key == "pingpong_thresh" and not profile.pingpong_sysctl:
+                raise self.tune_fail(name, key, f"profile {profile.name!r} has no "
+                                     "net.ipv4.tcp_pingpong_thresh: the sysctl came with "
+                                     "562b1fdf061b (October 2023, Linux 6.7); before it the "
+                                     f"threshold is fixed at {profile.pingpong_thresh}")
             changes[key] = value
         congestion = data.get("congestion", profile.congestion)
         if congestion not in CONGESTION_CONTROLS:

@@ -44,7 +44,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Literal, Self
@@ -250,7 +250,8 @@ class PrivateLoopback:
 
 class EmulatedLink:
     """Two namespaces joined by a relay with fixed one-way delays (and optionally a
-    bandwidth with a drop-tail queue, and `quickack 1` on both connected routes).
+    bandwidth with a drop-tail queue, scripted losses and holds (`faults`, as
+    `LinkFault.spec` writes them), and `quickack 1` on both connected routes).
 
     ``with EmulatedLink(to_server_delay_us=20_000, to_client_delay_us=5_000) as link:``
     then ``link.socket_in("server")`` / ``link.socket_in("client")`` and connect
@@ -279,6 +280,7 @@ class EmulatedLink:
         rate_bps: int = 0,
         queue: int = 1000,
         quickack: bool = False,
+        faults: Sequence[str] = (),
         txqueuelen: int = 10_000,
         relay_rt_priority: int = 10,
         ready_timeout_s: float = 10.0,
@@ -296,6 +298,7 @@ class EmulatedLink:
         self.rate_bps = rate_bps
         self.queue = queue
         self.quickack = quickack
+        self.faults = tuple(faults)
         self.txqueuelen = txqueuelen
         self.relay_rt_priority = relay_rt_priority
         self.ready_timeout_s = ready_timeout_s
@@ -426,6 +429,7 @@ class EmulatedLink:
             "--rate-bps", str(self.rate_bps),
             "--queue", str(self.queue),
             "--rt-priority", str(self.relay_rt_priority),
+            *(arg for spec in self.faults for arg in ("--fault", spec)),
         ]  # fmt: skip
         self.relay = subprocess.Popen(
             argv,

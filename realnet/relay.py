@@ -9,12 +9,14 @@ Owns: moving raw IP packets between the client-namespace TUN fd and the
 server-namespace TUN fd, delaying each direction by a fixed one-way delay with
 per-direction FIFO order, and optionally a bandwidth (``--rate-bps``): each packet then
 waits for the ones ahead of it, takes len × 8 / rate to "leave", and is dropped when the
-link already holds ``--queue`` packets (a drop-tail FIFO). The delay is counted from each
-packet's kernel send
-timestamp, taken from an AF_PACKET tap on the sending TUN (`open_tap`, opened by
-the owner and passed in as an fd), not from when the relay got around to reading
-it; without a tap, read time is used. It prints ``READY`` on stdout once it is polling, and a
-one-line JSON stats record on stdout when it exits.
+link already holds ``--queue`` packets (a drop-tail FIFO). Scripted faults (``--fault``,
+from a scenario's `[link] drop` / `hold`) lose the Nth segment of a kind (data, pure ACK,
+FIN) in one direction, or hold it back by an extra delay so later ones overtake it;
+segments are counted as `nagle_sim.sim.link` counts them in the model. The delay is
+counted from each packet's kernel send timestamp, taken from an AF_PACKET tap on the
+sending TUN (`open_tap`, opened by the owner and passed in as an fd), not from when the
+relay got around to reading it; without a tap, read time is used. It prints ``READY`` on
+stdout once it is polling, and a one-line JSON stats record on stdout when it exits.
 
 Why a separate process: the caller runs asyncio plus Python-level TCP endpoints;
 sharing its GIL would add millisecond-scale jitter to the emulated delay.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import heapq
 import json
 import os
 import select
@@ -78,6 +81,10 @@ class _Stop(Exception):
     """Raised from signal handlers to break out of select()."""
 
 
+Late = tuple[int, int, bytes]
+"""A held-back packet: (due time ns, arrival order, packet)."""
+
+
 @dataclass(slots=True)
 class Direction:
     name: str
@@ -98,6 +105,83 @@ class Direction:
     link_free_ns: int = 0  # when the emulated transmitter is next idle
     link_held: deque[int] = field(default_factory=deque)  # leave times of held packets
     dropped: int = 0
+    faults: list[Fault] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # segments seen per kind
+    late: list[Late] = field(default_factory=list)  # heap of packets held back
+    lost: int = 0  # by a scripted drop
+    held: int = 0  # by a scripted hold
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One ``--fault`` entry: segments `first`..`last` of `kind` are lost (`extra_ns`
+    None) or delivered `extra_ns` later."""
+
+    kind: str
+    first: int
+    last: int
+    extra_ns: int | None
+
+
+FAULT_KINDS = ("data", "ack", "fin")
+TCP_FIN, TCP_SYN, TCP_RST, TCP_ACK = 0x01, 0x02, 0x04, 0x10
+
+
+def parse_fault(spec: str) -> tuple[str, Fault]:
+    """``"to_server data 3"``, ``"to_client ack 2-4"``, ``"to_client data 2 5000us"`` →
+    (direction name, Fault). Raises ValueError on anything else."""
+    parts = spec.split()
+    if len(parts) not in (3, 4) or parts[0] not in ("to_server", "to_client") \
+            or parts[1] not in FAULT_KINDS:
+        raise ValueError(f"bad --fault {spec!r}")
+    first, _, last = parts[2].partition("-")
+    lo, hi = int(first), int(last or first)
+    if not 1 <= lo <= hi:
+        raise ValueError(f"bad --fault range {spec!r}")
+    extra = None
+    if len(parts) == 4:
+        if not parts[3].endswith("us"):
+            raise ValueError(f"bad --fault delay {spec!r}")
+        extra = int(parts[3][:-2]) * 1000
+    return parts[0], Fault(parts[1], lo, hi, extra)
+
+
+def packet_kinds(pkt: bytes) -> tuple[str, ...]:
+    """The fault kinds of a raw IPv4/TCP packet (as `nagle_sim.sim.link.segment_kinds`):
+    "data" with payload, "fin" with FIN, "ack" for a bare ACK; () for anything else."""
+    if len(pkt) < 20 or pkt[0] >> 4 != 4 or pkt[9] != socket.IPPROTO_TCP:
+        return ()
+    ihl = (pkt[0] & 0x0F) * 4
+    if len(pkt) < ihl + 20:
+        return ()
+    total = struct.unpack_from("!H", pkt, 2)[0]
+    doff = (pkt[ihl + 12] >> 4) * 4
+    flags = pkt[ihl + 13]
+    payload = total - ihl - doff
+    kinds = []
+    if payload > 0:
+        kinds.append("data")
+    if flags & TCP_FIN:
+        kinds.append("fin")
+    if payload <= 0 and flags & TCP_ACK and not flags & (TCP_SYN | TCP_FIN | TCP_RST):
+        kinds.append("ack")
+    return tuple(kinds)
+
+
+def _fate(d: Direction, pkt: bytes) -> int | None:
+    """Count the packet; None if a scripted drop loses it, else its extra delay (ns)."""
+    extra = 0
+    lost = False
+    for kind in packet_kinds(pkt):
+        n = d.counts.get(kind, 0) + 1
+        d.counts[kind] = n
+        for f in d.faults:
+            if f.kind == kind and f.first <= n <= f.last:
+                if f.extra_ns is None:
+                    lost = True
+                else:
+                    extra = max(extra, f.extra_ns)
+    return None if lost else extra
 
 
 def _prctl(option: int, arg: int) -> None:
@@ -206,12 +290,21 @@ def _drain(d: Direction) -> None:
         except BlockingIOError:
             return
         sent = _sent_at(d, pkt, clock_ns())
+        extra = _fate(d, pkt) if d.faults else 0
+        if extra is None:
+            d.lost += 1
+            continue
         if d.rate_bps:
             leaves = _serialize(d, sent, len(pkt))
             if leaves is None:
                 continue
             sent = leaves
-        d.queue.append((sent + d.delay_ns, pkt))
+        if extra:
+            # off the FIFO, so the packets behind it are not held too (reordering)
+            d.held += 1
+            heapq.heappush(d.late, (sent + d.delay_ns + extra, d.packets, pkt))
+        else:
+            d.queue.append((sent + d.delay_ns, pkt))
         d.packets += 1
         d.bytes += len(pkt)
         d.max_queue = max(d.max_queue, len(d.queue))
@@ -237,6 +330,14 @@ def _flush_due(dirs: tuple[Direction, ...], lateness: array[int]) -> None:
     now = clock_ns()
     for d in dirs:
         q = d.queue
+        while d.late and d.late[0][0] <= now:
+            due, _n, pkt = heapq.heappop(d.late)
+            if len(lateness) < MAX_LATENESS_SAMPLES:
+                lateness.append(clock_ns() - due)
+            try:
+                os.write(d.out_fd, pkt)
+            except OSError:
+                d.write_errors += 1
         while q and q[0][0] <= now:
             due, pkt = q.popleft()
             # Scheduling error only: the write itself runs the receiver's IP/TCP
@@ -252,7 +353,7 @@ def _flush_due(dirs: tuple[Direction, ...], lateness: array[int]) -> None:
 
 
 def _next_timeout(dirs: tuple[Direction, ...], spin: bool = True) -> float | None:
-    heads = [d.queue[0][0] for d in dirs if d.queue]
+    heads = [d.queue[0][0] for d in dirs if d.queue] + [d.late[0][0] for d in dirs if d.late]
     if not heads:
         return None
     wait = min(heads) - clock_ns() - (SPIN_NS if spin else 0)
@@ -296,7 +397,9 @@ def stats(dirs: tuple[Direction, ...], lateness: array[int], reason: str) -> dic
                 "write_errors": d.write_errors,
                 "max_queue": d.max_queue,
                 "dropped": d.dropped,
-                "unsent": len(d.queue),
+                "lost": d.lost,
+                "held": d.held,
+                "unsent": len(d.queue) + len(d.late),
                 "stamped": d.stamped,
                 "unstamped": d.unstamped,
             }
@@ -323,6 +426,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--to-client-delay-us", type=int, default=0)
     p.add_argument("--rate-bps", type=int, default=0, help="bandwidth per direction (0: none)")
     p.add_argument("--queue", type=int, default=1000, help="packets the link may hold")
+    p.add_argument("--fault", action="append", default=[], type=parse_fault,
+                   help='scripted loss or hold, e.g. "to_server data 3", '
+                        '"to_client data 2 5000us" (repeatable)')
     p.add_argument(
         "--rt-priority", type=int, default=0, help="SCHED_FIFO priority (0: normal scheduling)"
     )
@@ -361,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
             rate_bps=max(0, args.rate_bps), queue_limit=max(1, args.queue),
         ),
     )
+    for name, fault in args.fault:
+        next(d for d in dirs if d.name == name).faults.append(fault)
     lateness: array[int] = array("q")
     reason = "eof"
     try:

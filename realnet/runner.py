@@ -74,7 +74,12 @@ def run_real(scenario: Scenario, *, remote: str | None = None,
     check_platform()
     say = progress or (lambda _msg: None)
     link = scenario.link
-    emulated = bool(link.to_server_delay or link.to_client_delay or link.rate_bps)
+    emulated = bool(link.to_server_delay or link.to_client_delay or link.rate_bps
+                    or link.faults)
+    if remote and link.faults:
+        raise RealnetError(f"{scenario.source}: [link] drop / hold are played by the relay of "
+                           "an emulated link; a remote run crosses a real path, whose losses "
+                           "cannot be scripted (run it locally, as root)")
     if emulated and not remote:
         missing = netns_unavailable()
         if missing:
@@ -118,13 +123,14 @@ def refuse_unsupported(scenario: Scenario) -> None:
     namespace is needed."""
     src = scenario.source
     emulated = bool(scenario.link.to_server_delay or scenario.link.to_client_delay
-                    or scenario.link.rate_bps)
+                    or scenario.link.rate_bps or scenario.link.faults)
     wanted = namespace_sysctls(scenario)
     for side, settings in wanted.items():
         for key in settings:
             if _read_sysctl(key) is None:
                 raise RealnetError(f"{src}: {side.value} tunes {key.rsplit('.', 1)[1]}, but this "
-                                   f"kernel ({os.uname().release}) has no {key} (Linux 6.7+)")
+                                   f"kernel ({os.uname().release}) has no {key} (it came with "
+                                   "562b1fdf061b, Linux 6.7)")
     if (not emulated and wanted and len({tuple(sorted(v.items())) for v in wanted.values()}) > 1
             or not emulated and len(wanted) == 1):
         raise RealnetError(f"{src}: on loopback both sides share one network namespace, so "
@@ -195,6 +201,9 @@ class _LocalRun:
                          f"server / {sc.link.to_client_delay / 1000:g} ms to client, autocorking "
                          + ("on (the scenario models a device queue)" if autocork
                             else "off in both namespaces"))
+                if sc.link.faults:
+                    self.say("realnet: scripted faults in the relay: "
+                             + ", ".join(f.spec() for f in sc.link.faults))
                 if sc.link.rate_bps:
                     self.say(f"realnet: link rate {sc.link.rate_bps / 1e6:g} Mbit/s each way, "
                              f"drop-tail queue of {sc.link.queue} packets (in the relay)")
@@ -203,7 +212,8 @@ class _LocalRun:
                     sysctls=None if autocork else NO_AUTOCORK,
                     side_sysctls={side.value: v for side, v in namespace_sysctls(sc).items()},
                     rate_bps=sc.link.rate_bps, queue=sc.link.queue,
-                    quickack=sc.link.quickack))
+                    quickack=sc.link.quickack,
+                    faults=[f.spec() for f in sc.link.faults]))
                 listener = link.socket_in("server")
                 client = link.socket_in("client")
                 server_addr = link.server_addr
@@ -314,12 +324,15 @@ class _LocalRun:
                 if cap.stats is not None and cap.stats.kernel_drops:
                     self.meta.setdefault("capture_drops", {})[side.value] = cap.stats.kernel_drops
             offset = {side: cap.clock_offset_ns for side, cap in captures}
-        if self.emulated and sc.link.rate_bps and isinstance(link.relay_stats, dict):
+        if self.emulated and isinstance(link.relay_stats, dict):
             # the relay reports its drop-tail drops when it exits (after the with block)
             dirs = link.relay_stats.get("directions")
-            if isinstance(dirs, dict):
+            if isinstance(dirs, dict) and sc.link.rate_bps:
                 self.meta["link_drops"] = sum(int(d.get("dropped", 0)) for d in dirs.values()
                                               if isinstance(d, dict))
+            if isinstance(dirs, dict) and sc.link.faults:
+                self.meta["link_lost"] = sum(int(d.get("lost", 0)) for d in dirs.values()
+                                             if isinstance(d, dict))
         logs = {side: r.log for side, r in sides.items()}
         if self.emulated and packets:
             segs = segments_from_tuns(packets, offset, port)

@@ -235,7 +235,9 @@ def test_a_tiny_file_cannot_ask_for_two_million_writes(tmp_path: Path,
 
 
 def test_a_run_stops_when_its_trace_reaches_the_record_limit() -> None:
-    sc = loads('[client]\nnodelay = true\nscript = "repeat 5000 { write 1 }"\n')
+    # the server reads: a closed one would reset the connection at the first byte
+    sc = loads('[client]\nnodelay = true\nscript = "repeat 5000 { write 1 }"\n'
+               '[server]\nscript = "read 5000"\n')
     trace = run_sim(sc, record_limit=2000)
     assert trace.outcome is Outcome.LIMIT and "grew past 2,000 records" in trace.message
     assert len(trace.ops) + len(trace.segments) + len(trace.events) <= 2000 + 10

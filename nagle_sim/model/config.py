@@ -111,7 +111,8 @@ class StackProfile:
     for every segment (set by a scenario's `[link] quickack`, on both hosts)."""
     pingpong_sysctl: bool = True
     """net.ipv4.tcp_pingpong_thresh exists (562b1fdf061b, October 2023, about 6.7; per
-    network namespace), so a real run can apply `tune pingpong_thresh`."""
+    network namespace). Only then may a scenario `tune pingpong_thresh` (the loader
+    refuses it on a profile without the sysctl), and a real run applies it there."""
     rto_initial_us: int = 1_000_000
     """TCP_TIMEOUT_INIT (RFC 6298)."""
     rto_max_us: int = 120_000_000

@@ -80,6 +80,15 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         tcp_init_congestion_control(sk, now)
         snd.snd_wnd = seg.window
         snd.max_window = max(snd.max_window, seg.window)
+    if (sk.state in (State.FIN_WAIT1, State.FIN_WAIT2) and seg.length > 0
+            and seg.seq + seg.length > sk.rcv.rcv_nxt):
+        # tcp_rcv_state_process, "process the segment text": close() set RCV_SHUTDOWN,
+        # so new data for it resets the connection (RFC 1122; TCPAbortOnData) and the
+        # caller answers with tcp_v4_send_reset (packetdrill found the model queued it)
+        tcp_send_reset(sk, now, seg)
+        sk.timers.clear()
+        sk.transition(now, ConnEvent.ABORT)
+        return
     tcp_rcv_established(sk, now, seg)
 
 

@@ -122,8 +122,9 @@ class Reason(Enum):
                   "ignored) or the last segment again to draw an ACK (tcp_send_loss_probe)")
     HANDSHAKE = "three-way handshake"
     RESET = "close() with unread data: the kernel resets the connection"
-    RESET_NO_SOCKET = ("a segment arrived for a socket that no longer exists: the kernel "
-                       "answers with a reset (tcp_v4_send_reset)")
+    RESET_NO_SOCKET = ("a segment arrived for a socket that no longer exists, or new data "
+                       "for one the application has closed: the kernel answers with a "
+                       "reset (tcp_v4_send_reset)")
     WINDOW_PROBE = "zero window: probe the peer"
     # receiving
     QUICKACK_MODE = "quick-ACK mode: the receiver ACKs every segment at once"

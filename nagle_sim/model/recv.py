@@ -371,8 +371,13 @@ def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
 
 
 def tcp_delack_timer_handler(sk: Sock, now: Micros) -> None:
-    """tcp_delack_timer_handler: outside ping-pong the missed ACK doubles ato (capped by
-    the RTO and TCP_DELACK_MAX); in ping-pong, leave it (ato = ATO_MIN). Then ACK."""
+    """tcp_delack_timer_handler: outside ping-pong the missed ACK doubles ato, capped by
+    the RTO only (`min(ato << 1, icsk_rto)` in every tcp_timer.c read, up to the 2023
+    min_t() rewrite and since); in ping-pong, leave it (ato = ATO_MIN). Then ACK.
+
+    The stored ato may so grow past TCP_DELACK_MAX: only tcp_send_delayed_ack caps the
+    timeout it arms (HZ/2, TCP_DELACK_MAX, the SRTT, tcp_delack_max), never ato itself,
+    and the larger ato shows later when tcp_event_data_recv halves it (ato/2 + m)."""
     ack, p = sk.ack, sk.profile
     if p.ack_style is AckStyle.CLASSIC:
         if ack.pending & AckPending.SCHED:
@@ -385,7 +390,7 @@ def tcp_delack_timer_handler(sk: Sock, now: Micros) -> None:
         return
     if not sk.in_pingpong:
         old = ack.ato_j
-        ack.ato_j = min(ack.ato_j << 1, sk.rto_j, p.delack_max_j)
+        ack.ato_j = min(ack.ato_j << 1, sk.rto_j)
         if ack.ato_j != old:
             sk.event(now, Kind.MODE, Reason.ATO_INFLATE,
                      f"ato {old} → {ack.ato_j} jiffies", ato=ack.ato_j)

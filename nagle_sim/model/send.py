@@ -16,6 +16,7 @@ from .config import (
     MAX_TCP_HEADER,
     TCP_BOUND_MIN,
     TCP_MSS_DEFAULT,
+    AckStyle,
     NagleStyle,
 )
 from .events import ACK, SYN, Micros, Reason, Timer
@@ -348,6 +349,24 @@ def tcp_send_loss_probe(sk: Sock, now: Micros) -> None:
     tcp_rearm_rto(sk, now)
 
 
+def tcp_retrans_try_collapse(sk: Sock, to: Skb) -> None:
+    """tcp_retrans_try_collapse (__tcp_retransmit_skb, sysctl tcp_retrans_collapse = 1):
+    a retransmitted segment takes the sent segments behind it along while together they
+    fit in one MSS and the peer's window, their flags included. So an RTO re-sends data
+    and a FIN that first left separately as one segment, old data + FIN (captured here:
+    100 bytes, then the FIN 5 ms later, both lost: the RTO sent FP. 1:101(100))."""
+    snd = sk.snd
+    rtx, space = snd.rtx, sk.mss - to.length
+    while len(rtx) > 1:
+        nxt = rtx[1]
+        if nxt.length > space or nxt.end > snd.snd_una + snd.snd_wnd:
+            break
+        space -= nxt.length
+        to.length += nxt.length
+        to.fin, to.psh = nxt.fin, to.psh or nxt.psh
+        del rtx[1]
+
+
 def tcp_retransmit_timer(sk: Sock, now: Micros) -> None:
     """tcp_retransmit_timer (RFC 6298 §5): resend the SYN / SYN-ACK, or the oldest
     unACKed segment; back off; cwnd 1 (tcp_enter_loss)."""
@@ -363,6 +382,8 @@ def tcp_retransmit_timer(sk: Sock, now: Micros) -> None:
         return
     skb = rtx[0]
     skb.retransmitted = True
+    if sk.profile.ack_style is AckStyle.LINUX:
+        tcp_retrans_try_collapse(sk, skb)
     tcp_enter_loss(sk, now)
     tcp_transmit_data(sk, now, [skb], Reason.RETRANSMIT)
     cc.backoff = min(cc.backoff + 1, MAX_RTO_BACKOFF)

@@ -46,6 +46,7 @@ from ..script import (
     trace_meta,
 )
 from ..trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
+from .link import LinkFaults
 
 DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
 WIRE_HEADER_BYTES = 52
@@ -144,6 +145,7 @@ class SimDriver:
         self._link_free = {side: 0.0 for side in Side}
         self._link_held: dict[Side, list[float]] = {side: [] for side in Side}
         self._drops = 0
+        self._faults = LinkFaults(scenario.link.faults) if scenario.link.faults else None
 
     # ---------------------------------------------------------------- plumbing
     def _at(self, when: int, callback: Callable[[], None]) -> None:
@@ -175,9 +177,12 @@ class SimDriver:
         self._segments += 1
         if self._segments > self.segment_limit:
             raise RunLimit(f"more than {self.segment_limit:,} segments")
-        arrive: int | None = now + self.delay[side]
-        if self.scenario.link.rate_bps:
+        held = self._faults.fate(side.peer, seg) if self._faults else 0   # None: lost
+        arrive: int | None = None if held is None else now + self.delay[side]
+        if held is not None and self.scenario.link.rate_bps:
             arrive = self._serialize(side, seg, now)
+        if arrive is not None and held:
+            arrive += held
         self.trace.segments.append(SegmentRecord(
             t=Micros(now), src=side, seq=seg.seq, ack=seg.ack, length=seg.length,
             flags=flag_letters(seg.flags), window=seg.window,

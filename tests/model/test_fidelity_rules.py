@@ -350,3 +350,88 @@ def test_aligned_run_follows_each_real_sleep_where_the_median_would_drift() -> N
     assert [s - first for s in starts] == [0, 4 + 2_078, 4 + 2_078 + 4 + 2_378]
     steady = Trace(source="realnet", title="t", ops=ops[:2])
     assert measured_sleep_runs(steady) == {}
+
+
+# ---------------------------------------------------------------- the delayed-ACK timer's ato
+def test_missed_delayed_ack_doubles_ato_past_delack_max_and_it_shows_later() -> None:
+    """tcp_delack_timer_handler inflates ato as min(ato << 1, icsk_rto) only; the 200 ms
+    ceiling (TCP_DELACK_MAX, tcp_delack_max) applies to the timeout tcp_send_delayed_ack
+    arms, not to the stored ato. With SRTT 500 ms (RTO 1.5 s) three missed ACKs take ato
+    10 → 20 → 40 → 80 jiffies. Two half-MSS segments then arrive, 52 ms and 92 ms after
+    that ACK: tcp_event_data_recv halves ato (40 + 13 = 53, then 26 + 10 = 36 with the
+    old 50-jiffy cap, 46 + 10 = 56 without), so the second one either keeps the first
+    one's deadline (kernel: 196 ms after it, tcp_delack_max) or pulls it in to 36 jiffies
+    after itself (the old model: 184 ms)."""
+    h = established_server(500)
+    assert h.ep.tcp_info().rto >= 1_000_000
+    seq, t = 1, ms(600)
+    for _ in range(20):                              # spend the quick ACKs
+        h.peer(t, seq=seq, ack=1, length=1000)
+        seq, t = seq + 1000, t + ms(1)
+        h.read(t)
+    h.take()
+    for expect_ms in (40, 80, 160):                  # three missed ACKs: ato 20, 40, 80
+        t += ms(900)                                 # idle < RTO: no quick-ACK refill
+        h.peer(t, seq=seq, ack=1, length=1000)
+        seq += 1000
+        h.read(t + 1)
+        h.advance(t + ms(170))
+        (ack,) = h.take()
+        assert ack.seg.why.name == "DELACK_FIRED"
+        assert expect_ms * 1000 <= ack.t - t <= (expect_ms + 4) * 1000, (expect_ms, ack)
+    first = ack.t + ms(48)
+    h.peer(first, seq=seq, ack=1, length=500, flags="PA")
+    h.peer(first + ms(40), seq=seq + 500, ack=1, length=500, flags="PA")
+    h.advance(first + ms(400))
+    (ack,) = h.take()
+    assert ack.seg.why.name == "DELACK_FIRED" and ack.seg.ack == seq + 1000
+    assert 196_000 <= ack.t - first <= 200_000, ack.t - first
+
+
+# ---------------------------------------------------------------- 5. found on the real kernel
+def test_new_data_for_a_closed_socket_in_fin_wait_gets_a_reset() -> None:
+    """tcp_rcv_state_process ("process the segment text"): after close() the socket has
+    RCV_SHUTDOWN, so in FIN_WAIT1/2 new data resets the connection, answered as
+    tcp_v4_send_reset answers (the segment carried an ACK: R from its ack number)."""
+    h = established_server(10)
+    h.take()
+    h.close(ms(20))
+    (fin,) = h.take()
+    assert fin.flags == "FA"
+    h.peer(ms(30), seq=1, ack=2)                     # our FIN ACKed: FIN_WAIT2
+    assert h.ep.state.name == "FIN_WAIT2"
+    h.peer(ms(40), seq=1, ack=2, length=100, flags="PA")
+    (rst,) = h.take()
+    assert rst.flags == "R" and rst.seg.seq == 2 and h.ep.state.name == "CLOSED"
+
+
+def test_fin_wait_still_takes_a_pure_ack_and_the_peer_fin() -> None:
+    h = established_server(10)
+    h.close(ms(20))
+    h.peer(ms(30), seq=1, ack=2)
+    h.peer(ms(40), seq=1, ack=2, flags="FA")
+    assert h.ep.state.name == "TIME_WAIT"
+    assert all("R" not in s.flags for s in h.take())
+
+
+def test_rto_retransmission_collapses_data_and_a_separate_fin() -> None:
+    """tcp_retrans_try_collapse: 100 bytes, then the FIN 5 ms later (two segments), none
+    ACKed: the RTO re-sends both as one FP. 1:101(100)."""
+    h = established_server(10)
+    h.take()
+    h.write(ms(20), 100)
+    h.close(ms(25))
+    assert [s.flags for s in h.take()] == ["PA", "FA"]
+    h.advance(ms(700))
+    rtx = [s for s in h.take() if s.seg.why.name == "RETRANSMIT"]
+    assert rtx and rtx[0].flags == "FPA" and rtx[0].seg.seq == 1 and rtx[0].seg.length == 100
+
+
+def test_rto_collapse_stops_at_one_mss() -> None:
+    h = established_server(10, options=SocketOptions(nodelay=True))
+    h.write(ms(20), 600)
+    h.write(ms(21), 600)
+    h.close(ms(22))
+    h.advance(ms(700))
+    rtx = [s for s in h.take() if s.seg.why.name == "RETRANSMIT"]
+    assert rtx[0].seg.length == 600 and "F" not in rtx[0].flags

@@ -459,3 +459,25 @@ def test_rto_min_option_leaves_the_cork_ceiling_at_200_ms() -> None:
     h.advance(t + ms(300))
     probe = next(s for s in h.take() if s.seg.length)   # (unACKed, it is re-sent later)
     assert ms(200) <= probe.t - t <= ms(208)
+
+
+@pytest.mark.parametrize("name", [p.name for p in PROFILES.values() if not p.pingpong_sysctl])
+def test_pingpong_thresh_tune_is_refused_where_the_sysctl_does_not_exist(name: str) -> None:
+    """net.ipv4.tcp_pingpong_thresh came with 562b1fdf061b (Linux 6.7): a profile of an
+    older kernel (or another OS) has a fixed threshold, so tuning it is one clear line
+    naming the file, the line of the key, the profile and the commit."""
+    text = f'[server]\nprofile = "{name}"\n[server.tune]\npingpong_thresh = 2\n'
+    with pytest.raises(ScenarioError) as err:
+        loads(text, "x.toml")
+    msg = str(err.value)
+    assert msg.startswith("x.toml:4: server.tune.pingpong_thresh: ") and "\n" not in msg
+    assert f"profile {name!r}" in msg and "562b1fdf061b" in msg
+    inline = f'[server]\nprofile = "{name}"\ntune = {{ pingpong_thresh = 2 }}\n'
+    with pytest.raises(ScenarioError, match=r"^x\.toml:3: server\.tune\.pingpong_thresh"):
+        loads(inline, "x.toml")
+
+
+def test_pingpong_thresh_tune_is_accepted_where_the_sysctl_exists() -> None:
+    assert PROFILES["linux"].pingpong_sysctl
+    sc = loads('[server]\ntune = { pingpong_thresh = 3 }\n', "x.toml")
+    assert sc.server.profile.pingpong_thresh == 3

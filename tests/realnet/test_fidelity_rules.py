@@ -20,9 +20,10 @@ if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
 from nagle_sim.compare_run import aligned_model_run
+from nagle_sim.model.endpoint import TcpInfo
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, loads
-from nagle_sim.sim.driver import run_sim
+from nagle_sim.sim.driver import SimDriver, run_sim
 from nagle_sim.trace import Outcome, SegmentRecord, Trace
 from realnet.runner import run_real
 
@@ -35,14 +36,16 @@ WSCALE = 10
 """The window scale this machine offers (tcp_rmem[2] = 32 MB); the model's rcv_wscale."""
 
 
-def _check_twice(scenario: Scenario, check: Callable[[Trace, Trace], None]) -> None:
+def _check_twice(scenario: Scenario, check: Callable[[Trace, Trace], None],
+                 runner: Callable[[Trace], Callable[..., Trace]] | None = None) -> None:
     """Run for real and on the model; ``check(real, sim)`` raises AssertionError on a
-    disagreement. One retry, as tests/realnet/test_compare.py does."""
+    disagreement. One retry, as tests/realnet/test_compare.py does. ``runner(real)``, if
+    given, makes the model runner for that real run (default `run_sim`)."""
     failures: list[str] = []
     for _attempt in range(2):
         real = run_real(scenario)
         assert real.outcome is Outcome.OK, real.message
-        sim = aligned_model_run(scenario, real, run_sim)
+        sim = aligned_model_run(scenario, real, runner(real) if runner else run_sim)
         assert sim.outcome is Outcome.OK, sim.message
         try:
             check(real, sim)
@@ -265,3 +268,210 @@ def test_nagle_bundles_on_a_slow_link_match_the_kernel_byte_for_byte() -> None:
         edges = [sum(kernel[:i]) - sum(model[:i]) for i in range(1, len(kernel))]
         assert all(abs(e) <= 1 for e in edges), (kernel, model)
     _check_twice(loads(TINYGRAMS), check)
+
+
+# ---------------------------------------------------------------- 5. rules packetdrill found
+# Each on a scenario of our own; loss and reordering come from [link] drop / hold, which
+# the relay and the model's link apply to the same segment (counted by kind).
+RST = """
+title = "data for a socket the server has closed"
+[link]
+delay_ms = 10
+[client]
+script = "sleep 100ms; write 100; sleep 100ms"
+[server]
+script = "close"
+"""
+
+
+def test_data_for_a_closed_socket_is_answered_with_a_reset() -> None:
+    """tcp_rcv_state_process: the server closed (FIN_WAIT2, RCV_SHUTDOWN), so the
+    client's new data resets the connection and tcp_v4_send_reset answers at once with
+    R from the data's ACK number (the old model queued the data and ACKed it)."""
+    def check(real: Trace, sim: Trace) -> None:
+        got = []
+        for trace in (real, sim):
+            data = _data(trace, Side.CLIENT)[0]
+            after = [s for s in trace.segments if s.src is Side.SERVER and s.t >= data.t]
+            assert after and after[0].flags == "R", f"{trace.source}: {after}"
+            assert after[0].seq == data.ack, f"{trace.source}: {after[0]}"
+            got.append(after[0].t - _arrival(data))
+        _near(got[0], got[1], "reset after the data arrived")
+    _check_twice(loads(RST), check)
+
+
+OUT_OF_ORDER = """
+title = "the second of three small segments arrives 5 ms late"
+[link]
+delay_ms = 20
+hold = ["to_client data 2 5ms"]
+[client]
+script = "set quickack off; read 300; sleep 300ms"
+[server]
+nodelay = true
+script = "sleep 50ms; write 100; write 100; write 100; sleep 300ms"
+"""
+
+
+def test_out_of_order_data_and_the_segment_filling_the_gap_are_acked_at_once() -> None:
+    """tcp_data_queue_ofo / __tcp_ack_snd_check and ICSK_ACK_NOW: with the client in
+    ping-pong (every ACK would be delayed), segment 3 overtakes segment 2 and draws an
+    immediate duplicate ACK; segment 2 fills the gap and is ACKed at once, covering all."""
+    def check(real: Trace, sim: Trace) -> None:
+        got: list[list[int]] = []
+        for trace in (real, sim):
+            first, second, third = _data(trace, Side.SERVER)
+            assert _arrival(third) < _arrival(second), f"{trace.source}: no reordering"
+            acks = [s for s in trace.segments if s.src is Side.CLIENT
+                    and s.t >= _arrival(third) - EARLY and not s.length]
+            assert [a.ack for a in acks[:2]] == [second.seq, third.seq + third.length], (
+                f"{trace.source}: {acks[:2]}")
+            got.append([acks[0].t - _arrival(third), acks[1].t - _arrival(second)])
+        _near(got[0][0], got[1][0], "duplicate ACK after the out-of-order segment")
+        _near(got[0][1], got[1][1], "ACK after the segment filling the gap")
+        assert got[0][1] < JIFFY, "the gap's ACK was delayed"
+    _check_twice(loads(OUT_OF_ORDER), check)
+
+
+TLP_PAST_CWND = """
+title = "fifteen small writes to a receiver in ping-pong: the probe goes past cwnd"
+[link]
+delay_ms = 5
+[client]
+script = "set quickack off; sleep 100ms; read 750; sleep 200ms"
+[server]
+nodelay = true
+script = "sleep 20ms; repeat 15 { write 50 }; sleep 200ms"
+"""
+
+
+def test_tail_loss_probe_sends_new_data_one_segment_past_cwnd() -> None:
+    """tcp_send_loss_probe → tcp_write_xmit(push_one = 2): the initial window's ten
+    50-byte segments fill cwnd; the receiver delays its ACK (ping-pong, under one rcv_mss
+    unACKed), so the probe fires first and sends the five queued writes (250 B) as an
+    eleventh segment, before any ACK arrived."""
+    def check(real: Trace, sim: Trace) -> None:
+        got = []
+        for trace in (real, sim):
+            data = _data(trace, Side.SERVER)
+            assert [s.length for s in data[:11]] == [50] * 10 + [250], (
+                f"{trace.source}: {[s.length for s in data]}")
+            first_ack = next(s for s in trace.segments if s.src is Side.CLIENT
+                             and s.t > data[0].t)
+            assert data[10].t < _arrival(first_ack), f"{trace.source}: the ACK came first"
+            got.append(data[10].t - data[9].t)
+        _near(got[0], got[1], "loss probe after the tenth segment")
+    _check_twice(loads(TLP_PAST_CWND), check)
+
+
+OLD_DATA_FIN = """
+title = "100 bytes, then the FIN, the FIN twice lost and the data's ACK too"
+[link]
+delay_ms = 10
+drop = ["to_server ack 2", "to_client fin 1-2"]
+[client]
+script = "read 100; sleep 800ms"
+[server]
+script = "write 100; sleep 5ms; close"
+"""
+
+
+def test_rto_resends_old_data_with_the_fin_and_the_receiver_keeps_the_fin() -> None:
+    """tcp_retrans_try_collapse puts the lost FIN behind the 100 bytes the client already
+    has into one RTO retransmission (FP. 1:101); tcp_data_queue trims the old part and
+    keeps the FIN (the old model dropped the whole segment as old), so the client's
+    next ACK covers the FIN. Kernel and model: same segment, same ACK, same timer."""
+    def check(real: Trace, sim: Trace) -> None:
+        got = []
+        for trace in (real, sim):
+            resent = [s for s in _data(trace, Side.SERVER) if s.t > 100_000]
+            assert resent and "F" in resent[0].flags and resent[0].seq == 1, (
+                f"{trace.source}: {resent}")
+            ack = next(s for s in trace.segments if s.src is Side.CLIENT
+                       and s.t >= _arrival(resent[0]))
+            assert ack.ack == resent[0].seq + resent[0].length + 1, f"{trace.source}: {ack}"
+            fin = next(s for s in trace.segments if s.src is Side.SERVER and "F" in s.flags)
+            got.append((resent[0].t - fin.t, ack.t - _arrival(resent[0])))
+        _near(got[0][0], got[1][0], "RTO retransmission after the first FIN")
+        _near(got[0][1], got[1][1], "ACK of the FIN after it arrived")
+    _check_twice(loads(OLD_DATA_FIN), check)
+
+
+def _model_tcp_info(side: Side, snaps: list[TcpInfo]) -> Callable[[Trace], Callable[..., Trace]]:
+    """A model runner that records ``side``'s TCP_INFO at each of the real run's TCP_INFO
+    snapshot times, into ``snaps`` (cleared per run)."""
+    def for_real(real: Trace) -> Callable[..., Trace]:
+        times = [e.t for e in real.events if e.kind == "tcp_info" and e.side is side]
+
+        def runner(scenario: Scenario, **kw: object) -> Trace:
+            snaps.clear()
+            driver = SimDriver(scenario, **kw)  # type: ignore[arg-type]
+            for t in times:
+                driver._at(t, lambda: snaps.append(driver.ep[side].tcp_info()))
+            return driver.run()
+        return runner
+    return for_real
+
+
+def _kernel_info(trace: Trace, side: Side, key: str) -> list[int]:
+    return [e.data[key] for e in trace.events if e.kind == "tcp_info" and e.side is side]
+
+
+RTO = """
+title = "a lost reply and its loss probe: the RTO"
+[link]
+delay_ms = 10
+drop = ["to_client data 1-2"]
+[client]
+script = "read 1000; sleep 100ms"
+[server]
+script = "write 1000; sleep 700ms"
+"""
+
+
+def test_rto_under_cubic_sets_ssthresh_to_seven_tenths_of_cwnd() -> None:
+    """The reply and its loss probe are lost, so the RTO fires: tcp_enter_loss →
+    cubictcp_recalc_ssthresh = max(cwnd · 717/1024, 2) = 7 from cwnd 10 (Reno: 5), cwnd
+    1, then 2 after the retransmission's ACK: TCP_INFO after the sleep, kernel and model,
+    and the probe and the RTO at the same times."""
+    snaps: list[TcpInfo] = []
+
+    def check(real: Trace, sim: Trace) -> None:
+        assert _kernel_info(real, Side.SERVER, "snd_ssthresh")[-1] == 7
+        assert snaps[-1].snd_ssthresh == 7
+        assert _kernel_info(real, Side.SERVER, "snd_cwnd")[-1] == snaps[-1].snd_cwnd
+        got = []
+        for trace in (real, sim):
+            sent = _data(trace, Side.SERVER)
+            assert len(sent) == 3, f"{trace.source}: {sent}"
+            got.append((sent[1].t - sent[0].t, sent[2].t - sent[1].t))
+        _near(got[0][0], got[1][0], "loss probe after the reply")
+        _near(got[0][1], got[1][1], "RTO after the loss probe")
+    _check_twice(loads(RTO), check, _model_tcp_info(Side.SERVER, snaps))
+
+
+APP_LIMITED = """
+title = "six segments per round trip: an app-limited sender in slow start"
+[link]
+delay_ms = 10
+[client]
+script = "read 52128; sleep 100ms"
+[server]
+nodelay = true
+script = "repeat 6 { write 8688; sleep 60ms }"
+"""
+
+
+def test_app_limited_slow_start_grows_cwnd_to_twice_the_flight() -> None:
+    """tcp_is_cwnd_limited in slow start (tcp_cwnd_validate since f4ce91ce12a7): cwnd
+    grows while it is below twice the largest flight, so six segments per round trip
+    take cwnd from 10 to 12 and no further — TCP_INFO snd_cwnd after every call, kernel
+    and model alike."""
+    snaps: list[TcpInfo] = []
+
+    def check(real: Trace, sim: Trace) -> None:
+        kernel = _kernel_info(real, Side.SERVER, "snd_cwnd")
+        model = [i.snd_cwnd for i in snaps]
+        assert kernel == model, (kernel, model)
+        assert kernel[0] == 10 and kernel[-1] == 12
+    _check_twice(loads(APP_LIMITED), check, _model_tcp_info(Side.SERVER, snaps))

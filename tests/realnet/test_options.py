@@ -196,11 +196,13 @@ def test_route_quickack_acks_at_once(delay: str) -> None:
         assert real.meta.get("netns", "").endswith("-l")
 
 
+# The client closes 30 ms after the server's FIN arrives: with both closing at the same
+# instant the two FINs raced (a pure ACK of the FIN, or not, by tens of µs).
 PINGPONG_THRESH = """
 [link]
 delay_ms = 5
 [client]
-script = "repeat 4 { write 100; read 100 }\\nsleep 100ms"
+script = "repeat 4 { write 100; read 100 }\\nsleep 130ms"
 [server]
 tune = { pingpong_thresh = %d }
 script = "repeat 4 { read 100; write 100 }\\nsleep 100ms"
@@ -226,6 +228,25 @@ def test_loopback_refuses_a_sysctl_on_one_side_only() -> None:
     with pytest.raises(RealnetError) as err:
         run_real(scenario)
     assert "\n" not in str(err.value) and "namespace" in str(err.value)
+
+
+def test_pingpong_thresh_is_refused_on_a_kernel_without_the_sysctl(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pre-6.7 host (no /proc/sys/net/ipv4/tcp_pingpong_thresh): one line naming the
+    side, the sysctl and the commit that added it, before any namespace is made."""
+    from realnet import runner
+
+    real_read = runner._read_sysctl
+
+    def pre_6_7(key: str) -> str | None:
+        return None if key == "net.ipv4.tcp_pingpong_thresh" else real_read(key)
+
+    monkeypatch.setattr(runner, "_read_sysctl", pre_6_7)
+    with pytest.raises(RealnetError) as err:
+        run_real(loads(PINGPONG_THRESH % 3, "<t>"))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("<t>: server tunes tcp_pingpong_thresh")
+    assert "net.ipv4.tcp_pingpong_thresh" in msg and "562b1fdf061b" in msg
 
 
 # ---------------------------------------------------------------- link rate
