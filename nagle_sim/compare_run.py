@@ -277,7 +277,7 @@ def _measured_sleeps(real: Trace) -> dict[tuple[Side, int], list[int]]:
 def measured_sleep_runs(real: Trace) -> dict[tuple[Side, int], list[int]]:
     """The sleeps whose every run the model should follow: those where the median run
     length, repeated, would drift `SLEEP_DRIFT_MIN_US` or more from the real run's total
-    (lessons/22: 100 × ``write 1; sleep 2ms`` took 2.06-2.24 ms a run, and the bytes
+    (why-nagle-exists: 100 × ``write 1; sleep 2ms`` took 2.06-2.24 ms a run, and the bytes
     Nagle bundles depend on where each write falls against the returning ACK)."""
     out = {}
     for key, spans in _measured_sleeps(real).items():

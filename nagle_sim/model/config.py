@@ -166,7 +166,7 @@ class StackProfile:
     loopback_skb_overhead: int = 852
     """Truesize of a loopback skb beyond its payload (the sender's small head and struct
     sk_buff; the payload sits in page fragments). Measured here from the windows a
-    loopback receiver advertises for 1 kB segments (lessons/23, realnet, 6.18): 64512 →
+    loopback receiver advertises for 1 kB segments (lesson getting-immediate-acks, 6.18): 64512 →
     67584 → 69632, then 70656 after the first read, which needs scaling_ratio
     1000·256/truesize = 138, i.e. truesize 1847-1855 for 1000 bytes: 847-855 B."""
     skb_struct_size: int = 256

@@ -215,7 +215,7 @@ script = "repeat 6 { sleep 200ms; read 5000 }"
 
 
 def test_loopback_window_growth_and_its_quick_acks_match_the_kernel() -> None:
-    """tcp_grow_window on loopback (lessons/23): the kernel's head-less loopback skbs
+    """tcp_grow_window on loopback (getting-immediate-acks): the kernel's head-less loopback skbs
     (payload + a small head, coalesced at payload cost) let rcv_ssthresh grow three
     times, each growth adding a quick ACK: the client's ACK windows are the kernel's to
     the byte and the same number of ACKs leave within 1 ms of their segment (18)."""
@@ -252,11 +252,11 @@ script = "read 60"
 
 
 def test_nagle_bundles_on_a_slow_link_match_the_kernel_byte_for_byte() -> None:
-    """lessons/22's shape: with the SYN and SYN-ACK taking 60 bytes' time on the link
+    """why-nagle-exists's shape: with the SYN and SYN-ACK taking 60 bytes' time on the link
     (8.6 ms at 56 kbit/s) and the aligned run following each real sleep, every bundle
     Nagle releases with a returning ACK holds the same bytes as the kernel's, give or take
     the one write that lands within the relay's jitter of the releasing ACK (before: 31+29+
-    30+9 against the kernel's 29+29+28+13 in lessons/22, two and four writes off)."""
+    30+9 against the kernel's 29+29+28+13 in that lesson, two and four writes off)."""
     def check(real: Trace, sim: Trace) -> None:
         kernel = [s.length for s in _data(real, Side.CLIENT)]
         model = [s.length for s in _data(sim, Side.CLIENT)]

@@ -90,7 +90,7 @@ def _ack_waits_ms(trace: Trace) -> list[float]:
 
 
 def test_s1_split_writes_stall_on_delayed_ack() -> None:
-    """Lesson 03: in the first request the server ACKs at once (quick-ACK mode); in every
+    """in the first request the server ACKs at once (quick-ACK mode); in every
     later one Nagle holds the 7-byte write until the server's delayed-ACK timer fires."""
     trace = real("s1_write_write_read.toml")
     assert len(latencies_ms(trace)) == 12
@@ -101,7 +101,7 @@ def test_s1_split_writes_stall_on_delayed_ack() -> None:
 
 
 def test_s1_nodelay_is_fast() -> None:
-    """Lesson 04: TCP_NODELAY removes the stall: every write leaves on its call."""
+    """TCP_NODELAY removes the stall: every write leaves on its call."""
     trace = real("s1_write_write_read.toml", "client.nodelay=true")
     assert data(trace, Side.CLIENT) == [6, 7] * 12
     released = released_after_ms(trace, "write", None, 24)
@@ -109,7 +109,7 @@ def test_s1_nodelay_is_fast() -> None:
 
 
 def test_s3_default_fifteen_small_writes_then_two_plus_twenty_eight() -> None:
-    """Lesson 05: first message leaves as 15 × 2 B (quick ACKs), later ones as 2 B + 28 B."""
+    """first message leaves as 15 × 2 B (quick ACKs), later ones as 2 B + 28 B."""
     trace = real("s3_cork_vs_nodelay.toml")
     lat = latencies_ms(trace)
     assert len(lat) == 20
@@ -122,7 +122,7 @@ def test_s3_default_fifteen_small_writes_then_two_plus_twenty_eight() -> None:
 
 
 def test_s3_cork_one_thirty_byte_segment_per_message() -> None:
-    """Lesson 05: uncorking sends each message as one 30-byte segment, on the uncork call
+    """uncorking sends each message as one 30-byte segment, on the uncork call
     (not on the 200 ms cork ceiling, not after a delayed ACK)."""
     trace = real("s3_cork_vs_nodelay.toml", S3_CORK)
     assert data(trace, Side.CLIENT) == [30] * 20
@@ -156,7 +156,7 @@ S4_SERVER_STAYS = 'server.script="repeat 4 { read 1; write 1 }; sleep 500ms"'
 
 
 def test_s4_quickack_off_delays_the_ack_every_round() -> None:
-    """Lesson 06: TCP_QUICKACK=0 before each round → the pure ACK waits ≈ 40-44 ms.
+    """TCP_QUICKACK=0 before each round → the pure ACK waits ≈ 40-44 ms.
 
     The server stays open after the last round: a FIN right behind the last byte would be
     re-sent by the tail-loss probe (~35 ms) and draw an early ACK (see test_compare)."""
@@ -171,7 +171,7 @@ def test_s4_default_acks_at_once() -> None:
 
 
 def test_s2_emulated_link_one_byte_then_nine_one_delay_later() -> None:
-    """Lesson 01: with ACKs 100 ms late, "0" leaves alone and "1".."9" one delay later."""
+    """with ACKs 100 ms late, "0" leaves alone and "1".."9" one delay later."""
     trace = real("s2_node_ten_bytes.toml", "link.to_server_delay_ms=100",
                  'server.script="repeat 10 { write 1 }; sleep 300ms"')
     assert trace.meta["link"] == "emulated"
