@@ -638,7 +638,11 @@ def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -
         if "R" in sa.flags or len(fins) == 2:
             break
         if view.seen[b] - view.seen[a] >= minimum:
-            out.append(finder.classify(a, b))
+            stall = finder.classify(a, b)
+            # rows in the order the capture has them (frame numbers; the model's trace
+            # has none: its time order), whatever order the rules cited them in
+            stall.evidence.sort(key=lambda ev: (ev.frame, ev.t, ev.index))
+            out.append(stall)
             if len(out) >= limit:
                 break
     return out

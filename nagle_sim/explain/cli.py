@@ -58,8 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="explain the connection using port P")
     p.add_argument("--os", default="", metavar="client=linux,server=windows",
                    help="each side's stack profile (default: from its delayed-ACK timing)")
-    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
-    p.add_argument("--markdown", action="store_true", help="print a Markdown report")
+    p.add_argument("--json", action="store_true",
+                   help="print the explanation as JSON (not with --markdown)")
+    p.add_argument("--markdown", action="store_true",
+                   help="print a Markdown report (not with --json)")
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
     p.add_argument("--until-ms", type=_until, metavar="MS",
@@ -68,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tui", action="store_true",
                    help="open the capture in the teaching app: the captured ladder with "
                         "each stall explained, the rebuilt model as overlay, what-if keys")
+    p.add_argument("--truncated-ok", action="store_true",
+                   help="explain the complete frames of a capture that ends inside a frame "
+                        "(copied while tcpdump was writing, or cut with head -c)")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
     p.set_defaults(func=explain_cli)
@@ -106,13 +111,17 @@ def explain_cli(args: argparse.Namespace) -> int:
     from . import ExplainError, explain_file
     from .report import dumps, markdown, print_report, write_pictures
 
+    if args.json and args.markdown:
+        # one document on stdout: JSON with Markdown after it would parse as neither
+        return _error("--json and --markdown both print to stdout: give one of them")
     for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
                                (args.scenario, "--scenario", ".toml")):
         problem = _check_output(path, flag, suffix)
         if problem:
             return _error(problem)
     try:
-        ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os)
+        ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
+                          truncated_ok=getattr(args, "truncated_ok", False))
     except ExplainError as exc:        # CaptureError is one
         return _error(str(exc))
     except MemoryError:

@@ -36,3 +36,16 @@ def test_a_server_closing_after_its_last_write_is_not_rebuilt_with_nodelay(
     assert all(s.reproduced for s in ex.stalls)
     names = [w.name for w in ex.rebuilt.whatifs]
     assert "NODELAY on the server" in names
+
+
+def test_evidence_rows_are_in_frame_order(capture_of: Cap) -> None:
+    """On a long link the rules cite the released segment before the ACK that released
+    it; the report lists them as the capture has them."""
+    from .conftest import S1
+    trace = model(S1, "link.delay_ms=250")
+    ex = explain_file(str(capture_of(trace, at="client")))
+    multi = [s for s in ex.stalls if len(s.evidence) > 2]
+    assert multi
+    for s in ex.stalls:
+        frames = [e.frame for e in s.evidence]
+        assert all(frames) and frames == sorted(frames), (s.cause, frames)
