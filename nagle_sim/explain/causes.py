@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.config import LINUX
 from ..model.events import Micros, Side
 from ..summary import STALL_MIN
 from ..trace import SegmentRecord, Trace
@@ -39,10 +40,30 @@ CAUSES: dict[str, str] = {
 """The cause vocabulary, in docs/explain.md order. A stall's causes join with "+"."""
 
 HIGH, MEDIUM, LOW = 0.9, 0.6, 0.3
-PROBE_US = 200_000
+PROBE_US = LINUX.probe0_min_us
 """The probe timer's floor (TCP_RTO_MIN): what releases corked or MSG_MORE data."""
-JIFFY_US = 4_000
-"""A timer fires up to a jiffy late (HZ=250)."""
+JIFFY_US = LINUX.tick_us
+"""One jiffy (HZ=250)."""
+LATE_JIFFIES = 2
+"""How late a jiffy timer may run on a busy host (softirq work, a loaded machine): the
+kernel's probe timer was captured 1-2 jiffies after the model's rule."""
+
+
+def probe_window(rtt_us: int) -> tuple[int, int]:
+    """(earliest, latest) µs after a write at which the probe timer that releases corked
+    or MSG_MORE data fires, from the kernel's rule as the model applies it
+    (`nagle_sim.model.timers.tcp_check_probe_timer`): armed for tcp_probe0_base =
+    max(RTO, TCP_RTO_MIN) in jiffies, where RTO = SRTT + RTTVAR and RTTVAR is at least
+    rto_min (2·RTT after the first sample); usecs_to_jiffies rounds up, the timer wheel
+    adds a jiffy, arming mid-jiffy adds up to one more, and the timer may run
+    `LATE_JIFFIES` late. Loopback: 199-220.5 ms (the model fires at 204-208 ms, a kernel
+    on a busy host was captured at 208-212 ms)."""
+    p = LINUX
+    rto_hi = rtt_us + max(p.rto_min_us, 2 * rtt_us)
+    # SRTT is never 0: a round trip too short to measure still rounds RTO up a jiffy
+    base_j = max(rto_hi // p.tick_us + 1, p.us_to_jiffies(p.probe0_min_us))
+    late_j = base_j + (1 if p.timer_wheel_round_up else 0) + 1 + LATE_JIFFIES
+    return PROBE_US - JIFFY_US // 4, late_j * p.tick_us + 500
 
 
 @dataclass(slots=True)
@@ -509,8 +530,8 @@ class _Finder:
             stall.text = f"the {peer.value}'s small receive window held the {snd.value}'s data"
             return self._finish(stall, e)
         rtt = self._rtt()
-        probe_time = (not outstanding
-                      and PROBE_US - JIFFY_US // 4 <= own <= PROBE_US + rtt + JIFFY_US + 500)
+        probe_lo, probe_hi = probe_window(rtt)
+        probe_time = not outstanding and probe_lo <= own <= probe_hi
         held = self._held_before(e) if not outstanding else None
         # the timer runs from the held segment, and is max(RTO, 200 ms): up to the 1 s
         # initial RTO when the round-trip estimate is poor

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from nagle_sim.explain import explain_file
 from nagle_sim.model.events import Side
 
@@ -49,3 +51,53 @@ def test_evidence_rows_are_in_frame_order(capture_of: Cap) -> None:
     for s in ex.stalls:
         frames = [e.frame for e in s.evidence]
         assert all(frames) and frames == sorted(frames), (s.cause, frames)
+
+
+CORK_SMALL = """title = "cork never released, small writes"
+[client]
+script = "set cork on; repeat 4 { write 30; read 20 }"
+[server]
+script = "repeat 4 { read 30; write 20 }"
+"""
+
+
+def test_a_small_corked_write_is_said_to_be_cork_or_an_idle_app(capture_of: Cap) -> None:
+    """Each 30 B write leaves as one segment when the probe timer fires (the model: 204-208
+    ms after the write): nothing on the wire shows bytes held, so it is `app` at 0.3,
+    "cork or an idle app" — never a confident idle app."""
+    ex = explain_file(str(capture_of(model(CORK_SMALL))))
+    assert len(ex.stalls) == 4
+    assert all(204_000 <= s.duration <= 208_500 for s in ex.stalls)
+    assert all(s.causes == ["app"] and s.confidence <= 0.3 and "cork or an idle app" in s.text
+               for s in ex.stalls)
+
+
+THINK = """[client]
+nodelay = true
+script = "repeat 4 { sleep SLEEPms; write 10; read 10 }"
+[server]
+nodelay = true
+script = "repeat 4 { read 10; write 10 }"
+"""
+
+
+def test_the_probe_window_allows_a_kernel_timer_a_jiffy_or_two_late() -> None:
+    from nagle_sim.explain.causes import probe_window
+    lo, hi = probe_window(0)
+    assert lo <= 200_000 and 212_000 <= hi <= 224_000   # a busy kernel fired at 212 ms
+    assert probe_window(150_000)[1] >= 450_000 + 4_000  # RTO = 3 RTT after one sample
+
+
+@pytest.mark.parametrize(("sleep_ms", "ambiguous"), [(209, True), (212, True), (240, False),
+                                                     (150, False)])
+def test_think_time_where_the_kernel_fires_the_probe_timer_is_ambiguous(
+        capture_of: Cap, sleep_ms: int, ambiguous: bool) -> None:
+    """A kernel's probe timer was captured 208-212 ms after a corked write: an idle app
+    sleeping that long looks the same, so it says both at 0.3; well outside, it is app."""
+    ex = explain_file(str(capture_of(model(THINK.replace("SLEEP", str(sleep_ms))))))
+    later = ex.stalls[1:]
+    assert later and all(s.causes == ["app"] for s in later)
+    if ambiguous:
+        assert all(s.confidence <= 0.3 and "cork or an idle app" in s.text for s in later)
+    else:
+        assert all(s.confidence >= 0.6 and "cork" not in s.text for s in later)
