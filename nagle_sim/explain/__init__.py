@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..model.events import Side
 from ..scenario import ScenarioError
-from .causes import LOW, Stall, View, find_stalls
+from .causes import LOW, WINDOW_CAUSES, Stall, View, find_stalls
 from .connections import Connection, longest_stalled, split_connections
 from .pcap import CaptureError, CaptureFile, read_capture
 from .rebuild import Rebuilt, parse_os, rebuild
@@ -125,6 +125,11 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
         notes.append(f"the model could not re-run this capture: {exc}")
     if rebuilt is not None:
         notes += rebuilt.notes
+        if rebuilt.model is not None and any(set(s.causes) & set(WINDOW_CAUSES)
+                                             for s in stalls):
+            notes.append("the rebuilt scenario does not model the receiver's buffer size "
+                         "or how slowly its application read, so the model does not "
+                         "reproduce the receiver / zero_window stalls")
     return Explanation(capture=capture, connections=conns, chosen=chosen, captured=captured,
                        stalls=stalls, rebuilt=rebuilt, notes=notes)
 

@@ -22,7 +22,7 @@ from ..model.config import PROFILES
 from ..model.events import Micros, Side
 from ..scenario import Scenario, loads
 from ..trace import Outcome, Trace
-from .causes import Stall, View, find_stalls, view_of
+from .causes import WINDOW_CAUSES, Stall, View, find_stalls, view_of
 from .totrace import Captured
 
 MAX_MODEL_SEGMENTS = 2_000
@@ -457,8 +457,13 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
                                 view_of(base_trace, cap.dist, cap.mss, sack))
     else:
         out.baseline = _summary("as captured (model)", "", model, mview)
+    # NODELAY for the side Nagle held; with no Nagle stall, for the client (its answer is
+    # "no change") — unless the receiver's window held it: NODELAY cannot open a window
     writers = [s for s in Side if any(st.waiting is s and "nagle" in st.causes
-                                      for st in stalls)] or [Side.CLIENT]
+                                      for st in stalls)]
+    if not writers and not any(st.waiting is Side.CLIENT and set(st.causes) & set(
+            WINDOW_CAUSES) for st in stalls):
+        writers = [Side.CLIENT]
     for side in writers:
         if scenario.side(side).options.nodelay:
             continue

@@ -101,3 +101,63 @@ def test_think_time_where_the_kernel_fires_the_probe_timer_is_ambiguous(
         assert all(s.confidence <= 0.3 and "cork or an idle app" in s.text for s in later)
     else:
         assert all(s.confidence >= 0.6 and "cork" not in s.text for s in later)
+
+
+SLOW_READER = """title = "a slow reader: a small receive window, read every 50 ms"
+[client]
+script = "write 30000; read 2"
+[server]
+tune = { rcv_buf = 8192, rcv_wnd = 4096 }
+script = "repeat 8 { sleep 50ms; read 4000 }; write 2"
+"""
+
+
+def test_a_slow_reader_is_the_receiver_not_nagle(capture_of: Cap) -> None:
+    """The client's data waits for the server's window (full, or too small for a
+    segment): `receiver` / `zero_window`, whatever the ACK timing looks like — and
+    NODELAY, which opens no window, is not offered."""
+    from nagle_sim.explain.causes import WINDOW_CAUSES
+    ex = explain_file(str(capture_of(model(SLOW_READER))))
+    waited = [s for s in ex.stalls if s.waiting is Side.CLIENT
+              and s.causes[0] not in ("rto", "tlp")]
+    assert len(waited) >= 5
+    assert all(s.causes[0] in WINDOW_CAUSES for s in waited), [s.cause for s in waited]
+    assert not any("nagle" in s.causes for s in ex.stalls)
+    assert any("window" in e.note for s in waited for e in s.evidence)
+    assert ex.rebuilt is not None
+    assert not any("NODELAY" in w.name for w in ex.rebuilt.whatifs)
+    assert any("receiver's buffer" in n for n in ex.notes)
+
+
+def test_windows_are_scaled_by_the_handshake_option(capture_of: Cap) -> None:
+    """Raw windows of 512 (64 KB at scale 7) are smaller than the 2000 B of a
+    write-write-read round: read unscaled they would look full. Scaled, it is Nagle."""
+    text = """[client]
+script = "repeat 4 { write 1000; write 1000; read 10 }"
+[server]
+script = "repeat 4 { read 2000; write 10 }"
+"""
+    ex = explain_file(str(capture_of(model(text))))
+    assert ex.captured.trace.meta["window_scale"] == {"client": 7, "server": 7}
+    assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
+
+
+def test_a_zero_window_and_its_update_are_named_zero_window(capture_of: Cap) -> None:
+    """Hand-made: the client fills the server's 4096 B window; the server ACKs it 40 ms
+    later with a zero window, and opens it 60 ms after that; the client sends at once."""
+    from .captures import hand_trace, handshake, seg
+    segs = handshake() + [
+        seg("client", 1, "A", 1, 2048, ack=1),
+        seg("client", 1.01, "PA", 2049, 2048, ack=1),
+        seg("server", 41, "A", 1, ack=4097, win=0),
+        seg("server", 101, "A", 1, ack=4097, win=4096),
+        seg("client", 101.02, "A", 4097, 2048, ack=1),
+        seg("client", 101.03, "PA", 6145, 2048, ack=1),
+        seg("server", 101.05, "A", 1, ack=8193, win=65536),
+    ]
+    segs[1].window = 4096          # the SYN-ACK offers 4096 B
+    ex = explain_file(str(capture_of(hand_trace(segs), at="client")))
+    assert [s.cause for s in ex.stalls] == ["zero_window", "zero_window"]
+    assert all(s.waiting is Side.CLIENT for s in ex.stalls)
+    assert ex.rebuilt is not None
+    assert not any("NODELAY" in w.name for w in ex.rebuilt.whatifs)
