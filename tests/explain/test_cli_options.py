@@ -81,3 +81,37 @@ def test_truncated_ok_cannot_save_a_file_cut_before_its_first_frame(
     with pytest.raises(CaptureError, match="after 0 complete") as info:
         read_capture(cut, truncated_ok=True)
     assert "--truncated-ok" not in str(info.value)
+
+
+def test_picture_bands_name_the_stall_cause(s1_trace: Trace, tmp_path: Path) -> None:
+    path = write_capture(s1_trace, tmp_path / "s1.pcap", at="both")
+    svg = tmp_path / "ladder.svg"
+    assert main(["explain", str(path), "--svg", str(svg)]) == 0
+    text = svg.read_text("utf-8")
+    # each of the five stalls is a band (or bands, cut by the model's overlay) naming it
+    assert "ms: Nagle + delayed ACK" in text
+    assert text.count("Nagle + delayed ACK") >= 5
+
+
+def test_markdown_lists_the_evidence_rows(s1_trace: Trace, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), "--markdown"]) == 0
+    text = capsys.readouterr().out
+    evidence = text.split("## Evidence", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in evidence.splitlines() if line.startswith("  - frame ")]
+    assert len(rows) >= 5 * 3        # five stalls, three segments each
+    assert "a delayed ACK" in evidence and "`nagle+delayed_ack`" in evidence
+
+
+def test_a_picture_too_big_for_the_given_until_ms_asks_for_a_smaller_one(
+        s1_trace: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nagle_sim.export import ladder
+    monkeypatch.setattr(ladder, "MAX_ROWS", 10)
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    svg = tmp_path / "ladder.svg"
+    assert main(["explain", str(path), "--svg", str(svg), "--until-ms", "400"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--until-ms 400 still draws too much" in err
+    assert "draw part of the run with --until-ms" not in err
