@@ -397,9 +397,9 @@ class _Finder:
             # the data did not fit in the window offered before e, and fits in e's: the
             # receiver's window held it, whatever Nagle would have done (checked first)
             cause = "zero_window" if win == 0 else "receiver"
-            return (cause, f"{outstanding} B in flight filled the {snd.value}'s "
-                    f"{win} B window, so this {f.length} B segment waited for it to open",
-                    follow, True)
+            why = (f"the {snd.value}'s window was zero" if win == 0 else
+                   f"{outstanding} B in flight filled the {snd.value}'s {win} B window")
+            return cause, why, follow, True
         if small >= 0 and small_end > acked:
             return ("nagle", f"Nagle: {segs[small].length} B sent earlier were still "
                     f"unACKed, so this {f.length} B segment waited", follow, True)
@@ -450,8 +450,8 @@ class _Finder:
                                       "that ACK arrived: it had waited for the window"))
         stall.waiting = peer
         stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms for the "
-                      f"{snd.value}'s receive window: {why} (the {snd.value} application "
-                      "read slowly)")
+                      f"{snd.value}'s receive window to open: {why} (its application read "
+                      "slowly, or its buffer is small)")
         return self._finish(stall, e)
 
     def _window_still_shut(self, stall: Stall, e: int, own: int,
@@ -472,7 +472,7 @@ class _Finder:
         stall.text = (f"the {peer.value}'s next {size} B did not fit in the {snd.value}'s "
                       f"{win} B receive window ({flight} B in flight), so it waited; the "
                       f"{snd.value}'s ACK after {ms:.1f} ms offered {offered} (its "
-                      "application read slowly)")
+                      "application read slowly, or its buffer is small)")
         return self._finish(stall, e)
 
     def _peer_cut_off(self, e: int) -> bool:
