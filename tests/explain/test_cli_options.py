@@ -71,6 +71,9 @@ def test_truncated_ok_explains_the_complete_frames_and_says_so(
     assert ex.stalls and ex.stalls[0].cause == "nagle+delayed_ack"
     assert main(["explain", str(cut), "--truncated-ok"]) == 0
     assert "the file is truncated" in capsys.readouterr().out
+    assert main(["explain", str(cut), "--truncated-ok", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["file_truncated"] == ex.notes[0] and doc["frames"] == frames
 
 
 def test_truncated_ok_cannot_save_a_file_cut_before_its_first_frame(
