@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..model.events import Side
 from ..scenario import ScenarioError
-from .causes import LOW, Stall, View, find_stalls
+from .causes import LOW, WINDOW_CAUSES, Stall, View, find_stalls
 from .connections import Connection, longest_stalled, split_connections
 from .pcap import CaptureError, CaptureFile, read_capture
 from .rebuild import Rebuilt, parse_os, rebuild
@@ -41,8 +41,17 @@ RANK_BUDGET = 400_000
 ranked by their longest quiet gap): bounded time on a capture of many connections."""
 
 
+def longest_stall(stalls: list[Stall]) -> tuple[int, int, str]:
+    """(µs, start, cause) of the longest stall not caused by an idle application;
+    (0, 0, "") when there is none — `Connection.longest_stall`'s value."""
+    best = max((s for s in stalls if s.causes != ["app"]), key=lambda s: s.duration,
+               default=None)
+    return (best.duration, best.start, best.cause) if best else (0, 0, "")
+
+
 def rank(conns: list[Connection], path: str) -> None:
-    """Fill each connection's `Connection.longest_stall` (not ``app``), within budget."""
+    """Fill each connection's `Connection.longest_stall` (not ``app``), within budget.
+    A single connection is left to `explain_file`, which finds its stalls anyway."""
     if len(conns) < 2:
         return
     budget = RANK_BUDGET
@@ -53,9 +62,7 @@ def rank(conns: list[Connection], path: str) -> None:
         cap = to_trace(c, path)
         view = View(trace=cap.trace, seen=cap.seen, retransmit=cap.retransmit,
                     frames=cap.frames, mss=cap.mss)
-        best = max((s for s in find_stalls(view) if s.causes != ["app"]),
-                   key=lambda s: s.duration, default=None)
-        c.longest_stall = (best.duration, best.start, best.cause) if best else (0, 0, "")
+        c.longest_stall = longest_stall(find_stalls(view))
 
 
 def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
@@ -71,8 +78,10 @@ def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
 
 
 def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
-                 os_text: str = "", run_model: bool = True) -> Explanation:
-    """Explain one connection of the capture at ``path``.
+                 os_text: str = "", run_model: bool = True,
+                 truncated_ok: bool = False) -> Explanation:
+    """Explain one connection of the capture at ``path``; ``truncated_ok``: a file that
+    ends inside a frame is explained from its complete frames (a note says so).
 
     Raises:
         ExplainError: the file or an option is bad (`CaptureError` is one).
@@ -81,7 +90,7 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
         os_choice: dict[Side, str] = parse_os(os_text) if os_text else {}
     except ValueError as exc:
         raise ExplainError(str(exc)) from None
-    capture = read_capture(path)
+    capture = read_capture(path, truncated_ok=truncated_ok)
     conns = split_connections(capture.packets)
     rank(conns, path)
     if conn is not None:
@@ -102,7 +111,10 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
                 frames=captured.frames, mss=captured.mss, sack=sack)
     stalls = find_stalls(view)
     doubt_missing(stalls, captured)
-    notes = list(captured.notes)
+    # the explained connection's own stalls are the final word (a lone connection was
+    # not ranked; a ranked one was analysed without SACK knowledge)
+    chosen.longest_stall = longest_stall(stalls)
+    notes = ([capture.truncated] if capture.truncated else []) + list(captured.notes)
     rebuilt: Rebuilt | None
     try:
         rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model, view=view)
@@ -113,6 +125,11 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
         notes.append(f"the model could not re-run this capture: {exc}")
     if rebuilt is not None:
         notes += rebuilt.notes
+        if rebuilt.model is not None and any(set(s.causes) & set(WINDOW_CAUSES)
+                                             for s in stalls):
+            notes.append("the rebuilt scenario does not model the receiver's buffer size "
+                         "or how slowly its application read, so the model does not "
+                         "reproduce the receiver / zero_window stalls")
     return Explanation(capture=capture, connections=conns, chosen=chosen, captured=captured,
                        stalls=stalls, rebuilt=rebuilt, notes=notes)
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.config import LINUX
 from ..model.events import Micros, Side
 from ..summary import STALL_MIN
 from ..trace import SegmentRecord, Trace
@@ -39,10 +40,32 @@ CAUSES: dict[str, str] = {
 """The cause vocabulary, in docs/explain.md order. A stall's causes join with "+"."""
 
 HIGH, MEDIUM, LOW = 0.9, 0.6, 0.3
-PROBE_US = 200_000
+WINDOW_CAUSES = ("receiver", "zero_window")
+"""Causes that say the receiver's window held the sender (never offer NODELAY for them)."""
+PROBE_US = LINUX.probe0_min_us
 """The probe timer's floor (TCP_RTO_MIN): what releases corked or MSG_MORE data."""
-JIFFY_US = 4_000
-"""A timer fires up to a jiffy late (HZ=250)."""
+JIFFY_US = LINUX.tick_us
+"""One jiffy (HZ=250)."""
+LATE_JIFFIES = 2
+"""How late a jiffy timer may run on a busy host (softirq work, a loaded machine): the
+kernel's probe timer was captured 1-2 jiffies after the model's rule."""
+
+
+def probe_window(rtt_us: int) -> tuple[int, int]:
+    """(earliest, latest) µs after a write at which the probe timer that releases corked
+    or MSG_MORE data fires, from the kernel's rule as the model applies it
+    (`nagle_sim.model.timers.tcp_check_probe_timer`): armed for tcp_probe0_base =
+    max(RTO, TCP_RTO_MIN) in jiffies, where RTO = SRTT + RTTVAR and RTTVAR is at least
+    rto_min (2·RTT after the first sample); usecs_to_jiffies rounds up, the timer wheel
+    adds a jiffy, arming mid-jiffy adds up to one more, and the timer may run
+    `LATE_JIFFIES` late. Loopback: 199-220.5 ms (the model fires at 204-208 ms, a kernel
+    on a busy host was captured at 208-212 ms)."""
+    p = LINUX
+    rto_hi = rtt_us + max(p.rto_min_us, 2 * rtt_us)
+    # SRTT is never 0: a round trip too short to measure still rounds RTO up a jiffy
+    base_j = max(rto_hi // p.tick_us + 1, p.us_to_jiffies(p.probe0_min_us))
+    late_j = base_j + (1 if p.timer_wheel_round_up else 0) + 1 + LATE_JIFFIES
+    return PROBE_US - JIFFY_US // 4, late_j * p.tick_us + 500
 
 
 @dataclass(slots=True)
@@ -363,22 +386,94 @@ class _Finder:
             k -= 1
         f = segs[follow]
         high, acked, small_end, win, small = self.state(peer, arrive, arrivals_before=True)
-        if "A" in es.flags and es.ack <= acked:
-            return None   # e ACKed nothing new: it released nothing
+        # the window's right edge (ACK + window) e offered beyond the one before it: a
+        # window update releases data without ACKing anything new
+        opened = es.ack + es.window > acked + win
+        if "A" in es.flags and es.ack <= acked and not opened:
+            return None   # e ACKed nothing new and opened no window: it released nothing
         outstanding = high - acked
+        if outstanding + f.length > win and opened and \
+                f.seq + f.length <= es.ack + es.window:
+            # the data did not fit in the window offered before e, and fits in e's: the
+            # receiver's window held it, whatever Nagle would have done (checked first)
+            cause = "zero_window" if win == 0 else "receiver"
+            why = (f"the {snd.value}'s window was zero" if win == 0 else
+                   f"{outstanding} B in flight filled the {snd.value}'s {win} B window")
+            return cause, why, follow, True
         if small >= 0 and small_end > acked:
             return ("nagle", f"Nagle: {segs[small].length} B sent earlier were still "
                     f"unACKed, so this {f.length} B segment waited", follow, True)
         if outstanding >= 2 * self.v.mss and f.length >= self.v.mss:
             return ("cwnd", f"the congestion window was full ({outstanding} B in flight)",
                     follow, True)
-        if win < f.length + outstanding:
-            return ("receiver", f"the {snd.value}'s window ({win} B) had no room", follow,
-                    True)
         if "P" not in f.flags and f.length < self.v.mss:
             return ("msg_more", "sent with MSG_MORE (no PSH), it waited for the next push, "
                     "which this ACK triggered", follow, False)
         return ("nagle", "the data was held until this ACK", follow, False)
+
+    def _window_full(self, side: Side, t: int) -> tuple[int, int, int] | None:
+        """(bytes in flight, window, next segment's length) when ``side`` was limited by
+        the window its peer last offered before ``t``: its next new data, sent as soon as a
+        later segment of the peer arrived (so it was queued, not written late), did not
+        fit in that window (a full or zero window, or one too small for a segment: the
+        sender avoids silly windows). Else None."""
+        _high, acked, _se, win, _sm = self.state(side, t, arrivals_before=True)
+        ix = self.idx[side]
+        k = bisect.bisect_left(ix.send_t, t)
+        for i in ix.sends[k:k + 64]:
+            s = self.segs[i]
+            if not s.length or self.v.retransmit[i]:
+                continue
+            a = ix.arrived_by(s.t)
+            reacted = a >= 0 and ix.arr_t[a] >= t and s.t - ix.arr_t[a] <= REACT_US
+            if reacted and s.seq + s.length > acked + win:
+                high = ix.high[bisect.bisect_left(ix.sends, i) - 1]
+                return max(0, high - acked), win, s.length
+            return None
+        return None
+
+    def _window_opened(self, stall: Stall, e: int, own: int,
+                       found: tuple[str, str, int, bool], add_link: Any) -> Stall:
+        """e (a bare ACK or window update) opened the window its peer's data waited for."""
+        es = self.segs[e]
+        snd, peer = es.src, es.src.peer
+        cause, why, follow, _sure = found
+        f = self.segs[follow]
+        arrive = es.arrive if es.arrive is not None else es.t
+        ms = own / 1000
+        stall.causes = [cause]
+        add_link()
+        stall.confidence = HIGH
+        stall.evidence.append(self.ev(e, f"ACK {es.ack} with a {es.window} B window after "
+                                      f"{ms:.1f} ms: it opened the window"))
+        stall.evidence.append(self.ev(follow, f"sent {(f.t - arrive) / 1000:.2f} ms after "
+                                      "that ACK arrived: it had waited for the window"))
+        stall.waiting = peer
+        stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms for the "
+                      f"{snd.value}'s receive window to open: {why} (its application read "
+                      "slowly, or its buffer is small)")
+        return self._finish(stall, e)
+
+    def _window_still_shut(self, stall: Stall, e: int, own: int,
+                           full: tuple[int, int, int], add_link: Any) -> Stall:
+        """e ACKed the peer's data but opened no room: the peer, window-limited, waited on."""
+        es = self.segs[e]
+        snd, peer = es.src, es.src.peer
+        flight, win, size = full
+        ms = own / 1000
+        # a zero window before, or now (Wireshark's "TCP ZeroWindow" on this ACK)
+        stall.causes = ["zero_window" if win == 0 or es.window == 0 else "receiver"]
+        add_link()
+        stall.confidence = MEDIUM
+        offered = ("a zero window" if es.window == 0 else f"a {es.window} B window")
+        stall.evidence.append(self.ev(e, f"ACK {es.ack} after {ms:.1f} ms with {offered}: "
+                                      f"the {peer.value}'s queued data still had no room"))
+        stall.waiting = peer
+        stall.text = (f"the {peer.value}'s next {size} B did not fit in the {snd.value}'s "
+                      f"{win} B receive window ({flight} B in flight), so it waited; the "
+                      f"{snd.value}'s ACK after {ms:.1f} ms offered {offered} (its "
+                      "application read slowly, or its buffer is small)")
+        return self._finish(stall, e)
 
     def _peer_cut_off(self, e: int) -> bool:
         """The peer of e's sender sent nothing after e arrived and had not closed: the
@@ -428,11 +523,14 @@ class _Finder:
             stall.text = (f"the {peer.value}'s window was zero: the {snd.value} probed after "
                           f"{ms:.1f} ms")
             return self._finish(stall, e)
+        found = self._peer_held(e)
+        if found is not None and found[0] in WINDOW_CAUSES:
+            # an ACK or a bare window update that made room for the peer's queued data
+            return self._window_opened(stall, e, own, found, add_link)
         new_ack = prev is None or es.ack > prev.ack
         if new_ack:
             delack_conf = HIGH if 30_000 <= own <= 50_000 or 180_000 <= own <= 220_000 \
                 else MEDIUM
-            found = self._peer_held(e)
             if found is not None:
                 first, why, follow, sure = found
                 f = segs[follow]
@@ -450,6 +548,9 @@ class _Finder:
                 stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms: {why}, "
                               f"and the {snd.value} delayed its ACK")
                 return self._finish(stall, e)
+            full = self._window_full(peer, es.arrive if es.arrive is not None else es.t)
+            if full is not None:
+                return self._window_still_shut(stall, e, own, full, add_link)
             if self._peer_cut_off(e):
                 # the capture ends before the peer could answer this ACK: whether it
                 # released held data (Nagle, cork…) is beyond the capture
@@ -509,8 +610,8 @@ class _Finder:
             stall.text = f"the {peer.value}'s small receive window held the {snd.value}'s data"
             return self._finish(stall, e)
         rtt = self._rtt()
-        probe_time = (not outstanding
-                      and PROBE_US - JIFFY_US // 4 <= own <= PROBE_US + rtt + JIFFY_US + 500)
+        probe_lo, probe_hi = probe_window(rtt)
+        probe_time = not outstanding and probe_lo <= own <= probe_hi
         held = self._held_before(e) if not outstanding else None
         # the timer runs from the held segment, and is max(RTO, 200 ms): up to the 1 s
         # initial RTO when the round-trip estimate is poor
@@ -638,7 +739,11 @@ def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -
         if "R" in sa.flags or len(fins) == 2:
             break
         if view.seen[b] - view.seen[a] >= minimum:
-            out.append(finder.classify(a, b))
+            stall = finder.classify(a, b)
+            # rows in the order the capture has them (frame numbers; the model's trace
+            # has none: its time order), whatever order the rules cited them in
+            stall.evidence.sort(key=lambda ev: (ev.frame, ev.t, ev.index))
+            out.append(stall)
             if len(out) >= limit:
                 break
     return out

@@ -8,7 +8,6 @@ Must not import textual or realnet.
 from __future__ import annotations
 
 import argparse
-import bisect
 import os
 import sys
 from pathlib import Path
@@ -58,8 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="explain the connection using port P")
     p.add_argument("--os", default="", metavar="client=linux,server=windows",
                    help="each side's stack profile (default: from its delayed-ACK timing)")
-    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
-    p.add_argument("--markdown", action="store_true", help="print a Markdown report")
+    p.add_argument("--json", action="store_true",
+                   help="print the explanation as JSON (not with --markdown)")
+    p.add_argument("--markdown", action="store_true",
+                   help="print a Markdown report (not with --json)")
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
     p.add_argument("--until-ms", type=_until, metavar="MS",
@@ -68,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tui", action="store_true",
                    help="open the capture in the teaching app: the captured ladder with "
                         "each stall explained, the rebuilt model as overlay, what-if keys")
+    p.add_argument("--truncated-ok", action="store_true",
+                   help="explain the complete frames of a capture that ends inside a frame "
+                        "(copied while tcpdump was writing, or cut with head -c)")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
     p.set_defaults(func=explain_cli)
@@ -90,6 +94,22 @@ def _check_output(path: str | None, flag: str, suffix: str) -> str | None:
     return None
 
 
+def _crop_hint(message: str, until_ms: float | None) -> str:
+    """The export's "too big" message says what to do in `nagle-sim export`'s options
+    (crop with --until-ms, lower --png-scale); say it in explain's: a smaller --until-ms
+    when one was given, or none (explain then draws the segments around the first stall),
+    and --svg for a PNG too large."""
+    head, sep, _advice = message.partition(": draw part of the run with --until-ms")
+    if not sep:
+        return message
+    svg = "; or draw it as --svg (no pixel bound)" if head.startswith("the PNG") else ""
+    if until_ms is None:
+        return f"{head}: draw part of it with --until-ms MS{svg}"
+    return (f"{head}: --until-ms {until_ms:g} still draws too much; give a smaller one, or "
+            f"leave it out (the pictures then show the segments around the first "
+            f"stall){svg}")
+
+
 def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
@@ -106,13 +126,17 @@ def explain_cli(args: argparse.Namespace) -> int:
     from . import ExplainError, explain_file
     from .report import dumps, markdown, print_report, write_pictures
 
+    if args.json and args.markdown:
+        # one document on stdout: JSON with Markdown after it would parse as neither
+        return _error("--json and --markdown both print to stdout: give one of them")
     for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
                                (args.scenario, "--scenario", ".toml")):
         problem = _check_output(path, flag, suffix)
         if problem:
             return _error(problem)
     try:
-        ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os)
+        ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
+                          truncated_ok=getattr(args, "truncated_ok", False))
     except ExplainError as exc:        # CaptureError is one
         return _error(str(exc))
     except MemoryError:
@@ -126,7 +150,7 @@ def explain_cli(args: argparse.Namespace) -> int:
             if window:
                 print(window, file=sys.stderr)
     except ExportError as exc:
-        return _error(str(exc))
+        return _error(_crop_hint(str(exc), getattr(args, "until_ms", None)))
     except MemoryError:
         return _error("the picture is too large to draw in memory: explain a shorter "
                       "capture (--conn, or cut it with tcpdump -r IN -w OUT -c N)")
@@ -164,62 +188,13 @@ def explain_cli(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _LadderClock:
-    """Capture-point times (what explain's stalls and evidence say) → the ladder's clock
-    (the captured trace's send times: capture time minus the sender's distance), so a
-    stall and the rows it explains are compared on one clock."""
-
-    SCAN = 10_000
-    """Segments looked through for the one a stall released (bounded time per stall)."""
-
-    def __init__(self, captured: Any) -> None:
-        self.seen: list[int] = list(captured.seen)
-        self.segments = captured.trace.segments
-
-    def index(self, t: int) -> int | None:
-        """The segment captured at ``t`` (the first of several), else the nearest one."""
-        if not self.seen:
-            return None
-        i = bisect.bisect_left(self.seen, t)
-        if i < len(self.seen) and self.seen[i] == t:
-            return i
-        near = [j for j in (i - 1, i) if 0 <= j < len(self.seen)]
-        return min(near, key=lambda j: abs(self.seen[j] - t))
-
-    def at(self, t: int) -> int:
-        i = self.index(t)
-        if i is None:
-            return int(t)
-        return int(self.segments[i].t + (t - self.seen[i]))
-
-    def released(self, stall: Any) -> int | None:
-        """The segment that ended ``stall``: the data it held (its `key`: side, first
-        byte), else the segment captured at its end."""
-        end = self.index(stall.end)
-        if end is None:
-            return None
-        if stall.key is not None:
-            side, byte = stall.key
-            for i in range(end, min(len(self.segments), end + self.SCAN)):
-                seg = self.segments[i]
-                if seg.src.value == side and seg.seq == byte and seg.length > 0:
-                    return i
-        return end
-
-    def evidence(self, e: Any) -> str:
-        """An evidence line with its time on the ladder's clock."""
-        t = (self.segments[e.index].t if 0 <= e.index < len(self.segments)
-             else self.at(e.t))
-        where = f"frame {e.frame}, " if e.frame else ""
-        return f"{where}{t / 1000:.3f} ms, {e.side.value} {e.label}: {e.note}"
-
-
 def capture_view(ex: Any) -> Any:
     """The explanation as the app's `CaptureView`: the captured trace, each stall in
     words, the model run and the rebuild's what-ifs (their scenario texts)."""
     from ..tui.capture import CaptureView, CaptureWhatIf, StallNote
     rebuilt = ex.rebuilt
-    clock = _LadderClock(ex.captured)
+    from .report import LadderClock
+    clock = LadderClock(ex.captured)
     stalls = []
     for s in ex.stalls:
         released = clock.released(s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -64,6 +65,20 @@ class CaptureError(ValueError):
     """A capture that cannot be read. ``str(err)`` is one line naming the file."""
 
 
+TRUNCATED_OK = "--truncated-ok"
+"""The `nagle-sim explain` option that reads a truncated file's complete frames."""
+
+
+class TruncatedCapture(CaptureError):
+    """The file ends inside ``what`` (a frame, a record header, a block) after ``frames``
+    complete frames: a capture copied while tcpdump was still writing, or cut with head."""
+
+    def __init__(self, path: str, what: str, frames: int) -> None:
+        self.what, self.frames = what, frames
+        super().__init__(f"{path}: truncated: the file ends inside {what} after {frames} "
+                         "complete frame(s)")
+
+
 @dataclass(slots=True)
 class Packet:
     """One captured TCP segment (headers only; the payload is never kept)."""
@@ -98,6 +113,8 @@ class CaptureFile:
     skipped: int = 0                          # frames that were not TCP (or unreadable)
     truncated_headers: int = 0                # TCP frames cut inside their headers
     snaplen: int = 0
+    truncated: str = ""
+    """Where the file ends early, when read with ``truncated_ok`` ("" for a whole file)."""
     addresses: dict[bytes, bytes] = field(default_factory=dict, repr=False)
     """One bytes object per address (interned: millions of packets share a few)."""
 
@@ -251,8 +268,7 @@ def _check_linktype(path: str, linktype: int) -> None:
 def _read_exact(f: BinaryIO, size: int, path: str, what: str, frames: int) -> bytes:
     data = f.read(size)
     if len(data) != size:
-        raise CaptureError(f"{path}: truncated: the file ends inside {what} after "
-                           f"{frames} complete frame(s)")
+        raise TruncatedCapture(path, what, frames)
     return data
 
 
@@ -271,8 +287,8 @@ def _read_pcap(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
         if not hdr:
             break
         if len(hdr) < 16:
-            raise CaptureError(f"{out.path}: truncated: the file ends inside a record "
-                               f"header after {frames} complete frame(s)")
+            raise TruncatedCapture(out.path, f"the record header of frame {frames + 1}",
+                                   frames)
         sec, frac, caplen, _orig = rec.unpack(hdr)
         if caplen > MAX_RECORD:
             raise CaptureError(f"{out.path}: corrupt record {frames + 1}: captured length "
@@ -314,8 +330,7 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
         if not hdr:
             break
         if len(hdr) < 8:
-            raise CaptureError(f"{out.path}: truncated: the file ends inside a block header "
-                               f"after {frames} complete frame(s)")
+            raise TruncatedCapture(out.path, "a block header", frames)
         btype = struct.unpack_from(e + "I", hdr)[0]
         if btype == _PCAPNG_SHB:
             bom = _read_exact(f, 4, out.path, "a section header", frames)
@@ -401,11 +416,33 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
         raise CaptureError(f"{out.path}: not a capture file")
 
 
-def read_capture(path: str | os.PathLike[str]) -> CaptureFile:
-    """Read every TCP segment of a pcap or pcapng file.
+def _truncation(reader: Callable[[BinaryIO, bytes, CaptureFile], None], f: BinaryIO,
+                head: bytes, out: CaptureFile, truncated_ok: bool) -> None:
+    """Run ``reader``; a truncated file keeps its complete frames when ``truncated_ok``,
+    else the refusal says how to explain them."""
+    try:
+        reader(f, head, out)
+    except TruncatedCapture as exc:
+        if not exc.frames:
+            raise
+        if not truncated_ok:
+            # the message names explain's option: this reader is explain's alone
+            raise CaptureError(f"{exc}; add {TRUNCATED_OK} to explain the {exc.frames} "
+                               "complete frame(s)") from None
+        out.frames = exc.frames
+        out.truncated = (f"the file is truncated (it ends inside {exc.what}): explained "
+                         f"from its {exc.frames} complete frame(s)")
+
+
+def read_capture(path: str | os.PathLike[str], *, truncated_ok: bool = False
+                 ) -> CaptureFile:
+    """Read every TCP segment of a pcap or pcapng file. ``truncated_ok``: a file that ends
+    inside a frame (or a record or block header) yields its complete frames, and says
+    where it ends in `CaptureFile.truncated`.
 
     Raises:
-        CaptureError: the file is missing, not a capture, truncated, corrupt, uses a link
+        CaptureError: the file is missing, not a capture, truncated (without
+            ``truncated_ok``, or before its first complete frame), corrupt, uses a link
             type we cannot read, or holds no TCP at all.
     """
     p = str(Path(path))
@@ -421,10 +458,10 @@ def read_capture(path: str | os.PathLike[str]) -> CaptureFile:
         head = f.read(4)
         if head in _PCAP_MAGIC:
             out = CaptureFile(path=p, fmt="pcap")
-            _read_pcap(f, head, out)
+            _truncation(_read_pcap, f, head, out, truncated_ok)
         elif len(head) == 4 and struct.unpack("<I", head)[0] == _PCAPNG_SHB:
             out = CaptureFile(path=p, fmt="pcapng")
-            _read_pcapng(f, head + f.read(4), out)
+            _truncation(_read_pcapng, f, head + f.read(4), out, truncated_ok)
         elif not head:
             raise CaptureError(f"{p}: empty file, not a capture")
         else:

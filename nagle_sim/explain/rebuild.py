@@ -22,7 +22,7 @@ from ..model.config import PROFILES
 from ..model.events import Micros, Side
 from ..scenario import Scenario, loads
 from ..trace import Outcome, Trace
-from .causes import Stall, View, find_stalls, view_of
+from .causes import WINDOW_CAUSES, Stall, View, find_stalls, view_of
 from .totrace import Captured
 
 MAX_MODEL_SEGMENTS = 2_000
@@ -200,15 +200,27 @@ def _scripts(messages: list[_Message], merge: bool, slow_ack: frozenset[Side] = 
 
 
 # ---------------------------------------------------------------- settings
+def nagle_exempt(flags: str) -> bool:
+    """Segments Nagle lets through whatever is unACKed: Linux's tcp_nagle_test sends a
+    segment carrying FIN (or urgent data) at once — close() pushes the held tail out with
+    its FIN, on any socket. Such a segment says nothing about TCP_NODELAY."""
+    return "F" in flags or "U" in flags
+
+
 def infer_nodelay(cap: Captured, view: View | None = None) -> dict[Side, bool]:
     """Per side: True when it sent a small segment while its last small one was unACKed
-    — something Nagle never allows. ``view``: the capture's view, if already indexed."""
+    — something Nagle never allows (a FIN-bearing segment excepted: `nagle_exempt`; and a
+    segment cut short by the peer's window, which Nagle never judged as small).
+    ``view``: the capture's view, if already indexed."""
     finder = (view or view_of(cap.trace, cap.dist, cap.mss)).finder()
     out = {Side.CLIENT: False, Side.SERVER: False}
     for i, s in enumerate(cap.trace.segments):
-        if out[s.src] or not s.length or s.length >= cap.mss or cap.retransmit[i]:
+        if out[s.src] or not s.length or s.length >= cap.mss or cap.retransmit[i] \
+                or nagle_exempt(s.flags):
             continue
-        _high, acked, small_end, _win, small = finder.state(s.src, s.t)
+        high, acked, small_end, win, small = finder.state(s.src, s.t)
+        if high > acked and s.seq + s.length >= acked + win:
+            continue    # it filled the peer's window: the window cut it, not the writer
         if small >= 0 and small_end > acked and small_end <= s.seq:
             out[s.src] = True
     return out
@@ -445,8 +457,13 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
                                 view_of(base_trace, cap.dist, cap.mss, sack))
     else:
         out.baseline = _summary("as captured (model)", "", model, mview)
+    # NODELAY for the side Nagle held; with no Nagle stall, for the client (its answer is
+    # "no change") — unless the receiver's window held it: NODELAY cannot open a window
     writers = [s for s in Side if any(st.waiting is s and "nagle" in st.causes
-                                      for st in stalls)] or [Side.CLIENT]
+                                      for st in stalls)]
+    if not writers and not any(st.waiting is Side.CLIENT and set(st.causes) & set(
+            WINDOW_CAUSES) for st in stalls):
+        writers = [Side.CLIENT]
     for side in writers:
         if scenario.side(side).options.nodelay:
             continue

@@ -1,14 +1,18 @@
 """Views of an explanation: the terminal (rich), --json, --markdown, pictures, --scenario.
 
 Owns: the `--json` document (schema in docs/explain.md), the Markdown report, the terminal
-report, and writing pictures through `nagle_sim.export` and the rebuilt scenario. Text
+report, `LadderClock` (capture-point times onto the ladder's clock, for the app and the
+pictures' stall bands), and writing pictures through `nagle_sim.export` and the rebuilt
+scenario. Text
 from the capture (file names, addresses) is never interpreted as rich markup: every
 `Text` is built from plain strings. Must not import textual or realnet.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import Explanation
@@ -68,7 +72,8 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "format": SCHEMA, "file": ex.capture.path, "file_format": ex.capture.fmt,
         "link_types": ex.capture.link_types, "frames": ex.capture.frames,
         "frames_not_tcp": ex.capture.skipped,
-        "frames_cut_in_headers": ex.capture.truncated_headers, "connection": conn,
+        "frames_cut_in_headers": ex.capture.truncated_headers,
+        "file_truncated": ex.capture.truncated or None, "connection": conn,
         "captured_at": ex.captured.captured_on,
         "captured_at_how": meta["captured_on_how"],
         "connections": [connection_json(c) for c in ex.connections],
@@ -140,12 +145,34 @@ def markdown(ex: Explanation) -> str:
             ["at ms", "ms", "cause", "confidence", "model", "why"],
             [[f"{s.start / 1000:.3f}", f"{s.duration / 1000:.1f}", s.cause,
               f"{s.confidence:.1f}", _model_text(s), s.text] for s in ex.stalls]))
+        lines += ["", "## Evidence", ""] + _markdown_evidence(ex.stalls)
     if ex.rebuilt and ex.rebuilt.whatifs:
         lines += ["## What if", ""] + [f"- {w.text}" for w in ex.rebuilt.whatifs] + [""]
     if ex.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in ex.notes] + [""]
     lines += ["## Causes", ""] + [f"- `{k}`: {v}" for k, v in CAUSES.items()]
     return "\n".join(lines) + "\n"
+
+
+MARKDOWN_EVIDENCE = 50
+"""Stalls whose evidence rows the Markdown report lists (--json has every one)."""
+
+
+def _md_text(text: str) -> str:
+    """Plain text for a Markdown list item: characters Markdown would act on escaped."""
+    return "".join("\\" + ch if ch in "\\`*_[]<>|#" else ch for ch in text)
+
+
+def _markdown_evidence(stalls: list[Stall]) -> list[str]:
+    """Each stall's evidence rows, in frame order, under a line naming the stall."""
+    out: list[str] = []
+    for s in stalls[:MARKDOWN_EVIDENCE]:
+        out.append(f"- at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms, `{s.cause}`:")
+        out += [f"  - {_md_text(e.text())}" for e in s.evidence]
+    if len(stalls) > MARKDOWN_EVIDENCE:
+        out.append(f"- … {len(stalls) - MARKDOWN_EVIDENCE} more stalls: their evidence is "
+                   "in --json")
+    return out + [""]
 
 
 def _skipped(ex: Explanation) -> str:
@@ -310,6 +337,96 @@ def _cut(trace: Trace, t_from: int, t_until: int) -> Trace:
         events=[e for e in trace.events if t_from <= e.t <= t_until])
 
 
+class LadderClock:
+    """Capture-point times (what explain's stalls and evidence say) → the ladder's clock
+    (the captured trace's send times: capture time minus the sender's distance), so a
+    stall and the rows it explains are compared on one clock."""
+
+    SCAN = 10_000
+    """Segments looked through for the one a stall released (bounded time per stall)."""
+
+    def __init__(self, captured: Any) -> None:
+        self.seen: list[int] = list(captured.seen)
+        self.segments = captured.trace.segments
+
+    def index(self, t: int) -> int | None:
+        """The segment captured at ``t`` (the first of several), else the nearest one."""
+        if not self.seen:
+            return None
+        i = bisect.bisect_left(self.seen, t)
+        if i < len(self.seen) and self.seen[i] == t:
+            return i
+        near = [j for j in (i - 1, i) if 0 <= j < len(self.seen)]
+        return min(near, key=lambda j: abs(self.seen[j] - t))
+
+    def at(self, t: int) -> int:
+        i = self.index(t)
+        if i is None:
+            return int(t)
+        return int(self.segments[i].t + (t - self.seen[i]))
+
+    def released(self, stall: Any) -> int | None:
+        """The segment that ended ``stall``: the data it held (its `key`: side, first
+        byte), else the segment captured at its end."""
+        end = self.index(stall.end)
+        if end is None:
+            return None
+        if stall.key is not None:
+            side, byte = stall.key
+            for i in range(end, min(len(self.segments), end + self.SCAN)):
+                seg = self.segments[i]
+                if seg.src.value == side and seg.seq == byte and seg.length > 0:
+                    return i
+        return end
+
+    def evidence(self, e: Any) -> str:
+        """An evidence line with its time on the ladder's clock."""
+        t = (self.segments[e.index].t if 0 <= e.index < len(self.segments)
+             else self.at(e.t))
+        where = f"frame {e.frame}, " if e.frame else ""
+        return f"{where}{t / 1000:.3f} ms, {e.side.value} {e.label}: {e.note}"
+
+
+CAUSE_WORDS = {
+    "nagle": "Nagle", "delayed_ack": "delayed ACK", "cork": "TCP_CORK",
+    "msg_more": "MSG_MORE", "tlp": "tail loss probe", "rto": "RTO",
+    "zero_window": "zero window", "receiver": "receiver's window",
+    "cwnd": "congestion window", "pacing": "pacing", "link": "link", "app": "app idle",
+}
+"""Each cause as a picture's band says it ("≈ 41.6 ms: Nagle + delayed ACK")."""
+
+
+def cause_words(stall: Stall) -> str:
+    text = " + ".join(CAUSE_WORDS.get(c, c) for c in stall.causes)
+    if stall.causes == ["app"] and stall.confidence <= 0.3 and "cork" in stall.text:
+        text = "cork or app idle"
+    return text
+
+
+def gap_labeller(ex: Explanation) -> Callable[[int, int], str | None]:
+    """For the ladder's compressed gaps (trace time, from, until): the cause of the stall
+    that covers most of the gap, when it covers at least half of it."""
+    clock = LadderClock(ex.captured)
+    spans = sorted((clock.at(s.start), clock.at(s.end), s.duration, cause_words(s))
+                   for s in ex.stalls)
+    starts = [a for a, _, _, _ in spans]
+
+    def label(t0: int, t1: int) -> str | None:
+        best, best_cover = None, (t1 - t0) / 2
+        # a stall covering part of [t0, t1] starts before t1; stalls do not overlap much
+        hi = bisect.bisect_right(starts, t1)
+        for a, b, duration, words in spans[max(0, hi - 4):hi]:
+            cover = min(b, t1) - max(a, t0)
+            if cover >= best_cover:
+                # other segments drawn (the model's overlay, arrivals) can cut a stall
+                # into several gaps: each piece names the whole
+                best = words if t1 - t0 >= 0.9 * (b - a) else (
+                    f"part of the {duration / 1000:.1f} ms stall ({words})")
+                best_cover = cover
+        return best
+    return label
+
+
 def write_pictures(ex: Explanation, svg: str | None, png: str | None,
                    until_ms: float | None = None) -> tuple[list[str], str]:
     """The captured ladder with the model's re-run as overlay (nagle_sim.export), cut to
@@ -330,5 +447,6 @@ def write_pictures(ex: Explanation, svg: str | None, png: str | None,
         if window is not None:
             main = _cut(main, *window)
             overlay = _cut(overlay, *window) if overlay is not None else None
-    paths = export_cli(main, svg=svg, png=png, overlay=overlay, until_ms=until_ms)
+    paths = export_cli(main, svg=svg, png=png, overlay=overlay, until_ms=until_ms,
+                       gap_label=gap_labeller(ex))
     return [str(p) for p in paths], line

@@ -186,12 +186,14 @@ def _png_bytes(scene: Scene, scale: float) -> bytes:
 
 # ---------------------------------------------------------------- scenes
 def ladder_scene(trace: Trace, overlay: Trace | None = None, *, until_ms: float | None = None,
-                 linear: bool = False, detail: str = "wire") -> Scene:
-    """The ladder picture (SVG/PNG) of ``trace``, ``overlay`` drawn dashed orange on top."""
+                 linear: bool = False, detail: str = "wire",
+                 gap_label: Callable[[int, int], str | None] | None = None) -> Scene:
+    """The ladder picture (SVG/PNG) of ``trace``, ``overlay`` drawn dashed orange on top;
+    ``gap_label`` names what a compressed gap was (`LadderOptions.gap_label`)."""
     until = None if until_ms is None else Micros(round(until_ms * 1000))
     try:
         return build_ladder(trace, overlay, LadderOptions(compress=not linear, until=until,
-                                                          detail=detail))
+                                                          detail=detail, gap_label=gap_label))
     except SceneTooBig as exc:
         raise ExportError(str(exc)) from None
 
@@ -213,13 +215,15 @@ def export_cli(trace: Trace, *, pcap: str | os.PathLike[str] | None = None,
                json: str | os.PathLike[str] | None = None,
                overlay: Trace | None = None, until_ms: float | None = None,
                linear: bool = False, sender: Side = Side.CLIENT,
-               png_scale: float = 1.0) -> list[Path]:
+               png_scale: float = 1.0,
+               gap_label: Callable[[int, int], str | None] | None = None) -> list[Path]:
     """Write each requested format; return the written paths (in `FORMATS` order).
 
     ``overlay`` (a second, usually real, trace) is drawn over the ladder and the tseq plot.
     ``until_ms`` crops the pictures; ``linear`` draws the ladder to scale (no compressed
     gaps); ``sender`` picks the direction of the tseq plot; ``png_scale`` multiplies the PNG
-    pixel size. Every path is checked before anything is written; any problem raises
+    pixel size; ``gap_label`` names the ladder's compressed gaps (explain: the stall's
+    cause). Every path is checked before anything is written; any problem raises
     `ExportError` with a one-line message."""
     wanted = {"pcap": pcap, "svg": svg, "png": png, "tseq": tseq, "markdown": markdown,
               "csv": csv, "json": json}
@@ -232,7 +236,8 @@ def export_cli(trace: Trace, *, pcap: str | os.PathLike[str] | None = None,
     def get_ladder() -> Scene:
         nonlocal ladder
         if ladder is None:
-            ladder = ladder_scene(trace, overlay, until_ms=until_ms, linear=linear)
+            ladder = ladder_scene(trace, overlay, until_ms=until_ms, linear=linear,
+                                  gap_label=gap_label)
         return ladder
 
     producers: dict[str, Callable[[Path], bytes | str | Callable[[BinaryIO], None]]] = {

@@ -55,6 +55,9 @@ class LadderOptions:
     causes: bool = True              # note why each segment left (sim traces only)
     until: Micros | None = None      # crop: nothing after this time
     title: str | None = None         # default: the trace's title
+    gap_label: Callable[[int, int], str | None] | None = None
+    """What a compressed gap (from, until µs) was, e.g. explain's stall cause; None: say
+    only how long it was."""
 
 
 def _gap_text(us: int) -> str:
@@ -245,7 +248,9 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
         scene.add(Rect(MARGIN, y0, width - 2 * MARGIN, y1 - y0, fill=sc.STALL_FILL,
                        opacity=0.55))
         mid = (y0 + y1) / 2
+        what = opts.gap_label(t0, t1) if opts.gap_label is not None else None
         scene.add(Text((x_client + x_server) / 2, mid + LABEL_SIZE * 0.35,
+                       f"≈ {_gap_text(t1 - t0)}: {what}" if what else
                        f"≈ {_gap_text(t1 - t0)} later (gap compressed)", LABEL_SIZE - 1,
                        sc.MUTED, anchor="middle", italic=True))
     spans.append((cursor, bottom, False))

@@ -380,3 +380,99 @@ def test_a_lost_reply_gets_a_tail_loss_probe(tmp_path: Path) -> None:
     causes = [s.cause for s in ex.stalls]
     assert any(c.startswith("tlp") for c in causes), causes
     assert ex.captured.trace.meta["retransmitted_segments"] >= 1
+
+
+def test_a_server_that_closes_after_its_last_write_is_not_nodelay(tmp_path: Path) -> None:
+    """HTTP/1.0 style: header and body as two writes, then close(). The kernel pushes the
+    Nagle-held body out with the FIN — not a sign of TCP_NODELAY."""
+    rounds = 4
+
+    def serve(srv: socket.socket) -> None:
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+        for _ in range(rounds):
+            recv_exact(conn, 50)
+            conn.send(b"H" * 100)
+            conn.send(b"B" * 500)
+        conn.close()
+
+    def body(s: socket.socket) -> None:
+        for _ in range(rounds):
+            s.send(b"G" * 50)
+            recv_exact(s, 600)
+    path = tmp_path / "http.pcap"
+    with listening() as srv:
+        port = srv.getsockname()[1]
+        cap = Tcpdump(path, port)
+        try:
+            server = threading.Thread(target=serve, args=(srv,), daemon=True)
+            server.start()
+            client(("127.0.0.1", port), body)
+            server.join(10)
+        finally:
+            cap.stop()
+    ex = explain_file(str(path))
+    assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
+    assert ex.rebuilt is not None
+    assert not ex.rebuilt.scenario.side(Side.SERVER).options.nodelay
+    assert any(s.reproduced for s in ex.stalls)
+    assert "NODELAY on the server" in [w.name for w in ex.rebuilt.whatifs]
+
+
+def test_small_corked_writes_are_cork_or_an_idle_app(tmp_path: Path) -> None:
+    """A corked 30 B write leaves as one segment when the probe timer fires (max(RTO,
+    200 ms), a jiffy or two late): nothing shows bytes held, so "cork or an idle app" at
+    0.3 — never an idle app at 0.9."""
+    def body(s: socket.socket) -> None:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        for _ in range(3):
+            s.send(b"k" * 30)
+            recv_exact(s, 20)
+    path = capture_loopback(tmp_path, body, rounds=3, request=30, reply=20,
+                            name="corksmall.pcap")
+    ex = explain_file(str(path))
+    assert len(ex.stalls) == 3, [(s.cause, s.duration) for s in ex.stalls]
+    assert all(s.causes == ["app"] and s.confidence <= 0.3 and "cork or an idle app" in s.text
+               for s in ex.stalls), [(s.cause, s.confidence, s.duration) for s in ex.stalls]
+
+
+def test_a_slow_reader_is_the_receiver_not_nagle(tmp_path: Path) -> None:
+    """A receiver with a 4 KB buffer reading every 50 ms: the sender fills its window and
+    waits (Wireshark: window full, zero window). Not Nagle, and NODELAY is not offered."""
+    total = 60_000
+
+    def serve(srv: socket.socket) -> None:
+        conn, _ = srv.accept()
+        got = 0
+        while got < total:
+            time.sleep(0.05)
+            data = conn.recv(16384)
+            if not data:
+                break
+            got += len(data)
+        conn.sendall(b"ok")
+        conn.close()
+
+    def body(s: socket.socket) -> None:
+        s.sendall(b"z" * total)
+        recv_exact(s, 2)
+    path = tmp_path / "slow.pcap"
+    srv_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited by accept
+    with listening(sock=srv_sock) as srv:
+        port = srv.getsockname()[1]
+        cap = Tcpdump(path, port)
+        try:
+            server = threading.Thread(target=serve, args=(srv,), daemon=True)
+            server.start()
+            client(("127.0.0.1", port), body)
+            server.join(20)
+        finally:
+            cap.stop()
+    ex = explain_file(str(path))
+    causes = [s.cause for s in ex.stalls]
+    assert not any("nagle" in c for c in causes), causes
+    window = [c for c in causes if c in ("receiver", "zero_window")]
+    assert len(window) >= len(causes) // 2 and window, causes
+    assert ex.rebuilt is not None
+    assert not any("NODELAY" in w.name for w in ex.rebuilt.whatifs)
