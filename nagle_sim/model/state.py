@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Final
 
 from .bbr import Bbr
 from .cubic import CongestionOps
@@ -22,19 +23,19 @@ from .events import Micros, Reason, Segment
 class Nonagle:
     """tp->nonagle bits (include/net/tcp.h). Plain ints: IntFlag is too slow here."""
 
-    OFF = 1     # TCP_NODELAY
-    CORK = 2    # TCP_CORK (or MSG_MORE for one push)
-    PUSH = 4    # "cork is overridden for already queued data"
+    OFF: Final = 1     # TCP_NODELAY
+    CORK: Final = 2    # TCP_CORK (or MSG_MORE for one push)
+    PUSH: Final = 4    # "cork is overridden for already queued data"
 
 
 class AckPending:
     """icsk_ack.pending bits (include/net/inet_connection_sock.h)."""
 
-    SCHED = 1     # an ACK is owed
-    TIMER = 2     # the delayed-ACK timer is running
-    PUSHED = 4    # a small (pushed) segment arrived: a read may ACK at once
-    PUSHED2 = 8   # a second one did
-    NOW = 16      # ACK at once (duplicate data)
+    SCHED: Final = 1     # an ACK is owed
+    TIMER: Final = 2     # the delayed-ACK timer is running
+    PUSHED: Final = 4    # a small (pushed) segment arrived: a read may ACK at once
+    PUSHED2: Final = 8   # a second one did
+    NOW: Final = 16      # ACK at once (duplicate data)
 
 
 class SockOpt(Enum):
