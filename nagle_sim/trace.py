@@ -164,6 +164,23 @@ class SegmentRecord:
     why: str = ""
     code: str = ""
 
+    # Each record type writes its own __init__ (the same one @dataclass would): compiled
+    # with the module (setup.py), it builds a record natively; the generated one stays
+    # interpreted code even in the compiled build, and a big run builds a million records.
+    def __init__(self, *, t: Micros, src: Side, seq: int, ack: int, length: int, flags: str,
+                 window: int = 0, arrive: Micros | None = None, why: str = "",
+                 code: str = "") -> None:
+        self.t = t
+        self.src = src
+        self.seq = seq
+        self.ack = ack
+        self.length = length
+        self.flags = flags
+        self.window = window
+        self.arrive = arrive
+        self.why = why
+        self.code = code
+
     @property
     def dst(self) -> Side:
         return self.src.peer
@@ -217,6 +234,19 @@ class OpRecord:
     none); tells loops apart."""
     result: str | None = None
 
+    def __init__(self, *, side: Side, op: str, arg: str, start: Micros, end: Micros | None,
+                 line: int = 0, iteration: tuple[int, ...] = (), loop: int = 0,
+                 result: str | None = None) -> None:
+        self.side = side
+        self.op = op
+        self.arg = arg
+        self.start = start
+        self.end = end
+        self.line = line
+        self.iteration = iteration
+        self.loop = loop
+        self.result = result
+
     def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
         """The JSON object (the same in /1 and /2)."""
         out: dict[str, Any] = {"side": self.side.value, "op": self.op, "arg": self.arg,
@@ -242,6 +272,19 @@ class EventRecord:
     timer: str | None = None
     deadline: Micros | None = None
     data: dict[str, int] = field(default_factory=dict)
+
+    def __init__(self, *, t: Micros, side: Side, kind: str, code: str, reason: str,
+                 detail: str = "", timer: str | None = None, deadline: Micros | None = None,
+                 data: dict[str, int] | None = None) -> None:
+        self.t = t
+        self.side = side
+        self.kind = kind
+        self.code = code
+        self.reason = reason
+        self.detail = detail
+        self.timer = timer
+        self.deadline = deadline
+        self.data = {} if data is None else data
 
     @classmethod
     def from_model(cls, e: TraceEvent) -> EventRecord:
