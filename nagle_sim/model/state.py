@@ -112,6 +112,9 @@ TCP_MAX_WSCALE = 14
 
 
 # ---------------------------------------------------------------- the skb
+_NOT_SENT, _ZERO = Micros(-1), Micros(0)
+
+
 @dataclass(slots=True)
 class Skb:
     """One queued or sent piece of data (at most one MSS; a TSO skb is a run of these)."""
@@ -127,6 +130,23 @@ class Skb:
     tx_delivered_mstamp: Micros = Micros(0)
     tx_first_tx: Micros = Micros(0)
     tx_app_limited: bool = False
+
+    # Written out (as @dataclass would): compiled (setup.py), it runs natively; the
+    # generated one stays interpreted code there. One skb per write.
+    def __init__(self, seq: int, length: int, psh: bool = False, fin: bool = False,
+                 sent_at: Micros = _NOT_SENT, retransmitted: bool = False,
+                 tx_delivered: int = 0, tx_delivered_mstamp: Micros = _ZERO,
+                 tx_first_tx: Micros = _ZERO, tx_app_limited: bool = False) -> None:
+        self.seq = seq
+        self.length = length
+        self.psh = psh
+        self.fin = fin
+        self.sent_at = sent_at
+        self.retransmitted = retransmitted
+        self.tx_delivered = tx_delivered
+        self.tx_delivered_mstamp = tx_delivered_mstamp
+        self.tx_first_tx = tx_first_tx
+        self.tx_app_limited = tx_app_limited
 
     @property
     def end(self) -> int:
