@@ -15,9 +15,14 @@ or ``pure Python`` (an editable install, or a machine without a C compiler); the
 directory). ``--compiled-check`` prints only that line and exits 1 unless compiled.
 
 Not a test: timing goals live here, not in tests/. Pass ``--no-cli`` to time only the
-simulation, ``--profile MODE`` to print a cProfile of that mode's simulation and JSON
-writing instead (cProfile sees only interpreted code: profile the pure build).
-Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--profile nodelay]
+simulation (``peak MB`` is then this process's peak RSS so far: run one mode per process
+for a clean number), ``--record-limit N`` to lift a run's record bound (50,000 messages
+are 1.7–3.8 million records, past the default 2 million; 100,000 are past a script's
+1,000,000 statements), ``--profile MODE`` to print a
+cProfile of that mode's simulation and JSON writing instead (cProfile sees only
+interpreted code: profile the pure build).
+Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--record-limit N]
+     [--modes nodelay,cork] [--profile nodelay] [--compiled-check]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import subprocess
 import sys
 import tempfile
@@ -136,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-cli", action="store_true", help="time the simulation only")
     ap.add_argument("--profile", choices=MODES, help="cProfile one mode instead")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    ap.add_argument("--record-limit", type=int, default=None,
+                    help="a run's record bound (default: the driver's)")
     ap.add_argument("--compiled-check", action="store_true",
                     help="print which build is imported; exit 1 unless compiled")
     args = ap.parse_args(argv)
@@ -154,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
             text = scenario_text(mode, args.messages)
             sc = scenario.loads(text, f"bench-{mode}")
             start, cpu = time.perf_counter(), time.process_time()
-            trace = run_sim(sc)
+            limits = {} if args.record_limit is None else {"record_limit": args.record_limit}
+            trace = run_sim(sc, **limits)
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
             assert trace.outcome is Outcome.OK, trace.message
             segments = len(trace.segments)
@@ -165,8 +174,9 @@ def main(argv: list[str] | None = None) -> None:
             del trace
             line = f"{mode:<8} {wall:>6.2f} {cpu:>6.2f} {segments:>9,} {records:>9,}"
             if args.no_cli:
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 print(f"{line} {records / wall:>10,.0f} {per_msg:>7.3f} {write:>7.2f} "
-                      f"{'':>12} {'':>6} {'':>8} {'':>8} {v1:>7.1f}")
+                      f"{'':>12} {'':>6} {peak:>8.0f} {'':>8} {v1:>7.1f}")
                 continue
             path, out = Path(tmp, f"s3-{mode}.toml"), Path(tmp, f"s3-{mode}.json")
             path.write_text(text, "utf-8")
