@@ -9,10 +9,20 @@ Prints, per mode (issue 17's goals in brackets):
   ``nagle-sim-trace/1`` (the old format, reason sentences in every record) for comparison;
 - ``load s``: `Trace.load` of the printed file (what ``show``/``compare``/``export`` pay).
 
+The first line says which build ran: ``compiled`` (the wheel's mypyc modules, setup.py)
+or ``pure Python`` (an editable install, or a machine without a C compiler); the ``run
+--json`` process imports the same one (``python -P``: never the checkout in the current
+directory). ``--compiled-check`` prints only that line and exits 1 unless compiled.
+
 Not a test: timing goals live here, not in tests/. Pass ``--no-cli`` to time only the
-simulation, ``--profile MODE`` to print a cProfile of that mode's simulation and JSON
-writing instead.
-Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--profile nodelay]
+simulation (``peak MB`` is then this process's peak RSS so far: run one mode per process
+for a clean number), ``--record-limit N`` to lift a run's record bound (50,000 messages
+are 1.7–3.8 million records, past the default 2 million; 100,000 are past a script's
+1,000,000 statements), ``--profile MODE`` to print a
+cProfile of that mode's simulation and JSON writing instead (cProfile sees only
+interpreted code: profile the pure build).
+Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--record-limit N]
+     [--modes nodelay,cork] [--profile nodelay] [--compiled-check]
 """
 
 from __future__ import annotations
@@ -22,15 +32,32 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import nagle_sim.model.endpoint
+import nagle_sim.sim.driver
+import nagle_sim.trace
 from nagle_sim import scenario
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Outcome, Trace, TraceError
+
+_HOT = (nagle_sim.model.endpoint, nagle_sim.sim.driver, nagle_sim.trace, scenario)
+
+
+def build() -> str:
+    """Which build of the simulator this process imported."""
+    compiled = [m.__name__ for m in _HOT if (m.__file__ or "").endswith((".so", ".pyd"))]
+    where = Path(nagle_sim.sim.driver.__file__ or "?").parent.parent
+    if len(compiled) == len(_HOT):
+        return f"compiled (mypyc) from {where}"
+    if compiled:
+        return f"partly compiled ({', '.join(compiled)}) from {where}"
+    return f"pure Python from {where}"
 
 MODES = {
     "default": "repeat {n} {{ repeat 15 {{ write 2 }}; read 2 }}",
@@ -89,8 +116,8 @@ forking it from this benchmark, which holds a whole trace, would inflate it."""
 
 def _cli(path: Path, out: Path) -> tuple[float, float, float]:
     """Wall and CPU seconds and peak RSS (MB) of ``nagle-sim run path --json > out``."""
-    done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(out), sys.executable, "-m",
-                           "nagle_sim", "run", str(path), "--json"],
+    done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(out), sys.executable, "-P",
+                           "-m", "nagle_sim", "run", str(path), "--json"],
                           check=True, capture_output=True, text=True)
     code, wall, cpu, peak = done.stdout.split()
     assert code == "0", f"nagle-sim run exited {code}"
@@ -115,7 +142,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-cli", action="store_true", help="time the simulation only")
     ap.add_argument("--profile", choices=MODES, help="cProfile one mode instead")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
+    ap.add_argument("--record-limit", type=int, default=None,
+                    help="a run's record bound (default: the driver's)")
+    ap.add_argument("--compiled-check", action="store_true",
+                    help="print which build is imported; exit 1 unless compiled")
     args = ap.parse_args(argv)
+    print(f"build: {build()}")
+    if args.compiled_check:
+        sys.exit(0 if build().startswith("compiled") else 1)
     if args.profile:
         profile(args.profile, args.messages)
         return
@@ -128,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
             text = scenario_text(mode, args.messages)
             sc = scenario.loads(text, f"bench-{mode}")
             start, cpu = time.perf_counter(), time.process_time()
-            trace = run_sim(sc)
+            limits = {} if args.record_limit is None else {"record_limit": args.record_limit}
+            trace = run_sim(sc, **limits)
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
             assert trace.outcome is Outcome.OK, trace.message
             segments = len(trace.segments)
@@ -139,8 +174,9 @@ def main(argv: list[str] | None = None) -> None:
             del trace
             line = f"{mode:<8} {wall:>6.2f} {cpu:>6.2f} {segments:>9,} {records:>9,}"
             if args.no_cli:
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 print(f"{line} {records / wall:>10,.0f} {per_msg:>7.3f} {write:>7.2f} "
-                      f"{'':>12} {'':>6} {'':>8} {'':>8} {v1:>7.1f}")
+                      f"{'':>12} {'':>6} {peak:>8.0f} {'':>8} {v1:>7.1f}")
                 continue
             path, out = Path(tmp, f"s3-{mode}.toml"), Path(tmp, f"s3-{mode}.json")
             path.write_text(text, "utf-8")

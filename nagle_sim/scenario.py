@@ -571,8 +571,10 @@ class _Loader:
 
     def number(self, table: str, data: dict[str, Any], key: str, default: float,
                minimum: float = 0.0) -> float:
-        value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        value: Any = data.get(key, default)
+        # type(), not isinstance: mypy would narrow to `float` (it absorbs int), and the
+        # compiled build would then unbox a 400-digit int as a C double
+        if type(value) not in (int, float):
             raise self.fail(table, key, f"expected a number, got {shown(value)}")
         if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(table, key, f"expected a finite number, got {shown(value)}")

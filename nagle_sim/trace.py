@@ -164,6 +164,23 @@ class SegmentRecord:
     why: str = ""
     code: str = ""
 
+    # Each record type writes its own __init__ (the same one @dataclass would): compiled
+    # with the module (setup.py), it builds a record natively; the generated one stays
+    # interpreted code even in the compiled build, and a big run builds a million records.
+    def __init__(self, *, t: Micros, src: Side, seq: int, ack: int, length: int, flags: str,
+                 window: int = 0, arrive: Micros | None = None, why: str = "",
+                 code: str = "") -> None:
+        self.t = t
+        self.src = src
+        self.seq = seq
+        self.ack = ack
+        self.length = length
+        self.flags = flags
+        self.window = window
+        self.arrive = arrive
+        self.why = why
+        self.code = code
+
     @property
     def dst(self) -> Side:
         return self.src.peer
@@ -217,6 +234,19 @@ class OpRecord:
     none); tells loops apart."""
     result: str | None = None
 
+    def __init__(self, *, side: Side, op: str, arg: str, start: Micros, end: Micros | None,
+                 line: int = 0, iteration: tuple[int, ...] = (), loop: int = 0,
+                 result: str | None = None) -> None:
+        self.side = side
+        self.op = op
+        self.arg = arg
+        self.start = start
+        self.end = end
+        self.line = line
+        self.iteration = iteration
+        self.loop = loop
+        self.result = result
+
     def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
         """The JSON object (the same in /1 and /2)."""
         out: dict[str, Any] = {"side": self.side.value, "op": self.op, "arg": self.arg,
@@ -243,17 +273,23 @@ class EventRecord:
     deadline: Micros | None = None
     data: dict[str, int] = field(default_factory=dict)
 
+    def __init__(self, *, t: Micros, side: Side, kind: str, code: str, reason: str,
+                 detail: str = "", timer: str | None = None, deadline: Micros | None = None,
+                 data: dict[str, int] | None = None) -> None:
+        self.t = t
+        self.side = side
+        self.kind = kind
+        self.code = code
+        self.reason = reason
+        self.detail = detail
+        self.timer = timer
+        self.deadline = deadline
+        self.data = {} if data is None else data
+
     @classmethod
     def from_model(cls, e: TraceEvent) -> EventRecord:
-        """The record of a model event. Equal ``detail`` texts and ``data`` dicts are
-        shared between records (a big run repeats a few hundred details and data values
-        hundreds of thousands of times: about 25 MB of 10,000-message S3 NODELAY)."""
-        detail, data = e.detail, e.data
-        return cls(t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=REASON_CODE[e.reason],
-                   reason=REASON_TEXT[e.reason],
-                   detail=sys.intern(detail) if type(detail) is str else detail,
-                   timer=TIMER_NAME[e.timer] if e.timer else None, deadline=e.deadline,
-                   data=_shared(data) if data else _NO_DATA)
+        """The record of a model event (see `event_records`)."""
+        return event_records([e])[0]
 
     def text(self) -> str:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason
@@ -399,6 +435,24 @@ def _shared(data: dict[str, int]) -> dict[str, int]:
         _SHARED[key] = data
         return data
 
+
+
+def event_records(events: list[TraceEvent]) -> list[EventRecord]:
+    """The records of model events. Equal ``detail`` texts and ``data`` dicts are shared
+    between records (a big run repeats a few hundred details and data values hundreds of
+    thousands of times: about 25 MB of 10,000-message S3 NODELAY). A plain function that
+    names the class, not a classmethod mapped over the events: compiled, it then builds
+    each record natively instead of through a Python-level call with keywords."""
+    out: list[EventRecord] = []
+    for e in events:
+        detail, data, timer = e.detail, e.data, e.timer
+        out.append(EventRecord(
+            t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=REASON_CODE[e.reason],
+            reason=REASON_TEXT[e.reason],
+            detail=sys.intern(detail) if type(detail) is str else detail,
+            timer=TIMER_NAME[timer] if timer is not None else None, deadline=e.deadline,
+            data=_shared(data) if data else _NO_DATA))
+    return out
 
 # Reading a record: a fast path accepts the common, well-formed record without building
 # a message per field; anything it does not accept (a missing key, an odd type, a value out

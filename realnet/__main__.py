@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    sys.stdout.write(trace.dumps() + "\n")
+    trace.write_json(sys.stdout)    # streamed: the same text as dumps(), never all of it
+    sys.stdout.write("\n")
     if trace.outcome is not Outcome.OK:
         print(f"error: {trace.message}", file=sys.stderr)
         return 1

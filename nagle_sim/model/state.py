@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Final
 
 from .bbr import Bbr
 from .cubic import CongestionOps
@@ -22,19 +23,19 @@ from .events import Micros, Reason, Segment
 class Nonagle:
     """tp->nonagle bits (include/net/tcp.h). Plain ints: IntFlag is too slow here."""
 
-    OFF = 1     # TCP_NODELAY
-    CORK = 2    # TCP_CORK (or MSG_MORE for one push)
-    PUSH = 4    # "cork is overridden for already queued data"
+    OFF: Final = 1     # TCP_NODELAY
+    CORK: Final = 2    # TCP_CORK (or MSG_MORE for one push)
+    PUSH: Final = 4    # "cork is overridden for already queued data"
 
 
 class AckPending:
     """icsk_ack.pending bits (include/net/inet_connection_sock.h)."""
 
-    SCHED = 1     # an ACK is owed
-    TIMER = 2     # the delayed-ACK timer is running
-    PUSHED = 4    # a small (pushed) segment arrived: a read may ACK at once
-    PUSHED2 = 8   # a second one did
-    NOW = 16      # ACK at once (duplicate data)
+    SCHED: Final = 1     # an ACK is owed
+    TIMER: Final = 2     # the delayed-ACK timer is running
+    PUSHED: Final = 4    # a small (pushed) segment arrived: a read may ACK at once
+    PUSHED2: Final = 8   # a second one did
+    NOW: Final = 16      # ACK at once (duplicate data)
 
 
 class SockOpt(Enum):
@@ -111,6 +112,9 @@ TCP_MAX_WSCALE = 14
 
 
 # ---------------------------------------------------------------- the skb
+_NOT_SENT, _ZERO = Micros(-1), Micros(0)
+
+
 @dataclass(slots=True)
 class Skb:
     """One queued or sent piece of data (at most one MSS; a TSO skb is a run of these)."""
@@ -126,6 +130,23 @@ class Skb:
     tx_delivered_mstamp: Micros = Micros(0)
     tx_first_tx: Micros = Micros(0)
     tx_app_limited: bool = False
+
+    # Written out (as @dataclass would): compiled (setup.py), it runs natively; the
+    # generated one stays interpreted code there. One skb per write.
+    def __init__(self, seq: int, length: int, psh: bool = False, fin: bool = False,
+                 sent_at: Micros = _NOT_SENT, retransmitted: bool = False,
+                 tx_delivered: int = 0, tx_delivered_mstamp: Micros = _ZERO,
+                 tx_first_tx: Micros = _ZERO, tx_app_limited: bool = False) -> None:
+        self.seq = seq
+        self.length = length
+        self.psh = psh
+        self.fin = fin
+        self.sent_at = sent_at
+        self.retransmitted = retransmitted
+        self.tx_delivered = tx_delivered
+        self.tx_delivered_mstamp = tx_delivered_mstamp
+        self.tx_first_tx = tx_first_tx
+        self.tx_app_limited = tx_app_limited
 
     @property
     def end(self) -> int:

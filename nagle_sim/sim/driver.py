@@ -45,7 +45,7 @@ from ..script import (
     steps,
     trace_meta,
 )
-from ..trace import EventRecord, OpRecord, Outcome, SegmentRecord, Trace
+from ..trace import OpRecord, Outcome, SegmentRecord, Trace, event_records
 from .link import LinkFaults
 
 DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
@@ -161,7 +161,7 @@ class SimDriver:
             self._ship(side, seg, now)
         events = ep.drain_events()
         if events:
-            self.trace.events.extend(map(EventRecord.from_model, events))
+            self.trace.events.extend(event_records(events))
             self._check_records()
         deadline = ep.next_deadline()
         pending = self._wakes[side]
@@ -368,11 +368,15 @@ class SimDriver:
         self.ep[Side.CLIENT].connect(Micros(0))
         self._pump(Side.CLIENT, 0)
         steps = 0
+        env, limit = self.env, self.time_limit
         try:
-            while self.env.peek() != float("inf") and not self._error:
-                if self.env.peek() > self.time_limit:
-                    raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
-                self.env.step()
+            while not self._error:
+                due = env.peek()
+                if due == float("inf"):
+                    break
+                if due > limit:
+                    raise RunLimit(f"still running after {limit / 1e6:g} simulated s")
+                env.step()
                 steps += 1
                 if (self.cancelled is not None and steps % CANCEL_CHECK_STEPS == 0
                         and self.cancelled()):

@@ -32,7 +32,7 @@ def test_the_lessons_install_as_nagle_sim_package_data() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]
     assert "lessons" not in config["packages"]
     assert config["package-dir"]["nagle_sim.lesson_files"] == "lessons"
-    assert config["package-data"]["nagle_sim.lesson_files"] == ["*/*.toml", "*/*.md"]
+    assert config["package-data"]["nagle_sim.lesson_files"] == ["*/*.toml", "*/*.md", "*/*.pcap"]
 
 
 def test_the_loader_does_not_import_a_top_level_lessons_package() -> None:
