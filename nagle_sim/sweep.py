@@ -78,7 +78,9 @@ def grid(axes: Sequence[Axis]) -> list[Cell]:
     """Every combination of the axes' values; the last axis varies fastest."""
     keys = [a.key for a in axes]
     if len(set(keys)) != len(keys):
-        raise SweepError("--vary: the same key is varied twice")
+        twice = next(k for k in keys if keys.count(k) > 1)
+        raise SweepError(f"--vary {twice}: the same key is varied twice; give its values "
+                         "once (KEY=V1,V2,…)")
     size = math.prod(len(a.values) for a in axes)
     if size > MAX_CELLS:
         raise SweepError(f"--vary: the grid has {size:,} cells; at most {MAX_CELLS:,}")
@@ -167,7 +169,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            _on_wire(_writes_alone_pct)),
     Metric("stalls", "gaps of 10 ms or more with nothing on the wire that no application "
            "sleep explains", _on_wire(lambda t: len(_stall_list(t)))),
-    Metric("stall_ms", "the stalls' total length (ms)", _on_wire(lambda t: sum(_stall_list(t)))),
+    Metric("stall_ms", "the stalls' total length (ms)",
+           _on_wire(lambda t: float(sum(_stall_list(t))))),
 )}
 
 DEFAULT_METRICS = ("latency_p50_ms", "segments_client", "stalls")
@@ -229,6 +232,12 @@ def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str]
     """Every cell with its scenario (``base`` overrides first, then the cell's), all
     validated before anything runs."""
     out = []
+    if base:
+        # the fixed settings first: an error of theirs is theirs, not the first cell's
+        try:
+            loads(text, where, list(base))
+        except ScenarioError as exc:
+            raise SweepError(_blame(str(exc), text, where, base)) from None
     for cell in grid(axes):
         try:
             out.append((cell, loads(text, where, [*base, *cell.overrides])))
@@ -236,6 +245,19 @@ def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str]
             where_in = f" (in the cell {cell.label()})" if cell.settings else ""
             raise SweepError(f"{_as_vary(str(exc), cell)}{where_in}") from None
     return out
+
+
+def _blame(message: str, text: str, where: str, base: Sequence[str]) -> str:
+    """``message`` with the --set / --param that causes it on its own, where one does."""
+    for item in base:
+        try:
+            loads(text, where, [item])
+        except ScenarioError:
+            key, _, value = item.partition("=")
+            option = (f"--param {key.removeprefix('params.')}={value}"
+                      if key.startswith("params.") else f"--set {item}")
+            return f"{message} (given by {option})"
+    return message
 
 
 def _as_vary(message: str, cell: Cell) -> str:

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
         if not args.metric:
             metrics = declared.metrics
         title = title or declared.title or None
-        Console(stderr=True, highlight=False).print(
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"the lesson's sweep ([lesson.sweep] in {args.file}): "
             + " × ".join(f"{a.key}={','.join(a.values)}" for a in axes)
             + "; give --vary for another grid", markup=False)

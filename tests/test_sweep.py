@@ -141,10 +141,12 @@ def test_latency_percentiles_and_counts() -> None:
 def test_s1_metrics_from_the_model() -> None:
     """Seed S1: 44 ms per request after the first with Nagle; NODELAY removes the stalls."""
     result = run_sweep(S1.read_text(), str(S1), [parse_vary("client.nodelay=false,true")],
-                       ["latency_p50_ms", "stalls", "writes_alone_pct"], jobs=1)
+                       ["latency_p50_ms", "stalls", "writes_alone_pct", "stall_ms"], jobs=1)
     slow, fast = (c.model for c in result.cells)
     assert slow["latency_p50_ms"] == 44.0 and slow["stalls"] == 11
     assert fast["latency_p50_ms"] < 1 and fast["stalls"] == 0
+    # a time is a float even when there is none (a table column must not mix 0 and 481.807)
+    assert type(fast["stall_ms"]) is float and fast["stall_ms"] == 0.0
     assert slow["writes_alone_pct"] == fast["writes_alone_pct"] == 100.0
 
 
@@ -279,6 +281,10 @@ def test_plot_files_are_written(tmp_path: Path) -> None:
     (["--png", "p.svg"], "expected a file name ending in .png"),
     (["--csv", "/proc/no-such.csv"], "cannot write /proc/no-such.csv"),
     (["--jobs", "100000"], "--jobs 100000: at most"),
+    (["--set", "link.delay_ms=-1", "--vary", "client.nodelay=false,true"],
+     "(given by --set link.delay_ms=-1)"),
+    (["--vary", "client.nodelay=false", "--vary", "client.nodelay=true"],
+     "--vary client.nodelay: the same key is varied twice"),
     (["--vary", "client.nodelay=false,true", "--vary", "link.delay_ms=" +
       ",".join(map(str, range(13))), "--png", "p.png"], "13 lines per panel"),
 ])

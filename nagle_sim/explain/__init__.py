@@ -95,8 +95,9 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
     rank(conns, path)
     if conn is not None:
         if not 1 <= conn <= len(conns):
-            raise ExplainError(f"{path}: no connection {conn} (the capture has "
-                               f"{len(conns)}: 1 to {len(conns)})")
+            has = ("only connection 1" if len(conns) == 1
+                   else f"connections 1 to {len(conns)}")
+            raise ExplainError(f"{path}: no connection {conn} (the capture has {has})")
         chosen = conns[conn - 1]
     elif port is not None:
         matching = [c for c in conns if port in (c.client[1], c.server[1])]

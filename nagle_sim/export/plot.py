@@ -153,7 +153,7 @@ def _fit_title(text: str) -> tuple[str, float]:
     room = WIDTH - 40
     size = max(TITLE_MIN, min(TITLE_MAX, TITLE_MAX * room / max(1.0, text_width(
         text, TITLE_MAX, bold=True))))
-    while len(text) > 1 and text_width(text, size, bold=True) > room:
+    while len(text) > 1 and text_width(text, size, bold=True) > room + 0.5:   # float noise
         text = text[:-2] + "…"
     return text, size
 

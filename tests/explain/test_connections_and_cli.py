@@ -184,7 +184,7 @@ def test_terminal_output_never_interprets_markup(s1_trace: Trace, tmp_path: Path
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--conn", "7"], "no connection 7"),
+    (["--conn", "7"], "no connection 7 (the capture has only connection 1)"),
     (["--port", "4444"], "no connection uses port 4444"),
     (["--os", "client=plan9"], "unknown profile 'plan9'"),
     (["--os", "nonsense"], "use client=PROFILE"),
