@@ -356,7 +356,9 @@ class _Finder:
         stall.evidence.append(self.ev(e, f"{note}, {own / 1000:.1f} ms after the "
                                       f"{snd.value} last acted"))
         stall.waiting = snd
-        stall.text = (f"the {snd.value} got no ACK and re-sent {es.label()} after "
+        what = (f"bytes {es.seq}:{es.seq + es.length} ({es.length} B)" if es.length
+                else es.label())    # a segment's label starts with its flags ('.' = ACK)
+        stall.text = (f"the {snd.value} got no ACK and re-sent {what} after "
                       f"{own / 1000:.1f} ms "
                       f"({'tail loss probe' if cause == 'tlp' else 'RTO'})")
         return self._finish(stall, e)

@@ -154,6 +154,8 @@ def test_retransmission_of_the_tail_is_a_tail_loss_probe(capture_of: Cap) -> Non
     ex = _explain_hand(capture_of, segs, at="both")
     assert [s.cause for s in ex.stalls] == ["tlp"]
     assert ex.captured.trace.meta["retransmitted_segments"] == 1
+    # the bytes in words, not a ladder label with its flags ("re-sent P. 1:101(100)")
+    assert "re-sent bytes 1:101 (100 B) after" in ex.stalls[0].text
 
 
 def test_a_re_sent_tail_whose_ack_was_lost_after_the_capture_point(capture_of: Cap) -> None:
