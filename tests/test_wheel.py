@@ -47,8 +47,12 @@ def test_every_package_of_the_checkout_is_in_the_wheel(unpacked: Path) -> None:
                      .glob("*/scenario.toml"))
     assert lessons == sorted(p.parent.name for p in (ROOT / "lessons").glob("*/scenario.toml"))
     assert not (unpacked / "lessons").exists(), "no top-level `lessons` package"
-    assert (unpacked / "nagle_sim" / "lesson_files" / "21-diagnose-a-capture"
-            / "capture.pcap").is_file(), "lesson 21's capture is package data"
+    # every file a lesson ships beside its text (the capstone's capture.pcap) too
+    shipped = sorted(str(p.relative_to(ROOT / "lessons")) for p in (ROOT / "lessons").glob(
+        "*/*.pcap"))
+    assert shipped, "the capstone lesson ships a capture"
+    for name in shipped:
+        assert (unpacked / "nagle_sim" / "lesson_files" / name).is_file(), name
 
 
 def test_a_pure_build_compiles_nothing(unpacked: Path) -> None:
