@@ -32,6 +32,14 @@ TOLERANCE_TEXT = ("packetdrill's: |error| ≤ max(4 ms, 12.5 % of the interval s
                   "previous matched event)")
 
 
+TIMER_CODES = frozenset({"DELACK_FIRED", "PROBE0_RELEASE", "LOSS_PROBE", "RETRANSMIT"})
+"""Model reasons of segments a kernel timer sends (delayed ACK, probe, loss probe, RTO)."""
+TIMER_LATE_JIFFIES = 2
+"""A loaded machine (a VM above all) fires a timer a jiffy or two late, never early: a
+segment the model sends from a timer may be this many of the sender's jiffies late on top
+of packetdrill's tolerance, and is then an agreement with a note, not a difference."""
+
+
 def tolerance(interval: int) -> Micros:
     """Allowed timing error for an event ``interval`` µs after the previous one."""
     return Micros(max(TOLERANCE_FLOOR, round(TOLERANCE_FRACTION * abs(interval))))
@@ -391,9 +399,11 @@ def _excuse_ack_thinning(matches: list[Match], sim: Trace, real: Trace) -> None:
             m.note += " (inside a burst; ended no stall)"
 
 
-def _time_errors(matches: list[Match]) -> None:
+def _time_errors(matches: list[Match], late_ok: dict[Side, Micros] | None = None) -> None:
     """Error on each interval since the previous matched event that agreed (model time
-    order): a late event is reported once, not again by the correctly spaced one after it."""
+    order): a late event is reported once, not again by the correctly spaced one after it.
+    ``late_ok``: per sender, how much later than the tolerance a segment the model sends
+    from a timer may come (`TIMER_LATE_JIFFIES`)."""
     timed = [m for m in matches if m.sim_t is not None and m.real_t is not None]
     timed.sort(key=lambda m: (m.sim_t, m.real_t))
     prev: Match | None = None
@@ -406,7 +416,15 @@ def _time_errors(matches: list[Match]) -> None:
             interval = m.sim_t - prev.sim_t
             m.error = (m.real_t - prev.real_t) - interval
             m.tol = tolerance(interval)
-        if abs(m.error) > m.tol:
+        slack = (late_ok or {}).get(m.side, Micros(0))
+        if (slack and m.tol < m.error <= m.tol + slack and m.sim
+                and all(seg.code in TIMER_CODES for seg in m.sim)):
+            extra = (f"{ms_text(m.error)} ms later than the model: its timer fired late "
+                     f"(up to {TIMER_LATE_JIFFIES} jiffies allowed)")
+            m.note = f"{m.note}; {extra}" if m.note else extra
+            m.kind = "timer-late" if m.kind == "match" else m.kind
+            prev = m
+        elif abs(m.error) > m.tol:
             m.ok = False
             late = "later" if m.error > 0 else "earlier"
             extra = f"{ms_text(abs(m.error))} ms {late} than the model"
@@ -423,7 +441,8 @@ def _stall_key(trace: Trace, stall: Stall) -> SegmentRecord | None:
     return None
 
 
-def _pair_stalls(sim: Trace, real: Trace, matches: list[Match]) -> list[StallPair]:
+def _pair_stalls(sim: Trace, real: Trace, matches: list[Match],
+                 late_ok: dict[Side, Micros] | None = None) -> list[StallPair]:
     """Pair each stall (gap ≥ 10 ms) with its twin in the other trace. A twin may fall just
     under the 10 ms line (9.9 ms against 10.0 ms is the same stall), so candidates are gaps
     down to 10 ms minus the 4 ms tolerance floor; only real mismatches are reported."""
@@ -468,7 +487,7 @@ def _pair_stalls(sim: Trace, real: Trace, matches: list[Match]) -> list[StallPai
             continue
         used_real.add((r_st.start, r_st.end))
         used_sim.add((st.start, st.end))
-        pairs.append(_judge_stalls(st, r_st))
+        pairs.append(_judge_stalls(st, r_st, _timer_slack(sim, st, late_ok)))
     for r_st in real_stalls:
         if (r_st.start, r_st.end) in used_real:
             continue
@@ -480,7 +499,7 @@ def _pair_stalls(sim: Trace, real: Trace, matches: list[Match]) -> list[StallPai
                                    "the model does not"))
             continue
         used_sim.add((s_st.start, s_st.end))
-        pairs.append(_judge_stalls(s_st, r_st))
+        pairs.append(_judge_stalls(s_st, r_st, _timer_slack(sim, s_st, late_ok)))
     pairs.sort(key=_pair_start)
     return pairs
 
@@ -490,11 +509,23 @@ def _pair_start(pair: StallPair) -> int:
     return stall.start if stall else 0
 
 
-def _judge_stalls(sim_stall: Stall, real_stall: Stall) -> StallPair:
+def _timer_slack(sim: Trace, stall: Stall, late_ok: dict[Side, Micros] | None) -> int:
+    """`TIMER_LATE_JIFFIES` of slack for a stall the model ends with a timer's segment."""
+    ender = _stall_key(sim, stall)
+    if late_ok is None or ender is None or ender.code not in TIMER_CODES:
+        return 0
+    return late_ok.get(ender.src, Micros(0))
+
+
+def _judge_stalls(sim_stall: Stall, real_stall: Stall, late_slack: int = 0) -> StallPair:
+    """Durations within tolerance; a stall ended by a timer may also be ``late_slack``
+    longer (that timer fired late)."""
     tol = tolerance(sim_stall.duration)
     diff = real_stall.duration - sim_stall.duration
-    ok = abs(diff) <= tol
+    ok = -tol <= diff <= tol + late_slack
     note = f"{diff / 1000:+.1f} ms" + ("" if ok else f" (beyond ±{ms_text(tol, 1)} ms)")
+    if ok and diff > tol:
+        note += " (its timer fired late)"
     return StallPair(sim_stall, real_stall, ok, note)
 
 
@@ -550,7 +581,9 @@ def compare(sim: Trace, real: Trace, *,
                 matches += _control(side, klass, sim_list, real_list,
                                     int(mss) if mss else 1448)
     _excuse_ack_thinning(matches, sim, real)
-    _time_errors(matches)
+    resolved = profiles or profiles_of(sim)
+    late = {side: Micros(TIMER_LATE_JIFFIES * p.tick_us) for side, p in resolved.items()}
+    _time_errors(matches, late)
     matches.sort(key=lambda m: (m.sim_t if m.sim_t is not None else m.real_t or 0,
                                 m.real_t or 0))
     problems: list[str] = []
@@ -563,10 +596,10 @@ def compare(sim: Trace, real: Trace, *,
             where = m.sim_t if m.sim_t is not None else m.real_t
             problems.append(f"{_arrow(m.side)} {m.klass} at {ms_text(where or 0)} ms: "
                             f"{m.note}")
-        elif m.kind in ("gso", "ack-thinning"):
+        elif m.kind in ("gso", "ack-thinning", "timer-late"):
             where = m.real_t if m.real_t is not None else m.sim_t
             notes.append(f"{_arrow(m.side)} at {ms_text(where or 0)} ms: {m.note}")
-    stall_pairs = _pair_stalls(sim, real, matches) if real.segments else []
+    stall_pairs = _pair_stalls(sim, real, matches, late) if real.segments else []
     for p in stall_pairs:
         if not p.ok:
             problems.append(f"stall: {p.note}")
@@ -605,7 +638,7 @@ def compare(sim: Trace, real: Trace, *,
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
                      "phase is arbitrary)")
-    host, host_problems = host_differences(real, profiles or profiles_of(sim))
+    host, host_problems = host_differences(real, resolved)
     problems += host_problems
     return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
                       iterations=iters, problems=problems, notes=notes,
