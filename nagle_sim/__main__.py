@@ -591,6 +591,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
+    except RuntimeError as exc:
+        # Ctrl-C while a module is still being imported can land in a class body's
+        # __set_name__ (every dataclass field), and Python 3.11 wraps it in a RuntimeError
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            _err("interrupted")
+            return EXIT_INTERRUPTED
+        raise
     except BrokenPipeError:     # `| head`: the reader has what it wanted
         _stdout_gone()
         return EXIT_OK

@@ -12,6 +12,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,11 +20,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .export.scene import Scene, SceneTooBig
-from .lessons import LessonSweep, parse_sweep
 from .scenario import Scenario, ScenarioError, read_text
 from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, table
 from .sweep_run import run_sweep
 from .trace import Trace
+
+if TYPE_CHECKING:       # imported where used: building the CLI parser must stay light
+    from .lessons import LessonSweep
 
 
 def _real_runner(remote: str | None, token: str | None = None
@@ -70,6 +73,8 @@ def _lesson_sweep(path: str, text: str) -> LessonSweep | None:
     """The ``[lesson.sweep]`` a lesson's scenario declares (validated as the app does), or
     None for a scenario without one."""
     import tomllib
+
+    from .lessons import parse_sweep  # here: every command builds this parser at start-up
 
     try:
         raw = tomllib.loads(text)
