@@ -232,16 +232,17 @@ def build_cells(text: str, where: str, axes: Sequence[Axis], base: Sequence[str]
     """Every cell with its scenario (``base`` overrides first, then the cell's), all
     validated before anything runs."""
     out = []
-    if base:
-        # the fixed settings first: an error of theirs is theirs, not the first cell's
-        try:
-            loads(text, where, list(base))
-        except ScenarioError as exc:
-            raise SweepError(_blame(str(exc), text, where, base)) from None
     for cell in grid(axes):
         try:
             out.append((cell, loads(text, where, [*base, *cell.overrides])))
         except ScenarioError as exc:
+            if base and not out:
+                # the first cell failed: when the fixed settings fail on their own, the
+                # error is theirs, not the cell's
+                try:
+                    loads(text, where, list(base))
+                except ScenarioError as base_exc:
+                    raise SweepError(_blame(str(base_exc), text, where, base)) from None
             where_in = f" (in the cell {cell.label()})" if cell.settings else ""
             raise SweepError(f"{_as_vary(str(exc), cell)}{where_in}") from None
     return out

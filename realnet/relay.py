@@ -332,24 +332,24 @@ def _flush_due(dirs: tuple[Direction, ...], lateness: array[int]) -> None:
         q = d.queue
         while d.late and d.late[0][0] <= now:
             due, _n, pkt = heapq.heappop(d.late)
-            if len(lateness) < MAX_LATENESS_SAMPLES:
-                lateness.append(clock_ns() - due)
-            try:
-                os.write(d.out_fd, pkt)
-            except OSError:
-                d.write_errors += 1
+            _deliver(d, due, pkt, lateness)
         while q and q[0][0] <= now:
             due, pkt = q.popleft()
-            # Scheduling error only: the write itself runs the receiver's IP/TCP
-            # input path inline, which is part of the emulated wire, not lateness.
-            if len(lateness) < MAX_LATENESS_SAMPLES:
-                lateness.append(clock_ns() - due)
-            try:
-                os.write(d.out_fd, pkt)
-            except OSError:
-                # EIO when the peer TUN is going away, EINVAL for a malformed
-                # packet: count it, a relay must not die on one bad packet.
-                d.write_errors += 1
+            _deliver(d, due, pkt, lateness)
+
+
+def _deliver(d: Direction, due: int, pkt: bytes, lateness: array[int]) -> None:
+    """Write a due packet to the peer TUN, recording how late it is."""
+    # Scheduling error only: the write itself runs the receiver's IP/TCP input path
+    # inline, which is part of the emulated wire, not lateness.
+    if len(lateness) < MAX_LATENESS_SAMPLES:
+        lateness.append(clock_ns() - due)
+    try:
+        os.write(d.out_fd, pkt)
+    except OSError:
+        # EIO when the peer TUN is going away, EINVAL for a malformed packet: count
+        # it, a relay must not die on one bad packet.
+        d.write_errors += 1
 
 
 def _next_timeout(dirs: tuple[Direction, ...], spin: bool = True) -> float | None:

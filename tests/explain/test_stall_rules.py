@@ -13,6 +13,7 @@ from nagle_sim.explain import explain_file
 from nagle_sim.model.events import Side
 
 from .conftest import model
+from .test_causes import THINK  # a client that thinks SLEEP ms before each request
 
 Cap = Callable[..., Path]
 
@@ -72,13 +73,6 @@ def test_a_small_corked_write_is_said_to_be_cork_or_an_idle_app(capture_of: Cap)
                for s in ex.stalls)
 
 
-THINK = """[client]
-nodelay = true
-script = "repeat 4 { sleep SLEEPms; write 10; read 10 }"
-[server]
-nodelay = true
-script = "repeat 4 { read 10; write 10 }"
-"""
 
 
 def test_the_probe_window_allows_a_kernel_timer_a_jiffy_or_two_late() -> None:
