@@ -634,6 +634,8 @@ def compare(sim: Trace, real: Trace, *,
     if isinstance(slept, dict) and slept:
         notes.append("the model slept as long as the kernel run's sleeps took (median per "
                      "statement: " + ", ".join(f"{k} {v}" for k, v in slept.items()) + ")")
+    for tie in sim.meta.get("write_ties") or []:
+        notes.append(f"followed {tie}")
     if sim.meta.get("jiffy_phase_us") is not None:
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
@@ -927,6 +929,101 @@ def comparison_markdown(cmp: Comparison) -> str:
     else:
         parts.append("## Segments\n\n" + render_markdown(*match_rows(cmp)))
     return "\n".join(parts)
+
+
+WRITE_TIE_US = 1_000
+"""A write and a segment sent from an arriving ACK this close together may come in either
+order: the model's ACK arrives up to a few hundred µs off the real one (the relay, the
+real calls' costs), so which bundle the write joins is the kernel's call, not a rule."""
+WRITE_TIE_ROUNDS = 4
+"""At most this many ties are followed in one comparison."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTie:
+    """A write that the kernel and the model put on opposite sides of a segment's send:
+    the first place their data segments split the byte stream differently."""
+
+    side: Side
+    line: int
+    iteration: tuple[int, ...]
+    loop: int
+    sim_offset: int
+    """The model's write start minus its segment's send time (µs; negative: before)."""
+    real_offset: int
+    """The same in the kernel's run."""
+    at: Micros
+    """When the kernel sent the segment."""
+
+    @property
+    def shift(self) -> int:
+        """How much later (µs; negative: earlier) the model's write must start to fall on
+        the kernel's side of the send."""
+        if self.real_offset >= 0:
+            return 1 - self.sim_offset
+        return -1 - self.sim_offset
+
+    def describe(self) -> str:
+        where = f"{self.side.value} line {self.line}"
+        if self.iteration:
+            where += f", iteration {'.'.join(map(str, self.iteration))}"
+        def when(off: int) -> str:
+            return f"{abs(off)} µs {'after' if off >= 0 else 'before'}"
+        return (f"a write/segment tie at {ms_text(self.at)} ms: the {where} write came "
+                f"{when(self.real_offset)} the kernel's segment and {when(self.sim_offset)} "
+                f"the model's; the model's write was moved {abs(self.shift)} µs "
+                f"{'later' if self.shift > 0 else 'earlier'}, to the kernel's side (a tie: "
+                f"within {WRITE_TIE_US / 1000:g} ms)")
+
+
+def _new_data(trace: Trace, side: Side) -> list[SegmentRecord]:
+    """``side``'s data segments that carry new bytes, in the order they left."""
+    out, high = [], 0
+    for seg in trace.segments:
+        if seg.src is side and seg.is_data and seg.seq >= high:
+            out.append(seg)
+            high = seg.seq + seg.length
+    return out
+
+
+def first_write_tie(sim: Trace, real: Trace) -> WriteTie | None:
+    """The first place (kernel time) where the two runs split a side's bytes into
+    segments differently because a write fell within `WRITE_TIE_US` of the send, on
+    opposite sides of it; None when the first split is not such a tie (a real
+    difference, left to the comparison)."""
+    ties = []
+    for side in Side:
+        for a, b in zip(_new_data(sim, side), _new_data(real, side), strict=False):
+            if (a.seq, a.length) == (b.seq, b.length):
+                continue
+            if a.seq == b.seq:
+                tie = _tie_at(sim, real, side, a, b)
+                if tie is not None:
+                    ties.append(tie)
+            break
+    return min(ties, key=lambda t: t.at, default=None)
+
+
+def _tie_at(sim: Trace, real: Trace, side: Side, a: SegmentRecord,
+            b: SegmentRecord) -> WriteTie | None:
+    writes = [op for op in real.ops if op.side is side and op.op in ("write", "writev")
+              and abs(op.start - b.t) <= WRITE_TIE_US]
+    if not writes:
+        return None
+    w_real = min(writes, key=lambda op: abs(op.start - b.t))
+    twins = [op for op in sim.ops if op.side is side and op.op == w_real.op
+             and (op.line, op.iteration, op.loop) == (w_real.line, w_real.iteration,
+                                                      w_real.loop)]
+    if len(twins) != 1 or not w_real.line:
+        return None
+    real_off, sim_off = w_real.start - b.t, twins[0].start - a.t
+    # The kernel's segment is the shorter one when its write came after the send.
+    if (b.length < a.length) != (real_off >= 0) or (sim_off >= 0) == (real_off >= 0):
+        return None
+    if abs(sim_off) > WRITE_TIE_US:
+        return None
+    return WriteTie(side=side, line=w_real.line, iteration=w_real.iteration,
+                    loop=w_real.loop, sim_offset=sim_off, real_offset=real_off, at=b.t)
 
 
 def measured_jiffy_phase(real: Trace, hz: int) -> int | None:

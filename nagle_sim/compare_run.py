@@ -223,10 +223,11 @@ def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
     runs = measured_sleep_runs(real)
     phase = measured_jiffy_phase(real, scenario.client.profile.hz)
     extra: dict[str, Any] = {"sleeps": runs} if runs else {}
-    if phase is None or real.meta.get("remote"):
-        sim: Trace = run_sim(scenario, **extra)
-    else:
-        sim = run_sim(with_jiffy_phase(scenario, phase), **extra)
+    if phase is not None and not real.meta.get("remote"):
+        scenario = with_jiffy_phase(scenario, phase)
+    sim: Trace = run_sim(scenario, **extra)
+    sim = _follow_write_ties(scenario, real, run_sim, sim, dict(runs))
+    if phase is not None and not real.meta.get("remote"):
         sim.meta["jiffy_phase_us"] = phase
     for side, line in runs:
         key = f"{side.value}:{line}"
@@ -234,6 +235,59 @@ def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
     if slept:
         sim.meta["measured_sleeps"] = slept
     return sim
+
+
+def _follow_write_ties(scenario: Any, real: Trace, run_sim: Any, sim: Trace,
+                       runs: dict[tuple[Side, int], list[int]]) -> Trace:
+    """While the runs disagree and the first place they split the bytes differently is a
+    write that fell within `WRITE_TIE_US` of a segment's send on the kernel's side and the
+    other side in the model (`first_write_tie`), run the model again with that write moved
+    to the kernel's side: the sleep before it is made that much longer or shorter. The
+    model still decides everything after; a split that is no tie stays a difference.
+    Each tie followed is named in the trace's meta (``write_ties``), and so in the
+    comparison's notes."""
+    from .compare import WRITE_TIE_ROUNDS, first_write_tie
+
+    profiles = profiles_of(scenario)
+    followed: list[str] = []
+    for _ in range(WRITE_TIE_ROUNDS):
+        if compare(sim, real, profiles=profiles).agree:
+            break
+        tie = first_write_tie(sim, real)
+        if tie is None:
+            break
+        moved = _moved_sleep(sim, tie.side, tie.line, tie.iteration, tie.loop, tie.shift)
+        if moved is None:
+            break
+        key, spans = moved
+        runs[key] = spans
+        followed.append(tie.describe())
+        sim = run_sim(scenario, sleeps=runs)
+    if followed:
+        sim.meta["write_ties"] = followed
+    return sim
+
+
+def _moved_sleep(sim: Trace, side: Side, line: int, iteration: tuple[int, ...], loop: int,
+                 shift: int) -> tuple[tuple[Side, int], list[int]] | None:
+    """Every run of the sleep statement just before the given write (as long as each took
+    in ``sim``), the one before the write made ``shift`` µs longer; None when no sleep comes
+    right before it or it cannot be that much shorter."""
+    ops = [op for op in sim.ops if op.side is side]
+    at = next((i for i, op in enumerate(ops) if op.op in ("write", "writev")
+               and (op.line, op.iteration, op.loop) == (line, iteration, loop)), None)
+    if not at or ops[at - 1].op != "sleep" or not ops[at - 1].line:
+        return None
+    sleep = ops[at - 1]
+    same = [op for op in ops if op.op == "sleep" and op.line == sleep.line]
+    spans = [op.end - op.start for op in same if op.end is not None]
+    if len(spans) != len(same):
+        return None
+    index = next(i for i, op in enumerate(same) if op is sleep)
+    if spans[index] + shift < 0:
+        return None
+    spans[index] += shift
+    return (side, sleep.line), spans
 
 
 SLEEP_DRIFT_MIN_US = 50

@@ -604,3 +604,81 @@ def test_a_timer_may_fire_two_jiffies_late(code: str, late_ms: float, agree: boo
     assert result.agree is agree, result.problems
     if agree:
         assert any("its timer fired late" in n for n in result.notes), result.notes
+
+
+TIE_SCENARIO = '''
+[link]
+delay_ms = 20
+rate = "56kbit"
+[client]
+script = """
+repeat 40 {
+  write 1
+  sleep 2ms
+}
+read 1
+"""
+[server]
+script = """
+read 40
+write 1
+"""
+'''
+
+
+def _kernel_with_faster_acks(early_us: int) -> tuple[object, Trace]:
+    """The scenario, and a stand-in for its kernel run: the model with ACKs arriving
+    ``early_us`` sooner (as a real relay's few hundred µs of difference would), so a write
+    the model puts just before the ACK's send lands just after it."""
+    from dataclasses import replace
+
+    from nagle_sim.scenario import loads
+    from nagle_sim.sim.driver import run_sim
+
+    sc = loads(TIE_SCENARIO, "tie.toml")
+    link = replace(sc.link, to_client_delay=Micros(sc.link.to_client_delay - early_us))
+    real = run_sim(replace(sc, link=link))
+    real.source = "realnet"
+    real.meta["link"] = "loopback"
+    return sc, real
+
+
+@pytest.mark.parametrize("early_us", [400, 700, 1300])
+def test_a_write_on_the_other_side_of_a_send_within_1ms_is_followed(early_us: int) -> None:
+    """Lesson 01 (issue 11's three green validates): one write lands µs after the ACK
+    that sends a bundle in the kernel, just before it in the model. The model is run again
+    with that write on the kernel's side, the comparison agrees and its notes say so."""
+    from nagle_sim.compare import first_write_tie, profiles_of
+    from nagle_sim.compare_run import aligned_model_run
+    from nagle_sim.sim.driver import run_sim
+
+    sc, real = _kernel_with_faster_acks(early_us)
+    plain = compare(run_sim(sc), real, profiles=profiles_of(sc))
+    assert any("real sent 30 B + 9 B where the model sent 31 B + 8 B" in p
+               for p in plain.problems)
+    tie = first_write_tie(run_sim(sc), real)
+    assert tie is not None and tie.side is C and tie.iteration == (31,)
+    assert tie.sim_offset == -362 and tie.real_offset == early_us - 362
+    assert tie.shift == 363
+    sim = aligned_model_run(sc, real, run_sim)
+    result = compare(sim, real, profiles=profiles_of(sc))
+    assert result.agree, result.problems
+    assert [n for n in result.notes if n.startswith("followed a write/segment tie")] == [
+        f"followed {tie.describe()}"]
+    assert "moved 363 µs later" in tie.describe()
+
+
+def test_a_write_further_than_1ms_from_the_send_stays_a_difference() -> None:
+    """The model's write 362 µs before its send, the kernel's 1.138 ms after: no tie; the
+    comparison reports the split as it did before ties were followed."""
+    from nagle_sim.compare import first_write_tie, profiles_of
+    from nagle_sim.compare_run import aligned_model_run
+    from nagle_sim.sim.driver import run_sim
+
+    sc, real = _kernel_with_faster_acks(1500)
+    assert first_write_tie(run_sim(sc), real) is None
+    sim = aligned_model_run(sc, real, run_sim)
+    assert "write_ties" not in sim.meta
+    result = compare(sim, real, profiles=profiles_of(sc))
+    assert any("real sent 30 B + 9 B where the model sent 31 B + 8 B" in p
+               for p in result.problems)
