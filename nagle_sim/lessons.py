@@ -107,6 +107,18 @@ class Lesson:
     sweep: LessonSweep | None = None
     """The lesson's declared sweep, if any."""
 
+    @property
+    def number(self) -> int | None:
+        """The lesson's place in the teaching order: its directory's leading number
+        ("07-write-write-read" is 7); None for a directory without one."""
+        head = self.slug.split("-", 1)[0]
+        return int(head) if head.isdigit() and len(head) <= 4 else None
+
+    @property
+    def numbered_title(self) -> str:
+        """"Lesson 7: Write, write, read" (the title alone for a lesson without a number)."""
+        return self.title if self.number is None else f"Lesson {self.number}: {self.title}"
+
     def visible_prose(self, done: int) -> str:
         """Setup plus every reveal whose questions are done (``done`` = answered or skipped,
         counted in time order)."""

@@ -42,7 +42,7 @@ def test_projector_rows_are_two_lines_high() -> None:
     assert layout.height == 4
 
 
-async def _lesson_11(size: tuple[int, int], ask: bool):  # type: ignore[no-untyped-def]
+async def _cwnd_lesson(size: tuple[int, int], ask: bool):  # type: ignore[no-untyped-def]
     from nagle_sim.lessons import load_lessons
     from nagle_sim.sim.driver import run_sim
     from nagle_sim.tui.app import NagleApp
@@ -53,13 +53,13 @@ async def _lesson_11(size: tuple[int, int], ask: bool):  # type: ignore[no-untyp
     return app, LessonScreen(lesson)
 
 
-async def test_lesson_11_in_flight_under_a_question_is_split_not_a_staircase() -> None:
+async def test_cwnd_lesson_in_flight_under_a_question_is_split_not_a_staircase() -> None:
     """Issue 12: with the question pending, in-flight arrows were never split."""
     from nagle_sim.tui.widgets.ladder import Ladder
 
     from .conftest import settle
 
-    app, screen = await _lesson_11((120, 40), ask=True)
+    app, screen = await _cwnd_lesson((120, 40), ask=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.push_screen(screen)
         await settle(pilot)

@@ -12,6 +12,7 @@ import pytest
 from textual.binding import Binding
 from textual.widgets import Markdown, Static
 
+from nagle_sim.lessons import Lesson
 from nagle_sim.render.rows import RowKind
 from nagle_sim.scenario import ScenarioError, load
 from nagle_sim.tui.app import NagleApp
@@ -434,6 +435,27 @@ async def test_a_skipped_question_can_be_reopened_and_the_list_shows_the_score(
         assert isinstance(app.screen, LessonListScreen)
         first = app.screen.query_one("#lessons").get_option_at_index(0).prompt
         assert "1/1 right" in str(first)
+
+
+async def test_the_list_numbers_the_lessons_and_the_lesson_says_its_number(
+        make_app: MakeApp) -> None:
+    """Issue 13 ("numbered in the list"): each row starts with the lesson's number (its
+    directory's), and an open lesson's header says "Lesson N: title"."""
+    app = make_app(ask_questions=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        options = app.screen.query_one("#lessons")
+        rows = [str(options.get_option_at_index(i).prompt).split("\n")[0]
+                for i in range(options.option_count)]
+        assert rows == [" 1  Write-write-read", " 2  One write per request"], rows
+        await _open_first_lesson(pilot)
+        assert app.screen.sub_title == "Lesson 1: Write-write-read"
+
+
+def test_a_lesson_directory_without_a_number_is_listed_by_its_title(
+        lessons: list[Lesson]) -> None:
+    plain = replace(lessons[0], slug="intro")
+    assert plain.number is None and plain.numbered_title == "Write-write-read"
+    assert replace(lessons[0], slug="12-x").numbered_title == "Lesson 12: Write-write-read"
 
 
 async def test_v_cycles_the_detail_level_like_the_cli(make_app: MakeApp) -> None:

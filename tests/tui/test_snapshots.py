@@ -63,7 +63,7 @@ def test_question_with_feedback(snap_compare: Callable[..., bool],
     assert snap_compare(make_app(), terminal_size=size, run_before=_wrong_answer)
 
 
-async def _lesson_11_in_flight(pilot: Pilot[object]) -> None:
+async def _cwnd_lesson_in_flight(pilot: Pilot[object]) -> None:
     app = pilot.app
     lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
     await app.push_screen(LessonScreen(lesson))
@@ -77,12 +77,12 @@ async def _lesson_11_in_flight(pilot: Pilot[object]) -> None:
 
 
 @SIZES
-def test_lesson_11_with_segments_in_flight(snap_compare: Callable[..., bool],
+def test_cwnd_lesson_with_segments_in_flight(snap_compare: Callable[..., bool],
                                            size: tuple[int, int]) -> None:
     """Issue 12: ten segments in flight are drawn as send and arrival stubs, not a
     staircase tangle."""
     app = NagleApp(run_sim=run_sim, ask_questions=False)
-    assert snap_compare(app, terminal_size=size, run_before=_lesson_11_in_flight)
+    assert snap_compare(app, terminal_size=size, run_before=_cwnd_lesson_in_flight)
 
 
 async def _help(pilot: Pilot[object]) -> None:
@@ -99,7 +99,7 @@ def test_legend_in_help(snap_compare: Callable[..., bool],
     assert snap_compare(make_app(ask_questions=False), terminal_size=size, run_before=_help)
 
 
-async def _lesson_11_question_pending(pilot: Pilot[object]) -> None:
+async def _cwnd_lesson_question_pending(pilot: Pilot[object]) -> None:
     app = pilot.app
     lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
     await app.push_screen(LessonScreen(lesson))
@@ -112,8 +112,8 @@ async def _lesson_11_question_pending(pilot: Pilot[object]) -> None:
 
 
 @SIZES
-def test_lesson_11_in_flight_with_the_question_pending(snap_compare: Callable[..., bool],
+def test_cwnd_lesson_in_flight_with_the_question_pending(snap_compare: Callable[..., bool],
                                                        size: tuple[int, int]) -> None:
     """Issue 12: at the question's horizon the in-flight segments are send stubs too."""
     app = NagleApp(run_sim=run_sim)
-    assert snap_compare(app, terminal_size=size, run_before=_lesson_11_question_pending)
+    assert snap_compare(app, terminal_size=size, run_before=_cwnd_lesson_question_pending)

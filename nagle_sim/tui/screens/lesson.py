@@ -49,8 +49,8 @@ class LessonScreen(RunScreen):
             error = ""
         except OSError as exc:
             text, error = None, f"{toml}: cannot read: {exc.strerror}"
-        super().__init__(text=text, where=str(toml), title=lesson.title, scenario_path=toml,
-                         error=error)
+        super().__init__(text=text, where=str(toml), title=lesson.numbered_title,
+                         scenario_path=toml, error=error)
         self.lesson = lesson
         self.export_name = lesson.slug
         self.variants: list[Variant] = variants(lesson)

@@ -65,6 +65,8 @@ class LessonListScreen(Screen[None]):
         scores = cast(AppServices, self.app).scores
         for i, lesson in enumerate(self.lessons):
             text = Text()
+            if lesson.number is not None:
+                text.append(f"{lesson.number:>2}  ", style="bold cyan")
             text.append(lesson.title, style="bold")
             if lesson.slug in scores:
                 right, total = scores[lesson.slug]

@@ -73,7 +73,7 @@ def open_sweep(app: App[Any]) -> None:
         app.notify(QUESTIONS_FIRST, severity="warning", markup=False)
         return
     app.push_screen(SweepScreen(lesson.sweep, runner=screen.services.run_sim,
-                                lesson_title=lesson.title))
+                                lesson_title=lesson.numbered_title))
 
 
 def _short(value: float | None) -> str:
