@@ -259,10 +259,6 @@ class _Finder:
         stall.evidence.append(self.ev(p, "the last segment before the quiet gap"))
         ms = own / 1000
 
-        def add_link() -> None:
-            if link_part >= STALL_MIN and "link" not in stall.causes:
-                stall.causes.append("link")
-
         if own < STALL_MIN:
             # e was a reaction to something that arrived just before: the gap is the
             # time that something spent on the wire
@@ -307,13 +303,12 @@ class _Finder:
 
         # ---- E itself waited `own` before sending e
         if self.v.retransmit[e]:
-            return self._retransmission(stall, e, own, add_link)
+            return self._retransmission(stall, e, own)
         if not es.length and "S" not in es.flags and "F" not in es.flags:
-            return self._pure_ack(stall, e, own, add_link)
+            return self._pure_ack(stall, e, own)
         if es.length:
-            return self._data(stall, e, own, add_link)
+            return self._data(stall, e, own)
         stall.causes = ["app"]
-        add_link()
         stall.confidence = MEDIUM
         what = "closed the connection" if "F" in es.flags else "sent a control segment"
         stall.evidence.append(self.ev(e, f"the {snd.value} {what} {ms:.1f} ms after it last "
@@ -322,8 +317,7 @@ class _Finder:
         stall.text = f"the {snd.value} application {what} after {ms:.1f} ms idle"
         return self._finish(stall, e)
 
-    def _retransmission(self, stall: Stall, e: int, own: int,
-                        add_link: Any) -> Stall:
+    def _retransmission(self, stall: Stall, e: int, own: int) -> Stall:
         es = self.segs[e]
         snd = es.src
         high, acked, *_ = self.state(snd, es.t)
@@ -348,7 +342,6 @@ class _Finder:
                                   "timer")
             conf = HIGH if earlier or es.seq <= acked else MEDIUM
         stall.causes = [cause]
-        add_link()
         stall.confidence = conf
         if lost_ack:
             note += (" (the capture shows these bytes ACKed: that ACK was lost after the "
@@ -435,7 +428,7 @@ class _Finder:
         return None
 
     def _window_opened(self, stall: Stall, e: int, own: int,
-                       found: tuple[str, str, int, bool], add_link: Any) -> Stall:
+                       found: tuple[str, str, int, bool]) -> Stall:
         """e (a bare ACK or window update) opened the window its peer's data waited for."""
         es = self.segs[e]
         snd, peer = es.src, es.src.peer
@@ -444,7 +437,6 @@ class _Finder:
         arrive = es.arrive if es.arrive is not None else es.t
         ms = own / 1000
         stall.causes = [cause]
-        add_link()
         stall.confidence = HIGH
         stall.evidence.append(self.ev(e, f"ACK {es.ack} with a {es.window} B window after "
                                       f"{ms:.1f} ms: it opened the window"))
@@ -457,7 +449,7 @@ class _Finder:
         return self._finish(stall, e)
 
     def _window_still_shut(self, stall: Stall, e: int, own: int,
-                           full: tuple[int, int, int], add_link: Any) -> Stall:
+                           full: tuple[int, int, int]) -> Stall:
         """e ACKed the peer's data but opened no room: the peer, window-limited, waited on."""
         es = self.segs[e]
         snd, peer = es.src, es.src.peer
@@ -465,7 +457,6 @@ class _Finder:
         ms = own / 1000
         # a zero window before, or now (Wireshark's "TCP ZeroWindow" on this ACK)
         stall.causes = ["zero_window" if win == 0 or es.window == 0 else "receiver"]
-        add_link()
         stall.confidence = MEDIUM
         offered = ("a zero window" if es.window == 0 else f"a {es.window} B window")
         stall.evidence.append(self.ev(e, f"ACK {es.ack} after {ms:.1f} ms with {offered}: "
@@ -489,7 +480,7 @@ class _Finder:
         return not any("F" in segs[i].flags or "R" in segs[i].flags
                        for i in ix_peer.sends[-2:])
 
-    def _pure_ack(self, stall: Stall, e: int, own: int, add_link: Any) -> Stall:
+    def _pure_ack(self, stall: Stall, e: int, own: int) -> Stall:
         segs = self.segs
         es = segs[e]
         snd, peer = es.src, es.src.peer
@@ -499,7 +490,6 @@ class _Finder:
         ms = own / 1000
         if prev is not None and prev.window == 0 and es.window > 0:
             stall.causes = ["zero_window"]
-            add_link()
             stall.confidence = HIGH
             stall.evidence.append(self.ev(ix_snd.sends[pos - 1], "advertised a zero window"))
             stall.evidence.append(self.ev(e, f"window update to {es.window} B after "
@@ -515,7 +505,6 @@ class _Finder:
             # must answer it with its window): the sender waited for the window to open
             probe = es.seq == acked - 1
             stall.causes = ["zero_window"]
-            add_link()
             stall.confidence = HIGH if probe else MEDIUM
             what = ("a window probe (seq one below the ACKed byte)" if probe
                     else "a bare ACK")
@@ -528,7 +517,7 @@ class _Finder:
         found = self._peer_held(e)
         if found is not None and found[0] in WINDOW_CAUSES:
             # an ACK or a bare window update that made room for the peer's queued data
-            return self._window_opened(stall, e, own, found, add_link)
+            return self._window_opened(stall, e, own, found)
         new_ack = prev is None or es.ack > prev.ack
         if new_ack:
             delack_conf = HIGH if 30_000 <= own <= 50_000 or 180_000 <= own <= 220_000 \
@@ -540,7 +529,6 @@ class _Finder:
                 if not sure:
                     delack_conf = MEDIUM
                 stall.causes = [first, "delayed_ack"]
-                add_link()
                 stall.confidence = delack_conf
                 stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data it "
                                               "ACKs arrived: a delayed ACK"))
@@ -552,12 +540,11 @@ class _Finder:
                 return self._finish(stall, e)
             full = self._window_full(peer, es.arrive if es.arrive is not None else es.t)
             if full is not None:
-                return self._window_still_shut(stall, e, own, full, add_link)
+                return self._window_still_shut(stall, e, own, full)
             if self._peer_cut_off(e):
                 # the capture ends before the peer could answer this ACK: whether it
                 # released held data (Nagle, cork…) is beyond the capture
                 stall.causes = ["delayed_ack"]
-                add_link()
                 stall.confidence = LOW
                 stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data "
                                               "it ACKs arrived: a delayed ACK; the capture "
@@ -568,7 +555,6 @@ class _Finder:
                               "data waited for this ACK is not in it)")
                 return self._finish(stall, e)
             stall.causes = ["app"]
-            add_link()
             stall.confidence = MEDIUM
             stall.evidence.append(self.ev(e, f"a delayed ACK after {ms:.1f} ms; nothing was "
                                           f"waiting for it (the {snd.value} had no reply "
@@ -578,14 +564,13 @@ class _Finder:
                           f"yet (its delayed ACK went out after {ms:.1f} ms)")
             return self._finish(stall, e)
         stall.causes = ["app"]
-        add_link()
         stall.confidence = LOW
         stall.evidence.append(self.ev(e, f"an ACK with nothing new after {ms:.1f} ms"))
         stall.waiting = None
         stall.text = f"the connection was idle for {ms:.1f} ms"
         return self._finish(stall, e)
 
-    def _data(self, stall: Stall, e: int, own: int, add_link: Any) -> Stall:
+    def _data(self, stall: Stall, e: int, own: int) -> Stall:
         segs = self.segs
         es = segs[e]
         snd, peer = es.src, es.src.peer
@@ -594,7 +579,6 @@ class _Finder:
         ms = own / 1000
         if win == 0:
             stall.causes = ["zero_window"]
-            add_link()
             stall.confidence = HIGH
             stall.evidence.append(self.ev(e, f"sent into a zero window after {ms:.1f} ms: a "
                                           "window probe"))
@@ -604,7 +588,6 @@ class _Finder:
             return self._finish(stall, e)
         if outstanding and outstanding + es.length > win >= 0 and win < 4 * self.v.mss:
             stall.causes = ["receiver"]
-            add_link()
             stall.confidence = MEDIUM
             stall.evidence.append(self.ev(e, f"{outstanding} B in flight against a {win} B "
                                           "window"))
@@ -627,7 +610,6 @@ class _Finder:
             # segment is TCP_CORK's.
             cause = "msg_more" if "P" not in es.flags else "cork"
             stall.causes = [cause]
-            add_link()
             stall.confidence = MEDIUM
             if held_time and held is not None:
                 stall.evidence.append(self.ev(held, "sent without PSH: the rest of the "
@@ -645,7 +627,6 @@ class _Finder:
         if (outstanding and es.length >= self.v.mss and prev is not None
                 and prev.length >= self.v.mss and own < 100_000):
             stall.causes = ["pacing"]
-            add_link()
             stall.confidence = LOW
             stall.evidence.append(self.ev(e, f"a full segment {ms:.1f} ms after the previous "
                                           "one with no ACK in between: paced"))
@@ -653,7 +634,6 @@ class _Finder:
             stall.text = f"the {snd.value} paced its full-sized segments {ms:.1f} ms apart"
             return self._finish(stall, e)
         stall.causes = ["app"]
-        add_link()
         stall.waiting = peer
         if probe_time:
             # exactly the probe timer's 200 ms, but nothing on the wire shows data held:
@@ -690,6 +670,9 @@ class _Finder:
             self.v.trace.meta.get("rtt_ms", 0), int | float) else 0
 
     def _finish(self, stall: Stall, e: int) -> Stall:
+        # a quiet gap longer than the wait the cause explains spent the rest on the wire
+        if stall.link_part >= STALL_MIN and "link" not in stall.causes:
+            stall.causes.append("link")
         # the pairing key: the first data segment sent at or after the stall's end
         segs = self.segs
         for i in range(e, min(len(segs), e + 64)):
