@@ -382,6 +382,24 @@ def test_a_lost_reply_gets_a_tail_loss_probe(tmp_path: Path) -> None:
     assert ex.captured.trace.meta["retransmitted_segments"] >= 1
 
 
+
+def _capture_with_server(path: Path, serve: Callable[[socket.socket], None],
+                         body: Callable[[socket.socket], None], *,
+                         sock: socket.socket | None = None, wait: float = 10) -> Path:
+    """Capture one loopback connection to ``path``: ``serve`` runs the listening socket's
+    side in a thread, ``body`` the client's."""
+    with listening(sock=sock) as srv:
+        cap = Tcpdump(path, srv.getsockname()[1])
+        try:
+            server = threading.Thread(target=serve, args=(srv,), daemon=True)
+            server.start()
+            client(("127.0.0.1", srv.getsockname()[1]), body)
+            server.join(wait)
+        finally:
+            cap.stop()
+    return path
+
+
 def test_a_server_that_closes_after_its_last_write_is_not_nodelay(tmp_path: Path) -> None:
     """HTTP/1.0 style: header and body as two writes, then close(). The kernel pushes the
     Nagle-held body out with the FIN — not a sign of TCP_NODELAY."""
@@ -400,18 +418,7 @@ def test_a_server_that_closes_after_its_last_write_is_not_nodelay(tmp_path: Path
         for _ in range(rounds):
             s.send(b"G" * 50)
             recv_exact(s, 600)
-    path = tmp_path / "http.pcap"
-    with listening() as srv:
-        port = srv.getsockname()[1]
-        cap = Tcpdump(path, port)
-        try:
-            server = threading.Thread(target=serve, args=(srv,), daemon=True)
-            server.start()
-            client(("127.0.0.1", port), body)
-            server.join(10)
-        finally:
-            cap.stop()
-    ex = explain_file(str(path))
+    ex = explain_file(str(_capture_with_server(tmp_path / "http.pcap", serve, body)))
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
     assert ex.rebuilt is not None
     assert not ex.rebuilt.scenario.side(Side.SERVER).options.nodelay
@@ -456,20 +463,10 @@ def test_a_slow_reader_is_the_receiver_not_nagle(tmp_path: Path) -> None:
     def body(s: socket.socket) -> None:
         s.sendall(b"z" * total)
         recv_exact(s, 2)
-    path = tmp_path / "slow.pcap"
     srv_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited by accept
-    with listening(sock=srv_sock) as srv:
-        port = srv.getsockname()[1]
-        cap = Tcpdump(path, port)
-        try:
-            server = threading.Thread(target=serve, args=(srv,), daemon=True)
-            server.start()
-            client(("127.0.0.1", port), body)
-            server.join(20)
-        finally:
-            cap.stop()
-    ex = explain_file(str(path))
+    ex = explain_file(str(_capture_with_server(tmp_path / "slow.pcap", serve, body,
+                                               sock=srv_sock, wait=20)))
     causes = [s.cause for s in ex.stalls]
     assert not any("nagle" in c for c in causes), causes
     window = [c for c in causes if c in ("receiver", "zero_window")]
