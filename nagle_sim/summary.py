@@ -120,12 +120,15 @@ class _Index:
 
     def hold_during(self, prev: SegmentRecord, nxt: SegmentRecord) -> EventRecord | None:
         """The hold that kept data back across a gap: the last hold before the gap ends
-        whose side sent no data between that hold and the gap's start."""
+        whose side sent no data between that hold and the gap's start. A hold that began
+        inside the gap must cover at least half of it: a write held for the last µs of a
+        gap (corked, then uncorked at once) did not make the quiet before it."""
         events, segments = self.trace.events, self.trace.segments
+        half = (nxt.t - prev.t) / 2
         i = bisect.bisect_left(self.event_t, nxt.t) - 1
         while i >= 0 and prev.t - events[i].t <= 10_000_000:
             e = events[i]
-            if e.kind == "hold":
+            if e.kind == "hold" and (e.t <= prev.t or nxt.t - e.t >= half):
                 lo = bisect.bisect_right(self.seg_t, e.t)
                 hi = bisect.bisect_right(self.seg_t, prev.t)
                 if not any(s.src is e.side and s.is_data for s in segments[lo:hi]):
@@ -152,11 +155,13 @@ def wire_unknown(trace: Trace) -> str | None:
     return None
 
 
-def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = None
-           ) -> list[Stall]:
+def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = None,
+           *, asleep: bool = False) -> list[Stall]:
     """Gaps ≥ ``minimum`` between segments not explained by an application sleep. With
     ``wire``, a trace that has no hold events (a real-socket run) has its stalls named
-    from the wire, as `nagle-sim explain` names a capture's."""
+    from the wire, as `nagle-sim explain` names a capture's. ``asleep`` keeps the gaps
+    a sleep explains too ("the application slept"): a twin to pair with, when a sleep
+    covers just over half of one run's gap and just under half of the other's."""
     out: list[Stall] = []
     segs = trace.segments
     index = _Index(trace)
@@ -165,10 +170,15 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = N
         named = wire(trace)
     for prev, nxt in zip(segs, segs[1:], strict=False):
         gap = nxt.t - prev.t
-        if gap < minimum or index.sleeping(prev.t, nxt.t):
+        if gap < minimum:
+            continue
+        slept = index.sleeping(prev.t, nxt.t)
+        if slept and not asleep:
             continue
         hold = index.hold_during(prev, nxt)
-        if hold is not None:
+        if slept:
+            held = "the application slept"
+        elif hold is not None:
             held = f"{hold.side.value}: {short(hold.code) or hold.reason}"
             if hold.detail:
                 held += f" ({hold.detail})"
@@ -189,7 +199,8 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = N
         else:
             ended = f"{nxt.src.value}: {nxt.label()}"
         out.append(Stall(start=prev.t, end=nxt.t, held_by=held, ended_by=ended,
-                         ended_code=nxt.code, held_code=hold.code if hold else ""))
+                         ended_code=nxt.code,
+                         held_code=hold.code if hold is not None and not slept else ""))
     return out
 
 

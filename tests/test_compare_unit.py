@@ -682,3 +682,23 @@ def test_a_write_further_than_1ms_from_the_send_stays_a_difference() -> None:
     result = compare(sim, real, profiles=profiles_of(sc))
     assert any("real sent 30 B + 9 B where the model sent 31 B + 8 B" in p
                for p in result.problems)
+
+
+def test_a_stall_pairs_with_a_gap_a_sleep_covers_just_over_half_of() -> None:
+    """Found by comparing random scenarios with the kernel (request, 20 ms link, 20 ms
+    think time, reply): the model's measured 20.3 ms sleep covered just over half of its
+    40.3 ms gap, the kernel's 20.1 ms just under half of 40.6 ms. One list said stall, the
+    other not; the stall now pairs with its twin and agrees on duration."""
+    def run(source: str, sleep_end: float, reply: float, **meta: object) -> Trace:
+        t = trace(source, [seg(100, C, 1, 500, "PA"), seg(reply, S, 1, 1, "PA", ack=501),
+                           seg(reply + 20, C, 501, ack=2)], **meta)
+        t.ops = [OpRecord(side=S, op="sleep", arg="20ms", start=Micros(120_000),
+                          end=Micros(round(sleep_end * 1000)), line=3)]
+        return t
+
+    sim = run("sim", 140.3, 140.3)
+    real = run("realnet", 140.1, 140.6, link="loopback")
+    result = compare(sim, real)
+    assert result.agree, result.problems
+    pair = next(p for p in result.stalls if p.real is not None and p.real.start == 100_000)
+    assert pair.sim is not None and pair.sim.held_by == "the application slept"

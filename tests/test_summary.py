@@ -58,3 +58,48 @@ def test_one_rule_says_what_is_data_and_what_is_a_pure_ack(length: int, flags: s
     seg = SegmentRecord(t=Micros(0), src=Side.CLIENT, seq=1, ack=1, length=length,
                         flags=flags)
     assert (seg.is_data, seg.is_pure_ack) == (data, pure_ack)
+
+
+CORK_EACH_REQUEST = '''
+[link]
+delay_ms = 20
+[client]
+script = "repeat 3 { set cork on; write 500; set cork off; read 1 }"
+[server]
+script = "repeat 3 { read 500; sleep 20ms; write 1 }"
+'''
+
+
+def test_a_hold_begun_in_the_last_microseconds_of_a_gap_is_not_its_cause() -> None:
+    """Found by comparing random scenarios with the kernel: a write corked and uncorked at
+    once, just as the reply arrives, held its bytes for 2 µs of a 20 ms gap. The gap was
+    the reply on the link, and the stall says so (it used to say "corked")."""
+    from nagle_sim.summary import stalls
+
+    trace = run_sim(scenario.loads(CORK_EACH_REQUEST, "cork.toml"))
+    after_reply = [st for st in stalls(trace) if "uncork" in st.ended_by]
+    assert after_reply, [(st.held_by, st.ended_by) for st in stalls(trace)]
+    assert all(st.held_by.startswith("waiting on the link: server's P.")
+               for st in after_reply), [st.held_by for st in after_reply]
+    assert all(st.held_code == "" for st in after_reply)
+
+
+def test_gaps_a_sleep_explains_are_kept_only_when_asked() -> None:
+    """`stalls(asleep=True)` (compare's twins) keeps the server's 20 ms think time inside a
+    40 ms gap as "the application slept"; the default leaves such gaps out only when the
+    sleep covers at least half of the gap."""
+    from dataclasses import replace
+
+    from nagle_sim.summary import stalls
+
+    sc = scenario.loads(CORK_EACH_REQUEST, "cork.toml")
+    # a sleep a little longer than half of the 40 ms gap hides it from the stall list
+    long_sleep = scenario.loads(CORK_EACH_REQUEST.replace("sleep 20ms", "sleep 21ms"),
+                                "cork.toml")
+    trace = run_sim(long_sleep)
+    slept = [st for st in stalls(trace, asleep=True) if st.held_by == "the application slept"]
+    assert len(slept) == 3 and all(st.duration >= 21_000 for st in slept)
+    assert not any(st.held_by == "the application slept" for st in stalls(trace))
+    assert len(stalls(trace, asleep=True)) == len(stalls(trace)) + 3
+    plain = run_sim(replace(sc))
+    assert any(st.held_by == "no data waiting to be sent" for st in stalls(plain))
