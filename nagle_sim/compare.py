@@ -403,19 +403,28 @@ def _time_errors(matches: list[Match], late_ok: dict[Side, Micros] | None = None
     """Error on each interval since the previous matched event that agreed (model time
     order): a late event is reported once, not again by the correctly spaced one after it.
     ``late_ok``: per sender, how much later than the tolerance a segment the model sends
-    from a timer may come (`TIMER_LATE_JIFFIES`)."""
+    from a timer may come (`TIMER_LATE_JIFFIES`). An event after such a late timer is
+    timed from it (what the timer released came late with it) or from the event before it
+    (what the timer did not cause, e.g. ACKs paced by the link), whichever fits better."""
     timed = [m for m in matches if m.sim_t is not None and m.real_t is not None]
     timed.sort(key=lambda m: (m.sim_t, m.real_t))
     prev: Match | None = None
-    for m in timed:
+    late: Match | None = None
+
+    def error(m: Match, since: Match | None) -> tuple[int, Micros]:
         assert m.sim_t is not None and m.real_t is not None
-        if prev is None:
-            m.error, m.tol = m.real_t - m.sim_t, tolerance(m.sim_t)
-        else:
-            assert prev.sim_t is not None and prev.real_t is not None
-            interval = m.sim_t - prev.sim_t
-            m.error = (m.real_t - prev.real_t) - interval
-            m.tol = tolerance(interval)
+        if since is None:
+            return m.real_t - m.sim_t, tolerance(m.sim_t)
+        assert since.sim_t is not None and since.real_t is not None
+        interval = m.sim_t - since.sim_t
+        return (m.real_t - since.real_t) - interval, tolerance(interval)
+
+    for m in timed:
+        m.error, m.tol = error(m, prev)
+        if late is not None:
+            from_late = error(m, late)
+            if abs(from_late[0]) - from_late[1] < abs(m.error) - m.tol:
+                m.error, m.tol = from_late
         slack = (late_ok or {}).get(m.side, Micros(0))
         if (slack and m.tol < m.error <= m.tol + slack and m.sim
                 and all(seg.code in TIMER_CODES for seg in m.sim)):
@@ -423,14 +432,14 @@ def _time_errors(matches: list[Match], late_ok: dict[Side, Micros] | None = None
                      f"(up to {TIMER_LATE_JIFFIES} jiffies allowed)")
             m.note = f"{m.note}; {extra}" if m.note else extra
             m.kind = "timer-late" if m.kind == "match" else m.kind
-            prev = m
+            late = m
         elif abs(m.error) > m.tol:
             m.ok = False
-            late = "later" if m.error > 0 else "earlier"
-            extra = f"{ms_text(abs(m.error))} ms {late} than the model"
+            later = "later" if m.error > 0 else "earlier"
+            extra = f"{ms_text(abs(m.error))} ms {later} than the model"
             m.note = f"{m.note}; {extra}" if m.note else extra
         else:
-            prev = m    # anchor on events that agreed, so one late event is reported once
+            prev, late = m, None   # anchor on events that agreed: one late event is reported once
 
 
 def _stall_key(trace: Trace, stall: Stall) -> SegmentRecord | None:
