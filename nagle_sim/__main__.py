@@ -284,13 +284,54 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .compare_run import validate_cli
+    from .compare_run import validate_cli, validate_random_cli
     _check_output(args.markdown)
     _check_profile(args.profile)
+    if args.random is None and (args.seed is not None or args.keep is not None):
+        raise CliError("validate: --seed and --keep go with --random N")
+    if args.keep is not None:
+        _check_keep_dir(args.keep)
     why = _real_unavailable(args.remote)
     if why is not None:
         raise CliError(f"validate: {why}")
+    if args.random is not None:
+        args.seed = args.seed or 0
+        return validate_random_cli(args)
     return validate_cli(args)
+
+
+def _check_keep_dir(path: str) -> None:
+    """``--keep DIR`` must be a directory we can write a scenario file into (tried now,
+    not after a long run)."""
+    import os
+    import tempfile
+    if not path or not os.path.isdir(path):
+        raise CliError(f"validate: --keep {path!r}: not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".nagle-sim-check-"):
+            pass
+    except OSError as exc:
+        raise CliError(f"validate: --keep {path!r}: cannot write there "
+                       f"({exc.strerror or exc})") from None
+
+
+def _random_count(text: str) -> int:
+    from .compare_run import MAX_RANDOM
+    value = _count(text)
+    if not 1 <= value <= MAX_RANDOM:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 1 and {MAX_RANDOM}")
+    return value
+
+
+def _seed(text: str) -> int:
+    from .randomscen import MAX_SEED
+    if not (text.strip().isascii() and text.strip().isdigit()) or len(text.strip()) > 19:
+        raise argparse.ArgumentTypeError(f"expected a whole number 0 to {MAX_SEED}, got "
+                                         f"{text[:40]!r}")
+    value = int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r} is above {MAX_SEED}")
+    return value
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -533,9 +574,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("validate", help="compare every lesson with the real kernel")
+    p = sub.add_parser("validate", help="compare every lesson (or random scenarios) with "
+                       "the real kernel")
     _add_remote_options(p)
     p.add_argument("--markdown", metavar="PATH")
+    p.add_argument("--random", type=_random_count, metavar="N",
+                   help="instead of the lessons, N generated request/response scenarios "
+                   "(Nagle, NODELAY, CORK, MSG_MORE, writev, QUICKACK, think time, link "
+                   "delay and rate)")
+    p.add_argument("--seed", type=_seed, metavar="S",
+                   help="the first random scenario's seed (default 0; the same seed is the "
+                   "same scenario everywhere)")
+    p.add_argument("--keep", metavar="DIR",
+                   help="write each random scenario that disagrees to DIR/random-SEED.toml")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("explain", help="open a real capture (pcap/pcapng) and explain every stall")

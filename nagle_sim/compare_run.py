@@ -601,3 +601,70 @@ def validate_cli(args: Any) -> int:
         _stderr(f"wrote {markdown}")
     ok = all(res.cmp is not None and res.cmp.agree for res in results if res.comparable)
     return 0 if ok else 1
+
+
+MAX_RANDOM = 1000
+"""Random scenarios one ``validate --random`` may run (each takes a second or two)."""
+
+
+def validate_random_cli(args: Any) -> int:
+    """``nagle-sim validate --random N``: N generated scenarios (`nagle_sim.randomscen`,
+    seeds ``--seed`` … ``--seed`` + N − 1) on the model and on the kernel; a table of
+    verdicts with each disagreement's first difference, the disagreeing scenarios written
+    to ``--keep`` for ``nagle-sim compare``; exit 1 if any disagrees."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from .randomscen import random_scenario
+    from .scenario import ScenarioError, loads
+
+    keep = Path(args.keep) if getattr(args, "keep", None) else None
+    rows: list[list[str]] = []
+    agreed = 0
+    first, count = args.seed, args.random
+    for i, seed in enumerate(range(first, first + count), 1):
+        rs = random_scenario(seed)
+        _stderr(f"validate: random scenario {seed} ({i}/{count}) …")
+        try:
+            both = run_both(loads(rs.text, f"<random scenario {seed}>"),
+                            remote=getattr(args, "remote", None),
+                            token=getattr(args, "token", None),
+                            profile=getattr(args, "profile", None) or "auto")
+        except ScenarioError as exc:
+            rows.append([str(seed), rs.summary, "error", str(exc)])
+            continue
+        cmp = both.compare()
+        if cmp.agree:
+            agreed += 1
+            rows.append([str(seed), rs.summary, "agree",
+                         f"max timing error {ms_text(cmp.max_error(), 1)} ms"])
+            continue
+        first_problem = cmp.problems[0] if cmp.problems else ""
+        more = f" (+{len(cmp.problems) - 1} more)" if len(cmp.problems) > 1 else ""
+        rows.append([str(seed), rs.summary, "DISAGREE", first_problem + more])
+        if keep is not None:
+            path = keep / f"random-{seed}.toml"
+            path.write_text(rs.text, "utf-8")
+            _stderr(f"wrote {path}")
+    headers = ["seed", "scenario", "verdict", "first difference"]
+    remote = getattr(args, "remote", None)
+    where = f", server side on {_without_token(remote)}" if remote else ""
+    table = Table(title=Text(f"Model vs kernel, {count} random scenario(s){where} "
+                             f"({TOLERANCE_TEXT})"))
+    for h in headers:
+        table.add_column(h, overflow="fold")
+    for row in rows:
+        table.add_row(*map(Text, row), style=None if row[2] == "agree" else "red")
+    console = _console()
+    console.print(table)
+    console.print(Text(f"{agreed} of {count} agree"
+                       + ("" if agreed == count or keep is None else
+                          f"; the others are in {keep}: nagle-sim compare FILE")))
+    markdown = getattr(args, "markdown", None)
+    if markdown:
+        text = (f"# Model vs kernel, random scenarios {first} to {first + count - 1}\n\n"
+                f"Tolerance: {TOLERANCE_TEXT}. {agreed} of {count} agree.\n\n"
+                + render_markdown(headers, rows))
+        Path(markdown).write_text(text, "utf-8")
+        _stderr(f"wrote {markdown}")
+    return 0 if agreed == count else 1
