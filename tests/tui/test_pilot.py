@@ -451,6 +451,33 @@ async def test_the_list_numbers_the_lessons_and_the_lesson_says_its_number(
         assert app.screen.sub_title == "Lesson 1: Write-write-read"
 
 
+async def test_a_stall_jump_past_a_question_lands_on_the_first_revealed_row(
+        make_app: MakeApp) -> None:
+    """n (next stall) at a question's time asks first; after the answer the cursor stops
+    on the first row the answer reveals, not on the later stall, so the student sees what
+    they just predicted. n again goes on to the stall."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        ladder = await _open_first_lesson(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        for _ in range(10):
+            await pilot.press("n")
+            await pilot.pause()
+            if isinstance(app.screen, QuestionScreen):
+                break
+        assert isinstance(app.screen, QuestionScreen)
+        before = len(ladder.rows)
+        stall = next(i for i in screen._stall_rows if i >= before)
+        await pilot.press("2", "enter")
+        await settle(pilot)
+        assert stall > before and len(ladder.rows) > stall
+        assert ladder.cursor == before, (ladder.cursor, before, stall)
+        await pilot.press("n")
+        await settle(pilot)
+        assert ladder.cursor == stall
+
+
 def test_a_lesson_directory_without_a_number_is_listed_by_its_title(
         lessons: list[Lesson]) -> None:
     plain = replace(lessons[0], slug="intro")

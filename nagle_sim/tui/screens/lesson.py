@@ -186,17 +186,19 @@ class LessonScreen(RunScreen):
         self.app.push_screen(SandboxScreen(text=text, name=self.lesson.slug,
                                            horizon=self.current_horizon()))
 
-    def move_to(self, index: int) -> None:
+    def move_to(self, index: int, *, reveal_first: bool = False) -> None:
         ladder = self.query_one(Ladder)
         pending = self.pending()
         last = len(ladder.rows) - 1
         at_end = self.result is not None and last == len(self.result.rows) - 1
         if pending is not None and self.result is not None and (
                 index > last or (at_end and index >= last)):
-            # the move would pass the pending question's time: ask first
+            # the move would pass the pending question's time: ask first. A jump to a
+            # later stall then stops on the first row the answer reveals, not past what
+            # the student just predicted; End goes on (and asks the next question).
             if ladder.rows:
                 ladder.cursor = len(ladder.rows) - 1
-            self.ask(*pending, then=index)
+            self.ask(*pending, then=min(index, last + 1) if reveal_first else index)
             return
         if ladder.rows:
             ladder.cursor = ladder.validate_cursor(index)

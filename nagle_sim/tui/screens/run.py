@@ -357,8 +357,9 @@ class RunScreen(Screen[None]):
         self.show_error(message.error)
 
     # ------------------------------------------------------------------ stepping
-    def move_to(self, index: int) -> None:
-        """Move the cursor (subclasses may intercept to ask a question first)."""
+    def move_to(self, index: int, *, reveal_first: bool = False) -> None:
+        """Move the cursor (subclasses may intercept to ask a question first;
+        ``reveal_first``: a jump that should stop where a pending answer's reveal begins)."""
         self.query_one(Ladder).cursor = index
 
     def action_step(self, delta: int) -> None:
@@ -383,7 +384,7 @@ class RunScreen(Screen[None]):
         if target is None:
             self.say("No more stalls that way.", timeout=2)
             return
-        self.move_to(target)
+        self.move_to(target, reveal_first=True)
 
     def action_play(self) -> None:
         if self._play is not None:
