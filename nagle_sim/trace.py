@@ -13,7 +13,6 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -348,23 +347,34 @@ class _Quoted(dict[str, str]):
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_SIDE_JSON = {side: _enc(side.value) for side in Side}
+"""A side as JSON text (``Side.value`` is a Python-level property, slow per record)."""
+_MS_FRACTION = tuple(f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000))
+"""The decimals of a time in ms, by its µs remainder: 500 → ".5", 0 → ".0"."""
+_FAST_MS = 10**15
+"""Below this many µs, a time's ms text is built from whole numbers (see `_ms`)."""
 
 
 def _ms(us: Micros | None) -> str:
-    """``json.dumps(ms(us))``. For a whole number of µs, ``us / 1000`` is already the
-    float ``ms`` would round to (it is the double nearest a 3-decimal number, far below
-    1e10 ms), and skipping ``round(…, 3)`` halves the cost of writing a time."""
+    """``json.dumps(ms(us))``. For a whole number of µs, ``ms(us)`` is the double nearest
+    a 3-decimal number (far below 1e10 ms) and its repr is that number with trailing zeros
+    cut (at least one decimal): written from ``divmod(us, 1000)``, without going through
+    a float (tests/test_speed_paths.py checks this against ``json.dumps``)."""
     if us is None:
         return "null"
+    if type(us) is int and 0 <= us < _FAST_MS:
+        whole, part = divmod(us, 1000)
+        return f"{whole}{_MS_FRACTION[part]}"
     return repr(us / 1000) if type(us) is int else repr(ms(us))
 
 
+# The three record writers below give exactly ``json.dumps(r.to_json(reasons),
+# ensure_ascii=False)`` (the test suite holds them byte-identical); whole numbers are
+# written with ``str``, the same text as JSON's for an int.
 def _segment_text(s: SegmentRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
     """``json.dumps(s.to_json(reasons), ensure_ascii=False)``, formatted directly."""
-    t = s.t
-    text = (f'{{"t_ms": {t / 1000 if type(t) is int else ms(t)!r}, "from": '
-            f'{q[s.src.value]}, "seq": {s.seq!r}, "ack": {s.ack!r}, "len": {s.length!r}, '
-            f'"flags": {q[s.flags]}, "win": {s.window!r}')
+    text = (f'{{"t_ms": {_ms(s.t)}, "from": {_SIDE_JSON[s.src]}, "seq": {s.seq}, '
+            f'"ack": {s.ack}, "len": {s.length}, "flags": {q[s.flags]}, "win": {s.window}')
     if s.arrive is not None:
         text += f', "arrive_ms": {_ms(s.arrive)}'
     why = s.why
@@ -381,12 +391,12 @@ def _segment_text(s: SegmentRecord, reasons: dict[str, str] | None, q: _Quoted) 
 
 def _op_text(o: OpRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
     """``json.dumps(o.to_json(), ensure_ascii=False)``, formatted directly."""
-    text = (f'{{"side": {q[o.side.value]}, "op": {q[o.op]}, "arg": {q[o.arg]}, '
+    text = (f'{{"side": {_SIDE_JSON[o.side]}, "op": {q[o.op]}, "arg": {q[o.arg]}, '
             f'"start_ms": {_ms(o.start)}, "end_ms": {_ms(o.end)}')
     if o.line:
-        text += f', "line": {o.line!r}'
+        text += f', "line": {o.line}'
     if o.iteration:
-        text += f', "iter": [{", ".join(map(repr, o.iteration))}], "loop": {o.loop!r}'
+        text += f', "iter": [{", ".join([str(n) for n in o.iteration])}], "loop": {o.loop}'
     if o.result is not None:
         text += f', "result": {_ENCODE(o.result)}'
     return text + "}"
@@ -394,9 +404,9 @@ def _op_text(o: OpRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
 
 def _event_text(e: EventRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
     """``json.dumps(e.to_json(reasons), ensure_ascii=False)``, formatted directly."""
-    t, code = e.t, e.code
-    text = (f'{{"t_ms": {t / 1000 if type(t) is int else ms(t)!r}, "side": '
-            f'{q[e.side.value]}, "kind": {q[e.kind]}, "code": {q[code]}')
+    code = e.code
+    text = (f'{{"t_ms": {_ms(e.t)}, "side": {_SIDE_JSON[e.side]}, "kind": {q[e.kind]}, '
+            f'"code": {q[code]}')
     if reasons is None or not code or reasons.get(code) != e.reason:
         text += f', "reason": {q[e.reason]}'
     if e.detail:
@@ -684,18 +694,22 @@ class Trace:
         head = self.to_json_head(version)
         reasons = head.get("reasons")
         out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
-        quoted = _Quoted()
-        groups: tuple[tuple[str, Sequence[Any], Callable[..., str]], ...] = (
-            ("segments", self.segments, _segment_text), ("ops", self.ops, _op_text),
-            ("events", self.events, _event_text))
-        for name, records, text in groups:
-            out.write(f", {encode(name)}: [")
-            for i in range(0, len(records), _STREAM_BATCH):
-                batch = records[i:i + _STREAM_BATCH]
-                out.write((", " if i else "")
-                          + ", ".join([text(r, reasons, quoted) for r in batch]))
-            out.write("]")
-        out.write("}")
+        q = _Quoted()
+        # one loop per record type, each calling its writer by name (compiled, a direct
+        # native call; through a variable it would be a generic Python call per record)
+        out.write(', "segments": [')
+        for i in range(0, len(self.segments), _STREAM_BATCH):
+            out.write((", " if i else "") + ", ".join(
+                [_segment_text(s, reasons, q) for s in self.segments[i:i + _STREAM_BATCH]]))
+        out.write('], "ops": [')
+        for i in range(0, len(self.ops), _STREAM_BATCH):
+            out.write((", " if i else "") + ", ".join(
+                [_op_text(o, reasons, q) for o in self.ops[i:i + _STREAM_BATCH]]))
+        out.write('], "events": [')
+        for i in range(0, len(self.events), _STREAM_BATCH):
+            out.write((", " if i else "") + ", ".join(
+                [_event_text(e, reasons, q) for e in self.events[i:i + _STREAM_BATCH]]))
+        out.write("]}")
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "<trace>") -> Trace:
