@@ -416,8 +416,21 @@ def _event_text(e: EventRecord, reasons: dict[str, str] | None, q: _Quoted) -> s
     if e.deadline is not None:
         text += f', "deadline_ms": {_ms(e.deadline)}'
     if e.data:
-        text += f', "data": {_ENCODE(e.data)}'
+        text += f', "data": {_data_text(e.data, q)}'
     return text + "}"
+
+
+def _data_text(data: dict[str, Any], q: _Quoted) -> str:
+    """``json.dumps(data, ensure_ascii=False)`` for an event's ``data``: whole numbers
+    written directly (anything else, e.g. a bool, through ``json``). The values are typed
+    ``Any`` so that compiled code tests each as it is (as ``int`` a bool would already be
+    0 or 1)."""
+    parts = []
+    for key, value in data.items():
+        if type(value) is not int:
+            return _ENCODE(data)
+        parts.append(f"{q[key]}: {value}")
+    return "{" + ", ".join(parts) + "}"
 
 
 _RECORD_LISTS = ("segments", "ops", "events")
@@ -433,7 +446,8 @@ _SHARED_MAX = 4096
 def _shared(data: dict[str, int]) -> dict[str, int]:
     """One dict for all equal ``data`` of model events (whole numbers only: ``True ==
     1``, yet they print differently)."""
-    for value in data.values():
+    values: Any = data.values()   # untyped: compiled, an int loop variable turns a bool to 1
+    for value in values:
         if type(value) is not int:
             return data
     try:
