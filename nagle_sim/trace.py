@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -460,6 +459,19 @@ def _shared(data: dict[str, int]) -> dict[str, int]:
         return data
 
 
+_DETAILS: dict[str, str] = {}
+
+
+def _shared_detail(detail: str) -> str:
+    """One string for all equal ``detail`` texts (as `sys.intern` would, but a plain dict
+    lookup, and forgotten after `_SHARED_MAX` distinct ones)."""
+    known = _DETAILS.get(detail)
+    if known is None:
+        if len(_DETAILS) >= _SHARED_MAX:
+            _DETAILS.clear()
+        known = _DETAILS[detail] = detail
+    return known
+
 
 def event_records(events: list[TraceEvent]) -> list[EventRecord]:
     """The records of model events. Equal ``detail`` texts and ``data`` dicts are shared
@@ -473,7 +485,7 @@ def event_records(events: list[TraceEvent]) -> list[EventRecord]:
         out.append(EventRecord(
             t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=REASON_CODE[e.reason],
             reason=REASON_TEXT[e.reason],
-            detail=sys.intern(detail) if type(detail) is str else detail,
+            detail=_shared_detail(detail) if detail and type(detail) is str else detail,
             timer=TIMER_NAME[timer] if timer is not None else None, deadline=e.deadline,
             data=_shared(data) if data else _NO_DATA))
     return out
