@@ -133,6 +133,8 @@ class SimDriver:
         self._sleeps = {key: iter(runs) for key, runs in (sleeps or {}).items()}
         self.cancelled = cancelled
         self.env = simpy.Environment()
+        # simpy's methods, looked up once (compiled, each ``env.x()`` looks the name up)
+        self._timeout, self._peek = self.env.timeout, self.env.peek
         self.time_limit = time_limit
         self.segment_limit = segment_limit
         self.record_limit = record_limit
@@ -163,7 +165,7 @@ class SimDriver:
     def _at(self, when: int, callback: Callable[[simpy.Event], None]) -> None:
         """Run ``callback`` (given the simpy event, which it ignores) at absolute simulated
         time ``when``."""
-        event = self.env.timeout(max(0, when - self._t))
+        event = self._timeout(max(0, when - self._t))
         event.callbacks.append(callback)
 
     def _pump(self, side: Side, now: int) -> int:
@@ -323,7 +325,7 @@ class SimDriver:
             app.vnow = end
             if end > self.time_limit:
                 raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
-            if self.env.peek() <= end:
+            if self._peek() <= end:
                 self._at(end, lambda _ev: self._resume(app.side))
                 return
 
@@ -383,16 +385,16 @@ class SimDriver:
         self.ep[Side.CLIENT].connect(Micros(0))
         self._pump(Side.CLIENT, 0)
         steps = 0
-        env, limit = self.env, self.time_limit
+        step, peek, limit = self.env.step, self._peek, self.time_limit
         try:
             while not self._error:
-                due = env.peek()
+                due = peek()
                 if due == _NOTHING_DUE:
                     break
                 if due > limit:
                     raise RunLimit(f"still running after {limit / 1e6:g} simulated s")
                 self._t = int(due)      # what env.now is while this step runs
-                env.step()
+                step()
                 steps += 1
                 if (self.cancelled is not None and steps % CANCEL_CHECK_STEPS == 0
                         and self.cancelled()):
