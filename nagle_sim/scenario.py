@@ -107,28 +107,41 @@ OPTIONS = tuple(opt.value for opt in SockOpt)
 """Option names a script may set or get: the model's `SockOpt` values."""
 
 
+class _Frame:
+    """One loop being walked by `flatten` (the script itself is a loop run once)."""
+
+    __slots__ = ("stmts", "next", "path", "iteration", "count", "outer")
+
+    def __init__(self, stmts: tuple[Statement, ...], count: int,
+                 outer: tuple[int, ...], path: tuple[int, ...]) -> None:
+        self.stmts = stmts
+        self.next = 0                   # index of the next statement in this pass
+        self.path = path                # the iteration path of this pass
+        self.iteration = 0
+        self.count = count
+        self.outer = outer              # the enclosing loops' path
+
+
 def flatten(body: tuple[Statement, ...]) -> Iterator[tuple[Statement, tuple[int, ...]]]:
     """Statements in execution order, each with its iteration path (the indexes of the
     enclosing ``repeat`` loops, outermost first). Both executors run scripts through this;
     `outermost_loops` names the loop a path belongs to. Iterative (an explicit stack), so
     nesting depth costs no Python recursion; an empty loop body is skipped, not spun."""
-    # A frame: [statements, next index, path of this pass, iteration, count, enclosing path]
-    frames: list[list[Any]] = [[body, 0, (), 0, 1, ()]]
+    frames = [_Frame(body, 1, (), ())]
     while frames:
         frame = frames[-1]
-        stmts, i = frame[0], frame[1]
-        if i < len(stmts):
-            frame[1] = i + 1
-            stmt = stmts[i]
+        i = frame.next
+        if i < len(frame.stmts):
+            frame.next = i + 1
+            stmt = frame.stmts[i]
             if isinstance(stmt, Repeat):
                 if stmt.count and stmt.body:
-                    path = frame[2]
-                    frames.append([stmt.body, 0, (*path, 0), 0, stmt.count, path])
+                    frames.append(_Frame(stmt.body, stmt.count, frame.path, (*frame.path, 0)))
             else:
-                yield stmt, frame[2]
-        elif frame[3] + 1 < frame[4]:
-            frame[1], frame[3] = 0, frame[3] + 1
-            frame[2] = (*frame[5], frame[3])
+                yield stmt, frame.path
+        elif frame.iteration + 1 < frame.count:
+            frame.next, frame.iteration = 0, frame.iteration + 1
+            frame.path = (*frame.outer, frame.iteration)
         else:
             frames.pop()
 

@@ -11,31 +11,47 @@ the trace and the model's vocabulary; must not import simpy, asyncio, textual or
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from .model.events import Side
 from .scenario import Scenario, Statement, describe, flatten, outermost_loops
 
 
-class Step(NamedTuple):
+class Step:
     """One statement as executed: where it comes from and how its op record reads."""
 
-    stmt: Statement
-    op: str
-    arg: str
-    line: int
-    iteration: tuple[int, ...]
-    """Indexes of the enclosing ``repeat`` loops, outermost first."""
-    loop: int
-    """Number of the outermost top-level ``repeat`` (0: none)."""
+    __slots__ = ("stmt", "op", "arg", "line", "iteration", "loop")
+
+    # A plain class, not a NamedTuple: compiled (setup.py), it is built natively; a
+    # NamedTuple's constructor stays interpreted code, and a big run builds 200,000 steps.
+    def __init__(self, stmt: Statement, op: str, arg: str, line: int,
+                 iteration: tuple[int, ...], loop: int) -> None:
+        self.stmt = stmt
+        self.op = op
+        self.arg = arg
+        self.line = line
+        self.iteration = iteration
+        """Indexes of the enclosing ``repeat`` loops, outermost first."""
+        self.loop = loop
+        """Number of the outermost top-level ``repeat`` (0: none)."""
+
+    def __repr__(self) -> str:
+        return (f"Step(op={self.op!r}, arg={self.arg!r}, line={self.line}, "
+                f"iteration={self.iteration}, loop={self.loop})")
 
 
 def steps(script: tuple[Statement, ...]) -> Iterator[Step]:
     """The statements of ``script`` in execution order (loops expanded lazily)."""
     loops = outermost_loops(script)
+    # what a statement's records say, worked out once per statement, not once per run of
+    # it (a loop runs the same few statements thousands of times)
+    described: dict[int, tuple[str, str, int]] = {}
     for stmt, path in flatten(script):
-        op, arg = describe(stmt)
-        yield Step(stmt, op, arg, stmt.line, path, loops[id(stmt)])
+        known = described.get(id(stmt))
+        if known is None:
+            op, arg = describe(stmt)
+            known = described[id(stmt)] = (op, arg, loops[id(stmt)])
+        yield Step(stmt, known[0], known[1], stmt.line, path, known[2])
 
 
 HANDSHAKE_OPS = frozenset({"connect", "accept"})

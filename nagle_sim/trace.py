@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -348,23 +346,34 @@ class _Quoted(dict[str, str]):
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_SIDE_JSON = {side: _enc(side.value) for side in Side}
+"""A side as JSON text (``Side.value`` is a Python-level property, slow per record)."""
+_MS_FRACTION = tuple(f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000))
+"""The decimals of a time in ms, by its µs remainder: 500 → ".5", 0 → ".0"."""
+_FAST_MS = 10**15
+"""Below this many µs, a time's ms text is built from whole numbers (see `_ms`)."""
 
 
 def _ms(us: Micros | None) -> str:
-    """``json.dumps(ms(us))``. For a whole number of µs, ``us / 1000`` is already the
-    float ``ms`` would round to (it is the double nearest a 3-decimal number, far below
-    1e10 ms), and skipping ``round(…, 3)`` halves the cost of writing a time."""
+    """``json.dumps(ms(us))``. For a whole number of µs, ``ms(us)`` is the double nearest
+    a 3-decimal number (far below 1e10 ms) and its repr is that number with trailing zeros
+    cut (at least one decimal): written from ``divmod(us, 1000)``, without going through
+    a float (tests/test_speed_paths.py checks this against ``json.dumps``)."""
     if us is None:
         return "null"
+    if type(us) is int and 0 <= us < _FAST_MS:
+        whole, part = divmod(us, 1000)
+        return f"{whole}{_MS_FRACTION[part]}"
     return repr(us / 1000) if type(us) is int else repr(ms(us))
 
 
+# The three record writers below give exactly ``json.dumps(r.to_json(reasons),
+# ensure_ascii=False)`` (the test suite holds them byte-identical); whole numbers are
+# written with ``str``, the same text as JSON's for an int.
 def _segment_text(s: SegmentRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
     """``json.dumps(s.to_json(reasons), ensure_ascii=False)``, formatted directly."""
-    t = s.t
-    text = (f'{{"t_ms": {t / 1000 if type(t) is int else ms(t)!r}, "from": '
-            f'{q[s.src.value]}, "seq": {s.seq!r}, "ack": {s.ack!r}, "len": {s.length!r}, '
-            f'"flags": {q[s.flags]}, "win": {s.window!r}')
+    text = (f'{{"t_ms": {_ms(s.t)}, "from": {_SIDE_JSON[s.src]}, "seq": {s.seq}, '
+            f'"ack": {s.ack}, "len": {s.length}, "flags": {q[s.flags]}, "win": {s.window}')
     if s.arrive is not None:
         text += f', "arrive_ms": {_ms(s.arrive)}'
     why = s.why
@@ -381,12 +390,12 @@ def _segment_text(s: SegmentRecord, reasons: dict[str, str] | None, q: _Quoted) 
 
 def _op_text(o: OpRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
     """``json.dumps(o.to_json(), ensure_ascii=False)``, formatted directly."""
-    text = (f'{{"side": {q[o.side.value]}, "op": {q[o.op]}, "arg": {q[o.arg]}, '
+    text = (f'{{"side": {_SIDE_JSON[o.side]}, "op": {q[o.op]}, "arg": {q[o.arg]}, '
             f'"start_ms": {_ms(o.start)}, "end_ms": {_ms(o.end)}')
     if o.line:
-        text += f', "line": {o.line!r}'
+        text += f', "line": {o.line}'
     if o.iteration:
-        text += f', "iter": [{", ".join(map(repr, o.iteration))}], "loop": {o.loop!r}'
+        text += f', "iter": [{", ".join([str(n) for n in o.iteration])}], "loop": {o.loop}'
     if o.result is not None:
         text += f', "result": {_ENCODE(o.result)}'
     return text + "}"
@@ -394,9 +403,9 @@ def _op_text(o: OpRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
 
 def _event_text(e: EventRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
     """``json.dumps(e.to_json(reasons), ensure_ascii=False)``, formatted directly."""
-    t, code = e.t, e.code
-    text = (f'{{"t_ms": {t / 1000 if type(t) is int else ms(t)!r}, "side": '
-            f'{q[e.side.value]}, "kind": {q[e.kind]}, "code": {q[code]}')
+    code = e.code
+    text = (f'{{"t_ms": {_ms(e.t)}, "side": {_SIDE_JSON[e.side]}, "kind": {q[e.kind]}, '
+            f'"code": {q[code]}')
     if reasons is None or not code or reasons.get(code) != e.reason:
         text += f', "reason": {q[e.reason]}'
     if e.detail:
@@ -406,8 +415,21 @@ def _event_text(e: EventRecord, reasons: dict[str, str] | None, q: _Quoted) -> s
     if e.deadline is not None:
         text += f', "deadline_ms": {_ms(e.deadline)}'
     if e.data:
-        text += f', "data": {_ENCODE(e.data)}'
+        text += f', "data": {_data_text(e.data, q)}'
     return text + "}"
+
+
+def _data_text(data: dict[str, Any], q: _Quoted) -> str:
+    """``json.dumps(data, ensure_ascii=False)`` for an event's ``data``: whole numbers
+    written directly (anything else, e.g. a bool, through ``json``). The values are typed
+    ``Any`` so that compiled code tests each as it is (as ``int`` a bool would already be
+    0 or 1)."""
+    parts = []
+    for key, value in data.items():
+        if type(value) is not int:
+            return _ENCODE(data)
+        parts.append(f"{q[key]}: {value}")
+    return "{" + ", ".join(parts) + "}"
 
 
 _RECORD_LISTS = ("segments", "ops", "events")
@@ -423,7 +445,8 @@ _SHARED_MAX = 4096
 def _shared(data: dict[str, int]) -> dict[str, int]:
     """One dict for all equal ``data`` of model events (whole numbers only: ``True ==
     1``, yet they print differently)."""
-    for value in data.values():
+    values: Any = data.values()   # untyped: compiled, an int loop variable turns a bool to 1
+    for value in values:
         if type(value) is not int:
             return data
     try:
@@ -435,6 +458,19 @@ def _shared(data: dict[str, int]) -> dict[str, int]:
         _SHARED[key] = data
         return data
 
+
+_DETAILS: dict[str, str] = {}
+
+
+def _shared_detail(detail: str) -> str:
+    """One string for all equal ``detail`` texts (as `sys.intern` would, but a plain dict
+    lookup, and forgotten after `_SHARED_MAX` distinct ones)."""
+    known = _DETAILS.get(detail)
+    if known is None:
+        if len(_DETAILS) >= _SHARED_MAX:
+            _DETAILS.clear()
+        known = _DETAILS[detail] = detail
+    return known
 
 
 def event_records(events: list[TraceEvent]) -> list[EventRecord]:
@@ -449,7 +485,7 @@ def event_records(events: list[TraceEvent]) -> list[EventRecord]:
         out.append(EventRecord(
             t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=REASON_CODE[e.reason],
             reason=REASON_TEXT[e.reason],
-            detail=sys.intern(detail) if type(detail) is str else detail,
+            detail=_shared_detail(detail) if detail and type(detail) is str else detail,
             timer=TIMER_NAME[timer] if timer is not None else None, deadline=e.deadline,
             data=_shared(data) if data else _NO_DATA))
     return out
@@ -684,18 +720,22 @@ class Trace:
         head = self.to_json_head(version)
         reasons = head.get("reasons")
         out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
-        quoted = _Quoted()
-        groups: tuple[tuple[str, Sequence[Any], Callable[..., str]], ...] = (
-            ("segments", self.segments, _segment_text), ("ops", self.ops, _op_text),
-            ("events", self.events, _event_text))
-        for name, records, text in groups:
-            out.write(f", {encode(name)}: [")
-            for i in range(0, len(records), _STREAM_BATCH):
-                batch = records[i:i + _STREAM_BATCH]
-                out.write((", " if i else "")
-                          + ", ".join([text(r, reasons, quoted) for r in batch]))
-            out.write("]")
-        out.write("}")
+        q = _Quoted()
+        # one loop per record type, each calling its writer by name (compiled, a direct
+        # native call; through a variable it would be a generic Python call per record)
+        out.write(', "segments": [')
+        for i in range(0, len(self.segments), _STREAM_BATCH):
+            out.write((", " if i else "") + ", ".join(
+                [_segment_text(s, reasons, q) for s in self.segments[i:i + _STREAM_BATCH]]))
+        out.write('], "ops": [')
+        for i in range(0, len(self.ops), _STREAM_BATCH):
+            out.write((", " if i else "") + ", ".join(
+                [_op_text(o, reasons, q) for o in self.ops[i:i + _STREAM_BATCH]]))
+        out.write('], "events": [')
+        for i in range(0, len(self.events), _STREAM_BATCH):
+            out.write((", " if i else "") + ", ".join(
+                [_event_text(e, reasons, q) for e in self.events[i:i + _STREAM_BATCH]]))
+        out.write("]}")
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "<trace>") -> Trace:

@@ -12,11 +12,12 @@ import inspect
 
 import pytest
 
+from nagle_sim.model.bbr import RateSample
 from nagle_sim.model.events import Segment, TraceEvent
 from nagle_sim.model.state import Skb
 from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord
 
-CLASSES = [Segment, TraceEvent, Skb, SegmentRecord, OpRecord, EventRecord]
+CLASSES = [Segment, TraceEvent, Skb, RateSample, SegmentRecord, OpRecord, EventRecord]
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)

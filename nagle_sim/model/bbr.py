@@ -58,6 +58,20 @@ class RateSample:
     is_ack_delayed: bool = False
     prior_in_flight: int = 0
 
+    # Written out, as @dataclass would, for the compiled build (see `events.Segment`): one
+    # is built for every ACK.
+    def __init__(self, delivered: int = -1, interval_us: int = -1, acked: int = 0,
+                 prior_delivered: int = 0, is_app_limited: bool = False, rtt_us: int = -1,
+                 is_ack_delayed: bool = False, prior_in_flight: int = 0) -> None:
+        self.delivered = delivered
+        self.interval_us = interval_us
+        self.acked = acked
+        self.prior_delivered = prior_delivered
+        self.is_app_limited = is_app_limited
+        self.rtt_us = rtt_us
+        self.is_ack_delayed = is_ack_delayed
+        self.prior_in_flight = prior_in_flight
+
 
 class Bbr:
     """BBR's state for one socket. Rates are bytes per second."""

@@ -140,8 +140,11 @@ class Endpoint:
 
     def next_deadline(self) -> Micros | None:
         """When the earliest armed timer is due (None: no timer armed)."""
-        timers = self._sk.timers
-        return min(timers.values()) if timers else None
+        earliest: Micros | None = None
+        for at in self._sk.timers.values():     # a loop, not min(): called per segment
+            if earliest is None or at < earliest:
+                earliest = at
+        return earliest
 
     def deadline(self, timer: Timer) -> Micros | None:
         """When ``timer`` is due, None when it is not armed."""

@@ -169,9 +169,13 @@ class Reason(Enum):
     APP_CALL = "application call"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Segment:
-    """One TCP segment on the wire. seq/ack are relative to each side's ISN (0)."""
+    """One TCP segment on the wire. seq/ack are relative to each side's ISN (0).
+
+    Treated as a value: nothing changes a segment once built (`dataclasses.replace`
+    makes a changed copy). Not ``frozen``: a frozen dataclass sets each field through
+    ``object.__setattr__``, a generic call that cost about 5 % of a big run."""
 
     src: Side
     seq: int
@@ -188,15 +192,14 @@ class Segment:
     def __init__(self, *, src: Side, seq: int, ack: int, length: int, flags: int,
                  window: int = 65535, sent_at: Micros = Micros(0),
                  why: Reason = Reason.APP_WRITE) -> None:
-        _set = object.__setattr__     # frozen: the way the generated __init__ sets fields
-        _set(self, "src", src)
-        _set(self, "seq", seq)
-        _set(self, "ack", ack)
-        _set(self, "length", length)
-        _set(self, "flags", flags)
-        _set(self, "window", window)
-        _set(self, "sent_at", sent_at)
-        _set(self, "why", why)
+        self.src = src
+        self.seq = seq
+        self.ack = ack
+        self.length = length
+        self.flags = flags
+        self.window = window
+        self.sent_at = sent_at
+        self.why = why
 
     @property
     def end_seq(self) -> int:
@@ -212,9 +215,10 @@ class Segment:
         return f"{flags} seq {self.seq} ack {self.ack}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class TraceEvent:
-    """One decision of an endpoint, with the reason the UI quotes."""
+    """One decision of an endpoint, with the reason the UI quotes. A value, like
+    `Segment` (and not ``frozen`` for the same reason)."""
 
     at: Micros
     side: Side
@@ -228,15 +232,14 @@ class TraceEvent:
     def __init__(self, *, at: Micros, side: Side, kind: Kind, reason: Reason, detail: str = "",
                  timer: Timer | None = None, deadline: Micros | None = None,
                  data: dict[str, int] | None = None) -> None:
-        _set = object.__setattr__     # as in `Segment.__init__`
-        _set(self, "at", at)
-        _set(self, "side", side)
-        _set(self, "kind", kind)
-        _set(self, "reason", reason)
-        _set(self, "detail", detail)
-        _set(self, "timer", timer)
-        _set(self, "deadline", deadline)
-        _set(self, "data", {} if data is None else data)
+        self.at = at
+        self.side = side
+        self.kind = kind
+        self.reason = reason
+        self.detail = detail
+        self.timer = timer
+        self.deadline = deadline
+        self.data = {} if data is None else data
 
     def text(self) -> str:
         """Human sentence: reason, then specifics."""

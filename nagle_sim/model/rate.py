@@ -188,8 +188,14 @@ def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets
     acked = len(acked_skbs)
     cc.delivered += acked
     rs = RateSample(acked=acked, prior_in_flight=prior_packets)
-    newest = (acked_skbs[-1] if len(acked_skbs) < 2
-              else max(acked_skbs, key=lambda k: (k.sent_at, k.end))) if acked_skbs else None
+    # the most recently sent of them (the first one, among equals), as
+    # max(acked_skbs, key=lambda k: (k.sent_at, k.end)) would pick it, without a call
+    # per skb
+    newest: Skb | None = None
+    for skb in acked_skbs:
+        if newest is None or skb.sent_at > newest.sent_at or (
+                skb.sent_at == newest.sent_at and skb.end > newest.end):
+            newest = skb
     prior_mstamp = 0
     send_us = -1
     if newest is not None and newest.tx_delivered_mstamp:

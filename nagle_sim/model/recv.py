@@ -11,6 +11,7 @@ data is sent (``send``); standard library and lower model modules only.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
 from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
@@ -337,6 +338,14 @@ def tcp_window_would_grow(sk: Sock, now: Micros) -> bool:
     return tcp_select_window_now(sk, now) >= sk.rcv.rcv_wnd
 
 
+@lru_cache(maxsize=1024)
+def _delack_detail(ato_ms: int, pingpong: bool, fires_in_us: int) -> str:
+    """The words of a delayed-ACK decision. Cached: a big run repeats a few dozen of them
+    tens of thousands of times, and formatting them was a few % of its time."""
+    mode = "ping-pong" if pingpong else "no quick ACKs left"
+    return f"ato {ato_ms} ms, {mode}; fires in {fires_in_us / 1000:.1f} ms"
+
+
 def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
     """tcp_send_delayed_ack: deadline = now + ato jiffies (ato capped by HZ/2, by
     TCP_DELACK_MAX in ping-pong or after a pushed segment, by the SRTT), keeping an
@@ -364,8 +373,7 @@ def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
     at = sk.jiffy_timer_at(now, timeout_j)
     if sk.timers.get(Timer.DELACK) == at:
         return  # already waiting for this deadline: nothing new to say
-    mode = "ping-pong" if sk.in_pingpong else "no quick ACKs left"
-    detail = f"ato {ato * p.tick_us // 1000} ms, {mode}; fires in {(at - now) / 1000:.1f} ms"
+    detail = _delack_detail(ato * p.tick_us // 1000, sk.in_pingpong, at - now)
     sk.event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail, ato=ato)
     sk.arm(now, Timer.DELACK, at, Reason.DELACK_WAIT, detail)
 

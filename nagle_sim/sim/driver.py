@@ -71,6 +71,8 @@ class RunCancelled(Exception):
     """The caller's ``cancelled()`` said stop (e.g. the app started a newer run)."""
 
 
+_NOTHING_DUE = float("inf")
+"""What ``env.peek()`` returns when no event is scheduled."""
 CANCEL_CHECK_STEPS = 4096
 """How many scheduler steps run between two calls of ``cancelled()`` (a few ms)."""
 
@@ -79,12 +81,20 @@ class RunLimit(Exception):
     """The run hit its simulated-time or segment bound."""
 
 
-@dataclass(slots=True)
 class _Blocked:
-    """What a side's application is waiting for (for deadlock messages)."""
+    """What a side's application is waiting for (for deadlock messages): the handshake
+    (``total`` 0) or ``remaining`` more bytes of a read of ``total``. Worded only when a
+    deadlock message needs it: a big run blocks on reads hundreds of thousands of times."""
 
-    what: str
-    line: int
+    __slots__ = ("line", "remaining", "total")
+
+    def __init__(self, line: int, remaining: int = 0, total: int = 0) -> None:
+        self.line = line
+        self.remaining = remaining
+        self.total = total
+
+    def what(self) -> str:
+        return read_wait(self.remaining, self.total) if self.total else HANDSHAKE_WAIT
 
 
 @dataclass(slots=True)
@@ -123,6 +133,8 @@ class SimDriver:
         self._sleeps = {key: iter(runs) for key, runs in (sleeps or {}).items()}
         self.cancelled = cancelled
         self.env = simpy.Environment()
+        # simpy's methods, looked up once (compiled, each ``env.x()`` looks the name up)
+        self._timeout, self._peek = self.env.timeout, self.env.peek
         self.time_limit = time_limit
         self.segment_limit = segment_limit
         self.record_limit = record_limit
@@ -139,6 +151,8 @@ class SimDriver:
         self._wakes: dict[Side, set[int]] = {side: set() for side in Side}
         self.apps = {side: _App(side, steps(scenario.side(side).script)) for side in Side}
         self._error: str | None = None
+        self._t = 0
+        """``env.now`` while an event runs (see `_now`)."""
         self._segments = 0
         # the link's transmitter per direction: when it is next free, and when each
         # packet it holds (waiting or being sent) leaves it
@@ -148,10 +162,11 @@ class SimDriver:
         self._faults = LinkFaults(scenario.link.faults) if scenario.link.faults else None
 
     # ---------------------------------------------------------------- plumbing
-    def _at(self, when: int, callback: Callable[[], None]) -> None:
-        """Run ``callback`` at absolute simulated time ``when``."""
-        event = self.env.timeout(max(0, when - self.env.now))
-        event.callbacks.append(lambda _ev: callback())
+    def _at(self, when: int, callback: Callable[[simpy.Event], None]) -> None:
+        """Run ``callback`` (given the simpy event, which it ignores) at absolute simulated
+        time ``when``."""
+        event = self._timeout(max(0, when - self._t))
+        event.callbacks.append(callback)
 
     def _pump(self, side: Side, now: int) -> int:
         """Flush one endpoint after any input: ship segments, log events, re-arm wake-up."""
@@ -168,9 +183,9 @@ class SimDriver:
         # A wake is needed only when the deadline comes before every pending one: a wake
         # that turns out early finds nothing due (on_deadline is idempotent) and re-arms.
         # Loss-probe and RTO deadlines move later on every ACK, so this saves most events.
-        if deadline is not None and (not pending or deadline < min(pending)):
+        if deadline is not None and _before_all(deadline, pending):
             pending.add(deadline)
-            self._at(deadline, lambda: self._on_wake(side, deadline))
+            self._at(deadline, lambda _ev: self._on_wake(side, deadline))
         return len(segments)
 
     def _ship(self, side: Side, seg: Segment, now: int) -> None:
@@ -189,7 +204,7 @@ class SimDriver:
             arrive=None if arrive is None else Micros(arrive),
             why=REASON_TEXT[seg.why], code=REASON_CODE[seg.why]))
         if arrive is not None:
-            self._at(arrive, lambda: self._deliver(side.peer, seg))
+            self._at(arrive, lambda _ev: self._deliver(side.peer, seg))
 
     def _serialize(self, side: Side, seg: Segment, now: int) -> int | None:
         """A rate-limited link: the packet waits for the packets ahead of it, then takes
@@ -214,8 +229,10 @@ class SimDriver:
         return -(-int(end * 1000) // 1000) + self.delay[side]
 
     def _now(self) -> Micros:
-        """simpy's clock as model time (every delay scheduled here is an int µs)."""
-        return Micros(int(self.env.now))
+        """simpy's clock as model time (every delay scheduled here is an int µs): the time
+        of the event being run, which `_execute` reads from simpy before each step (simpy's
+        ``now`` is a Python property, and this is read for every segment)."""
+        return Micros(self._t)
 
     def _check_records(self) -> None:
         trace = self.trace
@@ -233,10 +250,10 @@ class SimDriver:
         wake = self.profile[to].wakeup_us
         if ep.established and not was_established and not app.started:
             app.started = True
-            self._at(now + wake, lambda: self._start(to))
+            self._at(now + wake, lambda _ev: self._start(to))
         elif app.blocked is not None and app.reading is not None and (ep.unread or ep.peer_fin):
             app.blocked = None
-            self._at(now + wake, lambda: self._resume(to))
+            self._at(now + wake, lambda _ev: self._resume(to))
 
     def _on_wake(self, side: Side, deadline: int) -> None:
         self._wakes[side].discard(deadline)
@@ -308,8 +325,8 @@ class SimDriver:
             app.vnow = end
             if end > self.time_limit:
                 raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
-            if self.env.peek() <= end:
-                self._at(end, lambda: self._resume(app.side))
+            if self._peek() <= end:
+                self._at(end, lambda _ev: self._resume(app.side))
                 return
 
     def _call(self, app: _App, stmt: Statement, record: OpRecord) -> int:
@@ -342,7 +359,7 @@ class SimDriver:
         if ep.eof or not (ep.established or ep.state.value.startswith("FIN_WAIT")):
             app.record.result = eof_result(app.got)
             raise ModelError(eof_error(app.side, stmt.size, app.got))
-        app.blocked = _Blocked(read_wait(stmt.size - app.got, stmt.size), stmt.line)
+        app.blocked = _Blocked(stmt.line, stmt.size - app.got, stmt.size)
         return False
 
     def _fail(self, message: str) -> None:
@@ -364,19 +381,20 @@ class SimDriver:
 
     def _execute(self) -> Trace:
         for app in self.apps.values():
-            app.blocked = _Blocked(HANDSHAKE_WAIT, 0)
+            app.blocked = _Blocked(0)
         self.ep[Side.CLIENT].connect(Micros(0))
         self._pump(Side.CLIENT, 0)
         steps = 0
-        env, limit = self.env, self.time_limit
+        step, peek, limit = self.env.step, self._peek, self.time_limit
         try:
             while not self._error:
-                due = env.peek()
-                if due == float("inf"):
+                due = peek()
+                if due == _NOTHING_DUE:
                     break
                 if due > limit:
                     raise RunLimit(f"still running after {limit / 1e6:g} simulated s")
-                env.step()
+                self._t = int(due)      # what env.now is while this step runs
+                step()
                 steps += 1
                 if (self.cancelled is not None and steps % CANCEL_CHECK_STEPS == 0
                         and self.cancelled()):
@@ -394,9 +412,15 @@ class SimDriver:
             self.trace.outcome = Outcome.DEADLOCK
             self.trace.message = deadlock_message(self.scenario.source, (
                 (side, None if app.done else
-                 (app.blocked.what, app.blocked.line) if app.blocked else ("nothing", 0))
+                 (app.blocked.what(), app.blocked.line) if app.blocked else ("nothing", 0))
                 for side, app in self.apps.items()))
         return self.trace
+
+
+def _before_all(when: int, times: set[int]) -> bool:
+    """``not times or when < min(times)``; compiled, ``all`` over a generator is a plain
+    loop (no builtin call per pump)."""
+    return all(t > when for t in times)
 
 
 def run_sim(scenario: Scenario, **limits: Any) -> Trace:
