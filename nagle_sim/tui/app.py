@@ -150,17 +150,21 @@ class NagleApp(App[int]):
         # a run screen's entries are built from its bindings, with their keys, so every
         # key is in the palette too (what-ifs named by the lesson, CORK, detail, ghost…)
         variants = getattr(screen, "variants", None)
+        toggle = getattr(screen, "toggle_variant", None)
         for binding in screen_bindings(screen):
-            _ns, name, params = parse(binding.action)
+            _ns, name, _params = parse(binding.action)
             if binding.action.startswith("app."):
                 continue
+            if name in ("variant", "variant_page") and variants is not None:
+                continue    # every what-if is listed below, by its name, on any page
             title = binding.description
-            if name == "variant" and variants is not None and params:
-                index = params[0]
-                assert isinstance(index, int)
-                title = f"What-if {index + 1}: {variants[index].label}"
             yield SystemCommand(f"{title} ({key_label(binding)})", binding.tooltip or title,
                                 partial(screen.run_action, binding.action))
+        if variants is not None and toggle is not None:
+            for index, variant in enumerate(variants):
+                title = f"What-if {index + 1}: {variant.label}"
+                yield SystemCommand(title, "Switch this what-if on or off",
+                                    partial(toggle, index))
 
 
 def run_app(path: str | None = None, *, run_sim: Runner, run_real: Runner | None = None,

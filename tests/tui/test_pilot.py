@@ -636,3 +636,32 @@ async def test_palette_help_and_footer_offer_every_key_once(make_app: MakeApp) -
                  and k.region.width > 0]
         assert any(getattr(k, "key", "") == "question_mark" for k in shown), [
             getattr(k, "key", "") for k in shown]
+
+
+async def test_more_than_nine_what_ifs_are_paged_with_0_and_all_in_the_palette() -> None:
+    """Lessons 22 and 23 have 10 and 13 what-ifs: 1-9 switch the first nine, 0 shows the
+    next page (1 then switches what-if 10), and the palette names every one of them."""
+    from nagle_sim.lessons import load_lessons, variants
+    from nagle_sim.sim.driver import run_sim
+
+    lesson = next(x for x in load_lessons() if len(variants(x)) > 9)
+    app = NagleApp(run_sim=run_sim, lessons=[lesson], ask_questions=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.push_screen(LessonScreen(lesson))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        n = len(screen.variants)
+        assert f"what-ifs 10-{min(18, n)} of {n}" in _text(app, "#variants")
+        await pilot.press("0")
+        await pilot.pause()
+        shown = _text(app, "#variants")
+        assert screen.variant_page == 1 and f"what-ifs 1-9 of {n}" in shown
+        await pilot.press("1")
+        await settle(pilot)
+        assert screen.extra == screen.variants[9].overrides
+        titles = [c.title for c in app.get_system_commands(screen)]
+        assert f"What-if {n}: {screen.variants[n - 1].label}" in titles
+        await pilot.press("0")
+        await pilot.pause()
+        assert screen.variant_page == 0

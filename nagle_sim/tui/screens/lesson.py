@@ -37,6 +37,8 @@ class LessonScreen(RunScreen):
         *(Binding(str(n), f"variant({n - 1})", f"What-if {n}", show=False,
                   id=f"lesson.variant-{n}", tooltip=f"Switch the lesson's what-if {n}")
           for n in range(2, 10)),
+        Binding("0", "variant_page", "More what-ifs", show=False, id="lesson.variant-page",
+                tooltip="A lesson with more than nine what-ifs: show the next nine on 1-9"),
         # the lesson's own what-ifs replace the generic NODELAY key in the footer
         Binding("d", "flip('client','nodelay')", "NODELAY", show=False, id="lesson.nodelay",
                 tooltip="What if the client set TCP_NODELAY?"),
@@ -54,6 +56,8 @@ class LessonScreen(RunScreen):
         self.lesson = lesson
         self.export_name = lesson.slug
         self.variants: list[Variant] = variants(lesson)
+        self.variant_page = 0
+        """Which nine what-ifs the keys 1-9 switch (0 shows the next nine)."""
         self.asked: set[int] = set()
         """Questions behind the student (answered or skipped with Esc)."""
         self.answers: dict[int, int] = {}
@@ -69,8 +73,10 @@ class LessonScreen(RunScreen):
         text = Text("What-ifs: ", style="bold")
         if not self.variants:
             text.append("none in this lesson (the keys in help still work)", style="dim")
-        scripts = 0
-        for i, variant in enumerate(self.variants[:9]):
+        start = self.variant_page * 9
+        # scripts are numbered across pages, so "another script (3)" is the same one
+        scripts = sum(1 for v in self.variants[:start] if "script:" in v.label)
+        for i, variant in enumerate(self.variants[start:start + 9]):
             on = self._variant_on(variant)
             label = variant.label
             if "script:" in label and self.current_horizon() is not None:
@@ -79,6 +85,12 @@ class LessonScreen(RunScreen):
                 label = f"another script ({scripts}), shown after the questions"
             text.append(f"\n {i + 1} ", style="reverse" if on else "bold")
             text.append(" " + label, style="bold" if on else "")
+        if len(self.variants) > 9:
+            pages = -(-len(self.variants) // 9)
+            nxt = (self.variant_page + 1) % pages * 9
+            text.append("\n 0 ", style="bold")
+            text.append(f" what-ifs {nxt + 1}-{min(nxt + 9, len(self.variants))} of "
+                        f"{len(self.variants)}", style="dim")
         if self.lesson.questions and self.services.ask_questions:
             # q is not in the footer (no room at 80 columns): say it where it matters
             right = sum(1 for n, c in self.answers.items()
@@ -101,10 +113,24 @@ class LessonScreen(RunScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "variant":
             index = parameters[0] if parameters else 0
-            return isinstance(index, int) and index < len(self.variants)
+            return (isinstance(index, int)
+                    and self.variant_page * 9 + index < len(self.variants))
+        if action == "variant_page":
+            return len(self.variants) > 9
         return super().check_action(action, parameters)
 
+    def action_variant_page(self) -> None:
+        pages = -(-len(self.variants) // 9)
+        self.variant_page = (self.variant_page + 1) % max(1, pages)
+        self.query_one("#variants", Static).update(self.variants_text())
+        self.refresh_bindings()
+
     def action_variant(self, index: int) -> None:
+        """Key 1-9: the index-th what-if of the page shown."""
+        self.toggle_variant(self.variant_page * 9 + index)
+
+    def toggle_variant(self, index: int) -> None:
+        """Switch the lesson's what-if ``index`` (0-based, over all pages) on or off."""
         if not 0 <= index < len(self.variants):
             return
         variant = self.variants[index]
