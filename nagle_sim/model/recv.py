@@ -114,7 +114,10 @@ def _take(sk: Sock, now: Micros, seg: Segment) -> bool:
             sk.ack.pending |= AckPending.SCHED
             rcv.unacked_segs += max(1, -(-seg.length // sk.mss))
     if seg.flags & FIN:
-        if not seg.length and not rcv.rmem:
+        # loopback: the queued skb is the sender's clone until our ACK lets the sender
+        # free its original, and skb_try_coalesce refuses a cloned skb
+        shared = sk.snd.gso_wire and rcv.rcv_wup < rcv.rcv_nxt
+        if not seg.length and (not rcv.rmem or shared):
             # tcp_queue_rcv: a FIN alone is a skb of its own, charged to the socket; it
             # joins a data skb still queued (tcp_try_coalesce) and is freed with it, else
             # it stays until a read with room left (or at EOF) reaches it (tcp_recvmsg's

@@ -574,3 +574,46 @@ def test_quickack_sends_nothing_while_the_fins_own_skb_is_queued() -> None:
             got.append(acks[0].t - _arrival(fin))
         _near(got[0], got[1], "ACK of the FIN")
     _check_twice(loads(LONE_FIN), check)
+
+
+LOOPBACK_FIN = """
+title = "loopback: a 1-byte reply and the peer's FIN; the reader sets TCP_QUICKACK"
+[link]
+delay_ms = 0
+[client]
+script = \"\"\"
+repeat 2 {
+  write 100
+  read 1
+  set quickack on
+  sleep 10ms
+}
+\"\"\"
+[server]
+script = \"\"\"
+repeat 2 {
+  read 100
+  sleep 20ms
+  write 1
+}
+\"\"\"
+"""
+
+
+def test_on_loopback_the_fin_behind_unacked_data_waits_for_its_loss_probe() -> None:
+    """/work/fz/s55.toml: the server's last byte and its FIN come back to back. On
+    loopback the queued byte's skb is the sender's clone until it is ACKed, so the FIN
+    cannot join it (skb_try_coalesce refuses a cloned skb): the read leaves the FIN's skb
+    queued, TCP_QUICKACK=1 sends nothing, and the FIN is ACKed only when the server's
+    tail loss probe sends it again (the old model ACKed at the setsockopt)."""
+    def check(real: Trace, sim: Trace) -> None:
+        got = []
+        for trace in (real, sim):
+            fins = [s for s in trace.segments if s.src is Side.SERVER and "F" in s.flags]
+            assert len(fins) >= 2, f"{trace.source}: no FIN loss probe: {fins}"
+            acks = [s for s in trace.segments if s.src is Side.CLIENT and not s.length
+                    and "F" not in s.flags and s.ack == fins[0].seq + 1]
+            assert acks and acks[0].t >= fins[1].t, f"{trace.source}: {acks} before {fins[1]}"
+            got.append(fins[1].t - fins[0].t)
+        _near(got[0], got[1], "FIN loss probe after the FIN")
+    _check_twice(loads(LOOPBACK_FIN), check)
