@@ -191,6 +191,18 @@ class Endpoint:
         return self._sk.rcv.peer_fin
 
     @property
+    def snd_nxt(self) -> int:
+        """The next sequence number to send (grows with each data segment and the FIN)."""
+        return self._sk.snd.snd_nxt
+
+    @property
+    def notsent_bytes(self) -> int:
+        """Bytes written and not yet sent (tcpi_notsent_bytes): held by Nagle, cork, the
+        congestion or the peer's window."""
+        snd = self._sk.snd
+        return snd.write_seq - snd.snd_nxt
+
+    @property
     def eof(self) -> bool:
         """A read would return end of stream."""
         return self._sk.rcv.peer_fin and self._sk.rcv.unread == 0

@@ -407,7 +407,7 @@ def _model_tcp_info(side: Side, snaps: list[TcpInfo]) -> Callable[[Trace], Calla
             snaps.clear()
             driver = SimDriver(scenario, **kw)  # type: ignore[arg-type]
             for t in times:
-                driver._at(t, lambda: snaps.append(driver.ep[side].tcp_info()))
+                driver._at(t, lambda _ev: snaps.append(driver.ep[side].tcp_info()))
             return driver.run()
         return runner
     return for_real
@@ -475,3 +475,145 @@ def test_app_limited_slow_start_grows_cwnd_to_twice_the_flight() -> None:
         assert kernel == model, (kernel, model)
         assert kernel[0] == 10 and kernel[-1] == 12
     _check_twice(loads(APP_LIMITED), check, _model_tcp_info(Side.SERVER, snaps))
+
+
+# ------------------------------------------- round 2: rules found by random scenarios
+LOOPBACK_REMAINDER = """
+title = "a 3000-byte write behind an unACKed small segment, then 1000 more, on loopback"
+[link]
+delay_ms = 0
+[client]
+nodelay = false
+script = \"\"\"
+repeat 4 {
+  write 3000
+  write 100
+  sleep 5ms
+  write 3000
+  write 1000
+  read 1
+  set quickack on
+  sleep 10ms
+}
+\"\"\"
+[server]
+nodelay = true
+script = \"\"\"
+repeat 4 {
+  read 7100
+  write 1
+}
+\"\"\"
+"""
+
+
+def test_loopback_remainder_leaves_inside_the_write_and_nagle_holds_the_next() -> None:
+    """/work/fz/s18.toml: the write's 2896 B leave, its 104 B tail waits behind the
+    unACKed 100 B; the peer's ACK of the 2896 B is processed before the next write
+    (loopback: the receive runs inside the sender's call, the woken reader's ACK follows
+    at once), so the 104 B leave alone and the next write's 1000 B wait for the peer's
+    delayed ACK of the 104 B (~40 ms) — on the kernel and on the model, every round."""
+    def check(real: Trace, sim: Trace) -> None:
+        gaps: list[list[int]] = []
+        for trace in (real, sim):
+            data = _data(trace, Side.CLIENT)
+            lengths = [s.length for s in data]
+            rounds = [i for i in range(len(data) - 2) if lengths[i:i + 3] == [2896, 104, 1000]]
+            assert len(rounds) == 3, f"{trace.source}: {lengths}"   # round 1: quick ACKs
+            gaps.append([data[i + 2].t - data[i + 1].t for i in rounds])
+        for k, (r, m) in enumerate(zip(*gaps, strict=True)):
+            assert r > 30_000, f"kernel round {k}: the 1000 B were not held ({r} µs)"
+            _near(r, m, f"round {k}: 1000 B after the 104 B")
+    _check_twice(loads(LOOPBACK_REMAINDER), check)
+
+
+def test_a_gso_skb_leaves_the_scaling_ratio_alone_and_the_windows_match() -> None:
+    """tcp_measure_rcv_mss measures a GSO skb by its gso_size: the loopback 2896-byte and
+    3000-byte skbs after the first (gso_size 1448 = rcv_mss) keep the scaling ratio of the
+    first, so the receiver's window settles at 99 units of 1 KB as on the kernel (the old
+    model re-measured every multi-segment skb, 197 or 199/256, and stayed at 98)."""
+    def check(real: Trace, sim: Trace) -> None:
+        wins = [[s.window << WSCALE if trace is real else s.window
+                 for s in trace.segments if s.src is Side.SERVER][-6:] for trace in (real, sim)]
+        assert wins[0] == wins[1], f"kernel {wins[0]}, model {wins[1]}"
+    _check_twice(loads(LOOPBACK_REMAINDER), check)
+
+
+LONE_FIN = """
+title = "the peer's FIN arrives alone after its data was read; then TCP_QUICKACK=1"
+[link]
+delay_ms = 0
+[client]
+script = "write 10; read 100; sleep 10ms; set quickack on; sleep 100ms"
+[server]
+script = "read 10; write 100; sleep 5ms"
+"""
+
+
+def test_quickack_sends_nothing_while_the_fins_own_skb_is_queued() -> None:
+    """__tcp_cleanup_rbuf needs an empty receive queue (!sk_rmem_alloc) to ACK a pushed
+    segment; a FIN arriving alone after its data was read stays queued as a skb of its own
+    (tcp_recvmsg frees it only when a read with room left reaches it). The data is ACKed
+    at once (quick ACKs); the FIN enters ping-pong and waits; TCP_QUICKACK=1, 5 ms later,
+    sends nothing, and the delayed-ACK timer ACKs the FIN ~40 ms after it arrived
+    (/work/fz/s53.toml, s55.toml; the old model ACKed at the setsockopt)."""
+    def check(real: Trace, sim: Trace) -> None:
+        got = []
+        for trace in (real, sim):
+            data = _data(trace, Side.SERVER)[0]
+            fin = next(s for s in trace.segments if s.src is Side.SERVER and "F" in s.flags)
+            assert _arrival(fin) - _arrival(data) > 3_000, f"{trace.source}: FIN with data"
+            quickack = next(o for o in trace.ops if o.side is Side.CLIENT and o.op == "set"
+                            and o.arg == "quickack on")
+            acks = [s for s in trace.segments if s.src is Side.CLIENT and not s.length
+                    and "F" not in s.flags and s.t >= _arrival(fin)]
+            assert acks and acks[0].ack == fin.seq + 1, f"{trace.source}: {acks}"
+            assert acks[0].t > quickack.end + JIFFY, (
+                f"{trace.source}: ACK at {acks[0].t} right after TCP_QUICKACK at "
+                f"{quickack.start}")
+            got.append(acks[0].t - _arrival(fin))
+        _near(got[0], got[1], "ACK of the FIN")
+    _check_twice(loads(LONE_FIN), check)
+
+
+LOOPBACK_FIN = """
+title = "loopback: a 1-byte reply and the peer's FIN; the reader sets TCP_QUICKACK"
+[link]
+delay_ms = 0
+[client]
+script = \"\"\"
+repeat 2 {
+  write 100
+  read 1
+  set quickack on
+  sleep 10ms
+}
+\"\"\"
+[server]
+script = \"\"\"
+repeat 2 {
+  read 100
+  sleep 20ms
+  write 1
+}
+\"\"\"
+"""
+
+
+def test_on_loopback_the_fin_behind_unacked_data_waits_for_its_loss_probe() -> None:
+    """/work/fz/s55.toml: the server's last byte and its FIN come back to back. On
+    loopback the queued byte's skb is the sender's clone until it is ACKed, so the FIN
+    cannot join it (skb_try_coalesce refuses a cloned skb): the read leaves the FIN's skb
+    queued, TCP_QUICKACK=1 sends nothing, and the FIN is ACKed only when the server's
+    tail loss probe sends it again (the old model ACKed at the setsockopt)."""
+    def check(real: Trace, sim: Trace) -> None:
+        got = []
+        for trace in (real, sim):
+            fins = [s for s in trace.segments if s.src is Side.SERVER and "F" in s.flags]
+            assert len(fins) >= 2, f"{trace.source}: no FIN loss probe: {fins}"
+            acks = [s for s in trace.segments if s.src is Side.CLIENT and not s.length
+                    and "F" not in s.flags and s.ack == fins[0].seq + 1]
+            assert acks and acks[0].t >= fins[1].t, f"{trace.source}: {acks} before {fins[1]}"
+            got.append(fins[1].t - fins[0].t)
+        _near(got[0], got[1], "FIN loss probe after the FIN")
+    _check_twice(loads(LOOPBACK_FIN), check)
