@@ -399,13 +399,47 @@ def _excuse_ack_thinning(matches: list[Match], sim: Trace, real: Trace) -> None:
             m.note += " (inside a burst; ended no stall)"
 
 
-def _time_errors(matches: list[Match], late_ok: dict[Side, Micros] | None = None) -> None:
+class _CallAnchors:
+    """Each side's calls in both traces, paired by statement and iteration: a segment may
+    be timed from its sender's last call before it (the read that sent an ACK on read,
+    the write that sent data), so a side whose own timeline (its sleeps) is aligned is not
+    judged by the other side's drift (a chain of delayed-ACK timers each a jiffy late)."""
+
+    def __init__(self, sim: Trace, real: Trace) -> None:
+        twins: dict[tuple[Side, str, int, tuple[int, ...], int], int] = {}
+        for op in real.ops:
+            if op.line:
+                twins.setdefault((op.side, op.op, op.line, op.iteration, op.loop), op.start)
+        self.calls: dict[Side, list[tuple[int, int]]] = {side: [] for side in Side}
+        for op in sim.ops:
+            twin = twins.get((op.side, op.op, op.line, op.iteration, op.loop))
+            if op.line and twin is not None:
+                self.calls[op.side].append((op.start, twin))
+        for calls in self.calls.values():
+            calls.sort()
+        self.starts = {side: [c[0] for c in calls] for side, calls in self.calls.items()}
+
+    def error(self, m: Match) -> tuple[int, Micros] | None:
+        """(error, tolerance) of ``m`` timed from its sender's last call, or None."""
+        assert m.sim_t is not None and m.real_t is not None
+        i = bisect.bisect_right(self.starts[m.side], m.sim_t) - 1
+        if i < 0:
+            return None
+        sim_call, real_call = self.calls[m.side][i]
+        interval = m.sim_t - sim_call
+        return (m.real_t - real_call) - interval, tolerance(interval)
+
+
+def _time_errors(matches: list[Match], late_ok: dict[Side, Micros] | None = None,
+                 calls: _CallAnchors | None = None) -> None:
     """Error on each interval since the previous matched event that agreed (model time
     order): a late event is reported once, not again by the correctly spaced one after it.
     ``late_ok``: per sender, how much later than the tolerance a segment the model sends
     from a timer may come (`TIMER_LATE_JIFFIES`). An event after such a late timer is
     timed from it (what the timer released came late with it) or from the event before it
-    (what the timer did not cause, e.g. ACKs paced by the link), whichever fits better."""
+    (what the timer did not cause, e.g. ACKs paced by the link), whichever fits better.
+    ``calls``: an event that does not fit its previous event may also be timed from its
+    sender's last call (`_CallAnchors`)."""
     timed = [m for m in matches if m.sim_t is not None and m.real_t is not None]
     timed.sort(key=lambda m: (m.sim_t, m.real_t))
     prev: Match | None = None
@@ -425,6 +459,10 @@ def _time_errors(matches: list[Match], late_ok: dict[Side, Micros] | None = None
             from_late = error(m, late)
             if abs(from_late[0]) - from_late[1] < abs(m.error) - m.tol:
                 m.error, m.tol = from_late
+        if calls is not None and abs(m.error) > m.tol:
+            from_call = calls.error(m)
+            if from_call is not None and abs(from_call[0]) <= from_call[1]:
+                m.error, m.tol = from_call
         slack = (late_ok or {}).get(m.side, Micros(0))
         if (slack and m.tol < m.error <= m.tol + slack and m.sim
                 and all(seg.code in TIMER_CODES for seg in m.sim)):
@@ -596,7 +634,7 @@ def compare(sim: Trace, real: Trace, *,
     _excuse_ack_thinning(matches, sim, real)
     resolved = profiles or profiles_of(sim)
     late = {side: Micros(TIMER_LATE_JIFFIES * p.tick_us) for side, p in resolved.items()}
-    _time_errors(matches, late)
+    _time_errors(matches, late, _CallAnchors(sim, real))
     matches.sort(key=lambda m: (m.sim_t if m.sim_t is not None else m.real_t or 0,
                                 m.real_t or 0))
     problems: list[str] = []

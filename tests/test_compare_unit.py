@@ -730,3 +730,24 @@ def test_events_after_a_late_timer_may_be_timed_from_the_event_before_it() -> No
         trace("realnet", [seg(1.0, C, 1, 10, "PA"), seg(51.0, S, 1, ack=11),
                           seg(51.2, C, 11, 10, "PA")], link="loopback"))
     assert late_reply.agree, late_reply.problems
+
+
+def test_an_event_may_be_timed_from_its_senders_own_last_call() -> None:
+    """Lesson 18 under load: the server's data, released by a chain of delayed ACKs that
+    each fired within tolerance but late, drifted 12 ms; the client's ACK on its own read
+    (its sleeps aligned) was then called 11 ms early, timed from that drifted data. Timed
+    from the client's read it agrees; a real error against both anchors still fails."""
+    def run(source: str, data: list[float], ack: float, read: float,
+            **meta: object) -> Trace:
+        t = trace(source, [*(seg(x, S, 1 + i, 1, "PA") for i, x in enumerate(data)),
+                           seg(ack, C, 1, ack=1 + len(data))], **meta)
+        t.ops = [OpRecord(side=C, op="read", arg="4", start=Micros(round(read * 1000)),
+                          end=Micros(round(read * 1000) + 50), line=3, iteration=(0,),
+                          loop=1)]
+        return t
+
+    sim = run("sim", [10, 20, 30, 40], 45.1, 45.0)
+    drifted = [10, 23.5, 37, 50.5]   # each interval 3.5 ms long: inside the 4 ms floor
+    assert compare(sim, run("realnet", drifted, 45.1, 45.0, link="loopback")).agree
+    late = compare(sim, run("realnet", drifted, 51.1, 45.0, link="loopback"))
+    assert not late.agree and any(p.startswith("c→s ACK") for p in late.problems)
