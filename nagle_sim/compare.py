@@ -399,33 +399,44 @@ def _excuse_ack_thinning(matches: list[Match], sim: Trace, real: Trace) -> None:
             m.note += " (inside a burst; ended no stall)"
 
 
+CALL_CODES = frozenset({"APP_WRITE", "NODELAY_PUSH", "UNCORK_PUSH", "CLOSE_PUSH",
+                        "READ_ACK", "WINDOW_UPDATE", "QUICKACK_OPT"})
+"""Model reasons of segments a call sends itself (a write, an uncork, a close, the ACK on
+read or at TCP_QUICKACK): only these may be timed from the call (`_CallAnchors`)."""
+
+
 class _CallAnchors:
-    """Each side's calls in both traces, paired by statement and iteration: a segment may
-    be timed from its sender's last call before it (the read that sent an ACK on read,
-    the write that sent data), so a side whose own timeline (its sleeps) is aligned is not
-    judged by the other side's drift (a chain of delayed-ACK timers each a jiffy late)."""
+    """Each side's calls in both traces, paired by statement and iteration. A segment the
+    call itself sent (`CALL_CODES`, during the call in the model) may be timed from that
+    call's start, so a side whose own timeline (its sleeps) is aligned is not judged by
+    the other side's drift (a chain of delayed-ACK timers each a jiffy late). A segment a
+    timer, an arriving ACK or anything else sent is never timed this way."""
 
     def __init__(self, sim: Trace, real: Trace) -> None:
         twins: dict[tuple[Side, str, int, tuple[int, ...], int], int] = {}
         for op in real.ops:
             if op.line:
                 twins.setdefault((op.side, op.op, op.line, op.iteration, op.loop), op.start)
-        self.calls: dict[Side, list[tuple[int, int]]] = {side: [] for side in Side}
+        self.calls: dict[Side, list[tuple[int, int, int]]] = {side: [] for side in Side}
         for op in sim.ops:
             twin = twins.get((op.side, op.op, op.line, op.iteration, op.loop))
-            if op.line and twin is not None:
-                self.calls[op.side].append((op.start, twin))
+            if op.line and twin is not None and op.end is not None:
+                self.calls[op.side].append((op.start, op.end, twin))
         for calls in self.calls.values():
             calls.sort()
         self.starts = {side: [c[0] for c in calls] for side, calls in self.calls.items()}
 
     def error(self, m: Match) -> tuple[int, Micros] | None:
-        """(error, tolerance) of ``m`` timed from its sender's last call, or None."""
+        """(error, tolerance) of ``m`` timed from the call that sent it, or None."""
         assert m.sim_t is not None and m.real_t is not None
+        if not m.sim or not all(seg.code in CALL_CODES for seg in m.sim):
+            return None
         i = bisect.bisect_right(self.starts[m.side], m.sim_t) - 1
         if i < 0:
             return None
-        sim_call, real_call = self.calls[m.side][i]
+        sim_call, sim_end, real_call = self.calls[m.side][i]
+        if m.sim_t > sim_end:
+            return None     # sent after the call returned: not the call's own segment
         interval = m.sim_t - sim_call
         return (m.real_t - real_call) - interval, tolerance(interval)
 
@@ -1068,13 +1079,21 @@ def _tie_at(sim: Trace, real: Trace, side: Side, a: SegmentRecord,
     if len(twins) != 1 or not w_real.line:
         return None
     real_off, sim_off = w_real.start - b.t, twins[0].start - a.t
-    # The kernel's segment is the shorter one when its write came after the send.
+    # The kernel's segment is the shorter one when its write came after the send, and by
+    # exactly that write's bytes: anything else is a different split, not this tie.
     if (b.length < a.length) != (real_off >= 0) or (sim_off >= 0) == (real_off >= 0):
+        return None
+    if abs(a.length - b.length) != _write_bytes(w_real.arg):
         return None
     if abs(sim_off) > WRITE_TIE_US:
         return None
     return WriteTie(side=side, line=w_real.line, iteration=w_real.iteration,
                     loop=w_real.loop, sim_offset=sim_off, real_offset=real_off, at=b.t)
+
+
+def _write_bytes(arg: str) -> int:
+    """The bytes a write or writev op's argument names ("1000", "1000 more", "10 20")."""
+    return sum(int(tok) for tok in arg.split() if tok.isascii() and tok.isdigit())
 
 
 def measured_jiffy_phase(real: Trace, hz: int) -> int | None:

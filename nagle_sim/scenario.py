@@ -244,6 +244,13 @@ class Link:
     def delay(self, towards: Side) -> Micros:
         return self.to_server_delay if towards is Side.SERVER else self.to_client_delay
 
+    @property
+    def emulated(self) -> bool:
+        """A delay, a rate or scripted faults: realnet runs the scenario over TUN devices
+        and its relay; otherwise over 127.0.0.1 (the model's loopback rules apply)."""
+        return bool(self.to_server_delay or self.to_client_delay or self.rate_bps
+                    or self.faults)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SideSpec:

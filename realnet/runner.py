@@ -74,8 +74,7 @@ def run_real(scenario: Scenario, *, remote: str | None = None,
     check_platform()
     say = progress or (lambda _msg: None)
     link = scenario.link
-    emulated = bool(link.to_server_delay or link.to_client_delay or link.rate_bps
-                    or link.faults)
+    emulated = link.emulated
     if remote and link.faults:
         raise RealnetError(f"{scenario.source}: [link] drop / hold are played by the relay of "
                            "an emulated link; a remote run crosses a real path, whose losses "

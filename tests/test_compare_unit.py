@@ -736,18 +736,40 @@ def test_an_event_may_be_timed_from_its_senders_own_last_call() -> None:
     """Lesson 18 under load: the server's data, released by a chain of delayed ACKs that
     each fired within tolerance but late, drifted 12 ms; the client's ACK on its own read
     (its sleeps aligned) was then called 11 ms early, timed from that drifted data. Timed
-    from the client's read it agrees; a real error against both anchors still fails."""
-    def run(source: str, data: list[float], ack: float, read: float,
+    from the read that sent it, it agrees. Only a segment the call itself sent is timed
+    so: a real error against both anchors, or a segment sent while the client slept or by
+    a timer, still fails (a review reproduced a 5 ms-late ACK hidden by a long sleep)."""
+    def run(source: str, data: list[float], ack: float, op: str, code: str,
             **meta: object) -> Trace:
         t = trace(source, [*(seg(x, S, 1 + i, 1, "PA") for i, x in enumerate(data)),
                            seg(ack, C, 1, ack=1 + len(data))], **meta)
-        t.ops = [OpRecord(side=C, op="read", arg="4", start=Micros(round(read * 1000)),
-                          end=Micros(round(read * 1000) + 50), line=3, iteration=(0,),
-                          loop=1)]
+        t.segments[-1].code = code
+        start, end = (45_000, 45_200) if op == "read" else (0, 60_000)
+        t.ops = [OpRecord(side=C, op=op, arg="4", start=Micros(start), end=Micros(end),
+                          line=3, iteration=(0,), loop=1)]
         return t
 
-    sim = run("sim", [10, 20, 30, 40], 45.1, 45.0)
     drifted = [10, 23.5, 37, 50.5]   # each interval 3.5 ms long: inside the 4 ms floor
-    assert compare(sim, run("realnet", drifted, 45.1, 45.0, link="loopback")).agree
-    late = compare(sim, run("realnet", drifted, 51.1, 45.0, link="loopback"))
+    sim = run("sim", [10, 20, 30, 40], 45.1, "read", "READ_ACK")
+    assert compare(sim, run("realnet", drifted, 45.1, "read", "", link="loopback")).agree
+    late = compare(sim, run("realnet", drifted, 51.1, "read", "", link="loopback"))
     assert not late.agree and any(p.startswith("c→s ACK") for p in late.problems)
+    # the same ACK sent by the delayed-ACK timer while the client slept: no call anchor
+    timer = run("sim", [10, 20, 30, 40], 45.1, "sleep", "DELACK_FIRED")
+    asleep = compare(timer, run("realnet", drifted, 45.1, "sleep", "", link="loopback"))
+    assert not asleep.agree and any(p.startswith("c→s ACK") for p in asleep.problems)
+
+
+def test_a_tie_must_account_for_exactly_the_writes_bytes() -> None:
+    """A split that differs by more (or less) than the write that fell on the other side
+    of the send is not that tie: it stays a difference."""
+    from nagle_sim.compare import _write_bytes, first_write_tie
+    from nagle_sim.sim.driver import run_sim
+
+    assert [_write_bytes(a) for a in ("1", "1000 more", "10 20 30", "")] == [1, 1000, 60, 0]
+    sc, real = _kernel_with_faster_acks(700)
+    assert first_write_tie(run_sim(sc), real) is not None
+    for op in real.ops:
+        if op.op == "write":
+            op.arg = "2"       # as if each write had been 2 bytes: the split is 1 byte off
+    assert first_write_tie(run_sim(sc), real) is None

@@ -197,3 +197,22 @@ def test_linux_only_knobs_are_refused_on_other_stacks(profile: str) -> None:
         with pytest.raises(ScenarioError) as err:
             scenario.loads(text, "<t>")
         assert profile in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("link", "emulated"), [
+    ("", False),
+    ("[link]\ndelay_ms = 1\n", True),
+    ('[link]\nrate = "1mbit"\n', True),
+    ("[link]\ndrop = [\"to_server data 3\"]\n", True),
+])
+def test_one_rule_says_which_links_realnet_emulates_and_the_model_agrees(
+        link: str, emulated: bool) -> None:
+    """realnet runs a link with a delay, a rate or scripted faults over TUN devices, any
+    other over 127.0.0.1; the model's loopback rules (a sending call waits for the peer's
+    reaction) follow the same rule, not one of their own."""
+    from nagle_sim.sim.driver import SimDriver
+
+    sc = scenario.loads(link + '[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n',
+                        "l.toml")
+    assert sc.link.emulated is emulated
+    assert SimDriver(sc)._loopback is not emulated

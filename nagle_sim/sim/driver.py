@@ -155,9 +155,8 @@ class SimDriver:
         """``env.now`` while an event runs (see `_now`)."""
         self._segments = 0
         link = scenario.link
-        self._loopback = not (link.delay(Side.CLIENT) or link.delay(Side.SERVER)
-                              or link.rate_bps)
-        """Both delays 0 and no rate: realnet runs the scenario over 127.0.0.1."""
+        self._loopback = not link.emulated
+        """No delay, rate or faults: realnet runs the scenario over 127.0.0.1."""
         # the link's transmitter per direction: when it is next free, and when each
         # packet it holds (waiting or being sent) leaves it
         self._link_free = {side: 0.0 for side in Side}
