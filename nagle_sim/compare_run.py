@@ -259,10 +259,10 @@ def _follow_write_ties(scenario: Any, real: Trace, run_sim: Any, sim: Trace,
             break
         # A second tie on the same statement in the same direction is a pattern (the
         # model's timing off in one direction), not chance: left as a difference.
-        key = (tie.side, tie.line, tie.shift > 0)
-        if key in seen:
+        pattern = (tie.side, tie.line, tie.shift > 0)
+        if pattern in seen:
             break
-        seen.add(key)
+        seen.add(pattern)
         moved = _moved_sleep(sim, tie.side, tie.line, tie.iteration, tie.loop, tie.shift)
         if moved is None:
             break
