@@ -266,7 +266,7 @@ def tcp_measure_rcv_mss(sk: Sock, seg: Segment) -> None:
     length = seg.length
     # len = gso_size ?: skb->len: a loopback GSO skb is measured by its MSS, so only the
     # first full one re-measures the scaling ratio (from its whole length and truesize);
-    # later multi-segment skbs leave it alone (/work/fz/s18.toml: the kernel's window
+    # later multi-segment skbs leave it alone (examples/fuzz/seed-18.toml: the kernel's window
     # settles at 99 KB units, re-measuring each one kept the model's at 98)
     gso = min(length, sk.mss)
     if gso >= rcv.rcv_mss:

@@ -345,7 +345,7 @@ class SimDriver:
         owns the socket waits in its backlog for release_sock). An immediate ACK is back
         within the model's call cost anyway; a reader blocked on the socket is woken, and
         its ACK came back 26-64 µs after the data here while that write took 80-120 µs and
-        the next call started 30-40 µs later (/work/fz/s18.toml: 2896 B, ACK, 104 B, then
+        the next call started 30-40 µs later (examples/fuzz/seed-18.toml: 2896 B, ACK, 104 B, then
         the next 1000 B held 44 ms by Nagle). The model's calls cost a few µs and its
         reader wakes in `wakeup_us`, so the call is stretched to 1 µs past that reader's
         ACK (events of one instant run in the order they were scheduled). Calls that leave

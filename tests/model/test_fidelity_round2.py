@@ -44,7 +44,7 @@ def test_a_gso_skb_measures_its_gso_size_not_its_length() -> None:
 
 
 def test_nagle_held_remainder_leaves_before_the_next_write_on_loopback() -> None:
-    """/work/fz/s18.toml (kernel, every round after the first: 2896 B, the peer's ACK,
+    """examples/fuzz/seed-18.toml (kernel, every round after the first: 2896 B, the peer's ACK,
     104 B, then the next write's 1000 B held ~44 ms by Nagle behind the 104 B). The
     3000-byte write's 104 B tail waits behind the unACKed 100 B. On loopback the peer's
     reaction to the 2896 B — its immediate ACK, or the ACK of its reader, woken by them —
@@ -109,7 +109,7 @@ def test_quickack_does_not_ack_while_a_lone_fin_skb_is_unread() -> None:
     its own that stays queued until a read with room left reaches it (tcp_recvmsg's
     found_fin_ok): TCP_QUICKACK=1 then sends nothing, and the FIN is ACKed by the
     delayed-ACK timer (the FIN entered ping-pong) or by our own FIN. Measured
-    (/work/fz/s53.toml, s55.toml): no ACK after `set quickack on`; our close carried it."""
+    (examples/fuzz/seed-53.toml, seed-55.toml): no ACK after `set quickack on`; our close carried it."""
     h = loopback_server(1000)
     _fin_after_read(h)
     h.take()
@@ -160,7 +160,7 @@ def test_on_loopback_a_fin_behind_unacked_data_stays_its_own_skb() -> None:
     """skb_try_coalesce refuses a cloned skb, and on loopback the queued data skb is the
     sender's clone until our ACK lets the sender free its original: a FIN behind data we
     have not ACKed stays a skb of its own, the read of the data leaves it queued, and
-    TCP_QUICKACK=1 sends nothing (/work/fz/s18.toml's and s55.toml's last round: the
+    TCP_QUICKACK=1 sends nothing (examples/fuzz/seed-18.toml's and seed-55.toml's last round: the
     kernel's FIN was ACKed only when its loss probe came, 8 ms later)."""
     h = loopback_server(1000)
     _fin_behind_unread_data(h)

@@ -508,7 +508,7 @@ repeat 4 {
 
 
 def test_loopback_remainder_leaves_inside_the_write_and_nagle_holds_the_next() -> None:
-    """/work/fz/s18.toml: the write's 2896 B leave, its 104 B tail waits behind the
+    """examples/fuzz/seed-18.toml: the write's 2896 B leave, its 104 B tail waits behind the
     unACKed 100 B; the peer's ACK of the 2896 B is processed before the next write
     (loopback: the receive runs inside the sender's call, the woken reader's ACK follows
     at once), so the 104 B leave alone and the next write's 1000 B wait for the peer's
@@ -556,7 +556,7 @@ def test_quickack_sends_nothing_while_the_fins_own_skb_is_queued() -> None:
     (tcp_recvmsg frees it only when a read with room left reaches it). The data is ACKed
     at once (quick ACKs); the FIN enters ping-pong and waits; TCP_QUICKACK=1, 5 ms later,
     sends nothing, and the delayed-ACK timer ACKs the FIN ~40 ms after it arrived
-    (/work/fz/s53.toml, s55.toml; the old model ACKed at the setsockopt)."""
+    (examples/fuzz/seed-53.toml, seed-55.toml; the old model ACKed at the setsockopt)."""
     def check(real: Trace, sim: Trace) -> None:
         got = []
         for trace in (real, sim):
@@ -601,7 +601,7 @@ repeat 2 {
 
 
 def test_on_loopback_the_fin_behind_unacked_data_waits_for_its_loss_probe() -> None:
-    """/work/fz/s55.toml: the server's last byte and its FIN come back to back. On
+    """examples/fuzz/seed-55.toml: the server's last byte and its FIN come back to back. On
     loopback the queued byte's skb is the sender's clone until it is ACKed, so the FIN
     cannot join it (skb_try_coalesce refuses a cloned skb): the read leaves the FIN's skb
     queued, TCP_QUICKACK=1 sends nothing, and the FIN is ACKed only when the server's
