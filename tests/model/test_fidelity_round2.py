@@ -109,7 +109,8 @@ def test_quickack_does_not_ack_while_a_lone_fin_skb_is_unread() -> None:
     its own that stays queued until a read with room left reaches it (tcp_recvmsg's
     found_fin_ok): TCP_QUICKACK=1 then sends nothing, and the FIN is ACKed by the
     delayed-ACK timer (the FIN entered ping-pong) or by our own FIN. Measured
-    (examples/fuzz/seed-53.toml, seed-55.toml): no ACK after `set quickack on`; our close carried it."""
+    (examples/fuzz/seed-53.toml, seed-55.toml): no ACK after `set quickack on`; our close
+    carried it."""
     h = loopback_server(1000)
     _fin_after_read(h)
     h.take()
