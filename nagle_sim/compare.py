@@ -427,7 +427,8 @@ class _CallAnchors:
         self.starts = {side: [c[0] for c in calls] for side, calls in self.calls.items()}
 
     def error(self, m: Match) -> tuple[int, Micros] | None:
-        """(error, tolerance) of ``m`` timed from the call that sent it, or None."""
+        """(error, tolerance) of ``m`` timed from the start of the call that sent it (the
+    tolerance is the 4 ms floor), or None."""
         assert m.sim_t is not None and m.real_t is not None
         if not m.sim or not all(seg.code in CALL_CODES for seg in m.sim):
             return None
@@ -437,8 +438,10 @@ class _CallAnchors:
         sim_call, sim_end, real_call = self.calls[m.side][i]
         if m.sim_t > sim_end:
             return None     # sent after the call returned: not the call's own segment
-        interval = m.sim_t - sim_call
-        return (m.real_t - real_call) - interval, tolerance(interval)
+        # the 4 ms floor, never 12.5 % of the call's length: a read that blocked for
+        # 400 ms would otherwise excuse its ACK coming 40 ms late (a delayed ACK where the
+        # model sends the ACK on read, the very difference to catch)
+        return (m.real_t - real_call) - (m.sim_t - sim_call), TOLERANCE_FLOOR
 
 
 def _time_errors(matches: list[Match], late_ok: dict[Side, Micros] | None = None,
@@ -1049,10 +1052,10 @@ def _new_data(trace: Trace, side: Side) -> list[SegmentRecord]:
 
 
 def first_write_tie(sim: Trace, real: Trace) -> WriteTie | None:
-    """The first place (kernel time) where the two runs split a side's bytes into
-    segments differently because a write fell within `WRITE_TIE_US` of the send, on
-    opposite sides of it; None when the first split is not such a tie (a real
-    difference, left to the comparison)."""
+    """Of each side's first place where the two runs split its bytes into segments
+    differently, the earliest (kernel time) that is a tie: a write within `WRITE_TIE_US`
+    of the send, on opposite sides of it. None when neither is; a side whose first split
+    is a real difference keeps it (the comparison still reports it)."""
     ties = []
     for side in Side:
         for a, b in zip(_new_data(sim, side), _new_data(real, side), strict=False):

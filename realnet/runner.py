@@ -121,8 +121,7 @@ def refuse_unsupported(scenario: Scenario) -> None:
     it cannot do: a sysctl it lacks, a socket option it lacks or refuses, root where a
     namespace is needed."""
     src = scenario.source
-    emulated = bool(scenario.link.to_server_delay or scenario.link.to_client_delay
-                    or scenario.link.rate_bps or scenario.link.faults)
+    emulated = scenario.link.emulated
     wanted = namespace_sysctls(scenario)
     for side, settings in wanted.items():
         for key in settings:

@@ -773,3 +773,21 @@ def test_a_tie_must_account_for_exactly_the_writes_bytes() -> None:
         if op.op == "write":
             op.arg = "2"       # as if each write had been 2 bytes: the split is 1 byte off
     assert first_write_tie(run_sim(sc), real) is None
+
+
+def test_an_ack_on_read_after_a_long_blocking_read_gets_only_the_4ms_floor() -> None:
+    """The issue-11 re-review's counter-example: the client blocks 400 ms in a read, the
+    model ACKs on read, the kernel 40 ms later (a delayed ACK). Timed from the read's start
+    with 12.5 % of its length the 40 ms passed (50 ms); from the call it gets the 4 ms
+    floor, and the difference is reported."""
+    def run(source: str, ack: float, **meta: object) -> Trace:
+        t = trace(source, [seg(400.0, S, 1, 10, "PA"), seg(ack, C, 1, ack=11)], **meta)
+        t.segments[-1].code = "READ_ACK" if source == "sim" else ""
+        t.ops = [OpRecord(side=C, op="read", arg="10", start=Micros(100),
+                          end=Micros(400_100), line=3, iteration=(0,), loop=1)]
+        return t
+
+    result = compare(run("sim", 400.05), run("realnet", 440.05, link="loopback"))
+    assert not result.agree
+    assert any(p.startswith("c→s ACK") and "later than the model" in p
+               for p in result.problems), result.problems
