@@ -285,19 +285,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .compare_run import validate_cli, validate_random_cli
+    from .randomscen import MAX_SEED
     _check_output(args.markdown)
     _check_profile(args.profile)
     if args.random is None and (args.seed is not None or args.keep is not None):
         raise CliError("validate: --seed and --keep go with --random N")
+    if args.random is not None:
+        args.seed = args.seed or 0
+        if args.seed + args.random - 1 > MAX_SEED:
+            raise CliError(f"validate: --seed {args.seed} with --random {args.random} runs "
+                           f"past the last seed, {MAX_SEED}")
     if args.keep is not None:
         _check_keep_dir(args.keep)
     why = _real_unavailable(args.remote)
     if why is not None:
         raise CliError(f"validate: {why}")
-    if args.random is not None:
-        args.seed = args.seed or 0
-        return validate_random_cli(args)
-    return validate_cli(args)
+    return validate_random_cli(args) if args.random is not None else validate_cli(args)
 
 
 def _check_keep_dir(path: str) -> None:

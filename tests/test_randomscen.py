@@ -63,6 +63,7 @@ def test_a_seed_outside_the_range_is_refused() -> None:
     (["--random", "2", "--seed", "-1"], "--seed: expected a whole number"),
     (["--random", "2", "--seed", "١٢"], "--seed: expected a whole number"),
     (["--random", "2", "--seed", "9" * 30], "--seed: expected a whole number"),
+    (["--random", "2", "--seed", str(MAX_SEED)], "runs past the last seed"),
     (["--seed", "4"], "--seed and --keep go with --random N"),
     (["--keep", "/tmp"], "--seed and --keep go with --random N"),
     (["--random", "2", "--keep", "/nonexistent-dir"], "not a directory"),
