@@ -252,10 +252,10 @@ def _follow_write_ties(scenario: Any, real: Trace, run_sim: Any, sim: Trace,
     followed: list[str] = []
     seen: set[tuple[Side, int, bool]] = set()
     for _ in range(WRITE_TIE_ROUNDS):
-        if compare(sim, real, profiles=profiles).agree:
-            break
+        # the cheap test first: most runs split their bytes alike, and a full comparison
+        # of a big run is not free
         tie = first_write_tie(sim, real)
-        if tie is None:
+        if tie is None or compare(sim, real, profiles=profiles).agree:
             break
         # A second tie on the same statement in the same direction is a pattern (the
         # model's timing off in one direction), not chance: left as a difference.
@@ -552,10 +552,34 @@ def _without_token(remote: str) -> str:
     return remote.rpartition("@")[2]
 
 
+def _verdict_table(title: str, headers: list[str], rows: list[list[str]], *,
+                   verdict: int) -> Any:
+    """A rich table of verdict rows (column ``verdict``: agree plain, n/a dim, anything
+    else red). Cells and title are plain `Text`: user text (an address, a problem naming
+    a scenario) is never read as rich markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title))
+    for h in headers:
+        table.add_column(h, overflow="fold")
+    for row in rows:
+        table.add_row(*map(Text, row),
+                      style={"agree": None, "n/a": "dim"}.get(row[verdict], "red"))
+    return table
+
+
+def _write_markdown(path: str | None, heading: str, headers: list[str],
+                    rows: list[list[str]]) -> None:
+    """``--markdown PATH``: the heading paragraph, then the table."""
+    if path:
+        Path(path).write_text(f"{heading}\n\n{render_markdown(headers, rows)}", "utf-8")
+        _stderr(f"wrote {path}")
+
+
 def validate_cli(args: Any) -> int:
     """``nagle-sim validate``: every lesson on the model and on the kernel; exit 1 if any
     lesson disagrees (everything is printed first)."""
-    from rich.table import Table
     from rich.text import Text
 
     from .lessons import load_lessons
@@ -585,27 +609,18 @@ def validate_cli(args: Any) -> int:
         rows.append([res.slug, verdict, *res.key_numbers()])
     remote = getattr(args, "remote", None)
     where = f", server side on {_without_token(remote)}" if remote else ""
-    # every cell and title is plain Text: user text (an address, a problem naming a
-    # scenario) is never read as rich markup
-    table = Table(title=Text(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})"))
-    for h in headers:
-        table.add_column(h, overflow="fold")
-    for row in rows:
-        table.add_row(*map(Text, row), style={"agree": None, "n/a": "dim"}.get(row[1], "red"))
     console = _console()
-    console.print(table)
+    console.print(_verdict_table(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})",
+                                 headers, rows, verdict=1))
     for res in results:
         if res.cmp is not None and not res.cmp.agree:
             console.print(Text(res.slug, style="bold") + Text(
                 f": {len(res.cmp.problems)} difference(s)"))
             for p in res.cmp.problems[:8]:
                 console.print(f"  - {p}", markup=False)
-    markdown = getattr(args, "markdown", None)
-    if markdown:
-        text = (f"# Model vs kernel, every lesson\n\nTolerance: {TOLERANCE_TEXT}.\n\n"
-                + render_markdown(headers, rows))
-        Path(markdown).write_text(text, "utf-8")
-        _stderr(f"wrote {markdown}")
+    _write_markdown(getattr(args, "markdown", None),
+                    f"# Model vs kernel, every lesson\n\nTolerance: {TOLERANCE_TEXT}.",
+                    headers, rows)
     ok = all(res.cmp is not None and res.cmp.agree for res in results if res.comparable)
     return 0 if ok else 1
 
@@ -619,7 +634,6 @@ def validate_random_cli(args: Any) -> int:
     seeds ``--seed`` … ``--seed`` + N − 1) on the model and on the kernel; a table of
     verdicts with each disagreement's first difference, the disagreeing scenarios written
     to ``--keep`` for ``nagle-sim compare``; exit 1 if any disagrees."""
-    from rich.table import Table
     from rich.text import Text
 
     from .randomscen import random_scenario
@@ -656,22 +670,14 @@ def validate_random_cli(args: Any) -> int:
     headers = ["seed", "scenario", "verdict", "first difference"]
     remote = getattr(args, "remote", None)
     where = f", server side on {_without_token(remote)}" if remote else ""
-    table = Table(title=Text(f"Model vs kernel, {count} random scenario(s){where} "
-                             f"({TOLERANCE_TEXT})"))
-    for h in headers:
-        table.add_column(h, overflow="fold")
-    for row in rows:
-        table.add_row(*map(Text, row), style=None if row[2] == "agree" else "red")
     console = _console()
-    console.print(table)
+    console.print(_verdict_table(f"Model vs kernel, {count} random scenario(s){where} "
+                                 f"({TOLERANCE_TEXT})", headers, rows, verdict=2))
     console.print(Text(f"{agreed} of {count} agree"
                        + ("" if agreed == count or keep is None else
                           f"; the others are in {keep}: nagle-sim compare FILE")))
-    markdown = getattr(args, "markdown", None)
-    if markdown:
-        text = (f"# Model vs kernel, random scenarios {first} to {first + count - 1}\n\n"
-                f"Tolerance: {TOLERANCE_TEXT}. {agreed} of {count} agree.\n\n"
-                + render_markdown(headers, rows))
-        Path(markdown).write_text(text, "utf-8")
-        _stderr(f"wrote {markdown}")
+    _write_markdown(getattr(args, "markdown", None),
+                    f"# Model vs kernel, random scenarios {first} to {first + count - 1}\n\n"
+                    f"Tolerance: {TOLERANCE_TEXT}. {agreed} of {count} agree.",
+                    headers, rows)
     return 0 if agreed == count else 1

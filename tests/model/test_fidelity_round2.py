@@ -5,6 +5,8 @@ tests/realnet/test_fidelity_rules.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nagle_sim import scenario
 from nagle_sim.model import Side
 from nagle_sim.sim.driver import run_sim
@@ -61,32 +63,7 @@ def test_nagle_held_remainder_leaves_before_the_next_write_on_loopback() -> None
         assert 38_000 <= data[i + 2].t - data[i + 1].t <= 46_000, lengths
 
 
-S18 = '''title = "fuzz 18"
-[link]
-delay_ms = 0
-[client]
-nodelay = false
-script = """
-repeat 4 {
-  write 3000
-  write 100
-  sleep 5ms
-  write 3000
-  write 1000
-  read 1
-  set quickack on
-  sleep 10ms
-}
-"""
-[server]
-nodelay = true
-script = """
-repeat 4 {
-  read 7100
-  write 1
-}
-"""
-'''
+S18 = (Path(__file__).resolve().parent / "loopback_remainder.toml").read_text("utf-8")
 
 
 # ------------------------------------------------ a FIN's own skb in the receive queue

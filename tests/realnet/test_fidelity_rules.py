@@ -478,33 +478,8 @@ def test_app_limited_slow_start_grows_cwnd_to_twice_the_flight() -> None:
 
 
 # ------------------------------------------- round 2: rules found by random scenarios
-LOOPBACK_REMAINDER = """
-title = "a 3000-byte write behind an unACKed small segment, then 1000 more, on loopback"
-[link]
-delay_ms = 0
-[client]
-nodelay = false
-script = \"\"\"
-repeat 4 {
-  write 3000
-  write 100
-  sleep 5ms
-  write 3000
-  write 1000
-  read 1
-  set quickack on
-  sleep 10ms
-}
-\"\"\"
-[server]
-nodelay = true
-script = \"\"\"
-repeat 4 {
-  read 7100
-  write 1
-}
-\"\"\"
-"""
+LOOPBACK_REMAINDER = (Path(__file__).resolve().parents[1] / "model"
+                      / "loopback_remainder.toml").read_text("utf-8")
 
 
 def test_loopback_remainder_leaves_inside_the_write_and_nagle_holds_the_next() -> None:
