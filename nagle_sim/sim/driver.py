@@ -3,14 +3,24 @@
 Owns: simulated time (simpy, integer µs), the link (a fixed one-way delay per direction
 and, with `[link] rate`, serialization at that rate through a drop-tail FIFO of `queue`
 packets), the application processes and the assembly of a `Trace`. It is the only module
-that imports simpy. Must not import asyncio, textual or rich. simpy timeouts cannot be
-cancelled, so a timer wake-up may come early or twice; that is harmless because
+that imports simpy. Must not import asyncio, textual or rich.
+
+Two queues, one order. simpy holds the kernel's timers: a wake-up for each endpoint
+deadline (delayed ACK, retransmission, loss probe, window probe). Everything else that
+happens at a moment of its own (a segment arriving, an application waking from a read or
+resuming after a call) goes on the driver's agenda, a heap of plain tuples: S3 with
+NODELAY has 48 such events per message and fewer than one timer, and a simpy event costs
+several interpreted calls (docs/speed.md). Both queues are ordered by (time, the order of
+scheduling), with one sequence number across them, so events of the same instant run in
+exactly the order one simpy queue ran them before. simpy timeouts cannot be cancelled,
+so a timer wake-up may come early or twice; that is harmless because
 `Endpoint.on_deadline` does nothing when nothing is due.
 """
 
 from __future__ import annotations
 
 import gc
+import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -71,8 +81,8 @@ class RunCancelled(Exception):
     """The caller's ``cancelled()`` said stop (e.g. the app started a newer run)."""
 
 
-_NOTHING_DUE = float("inf")
-"""What ``env.peek()`` returns when no event is scheduled."""
+_DELIVER, _START, _RESUME = 0, 1, 2
+"""What an agenda entry does: deliver a segment, start or resume an application."""
 CANCEL_CHECK_STEPS = 4096
 """How many scheduler steps run between two calls of ``cancelled()`` (a few ms)."""
 
@@ -118,8 +128,8 @@ class SimDriver:
 
     The applications are interpreters driven by callbacks, not simpy processes: a run of
     socket calls that nothing else can interleave with (no event is due before the call
-    returns) executes at once on the app's own virtual clock, and a simpy timeout is
-    scheduled only when something else could happen first. The simulated times are exactly
+    returns) executes at once on the app's own virtual clock, and a resumption is put on
+    the agenda only when something else could happen first. The simulated times are exactly
     those of a one-event-per-call execution; this just skips empty scheduler rounds.
     """
 
@@ -133,8 +143,16 @@ class SimDriver:
         self._sleeps = {key: iter(runs) for key, runs in (sleeps or {}).items()}
         self.cancelled = cancelled
         self.env = simpy.Environment()
-        # simpy's methods, looked up once (compiled, each ``env.x()`` looks the name up)
-        self._timeout, self._peek = self.env.timeout, self.env.peek
+        # simpy's method, looked up once (compiled, each ``env.x()`` looks the name up)
+        self._timeout = self.env.timeout
+        self._agenda: list[tuple[int, int, int, Side, Segment | None]] = []
+        """(time, sequence, what, side, segment): packets and application steps."""
+        self._timers: list[tuple[int, int]] = []
+        """(time, sequence) of each wake-up in simpy's queue, in simpy's own order (its
+        events of one time run in scheduling order, as the sequence numbers rise)."""
+        self._seq = 0
+        self._simpy_t = 0
+        """simpy's clock: the time of its last event (the agenda runs ahead of it)."""
         self.time_limit = time_limit
         self.segment_limit = segment_limit
         self.record_limit = record_limit
@@ -165,11 +183,25 @@ class SimDriver:
         self._faults = LinkFaults(scenario.link.faults) if scenario.link.faults else None
 
     # ---------------------------------------------------------------- plumbing
-    def _at(self, when: int, callback: Callable[[simpy.Event], None]) -> None:
-        """Run ``callback`` (given the simpy event, which it ignores) at absolute simulated
-        time ``when``."""
-        event = self._timeout(max(0, when - self._t))
-        event.callbacks.append(callback)
+    def _schedule(self, when: int, what: int, side: Side, seg: Segment | None = None) -> None:
+        """Put ``what`` (`_DELIVER` ``seg`` to ``side``, `_START` or `_RESUME` ``side``'s
+        application) on the agenda at absolute simulated time ``when``."""
+        self._seq += 1
+        heapq.heappush(self._agenda, (max(when, self._t), self._seq, what, side, seg))
+
+    def call_at(self, when: int, callback: Callable[[], None]) -> None:
+        """Run ``callback`` at absolute simulated time ``when``, as a simpy timeout (the
+        endpoints' timer wake-ups, and observers such as a test reading TCP_INFO)."""
+        when = max(when, self._t)
+        self._seq += 1
+        heapq.heappush(self._timers, (when, self._seq))
+        event = self._timeout(when - self._simpy_t)
+        event.callbacks.append(lambda _ev: callback())
+
+    def _due_by(self, when: int) -> bool:
+        """Whether an event of either queue falls due at or before ``when``."""
+        agenda, timers = self._agenda, self._timers
+        return bool(agenda and agenda[0][0] <= when) or bool(timers and timers[0][0] <= when)
 
     def _pump(self, side: Side, now: int) -> int:
         """Flush one endpoint after any input: ship segments, log events, re-arm wake-up."""
@@ -188,7 +220,7 @@ class SimDriver:
         # Loss-probe and RTO deadlines move later on every ACK, so this saves most events.
         if deadline is not None and _before_all(deadline, pending):
             pending.add(deadline)
-            self._at(deadline, lambda _ev: self._on_wake(side, deadline))
+            self.call_at(deadline, lambda: self._on_wake(side, deadline))
         return len(segments)
 
     def _ship(self, side: Side, seg: Segment, now: int) -> None:
@@ -207,7 +239,7 @@ class SimDriver:
             arrive=None if arrive is None else Micros(arrive),
             why=REASON_TEXT[seg.why], code=REASON_CODE[seg.why]))
         if arrive is not None:
-            self._at(arrive, lambda _ev: self._deliver(side.peer, seg))
+            self._schedule(arrive, _DELIVER, side.peer, seg)
 
     def _serialize(self, side: Side, seg: Segment, now: int) -> int | None:
         """A rate-limited link: the packet waits for the packets ahead of it, then takes
@@ -253,10 +285,10 @@ class SimDriver:
         wake = self.profile[to].wakeup_us
         if ep.established and not was_established and not app.started:
             app.started = True
-            self._at(now + wake, lambda _ev: self._start(to))
+            self._schedule(now + wake, _START, to)
         elif app.blocked is not None and app.reading is not None and (ep.unread or ep.peer_fin):
             app.blocked = None
-            self._at(now + wake, lambda _ev: self._resume(to))
+            self._schedule(now + wake, _RESUME, to)
 
     def _on_wake(self, side: Side, deadline: int) -> None:
         self._wakes[side].discard(deadline)
@@ -331,8 +363,8 @@ class SimDriver:
             app.vnow = end
             if end > self.time_limit:
                 raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
-            if self._peek() <= end:
-                self._at(end, lambda _ev: self._resume(app.side))
+            if self._due_by(end):
+                self._schedule(end, _RESUME, app.side)
                 return
 
     def _loopback_reaction(self, side: Side, now: int) -> int:
@@ -412,16 +444,32 @@ class SimDriver:
         self.ep[Side.CLIENT].connect(Micros(0))
         self._pump(Side.CLIENT, 0)
         steps = 0
-        step, peek, limit = self.env.step, self._peek, self.time_limit
+        step, limit = self.env.step, self.time_limit
+        agenda, timers = self._agenda, self._timers
+        pop = heapq.heappop
         try:
             while not self._error:
-                due = peek()
-                if due == _NOTHING_DUE:
+                # the earlier of the two queues' heads; of one time, the one scheduled first
+                if agenda and (not timers or _first(agenda[0], timers[0])):
+                    due, _, what, side, seg = pop(agenda)
+                    if due > limit:
+                        raise RunLimit(f"still running after {limit / 1e6:g} simulated s")
+                    self._t = due
+                    if what == _DELIVER:
+                        assert seg is not None
+                        self._deliver(side, seg)
+                    elif what == _RESUME:
+                        self._resume(side)
+                    else:
+                        self._start(side)
+                elif timers:
+                    due = pop(timers)[0]
+                    if due > limit:
+                        raise RunLimit(f"still running after {limit / 1e6:g} simulated s")
+                    self._t = self._simpy_t = due
+                    step()
+                else:
                     break
-                if due > limit:
-                    raise RunLimit(f"still running after {limit / 1e6:g} simulated s")
-                self._t = int(due)      # what env.now is while this step runs
-                step()
                 steps += 1
                 if (self.cancelled is not None and steps % CANCEL_CHECK_STEPS == 0
                         and self.cancelled()):
@@ -442,6 +490,12 @@ class SimDriver:
                  (app.blocked.what(), app.blocked.line) if app.blocked else ("nothing", 0))
                 for side, app in self.apps.items()))
         return self.trace
+
+
+def _first(entry: tuple[int, int, int, Side, Segment | None], timer: tuple[int, int]) -> bool:
+    """Whether an agenda entry comes before a timer: earlier, or as early and scheduled
+    first (simpy's own order for events of one time)."""
+    return entry[0] < timer[0] or (entry[0] == timer[0] and entry[1] < timer[1])
 
 
 def _before_all(when: int, times: set[int]) -> bool:

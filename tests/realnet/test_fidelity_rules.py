@@ -407,7 +407,7 @@ def _model_tcp_info(side: Side, snaps: list[TcpInfo]) -> Callable[[Trace], Calla
             snaps.clear()
             driver = SimDriver(scenario, **kw)  # type: ignore[arg-type]
             for t in times:
-                driver._at(t, lambda _ev: snaps.append(driver.ep[side].tcp_info()))
+                driver.call_at(t, lambda: snaps.append(driver.ep[side].tcp_info()))
             return driver.run()
         return runner
     return for_real
