@@ -27,6 +27,7 @@ from typing import Any
 
 import simpy
 
+from ..model.config import StackProfile
 from ..model.endpoint import Endpoint, ModelError, SockOpt
 from ..model.events import REASON_CODE, REASON_TEXT, SYN, Micros, Segment, Side, flag_letters
 from ..scenario import (
@@ -123,6 +124,25 @@ class _App:
     blocked: _Blocked | None = None
 
 
+class _Host:
+    """One side of the run as the driver's per-event code needs it: its endpoint,
+    application, stack profile, the one-way delay of its packets towards the peer and the
+    deadlines it has a wake-up pending for. Held in attributes, not in dicts keyed by
+    `Side`: compiled, an attribute is a pointer read and a dict lookup a generic call."""
+
+    __slots__ = ("app", "delay", "ep", "peer", "profile", "side", "wakes")
+
+    def __init__(self, side: Side, ep: Endpoint, app: _App, profile: StackProfile,
+                 delay: int) -> None:
+        self.side = side
+        self.ep = ep
+        self.app = app
+        self.profile = profile
+        self.delay = delay
+        self.wakes: set[int] = set()
+        self.peer: _Host = self
+
+
 class SimDriver:
     """Runs one scenario on a simpy clock and returns its `Trace`.
 
@@ -145,8 +165,9 @@ class SimDriver:
         self.env = simpy.Environment()
         # simpy's method, looked up once (compiled, each ``env.x()`` looks the name up)
         self._timeout = self.env.timeout
-        self._agenda: list[tuple[int, int, int, Side, Segment | None]] = []
-        """(time, sequence, what, side, segment): packets and application steps."""
+        self._push = heapq.heappush     # bound once: a module attribute is looked up per use
+        self._agenda: list[tuple[int, int, int, _Host, Segment | None]] = []
+        """(time, sequence, what, host, segment): packets and application steps."""
         self._timers: list[tuple[int, int]] = []
         """(time, sequence) of each wake-up in simpy's queue, in simpy's own order (its
         events of one time run in scheduling order, as the sequence numbers rise)."""
@@ -166,8 +187,11 @@ class SimDriver:
         self.delay = {side: scenario.link.delay(side.peer) + self.profile[side].host_latency_us
                       for side in Side}
         self.trace = Trace(source="sim", title=scenario.title, meta=trace_meta(scenario))
-        self._wakes: dict[Side, set[int]] = {side: set() for side in Side}
         self.apps = {side: _App(side, steps(scenario.side(side).script)) for side in Side}
+        self._hosts = {side: _Host(side, self.ep[side], self.apps[side], self.profile[side],
+                                   self.delay[side]) for side in Side}
+        client, server = self._hosts[Side.CLIENT], self._hosts[Side.SERVER]
+        client.peer, server.peer = server, client
         self._error: str | None = None
         self._t = 0
         """``env.now`` while an event runs (see `_now`)."""
@@ -181,20 +205,21 @@ class SimDriver:
         self._link_held: dict[Side, list[float]] = {side: [] for side in Side}
         self._drops = 0
         self._faults = LinkFaults(scenario.link.faults) if scenario.link.faults else None
+        self._rated = bool(link.rate_bps)
 
     # ---------------------------------------------------------------- plumbing
-    def _schedule(self, when: int, what: int, side: Side, seg: Segment | None = None) -> None:
-        """Put ``what`` (`_DELIVER` ``seg`` to ``side``, `_START` or `_RESUME` ``side``'s
+    def _schedule(self, when: int, what: int, host: _Host, seg: Segment | None = None) -> None:
+        """Put ``what`` (`_DELIVER` ``seg`` to ``host``, `_START` or `_RESUME` its
         application) on the agenda at absolute simulated time ``when``."""
         self._seq += 1
-        heapq.heappush(self._agenda, (max(when, self._t), self._seq, what, side, seg))
+        self._push(self._agenda, (max(when, self._t), self._seq, what, host, seg))
 
     def call_at(self, when: int, callback: Callable[[], None]) -> None:
         """Run ``callback`` at absolute simulated time ``when``, as a simpy timeout (the
         endpoints' timer wake-ups, and observers such as a test reading TCP_INFO)."""
         when = max(when, self._t)
         self._seq += 1
-        heapq.heappush(self._timers, (when, self._seq))
+        self._push(self._timers, (when, self._seq))
         event = self._timeout(when - self._simpy_t)
         event.callbacks.append(lambda _ev: callback())
 
@@ -203,33 +228,34 @@ class SimDriver:
         agenda, timers = self._agenda, self._timers
         return bool(agenda and agenda[0][0] <= when) or bool(timers and timers[0][0] <= when)
 
-    def _pump(self, side: Side, now: int) -> int:
+    def _pump(self, host: _Host, now: int) -> int:
         """Flush one endpoint after any input: ship segments, log events, re-arm wake-up."""
-        ep = self.ep[side]
+        ep = host.ep
         segments = ep.segments_to_send()
         for seg in segments:
-            self._ship(side, seg, now)
+            self._ship(host, seg, now)
         events = ep.drain_events()
         if events:
             self.trace.events.extend(event_records(events))
             self._check_records()
         deadline = ep.next_deadline()
-        pending = self._wakes[side]
+        pending = host.wakes
         # A wake is needed only when the deadline comes before every pending one: a wake
         # that turns out early finds nothing due (on_deadline is idempotent) and re-arms.
         # Loss-probe and RTO deadlines move later on every ACK, so this saves most events.
         if deadline is not None and _before_all(deadline, pending):
             pending.add(deadline)
-            self.call_at(deadline, lambda: self._on_wake(side, deadline))
+            self.call_at(deadline, lambda: self._on_wake(host, deadline))
         return len(segments)
 
-    def _ship(self, side: Side, seg: Segment, now: int) -> None:
+    def _ship(self, host: _Host, seg: Segment, now: int) -> None:
         self._segments += 1
         if self._segments > self.segment_limit:
             raise RunLimit(f"more than {self.segment_limit:,} segments")
-        held = self._faults.fate(side.peer, seg) if self._faults else 0   # None: lost
-        arrive: int | None = None if held is None else now + self.delay[side]
-        if held is not None and self.scenario.link.rate_bps:
+        side = host.side
+        held = self._faults.fate(host.peer.side, seg) if self._faults else 0   # None: lost
+        arrive: int | None = None if held is None else now + host.delay
+        if held is not None and self._rated:
             arrive = self._serialize(side, seg, now)
         if arrive is not None and held:
             arrive += held
@@ -239,7 +265,7 @@ class SimDriver:
             arrive=None if arrive is None else Micros(arrive),
             why=REASON_TEXT[seg.why], code=REASON_CODE[seg.why]))
         if arrive is not None:
-            self._schedule(arrive, _DELIVER, side.peer, seg)
+            self._schedule(arrive, _DELIVER, host.peer, seg)
 
     def _serialize(self, side: Side, seg: Segment, now: int) -> int | None:
         """A rate-limited link: the packet waits for the packets ahead of it, then takes
@@ -275,14 +301,14 @@ class SimDriver:
             raise RunLimit(f"the trace grew past {self.record_limit:,} records (segments, "
                            "calls and model events)")
 
-    def _deliver(self, to: Side, seg: Segment) -> None:
-        ep = self.ep[to]
+    def _deliver(self, to: _Host, seg: Segment) -> None:
+        ep = to.ep
         now = self._now()
         was_established = ep.established
         ep.receive_segment(now, seg)
         self._pump(to, now)
-        app = self.apps[to]
-        wake = self.profile[to].wakeup_us
+        app = to.app
+        wake = to.profile.wakeup_us
         if ep.established and not was_established and not app.started:
             app.started = True
             self._schedule(now + wake, _START, to)
@@ -290,41 +316,41 @@ class SimDriver:
             app.blocked = None
             self._schedule(now + wake, _RESUME, to)
 
-    def _on_wake(self, side: Side, deadline: int) -> None:
-        self._wakes[side].discard(deadline)
+    def _on_wake(self, host: _Host, deadline: int) -> None:
+        host.wakes.discard(deadline)
         now = self._now()
-        self.ep[side].on_deadline(now)
-        self._pump(side, now)
+        host.ep.on_deadline(now)
+        self._pump(host, now)
 
     # ---------------------------------------------------------------- applications
-    def _start(self, side: Side) -> None:
-        app = self.apps[side]
+    def _start(self, host: _Host) -> None:
+        app = host.app
         app.vnow = self._now()
         self.trace.ops.append(OpRecord(
-            side=side, op=handshake_op(side), arg="",
+            side=host.side, op=handshake_op(host.side), arg="",
             start=Micros(0), end=Micros(app.vnow)))
-        self._run(app)
+        self._run(host)
 
-    def _resume(self, side: Side) -> None:
-        app = self.apps[side]
-        app.vnow = self._now()
-        self._run(app)
+    def _resume(self, host: _Host) -> None:
+        host.app.vnow = self._now()
+        self._run(host)
 
-    def _run(self, app: _App) -> None:
+    def _run(self, host: _Host) -> None:
         """Execute statements until one must wait for another event; see the class doc."""
         if self._error:
             return
+        app = host.app
         try:
-            self._run_ops(app)
+            self._run_ops(host)
         except ModelError as exc:
             line = app.record.line if app.record else 0
             self._fail(side_error(self.scenario.source, line, app.side, str(exc)))
 
-    def _run_ops(self, app: _App) -> None:
-        side, ep, profile = app.side, self.ep[app.side], self.profile[app.side]
+    def _run_ops(self, host: _Host) -> None:
+        app, side, ep, profile = host.app, host.side, host.ep, host.profile
         while True:
             if app.reading is not None:
-                if not self._read_step(app):
+                if not self._read_step(host):
                     return
                 end = app.vnow + profile.syscall_us
             else:
@@ -333,7 +359,7 @@ class SimDriver:
                     if not app.closed:
                         app.closed = True
                         ep.app_close(Micros(app.vnow))
-                        self._pump(side, app.vnow)
+                        self._pump(host, app.vnow)
                     app.done = True
                     return
                 stmt = step.stmt
@@ -354,20 +380,20 @@ class SimDriver:
                         app.vnow + stmt.duration)
                 else:
                     nxt = ep.snd_nxt
-                    sent = self._call(app, stmt, record)
+                    sent = self._call(host, stmt, record)
                     end = app.vnow + profile.syscall_us + profile.tx_segment_us * sent
                     if self._loopback and ep.snd_nxt != nxt and ep.notsent_bytes:
-                        end = max(end, self._loopback_reaction(side, app.vnow))
+                        end = max(end, self._loopback_reaction(host, app.vnow))
             assert app.record is not None
             app.record.end = Micros(end)
             app.vnow = end
             if end > self.time_limit:
                 raise RunLimit(f"still running after {self.time_limit / 1e6:g} simulated s")
             if self._due_by(end):
-                self._schedule(end, _RESUME, app.side)
+                self._schedule(end, _RESUME, host)
                 return
 
-    def _loopback_reaction(self, side: Side, now: int) -> int:
+    def _loopback_reaction(self, host: _Host, now: int) -> int:
         """When a call that sent data on loopback, and left more held (Nagle, cork, cwnd),
         returns at the earliest: once the peer's reaction to that data is back, so that an
         ACK it brings releases the held data before the application's next call.
@@ -382,15 +408,14 @@ class SimDriver:
         reader wakes in `wakeup_us`, so the call is stretched to 1 µs past that reader's
         ACK (events of one instant run in the order they were scheduled). Calls that leave
         nothing held are not stretched: the cost constants stay what the lessons teach."""
-        peer = self.apps[side.peer]
-        if peer.blocked is None or peer.reading is None or not self.ep[side.peer].established:
+        peer = host.peer
+        if peer.app.blocked is None or peer.app.reading is None or not peer.ep.established:
             return now
-        return (now + self.delay[side] + self.profile[side.peer].wakeup_us
-                + self.delay[side.peer] + 1)
+        return now + host.delay + peer.profile.wakeup_us + peer.delay + 1
 
-    def _call(self, app: _App, stmt: Statement, record: OpRecord) -> int:
+    def _call(self, host: _Host, stmt: Statement, record: OpRecord) -> int:
         """A non-blocking socket call; returns how many segments it transmitted."""
-        ep, now = self.ep[app.side], Micros(app.vnow)
+        app, ep, now = host.app, host.ep, Micros(host.app.vnow)
         if isinstance(stmt, Write):
             ep.app_write(now, stmt.size, more=stmt.more)
         elif isinstance(stmt, Writev):
@@ -404,14 +429,15 @@ class SimDriver:
         elif isinstance(stmt, Close):
             app.closed = True
             ep.app_close(now)
-        return self._pump(app.side, now)
+        return self._pump(host, now)
 
-    def _read_step(self, app: _App) -> bool:
+    def _read_step(self, host: _Host) -> bool:
         """Copy what is queued; True when the read is complete, False when it must block."""
-        stmt, ep = app.reading, self.ep[app.side]
+        app, ep = host.app, host.ep
+        stmt = app.reading
         assert stmt is not None and app.record is not None
         app.got += ep.app_read(Micros(app.vnow), stmt.size - app.got)
-        self._pump(app.side, app.vnow)
+        self._pump(host, app.vnow)
         if app.got >= stmt.size:
             app.reading = None
             return True
@@ -442,7 +468,7 @@ class SimDriver:
         for app in self.apps.values():
             app.blocked = _Blocked(0)
         self.ep[Side.CLIENT].connect(Micros(0))
-        self._pump(Side.CLIENT, 0)
+        self._pump(self._hosts[Side.CLIENT], 0)
         steps = 0
         step, limit = self.env.step, self.time_limit
         agenda, timers = self._agenda, self._timers
@@ -451,17 +477,17 @@ class SimDriver:
             while not self._error:
                 # the earlier of the two queues' heads; of one time, the one scheduled first
                 if agenda and (not timers or _first(agenda[0], timers[0])):
-                    due, _, what, side, seg = pop(agenda)
+                    due, _, what, host, seg = pop(agenda)
                     if due > limit:
                         raise RunLimit(f"still running after {limit / 1e6:g} simulated s")
                     self._t = due
                     if what == _DELIVER:
                         assert seg is not None
-                        self._deliver(side, seg)
+                        self._deliver(host, seg)
                     elif what == _RESUME:
-                        self._resume(side)
+                        self._resume(host)
                     else:
-                        self._start(side)
+                        self._start(host)
                 elif timers:
                     due = pop(timers)[0]
                     if due > limit:
@@ -492,7 +518,7 @@ class SimDriver:
         return self.trace
 
 
-def _first(entry: tuple[int, int, int, Side, Segment | None], timer: tuple[int, int]) -> bool:
+def _first(entry: tuple[int, int, int, _Host, Segment | None], timer: tuple[int, int]) -> bool:
     """Whether an agenda entry comes before a timer: earlier, or as early and scheduled
     first (simpy's own order for events of one time)."""
     return entry[0] < timer[0] or (entry[0] == timer[0] and entry[1] < timer[1])
