@@ -18,11 +18,14 @@ Not a test: timing goals live here, not in tests/. Pass ``--no-cli`` to time onl
 simulation (``peak MB`` is then this process's peak RSS so far: run one mode per process
 for a clean number), ``--record-limit N`` to lift a run's record bound (50,000 messages
 are 1.7–3.8 million records, past the default 2 million; 100,000 are past a script's
-1,000,000 statements), ``--profile MODE`` to print a
+1,000,000 statements), ``--scale 10000,50000,100000`` to check that time and memory grow
+linearly with the run (each count simulated in a fresh process, record bound lifted; it
+prints CPU seconds, µs per message and peak RSS, and each row's ratio to the first row's
+per-message cost: 1.00 is linear), ``--profile MODE`` to print a
 cProfile of that mode's simulation and JSON writing instead (cProfile sees only
 interpreted code: profile the pure build).
 Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--record-limit N]
-     [--modes nodelay,cork] [--profile nodelay] [--compiled-check]
+     [--modes nodelay,cork] [--profile nodelay] [--compiled-check] [--scale N,N,...]
 """
 
 from __future__ import annotations
@@ -124,6 +127,44 @@ def _cli(path: Path, out: Path) -> tuple[float, float, float]:
     return float(wall), float(cpu), int(peak) / 1024     # Linux: ru_maxrss is in KiB
 
 
+_SCALE_RUN = """
+import resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from bench_s3 import scenario_text
+from nagle_sim import scenario
+from nagle_sim.sim.driver import run_sim
+mode, messages = sys.argv[2], int(sys.argv[3])
+sc = scenario.loads(scenario_text(mode, messages), f"bench-{mode}")
+cpu = time.process_time()
+trace = run_sim(sc, record_limit=100 * messages + 1000)
+cpu = time.process_time() - cpu
+assert trace.outcome.value == "ok", trace.message
+print(cpu, len(trace.segments), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+"""One simulation in a fresh process: its CPU seconds, segments and peak RSS (MB)."""
+
+
+def scale(counts: list[int], modes: list[str]) -> None:
+    """Time and memory of each mode at each message count, each in its own process."""
+    print(f"{'mode':<8} {'messages':>9} {'cpu s':>7} {'segments':>10} {'us/msg':>7} "
+          f"{'ratio':>6} {'peak MB':>8}", flush=True)
+    here = str(Path(__file__).resolve().parent)
+    for mode in modes:
+        first: float | None = None
+        for count in counts:
+            done = subprocess.run([sys.executable, "-P", "-c", _SCALE_RUN, here, mode,
+                                   str(count)], capture_output=True, text=True)
+            if done.returncode:
+                print(f"{mode:<8} {count:>9,}  failed: {done.stderr.strip().splitlines()[-1]}",
+                      flush=True)
+                continue
+            cpu_s, segments, peak = done.stdout.split()
+            per_msg = float(cpu_s) / count * 1e6
+            first = first or per_msg
+            print(f"{mode:<8} {count:>9,} {float(cpu_s):>7.2f} {int(segments):>10,} "
+                  f"{per_msg:>7.1f} {per_msg / first:>6.2f} {float(peak):>8.0f}", flush=True)
+
+
 def profile(mode: str, messages: int) -> None:
     sc = scenario.loads(scenario_text(mode, messages), f"bench-{mode}")
     prof = cProfile.Profile()
@@ -144,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
     ap.add_argument("--record-limit", type=int, default=None,
                     help="a run's record bound (default: the driver's)")
+    ap.add_argument("--scale", help="comma-separated message counts: linearity check")
     ap.add_argument("--compiled-check", action="store_true",
                     help="print which build is imported; exit 1 unless compiled")
     args = ap.parse_args(argv)
@@ -152,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0 if build().startswith("compiled") else 1)
     if args.profile:
         profile(args.profile, args.messages)
+        return
+    if args.scale:
+        scale([int(n) for n in args.scale.split(",")], args.modes.split(","))
         return
     print(f"S3, {args.messages:,} messages per mode")
     print(f"{'mode':<8} {'sim s':>6} {'cpu s':>6} {'segments':>9} {'records':>9} "
