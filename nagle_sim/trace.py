@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from .model.events import (
     KIND_NAME,
@@ -28,14 +28,14 @@ from .model.events import (
 )
 from .units import ms
 
-FORMAT_V1 = "nagle-sim-trace/1"
-FORMAT_V2 = "nagle-sim-trace/2"
-FORMAT = FORMAT_V2
+FORMAT_V1: Final = "nagle-sim-trace/1"
+FORMAT_V2: Final = "nagle-sim-trace/2"
+FORMAT: Final = FORMAT_V2
 """What `Trace.dumps` and `Trace.write_json` write unless given ``version=1``."""
-VERSIONS: dict[str, int] = {FORMAT_V1: 1, FORMAT_V2: 2}
+VERSIONS: Final[dict[str, int]] = {FORMAT_V1: 1, FORMAT_V2: 2}
 """The formats `Trace.from_json` reads, by their ``format`` value."""
-_FORMAT_OF = {n: f for f, n in VERSIONS.items()}
-_STREAM_BATCH = 2048
+_FORMAT_OF: Final = {n: f for f, n in VERSIONS.items()}
+_STREAM_BATCH: Final = 2048
 """Records joined into one ``write`` by `Trace.write_json` (fewer calls, bounded text)."""
 _enc = json.encoder.encode_basestring   # the C quoter json.dumps(ensure_ascii=False) uses
 
@@ -63,19 +63,19 @@ class TraceError(ValueError):
     """A trace file that cannot be read. ``str(err)`` is a one-line message."""
 
 
-MAX_TRACE_BYTES = 128 * 1_048_576
+MAX_TRACE_BYTES: Final = 128 * 1_048_576
 """A trace file is refused above this size, before parsing (JSON costs ~10× its size in
 memory once parsed)."""
-MAX_TEXT = 16_384
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_TEXT: Final = 16_384
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """C0/C1 control characters other than tab and newline: never valid in trace text."""
 """Longest string a trace field may hold (an op label, a reason, a title...)."""
-MAX_MS = 1e10
+MAX_MS: Final = 1e10
 """Largest time (ms, about 115 days) a trace may carry, either sign."""
-MAX_NUMBER = 2**63 - 1
+MAX_NUMBER: Final = 2**63 - 1
 """Largest sequence number, length, window or count a trace may carry."""
-_NUMBER = (int, float)
-MAX_DEPTH = 64
+_NUMBER: Final = (int, float)
+MAX_DEPTH: Final = 64
 """Deepest nesting of JSON arrays and objects a trace may have (``meta`` is free-form)."""
 
 
@@ -345,12 +345,12 @@ class _Quoted(dict[str, str]):
         return quoted
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
-_SIDE_JSON = {side: _enc(side.value) for side in Side}
+_ENCODE: Final = json.JSONEncoder(ensure_ascii=False).encode
+_SIDE_JSON: Final = {side: _enc(side.value) for side in Side}
 """A side as JSON text (``Side.value`` is a Python-level property, slow per record)."""
-_MS_FRACTION = tuple(f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000))
+_MS_FRACTION: Final = tuple(f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000))
 """The decimals of a time in ms, by its µs remainder: 500 → ".5", 0 → ".0"."""
-_FAST_MS = 10**15
+_FAST_MS: Final = 10**15
 """Below this many µs, a time's ms text is built from whole numbers (see `_ms`)."""
 
 
@@ -432,13 +432,13 @@ def _data_text(data: dict[str, Any], q: _Quoted) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-_RECORD_LISTS = ("segments", "ops", "events")
-_SIDES = {side.value: side for side in Side}
-_NO_DATA: dict[str, int] = {}
+_RECORD_LISTS: Final = ("segments", "ops", "events")
+_SIDES: Final = {side.value: side for side in Side}
+_NO_DATA: Final[dict[str, int]] = {}
 """The ``data`` of every event without any: one shared empty dict, not one per event (a
 big run has hundreds of thousands). Nothing writes into a record's ``data``."""
-_SHARED: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
-_SHARED_MAX = 4096
+_SHARED: Final[dict[tuple[tuple[str, int], ...], dict[str, int]]] = {}
+_SHARED_MAX: Final = 4096
 """Distinct ``data`` values `_shared` remembers before it starts over (bounded memory)."""
 
 
@@ -459,7 +459,7 @@ def _shared(data: dict[str, int]) -> dict[str, int]:
         return data
 
 
-_DETAILS: dict[str, str] = {}
+_DETAILS: Final[dict[str, str]] = {}
 
 
 def _shared_detail(detail: str) -> str:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from . import connection, recv, send
 from .config import (
@@ -103,7 +104,7 @@ class TcpInfo:
     """Bytes per second; 0 when not pacing."""
 
 
-_TIMER_HANDLERS: dict[Timer, Callable[[Sock, Micros], None]] = {
+_TIMER_HANDLERS: Final[dict[Timer, Callable[[Sock, Micros], None]]] = {
     Timer.DELACK: recv.tcp_delack_timer_handler,
     Timer.PROBE0: send.tcp_probe_timer,
     Timer.RTO: send.tcp_retransmit_timer,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from typing import Final
 
 from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
 from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
@@ -25,7 +26,7 @@ from .output import (
 from .sock import Sock
 from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, State
 
-LOOPBACK_COALESCE_MAX = 65536
+LOOPBACK_COALESCE_MAX: Final = 65536
 """SIMPLIFICATION of skb_try_coalesce's MAX_SKB_FRAGS limit: a loopback skb joins the
 queue's tail while the tail holds less than 64 KB (1 kB writes share page fragments)."""
 

@@ -10,6 +10,7 @@ dispatches. Standard library and lower model modules only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from .events import Micros, Reason, Timer
 from .sock import Sock
@@ -27,7 +28,7 @@ class TimerSpec:
     """Where the model handles it (module.function)."""
 
 
-TIMERS: dict[Timer, TimerSpec] = {
+TIMERS: Final[dict[Timer, TimerSpec]] = {
     Timer.DELACK: TimerSpec("icsk_delack_timer → tcp_delack_timer_handler", "jiffies",
                             Reason.DELACK_FIRED, "recv.tcp_delack_timer_handler"),
     Timer.PROBE0: TimerSpec("ICSK_TIME_PROBE0 → tcp_probe_timer", "jiffies",
@@ -44,7 +45,7 @@ TIMERS: dict[Timer, TimerSpec] = {
 """Every timer of the model. RTO, TLP and PROBE0 share the kernel's one icsk_pending slot:
 arming one clears the others."""
 
-FIRED: dict[Timer, Reason] = {t: spec.fired for t, spec in TIMERS.items()}
+FIRED: Final[dict[Timer, Reason]] = {t: spec.fired for t, spec in TIMERS.items()}
 
 
 def rto_at(sk: Sock, now: Micros) -> Micros:
