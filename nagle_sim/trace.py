@@ -23,6 +23,7 @@ from .model.events import (
     REASON_TEXT,
     TIMER_NAME,
     Micros,
+    Reason,
     Side,
     TraceEvent,
 )
@@ -445,21 +446,24 @@ _SHARED_MAX: Final = 4096
 def _shared(data: dict[str, int]) -> dict[str, int]:
     """One dict for all equal ``data`` of model events (whole numbers only: ``True ==
     1``, yet they print differently)."""
-    values: Any = data.values()   # untyped: compiled, an int loop variable turns a bool to 1
-    for value in values:
+    raw: dict[str, Any] = data  # untyped values: compiled, an int variable turns a bool to 1
+    pairs: list[tuple[str, Any]] = []
+    for name, value in raw.items():
         if type(value) is not int:
             return data
-    try:
-        key = tuple(data.items())
-        return _SHARED[key]
-    except KeyError:
+        pairs.append((name, value))
+    key = tuple(pairs)
+    known = _SHARED.get(key)
+    if known is None:
         if len(_SHARED) >= _SHARED_MAX:
             _SHARED.clear()
-        _SHARED[key] = data
-        return data
+        _SHARED[key] = known = data
+    return known
 
 
 _DETAILS: Final[dict[str, str]] = {}
+_REASON_WORDS: Final = {r: (REASON_CODE[r], REASON_TEXT[r]) for r in Reason}
+"""A reason's code and sentence: one lookup per event, not two."""
 
 
 def _shared_detail(detail: str) -> str:
@@ -482,9 +486,9 @@ def event_records(events: list[TraceEvent]) -> list[EventRecord]:
     out: list[EventRecord] = []
     for e in events:
         detail, data, timer = e.detail, e.data, e.timer
+        code, text = _REASON_WORDS[e.reason]
         out.append(EventRecord(
-            t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=REASON_CODE[e.reason],
-            reason=REASON_TEXT[e.reason],
+            t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=code, reason=text,
             detail=_shared_detail(detail) if detail and type(detail) is str else detail,
             timer=TIMER_NAME[timer] if timer is not None else None, deadline=e.deadline,
             data=_shared(data) if data else _NO_DATA))

@@ -300,7 +300,7 @@ class Endpoint:
         timers = sk.timers
         for timer in sorted((t for t, at in timers.items() if at <= now),
                             key=lambda t: timers[t]):
-            if timers.pop(timer, None) is None:
+            if not sk.disarm(timer):
                 continue  # an earlier handler in this loop cancelled it
             sk.event(now, Kind.TIMER_FIRED, FIRED[timer], timer=timer)
             handler = _TIMER_HANDLERS.get(timer)

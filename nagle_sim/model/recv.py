@@ -11,7 +11,6 @@ data is sent (``send``); standard library and lower model modules only.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
 from typing import Final
 
 from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
@@ -356,12 +355,23 @@ def tcp_window_would_grow(sk: Sock, now: Micros) -> bool:
     return tcp_select_window_now(sk, now) >= sk.rcv.rcv_wnd
 
 
-@lru_cache(maxsize=1024)
+_DELACK_DETAILS: Final[dict[tuple[int, bool, int], str]] = {}
+_DELACK_DETAILS_MAX: Final = 1024
+
+
 def _delack_detail(ato_ms: int, pingpong: bool, fires_in_us: int) -> str:
     """The words of a delayed-ACK decision. Cached: a big run repeats a few dozen of them
-    tens of thousands of times, and formatting them was a few % of its time."""
-    mode = "ping-pong" if pingpong else "no quick ACKs left"
-    return f"ato {ato_ms} ms, {mode}; fires in {fires_in_us / 1000:.1f} ms"
+    tens of thousands of times, and formatting them was a few % of its time. A plain dict,
+    not ``functools.lru_cache``: compiled, a call through that wrapper is a generic one."""
+    key = (ato_ms, pingpong, fires_in_us)
+    words = _DELACK_DETAILS.get(key)
+    if words is None:
+        if len(_DELACK_DETAILS) >= _DELACK_DETAILS_MAX:
+            _DELACK_DETAILS.clear()
+        mode = "ping-pong" if pingpong else "no quick ACKs left"
+        words = f"ato {ato_ms} ms, {mode}; fires in {fires_in_us / 1000:.1f} ms"
+        _DELACK_DETAILS[key] = words
+    return words
 
 
 def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
@@ -389,7 +399,8 @@ def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
     ack.pending |= AckPending.SCHED | AckPending.TIMER
     ack.timeout_j = timeout_j
     at = sk.jiffy_timer_at(now, timeout_j)
-    if sk.timers.get(Timer.DELACK) == at:
+    armed = sk.timers.get(Timer.DELACK)
+    if armed is not None and armed == at:   # typed: compiled, an int compare, not a generic one
         return  # already waiting for this deadline: nothing new to say
     detail = _delack_detail(ato * p.tick_us // 1000, sk.in_pingpong, at - now)
     sk.event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail, ato=ato)

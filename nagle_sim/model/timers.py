@@ -59,12 +59,11 @@ def tcp_rearm_rto(sk: Sock, now: Micros) -> None:
     """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot). Re-arming
     on every ACK is routine, so only the probe-timer cancellation is traced."""
     sk.cancel(now, Timer.PROBE0)
-    timers = sk.timers
-    timers.pop(Timer.TLP, None)
+    sk.disarm(Timer.TLP)
     if sk.snd.rtx:
-        timers[Timer.RTO] = rto_at(sk, now)
+        sk.timers[Timer.RTO] = rto_at(sk, now)
     else:
-        timers.pop(Timer.RTO, None)
+        sk.disarm(Timer.RTO)
 
 
 def tlp_timeout_j(sk: Sock) -> int:
@@ -98,7 +97,7 @@ def tcp_schedule_loss_probe(sk: Sock, now: Micros, advancing_rto: bool) -> bool:
         rto_delta = rtx[0].sent_at + sk.rto_j * p.tick_us - now
     if rto_delta > 0:
         timeout_j = min(timeout_j, p.us_to_jiffies(rto_delta))
-    sk.timers.pop(Timer.RTO, None)
+    sk.disarm(Timer.RTO)
     sk.timers[Timer.TLP] = sk.jiffy_timer_at(now, sk.jiffies(now) + timeout_j)
     return True
 
