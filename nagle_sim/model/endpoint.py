@@ -112,6 +112,11 @@ _TIMER_HANDLERS: Final[dict[Timer, Callable[[Sock, Micros], None]]] = {
 }
 """Timers whose handler is a kernel function of its own; PACING and TSQ just push."""
 
+_SETSOCKOPT_WORDS: Final = {opt: (f"TCP_{opt.name} = 0", f"TCP_{opt.name} = 1")
+                            for opt in SockOpt}
+"""What a setsockopt event says, off and on, worked out once: an enum's ``name`` is a
+Python-level property, looked up by name at every use even from compiled code."""
+
 
 class Endpoint:
     """One side of a TCP connection (see the module docstring)."""
@@ -250,7 +255,7 @@ class Endpoint:
             ModelError: the profile's stack has no such option.
         """
         sk = self._sk
-        sk.event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET, f"TCP_{opt.name} = {int(on)}")
+        sk.event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET, _SETSOCKOPT_WORDS[opt][int(on)])
         if opt is SockOpt.CORK and not sk.profile.supports_cork:
             raise ModelError(f"profile {sk.profile.name} has no TCP_CORK")
         if opt is SockOpt.QUICKACK and not sk.profile.supports_quickack:

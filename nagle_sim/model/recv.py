@@ -99,11 +99,12 @@ def _take(sk: Sock, now: Micros, seg: Segment) -> bool:
         rcv.rcv_nxt += seg.length
         rcv.unread += seg.length
         truesize = skb_truesize(sk, seg.length)
-        if sk.snd.gso_wire and rcv.rmem and rcv.rmem[-1][0] + seg.length <= LOOPBACK_COALESCE_MAX:
+        tail = rcv.rmem[-1] if sk.snd.gso_wire and rcv.rmem else None
+        if tail is not None and tail[0] + seg.length <= LOOPBACK_COALESCE_MAX:
             # tcp_try_coalesce: a head-less (loopback) skb's fragments join the queue's
             # tail skb and only their payload is charged (skb_try_coalesce's delta)
-            rcv.rmem[-1][0] += seg.length
-            rcv.rmem[-1][1] += seg.length
+            tail[0] += seg.length
+            tail[1] += seg.length
             rcv.rmem_alloc += seg.length
         else:
             rcv.rmem.append([seg.length, truesize])  # tcp_queue_rcv: charged to the socket
@@ -369,7 +370,10 @@ def _delack_detail(ato_ms: int, pingpong: bool, fires_in_us: int) -> str:
         if len(_DELACK_DETAILS) >= _DELACK_DETAILS_MAX:
             _DELACK_DETAILS.clear()
         mode = "ping-pong" if pingpong else "no quick ACKs left"
-        words = f"ato {ato_ms} ms, {mode}; fires in {fires_in_us / 1000:.1f} ms"
+        # the number on its own: compiled, an f-string with a format spec formats every
+        # one of its fields through str.format; without one it is joined natively
+        fires_ms = f"{fires_in_us / 1000:.1f}"
+        words = f"ato {ato_ms} ms, {mode}; fires in {fires_ms} ms"
         _DELACK_DETAILS[key] = words
     return words
 
