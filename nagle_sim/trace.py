@@ -443,10 +443,30 @@ _SHARED_MAX: Final = 4096
 """Distinct ``data`` values `_shared` remembers before it starts over (bounded memory)."""
 
 
+_SHARED_ONE: Final[dict[str, dict[Any, dict[str, int]]]] = {}
+"""`_shared`'s table for the common ``data``, one number: name → value → the dict (no
+key tuple to build, hash and compare per event)."""
+
+
 def _shared(data: dict[str, int]) -> dict[str, int]:
     """One dict for all equal ``data`` of model events (whole numbers only: ``True ==
     1``, yet they print differently)."""
     raw: dict[str, Any] = data  # untyped values: compiled, an int variable turns a bool to 1
+    if len(raw) == 1:
+        for name, value in raw.items():
+            if type(value) is not int:
+                return data
+            by_value = _SHARED_ONE.get(name)
+            if by_value is None:
+                if len(_SHARED_ONE) >= _SHARED_MAX:
+                    _SHARED_ONE.clear()
+                by_value = _SHARED_ONE[name] = {}
+            one = by_value.get(value)
+            if one is None:
+                if len(by_value) >= _SHARED_MAX:
+                    by_value.clear()
+                by_value[value] = one = data
+            return one
     pairs: list[tuple[str, Any]] = []
     for name, value in raw.items():
         if type(value) is not int:

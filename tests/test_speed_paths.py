@@ -57,6 +57,10 @@ def test_equal_event_data_share_one_dict_and_different_data_do_not() -> None:
     assert a.data is b.data and a.data == {"cwnd": 10, "ssthresh": 7}
     assert c.data is not a.data and c.data == {"cwnd": 11, "ssthresh": 7}
     assert d.data == {}
+    e, f, g = trace.event_records([event({"length": 5000}), event({"length": 5000}),
+                                   event({"length": 5001})])
+    assert e.data is f.data and e.data == {"length": 5000}
+    assert g.data is not e.data and g.data == {"length": 5001}
     assert (a.code, a.reason, a.kind) == ("CWND_GROW", Reason.CWND_GROW.value, "mode")
 
 
