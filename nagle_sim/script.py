@@ -11,7 +11,7 @@ the trace and the model's vocabulary; must not import simpy, asyncio, textual or
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from .model.events import Side
 from .scenario import Scenario, Statement, describe, flatten, outermost_loops
@@ -54,8 +54,8 @@ def steps(script: tuple[Statement, ...]) -> Iterator[Step]:
         yield Step(stmt, known[0], known[1], stmt.line, path, known[2])
 
 
-HANDSHAKE_OPS = frozenset({"connect", "accept"})
-HANDSHAKE_WAIT = "the handshake"
+HANDSHAKE_OPS: Final = frozenset({"connect", "accept"})
+HANDSHAKE_WAIT: Final = "the handshake"
 
 
 def handshake_op(side: Side) -> str:

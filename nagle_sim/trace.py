@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from .model.events import (
     KIND_NAME,
@@ -23,19 +23,20 @@ from .model.events import (
     REASON_TEXT,
     TIMER_NAME,
     Micros,
+    Reason,
     Side,
     TraceEvent,
 )
 from .units import ms
 
-FORMAT_V1 = "nagle-sim-trace/1"
-FORMAT_V2 = "nagle-sim-trace/2"
-FORMAT = FORMAT_V2
+FORMAT_V1: Final = "nagle-sim-trace/1"
+FORMAT_V2: Final = "nagle-sim-trace/2"
+FORMAT: Final = FORMAT_V2
 """What `Trace.dumps` and `Trace.write_json` write unless given ``version=1``."""
-VERSIONS: dict[str, int] = {FORMAT_V1: 1, FORMAT_V2: 2}
+VERSIONS: Final[dict[str, int]] = {FORMAT_V1: 1, FORMAT_V2: 2}
 """The formats `Trace.from_json` reads, by their ``format`` value."""
-_FORMAT_OF = {n: f for f, n in VERSIONS.items()}
-_STREAM_BATCH = 2048
+_FORMAT_OF: Final = {n: f for f, n in VERSIONS.items()}
+_STREAM_BATCH: Final = 2048
 """Records joined into one ``write`` by `Trace.write_json` (fewer calls, bounded text)."""
 _enc = json.encoder.encode_basestring   # the C quoter json.dumps(ensure_ascii=False) uses
 
@@ -63,19 +64,19 @@ class TraceError(ValueError):
     """A trace file that cannot be read. ``str(err)`` is a one-line message."""
 
 
-MAX_TRACE_BYTES = 128 * 1_048_576
+MAX_TRACE_BYTES: Final = 128 * 1_048_576
 """A trace file is refused above this size, before parsing (JSON costs ~10× its size in
 memory once parsed)."""
-MAX_TEXT = 16_384
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_TEXT: Final = 16_384
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """C0/C1 control characters other than tab and newline: never valid in trace text."""
 """Longest string a trace field may hold (an op label, a reason, a title...)."""
-MAX_MS = 1e10
+MAX_MS: Final = 1e10
 """Largest time (ms, about 115 days) a trace may carry, either sign."""
-MAX_NUMBER = 2**63 - 1
+MAX_NUMBER: Final = 2**63 - 1
 """Largest sequence number, length, window or count a trace may carry."""
-_NUMBER = (int, float)
-MAX_DEPTH = 64
+_NUMBER: Final = (int, float)
+MAX_DEPTH: Final = 64
 """Deepest nesting of JSON arrays and objects a trace may have (``meta`` is free-form)."""
 
 
@@ -345,12 +346,12 @@ class _Quoted(dict[str, str]):
         return quoted
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
-_SIDE_JSON = {side: _enc(side.value) for side in Side}
+_ENCODE: Final = json.JSONEncoder(ensure_ascii=False).encode
+_SIDE_JSON: Final = {side: _enc(side.value) for side in Side}
 """A side as JSON text (``Side.value`` is a Python-level property, slow per record)."""
-_MS_FRACTION = tuple(f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000))
+_MS_FRACTION: Final = tuple(f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000))
 """The decimals of a time in ms, by its µs remainder: 500 → ".5", 0 → ".0"."""
-_FAST_MS = 10**15
+_FAST_MS: Final = 10**15
 """Below this many µs, a time's ms text is built from whole numbers (see `_ms`)."""
 
 
@@ -432,34 +433,57 @@ def _data_text(data: dict[str, Any], q: _Quoted) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-_RECORD_LISTS = ("segments", "ops", "events")
-_SIDES = {side.value: side for side in Side}
-_NO_DATA: dict[str, int] = {}
+_RECORD_LISTS: Final = ("segments", "ops", "events")
+_SIDES: Final = {side.value: side for side in Side}
+_NO_DATA: Final[dict[str, int]] = {}
 """The ``data`` of every event without any: one shared empty dict, not one per event (a
 big run has hundreds of thousands). Nothing writes into a record's ``data``."""
-_SHARED: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
-_SHARED_MAX = 4096
+_SHARED: Final[dict[tuple[tuple[str, int], ...], dict[str, int]]] = {}
+_SHARED_MAX: Final = 4096
 """Distinct ``data`` values `_shared` remembers before it starts over (bounded memory)."""
+
+
+_SHARED_ONE: Final[dict[str, dict[Any, dict[str, int]]]] = {}
+"""`_shared`'s table for the common ``data``, one number: name → value → the dict (no
+key tuple to build, hash and compare per event)."""
 
 
 def _shared(data: dict[str, int]) -> dict[str, int]:
     """One dict for all equal ``data`` of model events (whole numbers only: ``True ==
     1``, yet they print differently)."""
-    values: Any = data.values()   # untyped: compiled, an int loop variable turns a bool to 1
-    for value in values:
+    raw: dict[str, Any] = data  # untyped values: compiled, an int variable turns a bool to 1
+    if len(raw) == 1:
+        for name, value in raw.items():
+            if type(value) is not int:
+                return data
+            by_value = _SHARED_ONE.get(name)
+            if by_value is None:
+                if len(_SHARED_ONE) >= _SHARED_MAX:
+                    _SHARED_ONE.clear()
+                by_value = _SHARED_ONE[name] = {}
+            one = by_value.get(value)
+            if one is None:
+                if len(by_value) >= _SHARED_MAX:
+                    by_value.clear()
+                by_value[value] = one = data
+            return one
+    pairs: list[tuple[str, Any]] = []
+    for name, value in raw.items():
         if type(value) is not int:
             return data
-    try:
-        key = tuple(data.items())
-        return _SHARED[key]
-    except KeyError:
+        pairs.append((name, value))
+    key = tuple(pairs)
+    known = _SHARED.get(key)
+    if known is None:
         if len(_SHARED) >= _SHARED_MAX:
             _SHARED.clear()
-        _SHARED[key] = data
-        return data
+        _SHARED[key] = known = data
+    return known
 
 
-_DETAILS: dict[str, str] = {}
+_DETAILS: Final[dict[str, str]] = {}
+_REASON_WORDS: Final = {r: (REASON_CODE[r], REASON_TEXT[r]) for r in Reason}
+"""A reason's code and sentence: one lookup per event, not two."""
 
 
 def _shared_detail(detail: str) -> str:
@@ -482,9 +506,9 @@ def event_records(events: list[TraceEvent]) -> list[EventRecord]:
     out: list[EventRecord] = []
     for e in events:
         detail, data, timer = e.detail, e.data, e.timer
+        code, text = _REASON_WORDS[e.reason]
         out.append(EventRecord(
-            t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=REASON_CODE[e.reason],
-            reason=REASON_TEXT[e.reason],
+            t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=code, reason=text,
             detail=_shared_detail(detail) if detail and type(detail) is str else detail,
             timer=TIMER_NAME[timer] if timer is not None else None, deadline=e.deadline,
             data=_shared(data) if data else _NO_DATA))

@@ -43,3 +43,69 @@ def test_event_records_never_share_a_bool_as_a_whole_number() -> None:
                      data={"flag": True})    # type: ignore[dict-item]
     records = trace.event_records([one, yes])
     assert [json.dumps(r.data) for r in records] == ['{"flag": 1}', '{"flag": true}']
+
+
+def test_equal_event_data_share_one_dict_and_different_data_do_not() -> None:
+    from nagle_sim.model.events import Kind, Reason, Side, TraceEvent
+
+    def event(data: dict[str, int]) -> TraceEvent:
+        return TraceEvent(at=0, side=Side.CLIENT, kind=Kind.MODE, reason=Reason.CWND_GROW,
+                          data=data)
+    a, b, c, d = trace.event_records([event({"cwnd": 10, "ssthresh": 7}),
+                                      event({"cwnd": 10, "ssthresh": 7}),
+                                      event({"cwnd": 11, "ssthresh": 7}), event({})])
+    assert a.data is b.data and a.data == {"cwnd": 10, "ssthresh": 7}
+    assert c.data is not a.data and c.data == {"cwnd": 11, "ssthresh": 7}
+    assert d.data == {}
+    e, f, g = trace.event_records([event({"length": 5000}), event({"length": 5000}),
+                                   event({"length": 5001})])
+    assert e.data is f.data and e.data == {"length": 5000}
+    assert g.data is not e.data and g.data == {"length": 5001}
+    assert (a.code, a.reason, a.kind) == ("CWND_GROW", Reason.CWND_GROW.value, "mode")
+
+
+@given(st.integers(min_value=0, max_value=10_000), st.booleans(),
+       st.integers(min_value=0, max_value=10_000_000))
+def test_delayed_ack_words_are_the_plain_f_string(ato_ms: int, pingpong: bool,
+                                                  fires_in_us: int) -> None:
+    from nagle_sim.model.recv import _delack_detail
+    mode = "ping-pong" if pingpong else "no quick ACKs left"
+    plain = f"ato {ato_ms} ms, {mode}; fires in {fires_in_us / 1000:.1f} ms"
+    assert _delack_detail(ato_ms, pingpong, fires_in_us) == plain
+    assert _delack_detail(ato_ms, pingpong, fires_in_us) == plain     # from the cache
+
+
+def test_setsockopt_words_name_the_option_and_its_value() -> None:
+    from nagle_sim.model.endpoint import _SETSOCKOPT_WORDS
+    from nagle_sim.model.state import SockOpt
+    for opt in SockOpt:
+        for on in (False, True):
+            assert _SETSOCKOPT_WORDS[opt][int(on)] == f"TCP_{opt.name} = {int(on)}"
+
+
+def test_module_constants_of_compiled_modules_are_final() -> None:
+    """Compiled (setup.py, mypyc), a module-level name that is not ``Final`` is looked up
+    in the module's globals dict at every use; a ``Final`` one is inlined or a C static.
+    Reads the sources: every UPPER_CASE module-level assignment is annotated Final."""
+    import ast
+    from pathlib import Path
+
+    import nagle_sim
+    root = Path(nagle_sim.__file__).parent
+    sources = [*sorted((root / "model").glob("*.py")), root / "trace.py",
+               root / "script.py", root / "units.py"]
+    plain = []
+    for path in sources:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                names += [e.id for t in node.targets if isinstance(t, ast.Tuple)
+                          for e in t.elts if isinstance(e, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                ann = ast.unparse(node.annotation)
+                names = [] if ann.startswith("Final") else [node.target.id]
+            else:
+                continue
+            plain += [f"{path.name}:{node.lineno} {n}" for n in names
+                      if n.lstrip("_").isupper() and n.lstrip("_")[:1].isalpha()]
+    assert plain == []

@@ -19,23 +19,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Final
 
 from .events import Micros
 
-HIGH_GAIN = 2885 / 1000 + 1 / 256     # bbr_high_gain = BBR_UNIT * 2885 / 1000 + 1
-DRAIN_GAIN = 1000 / 2885              # bbr_drain_gain
-CWND_GAIN = 2.0                       # bbr_cwnd_gain
-PACING_GAINS = (5 / 4, 3 / 4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)   # bbr_pacing_gain[]
-BW_FILTER_ROUNDS = 10                 # bbr_bw_rtts = CYCLE_LEN + 2
-MIN_RTT_WINDOW_US = 10_000_000        # bbr_min_rtt_win_sec
-PROBE_RTT_US = 200_000                # bbr_probe_rtt_mode_ms
-CWND_MIN_TARGET = 4                   # bbr_cwnd_min_target
-FULL_BW_THRESH = 5 / 4                # bbr_full_bw_thresh
-FULL_BW_COUNT = 3                     # bbr_full_bw_cnt
-PACING_MARGIN = 0.99                  # bbr_pacing_margin_percent = 1
-MIN_TSO_RATE = 1_200_000 / 8          # bbr_min_tso_rate, bytes per second
-INIT_CWND = 10                        # TCP_INIT_CWND
-PROBE_BW_START_PHASE = 2              # SIMPLIFICATION: kernel draws 1..7 at random
+HIGH_GAIN: Final = 2885 / 1000 + 1 / 256     # bbr_high_gain = BBR_UNIT * 2885 / 1000 + 1
+DRAIN_GAIN: Final = 1000 / 2885              # bbr_drain_gain
+CWND_GAIN: Final = 2.0                       # bbr_cwnd_gain
+PACING_GAINS: Final = (5 / 4, 3 / 4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)   # bbr_pacing_gain[]
+BW_FILTER_ROUNDS: Final = 10                 # bbr_bw_rtts = CYCLE_LEN + 2
+MIN_RTT_WINDOW_US: Final = 10_000_000        # bbr_min_rtt_win_sec
+PROBE_RTT_US: Final = 200_000                # bbr_probe_rtt_mode_ms
+CWND_MIN_TARGET: Final = 4                   # bbr_cwnd_min_target
+FULL_BW_THRESH: Final = 5 / 4                # bbr_full_bw_thresh
+FULL_BW_COUNT: Final = 3                     # bbr_full_bw_cnt
+PACING_MARGIN: Final = 0.99                  # bbr_pacing_margin_percent = 1
+MIN_TSO_RATE: Final = 1_200_000 / 8          # bbr_min_tso_rate, bytes per second
+INIT_CWND: Final = 10                        # TCP_INIT_CWND
+PROBE_BW_START_PHASE: Final = 2              # SIMPLIFICATION: kernel draws 1..7 at random
 
 
 class Mode(Enum):

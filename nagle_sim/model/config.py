@@ -10,37 +10,37 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 # ---------------------------------------------------------------- kernel constants
 # Sizes the kernel fixes at compile time, the same in every profile here.
-TCP_MSS_DEFAULT = 536
+TCP_MSS_DEFAULT: Final = 536
 """TCP_MSS_DEFAULT (include/net/tcp.h, RFC 1122): the MSS assumed without better news."""
-TCP_MIN_MSS = 88
+TCP_MIN_MSS: Final = 88
 """TCP_MIN_MSS (include/net/tcp.h)."""
-TCP_HEADER_WITH_TIMESTAMPS = 32
+TCP_HEADER_WITH_TIMESTAMPS: Final = 32
 """20-byte TCP header + 12-byte timestamp option, as Linux sends by default."""
-GSO_MAX_SIZE = 65536
+GSO_MAX_SIZE: Final = 65536
 """GSO_LEGACY_MAX_SIZE: the largest TSO/GSO skb (include/linux/netdevice.h)."""
-MAX_TCP_HEADER = 320
+MAX_TCP_HEADER: Final = 320
 """MAX_TCP_HEADER as tcp_xmit_size_goal subtracts it (include/net/tcp.h, order of)."""
-TCP_BOUND_MIN = 68 - TCP_HEADER_WITH_TIMESTAMPS
+TCP_BOUND_MIN: Final = 68 - TCP_HEADER_WITH_TIMESTAMPS
 """tcp_bound_to_half_wnd's floor: 68 bytes (RFC 791's minimum datagram) minus headers."""
-PINGPONG_MAX = 255
+PINGPONG_MAX: Final = 255
 """icsk_ack.pingpong is a u8: inet_csk_inc_pingpong_cnt saturates here."""
-IPV4_HEADER = 20
+IPV4_HEADER: Final = 20
 """tcp_measure_rcv_mss compares segment sizes with the IPv4 header included."""
-PACING_AFTER_SEGS = 10
+PACING_AFTER_SEGS: Final = 10
 """tcp_update_skb_after_send paces only once tp->data_segs_out >= 10."""
-SK_PACING_SHIFT = 10
+SK_PACING_SHIFT: Final = 10
 """sk_pacing_shift default: a TSO skb carries pacing_rate >> 10 bytes, about 1 ms."""
-PACING_SS_RATIO = 2.0
+PACING_SS_RATIO: Final = 2.0
 """net.ipv4.tcp_pacing_ss_ratio = 200 %: pacing rate over cwnd/SRTT in slow start."""
-PACING_CA_RATIO = 1.2
+PACING_CA_RATIO: Final = 1.2
 """net.ipv4.tcp_pacing_ca_ratio = 120 %: the same in congestion avoidance."""
-MAX_PROBE_BACKOFF = 6
+MAX_PROBE_BACKOFF: Final = 6
 """SIMPLIFICATION: zero-window probes back off at most 2^6 (the kernel caps at TCP_RTO_MAX)."""
-MAX_RTO_BACKOFF = 15
+MAX_RTO_BACKOFF: Final = 15
 """net.ipv4.tcp_retries2 default 15 bounds the RTO backoff."""
 
 
@@ -241,7 +241,7 @@ class StackProfile:
         return dataclasses.replace(self, **changes)
 
 
-LINUX = StackProfile(
+LINUX: Final = StackProfile(
     name="linux",
     description="Linux 6.x as shipped (6.12-6.18), HZ=250: CUBIC, autocorking, Minshall "
     "Nagle, 40 ms delayed ACK in jiffies, 16 quick ACKs at start, ping-pong threshold 1",
@@ -270,7 +270,7 @@ LINUX = StackProfile(
 # source tree named was checked for the rule; release numbers of mainline commits are
 # inferred from their dates unless a tree of that release was read.
 
-LINUX_6_6 = LINUX.with_overrides(
+LINUX_6_6: Final = LINUX.with_overrides(
     name="linux-6.6",
     description="Linux 6.6 LTS (6.6.47 as read): as 'linux' but delayed ACKs are not capped "
     "by rto_min, no tcp_pingpong_thresh sysctl, no TCP_RTO_MIN_US/TCP_DELACK_MAX_US",
@@ -289,7 +289,7 @@ LINUX_6_6 = LINUX.with_overrides(
     pingpong_sysctl=False,
 )
 
-LINUX_6_1 = LINUX_6_6.with_overrides(
+LINUX_6_1: Final = LINUX_6_6.with_overrides(
     name="linux-6.1",
     description="Linux 6.1 LTS as Debian 12 ships it (6.1.166 as read): the 2023 quick-ACK "
     "and PSH fixes and the µs TLP timeout backported; otherwise as linux-6.6",
@@ -304,7 +304,7 @@ LINUX_6_1 = LINUX_6_6.with_overrides(
                 "lacked the 2023 backports (use linux-5.15 for that behaviour)",),
 )
 
-LINUX_5_15 = LINUX_6_1.with_overrides(
+LINUX_5_15: Final = LINUX_6_1.with_overrides(
     name="linux-5.15",
     description="Linux 5.15 as first released (Ubuntu 22.04 GA): ping-pong needs 3 quick "
     "replies to newer data, quick-ACK budget spent per data segment, exact-MSS PSH segments "
@@ -328,7 +328,7 @@ LINUX_5_15 = LINUX_6_1.with_overrides(
     tlp_timeout_in_us=False,
 )
 
-LINUX_5_4 = LINUX_5_15.with_overrides(
+LINUX_5_4: Final = LINUX_5_15.with_overrides(
     name="linux-5.4",
     description="Linux 5.4 (5.1-5.19 era): ping-pong needs 3 quick replies; quick-ACK budget "
     "spent per data segment; exact-MSS PSH segments could wait 40 ms (S4's one-way stream "
@@ -343,7 +343,7 @@ LINUX_5_4 = LINUX_5_15.with_overrides(
                 "stands in)"),
 )
 
-LINUX_4_18 = LINUX.with_overrides(
+LINUX_4_18: Final = LINUX.with_overrides(
     name="linux-4.18",
     description="AlmaLinux/RHEL 8 (4.18.0-394.el8 as read): ping-pong threshold 1 without "
     "the newer-data test, quick-ACK budget spent per data segment, no PSH fix, TLP timeout "
@@ -371,7 +371,7 @@ LINUX_4_18 = LINUX.with_overrides(
     pingpong_sysctl=False,
 )
 
-WINDOWS = LINUX.with_overrides(
+WINDOWS: Final = LINUX.with_overrides(
     name="windows",
     description="Windows 10/Server: ACK every 2nd segment or after 200 ms; classic Nagle",
     sources=(
@@ -400,7 +400,7 @@ WINDOWS = LINUX.with_overrides(
     pingpong_sysctl=False,
 )
 
-FREEBSD = LINUX.with_overrides(
+FREEBSD: Final = LINUX.with_overrides(
     name="freebsd",
     description="FreeBSD 13/14: ACK every 2nd segment or after net.inet.tcp.delacktime",
     sources=(
@@ -423,7 +423,7 @@ FREEBSD = LINUX.with_overrides(
     pingpong_sysctl=False,
 )
 
-MACOS = LINUX.with_overrides(
+MACOS: Final = LINUX.with_overrides(
     name="macos",
     description="macOS (XNU), net.inet.tcp.delayed_ack=3: ACK every other segment, PSH ACKed "
     "at once",
@@ -448,12 +448,12 @@ MACOS = LINUX.with_overrides(
     pingpong_sysctl=False,
 )
 
-PROFILES: dict[str, StackProfile] = {  # the TUI cycles in this order: OSes first
+PROFILES: Final[dict[str, StackProfile]] = {  # the TUI cycles in this order: OSes first
     p.name: p for p in (LINUX, LINUX_5_4, WINDOWS, FREEBSD, MACOS,
                         LINUX_6_6, LINUX_6_1, LINUX_5_15, LINUX_4_18)
 }
 
-TUNABLE = frozenset(
+TUNABLE: Final = frozenset(
     f.name for f in dataclasses.fields(StackProfile)
     if f.name not in {"name", "description", "sources", "unverified", "nagle_style",
                       "ack_style", "supports_cork", "supports_quickack", "congestion",
@@ -461,22 +461,22 @@ TUNABLE = frozenset(
 )
 """Profile fields a scenario may override in its `tune` table."""
 
-HOST_FIELDS = frozenset({"syscall_us", "tx_segment_us", "host_latency_us", "wakeup_us",
+HOST_FIELDS: Final = frozenset({"syscall_us", "tx_segment_us", "host_latency_us", "wakeup_us",
                          "jiffy_phase_us"})
 """Tunable fields that describe the host's timing, not the kernel's rules."""
 
-PER_SOCKET_FIELDS = frozenset({"congestion"})
+PER_SOCKET_FIELDS: Final = frozenset({"congestion"})
 """Kernel behaviour a real run can select per socket (TCP_CONGESTION)."""
 
-NAMESPACE_SYSCTL_FIELDS = {"pingpong_thresh": "net.ipv4.tcp_pingpong_thresh"}
+NAMESPACE_SYSCTL_FIELDS: Final = {"pingpong_thresh": "net.ipv4.tcp_pingpong_thresh"}
 """Tunable fields a real run applies as per-network-namespace sysctls (in its own
 namespaces, never the host's)."""
 
-TIMING_OPTIONS = {"delack_max": "TCP_DELACK_MAX_US", "rto_min": "TCP_RTO_MIN_US"}
+TIMING_OPTIONS: Final = {"delack_max": "TCP_DELACK_MAX_US", "rto_min": "TCP_RTO_MIN_US"}
 """Script options `set delack_max 5ms` / `set rto_min 50ms` and their socket options."""
-TIMING_OPTION_FIELDS = {"delack_max": "delack_max_us", "rto_min": "rto_min_us"}
+TIMING_OPTION_FIELDS: Final = {"delack_max": "delack_max_us", "rto_min": "rto_min_us"}
 """The profile field each timing option overrides for its socket."""
-TCP_TIMEOUT_MIN_J = 2
+TCP_TIMEOUT_MIN_J: Final = 2
 """TCP_TIMEOUT_MIN (jiffies): the smallest value TCP_RTO_MIN_US / TCP_DELACK_MAX_US take."""
 
 
@@ -494,7 +494,7 @@ def timing_option_error(profile: StackProfile, option: str, us: int) -> str:
                 f"accepts {TCP_TIMEOUT_MIN_J} to {profile.hz // 5} ({lo:g} to 200 ms)")
     return ""
 
-CONGESTION_CONTROLS = ("cubic", "reno", "bbr")
+CONGESTION_CONTROLS: Final = ("cubic", "reno", "bbr")
 """Values of `StackProfile.congestion` (and of a scenario side's `congestion` key)."""
 
 

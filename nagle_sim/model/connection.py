@@ -9,6 +9,8 @@ does (snd_una, RTT, cwnd, timers) and the closing sequence. State changes go thr
 
 from __future__ import annotations
 
+from typing import Final
+
 from .config import AckStyle
 from .events import ACK, FIN, PSH, RST, SYN, Micros, Reason, Segment, Timer
 from .output import tcp_send_reset, tcp_transmit_control
@@ -25,7 +27,7 @@ from .sock import Sock
 from .state import TRANSITIONS, AckPending, ConnEvent, ModelError, Nonagle, Skb, State
 from .timers import rto_at, tcp_rearm_rto, tcp_schedule_loss_probe
 
-_SYN_ACK = SYN | ACK
+_SYN_ACK: Final = SYN | ACK
 
 
 # ---------------------------------------------------------------- opening

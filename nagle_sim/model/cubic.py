@@ -23,22 +23,23 @@ which errs by ~0.2 %); no undo of a spurious loss (tcp_reno_undo_cwnd).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-BICTCP_BETA_SCALE = 1024
-BETA = 717                 # beta: 717/1024 ≈ 0.7 (RFC 8312), module parameter default
-BIC_SCALE = 41             # bic_scale: C = 41·10/1024 ≈ 0.4 with the 100 ms reference RTT
-BICTCP_HZ = 10             # time in the cubic function counts 2^10 units per second
-CUBE_RTT_SCALE = BIC_SCALE * 10
-CUBE_FACTOR = (1 << (10 + 3 * BICTCP_HZ)) // (BIC_SCALE * 10)
-BETA_SCALE = 8 * (BICTCP_BETA_SCALE + BETA) // 3 // (BICTCP_BETA_SCALE - BETA)
+BICTCP_BETA_SCALE: Final = 1024
+BETA: Final = 717                 # beta: 717/1024 ≈ 0.7 (RFC 8312), module parameter default
+BIC_SCALE: Final = 41             # bic_scale: C = 41·10/1024 ≈ 0.4 with the 100 ms reference RTT
+BICTCP_HZ: Final = 10             # time in the cubic function counts 2^10 units per second
+CUBE_RTT_SCALE: Final = BIC_SCALE * 10
+CUBE_FACTOR: Final = (1 << (10 + 3 * BICTCP_HZ)) // (BIC_SCALE * 10)
+BETA_SCALE: Final = 8 * (BICTCP_BETA_SCALE + BETA) // 3 // (BICTCP_BETA_SCALE - BETA)
 """beta_scale: Reno-equivalent growth per ACK, used by TCP-friendliness."""
-HYSTART_LOW_WINDOW = 16    # hystart_low_window: HyStart looks only from cwnd 16 up
-HYSTART_ACK_DELTA_US = 2000   # hystart_ack_delta_us: ACKs this close form a train
-HYSTART_MIN_SAMPLES = 8
-HYSTART_DELAY_MIN_US = 4000
-HYSTART_DELAY_MAX_US = 16000
-GSO_MAX_SIZE = 65536       # sk_gso_max_size in hystart_ack_delay's TSO cushion
-MAX_ACK_CUSHION_US = 1000  # hystart_ack_delay caps the cushion at 1 ms
+HYSTART_LOW_WINDOW: Final = 16    # hystart_low_window: HyStart looks only from cwnd 16 up
+HYSTART_ACK_DELTA_US: Final = 2000   # hystart_ack_delta_us: ACKs this close form a train
+HYSTART_MIN_SAMPLES: Final = 8
+HYSTART_DELAY_MIN_US: Final = 4000
+HYSTART_DELAY_MAX_US: Final = 16000
+GSO_MAX_SIZE: Final = 65536       # sk_gso_max_size in hystart_ack_delay's TSO cushion
+MAX_ACK_CUSHION_US: Final = 1000  # hystart_ack_delay caps the cushion at 1 ms
 
 
 def cube_root(a: int) -> int:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from . import connection, recv, send
 from .config import (
@@ -103,13 +104,18 @@ class TcpInfo:
     """Bytes per second; 0 when not pacing."""
 
 
-_TIMER_HANDLERS: dict[Timer, Callable[[Sock, Micros], None]] = {
+_TIMER_HANDLERS: Final[dict[Timer, Callable[[Sock, Micros], None]]] = {
     Timer.DELACK: recv.tcp_delack_timer_handler,
     Timer.PROBE0: send.tcp_probe_timer,
     Timer.RTO: send.tcp_retransmit_timer,
     Timer.TLP: send.tcp_send_loss_probe,
 }
 """Timers whose handler is a kernel function of its own; PACING and TSQ just push."""
+
+_SETSOCKOPT_WORDS: Final = {opt: (f"TCP_{opt.name} = 0", f"TCP_{opt.name} = 1")
+                            for opt in SockOpt}
+"""What a setsockopt event says, off and on, worked out once: an enum's ``name`` is a
+Python-level property, looked up by name at every use even from compiled code."""
 
 
 class Endpoint:
@@ -249,7 +255,7 @@ class Endpoint:
             ModelError: the profile's stack has no such option.
         """
         sk = self._sk
-        sk.event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET, f"TCP_{opt.name} = {int(on)}")
+        sk.event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET, _SETSOCKOPT_WORDS[opt][int(on)])
         if opt is SockOpt.CORK and not sk.profile.supports_cork:
             raise ModelError(f"profile {sk.profile.name} has no TCP_CORK")
         if opt is SockOpt.QUICKACK and not sk.profile.supports_quickack:
@@ -299,7 +305,7 @@ class Endpoint:
         timers = sk.timers
         for timer in sorted((t for t, at in timers.items() if at <= now),
                             key=lambda t: timers[t]):
-            if timers.pop(timer, None) is None:
+            if not sk.disarm(timer):
                 continue  # an earlier handler in this loop cancelled it
             sk.event(now, Kind.TIMER_FIRED, FIRED[timer], timer=timer)
             handler = _TIMER_HANDLERS.get(timer)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, IntFlag
-from typing import NewType
+from typing import Final, NewType
 
 Micros = NewType("Micros", int)
 """All model time: integer microseconds since the client's SYN left."""
@@ -49,10 +49,15 @@ class TcpFlag(IntFlag):
         return cls(parse_flags(letters))
 
 
-FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
-_LETTER_ORDER = ((SYN, "S"), (FIN, "F"), (RST, "R"), (PSH, "P"), (ACK, "A"))
-_LETTERS = tuple("".join(c for bit, c in _LETTER_ORDER if v & bit) for v in range(32))
-_BITS = {c: bit for bit, c in _LETTER_ORDER}
+# Final: compiled code (setup.py, mypyc) inlines them instead of reading module globals
+FIN: Final = 0x01
+SYN: Final = 0x02
+RST: Final = 0x04
+PSH: Final = 0x08
+ACK: Final = 0x10
+_LETTER_ORDER: Final = ((SYN, "S"), (FIN, "F"), (RST, "R"), (PSH, "P"), (ACK, "A"))
+_LETTERS: Final = tuple("".join(c for bit, c in _LETTER_ORDER if v & bit) for v in range(32))
+_BITS: Final = {c: bit for bit, c in _LETTER_ORDER}
 
 
 def flag_letters(flags: int) -> str:
@@ -251,12 +256,12 @@ class TraceEvent:
 for _enum in (Side, Kind, Timer, Reason):
     _enum.__hash__ = object.__hash__  # type: ignore[method-assign]
 
-REASON_TEXT: dict[Reason, str] = {r: r.value for r in Reason}
-REASON_CODE: dict[Reason, str] = {r: r.name for r in Reason}
-KIND_NAME: dict[Kind, str] = {k: k.value for k in Kind}
-TIMER_NAME: dict[Timer, str] = {t: t.value for t in Timer}
+REASON_TEXT: Final[dict[Reason, str]] = {r: r.value for r in Reason}
+REASON_CODE: Final[dict[Reason, str]] = {r: r.name for r in Reason}
+KIND_NAME: Final[dict[Kind, str]] = {k: k.value for k in Kind}
+TIMER_NAME: Final[dict[Timer, str]] = {t: t.value for t in Timer}
 
-SHORT: dict[Reason, str] = {
+SHORT: Final[dict[Reason, str]] = {
     Reason.APP_WRITE: "sent on write", Reason.FULL_SEGMENT: "full segment",
     Reason.NAGLE_HOLD: "Nagle holds", Reason.NAGLE_HOLD_CLASSIC: "Nagle holds",
     Reason.CORK_HOLD: "corked", Reason.MORE_HOLD: "MSG_MORE holds",

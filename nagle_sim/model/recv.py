@@ -11,7 +11,7 @@ data is sent (``send``); standard library and lower model modules only.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
+from typing import Final
 
 from .config import IPV4_HEADER, TCP_HEADER_WITH_TIMESTAMPS, TCP_MIN_MSS, AckStyle
 from .events import FIN, PSH, SYN, Kind, Micros, Reason, Segment, Timer
@@ -25,7 +25,7 @@ from .output import (
 from .sock import Sock
 from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, State
 
-LOOPBACK_COALESCE_MAX = 65536
+LOOPBACK_COALESCE_MAX: Final = 65536
 """SIMPLIFICATION of skb_try_coalesce's MAX_SKB_FRAGS limit: a loopback skb joins the
 queue's tail while the tail holds less than 64 KB (1 kB writes share page fragments)."""
 
@@ -99,11 +99,12 @@ def _take(sk: Sock, now: Micros, seg: Segment) -> bool:
         rcv.rcv_nxt += seg.length
         rcv.unread += seg.length
         truesize = skb_truesize(sk, seg.length)
-        if sk.snd.gso_wire and rcv.rmem and rcv.rmem[-1][0] + seg.length <= LOOPBACK_COALESCE_MAX:
+        tail = rcv.rmem[-1] if sk.snd.gso_wire and rcv.rmem else None
+        if tail is not None and tail[0] + seg.length <= LOOPBACK_COALESCE_MAX:
             # tcp_try_coalesce: a head-less (loopback) skb's fragments join the queue's
             # tail skb and only their payload is charged (skb_try_coalesce's delta)
-            rcv.rmem[-1][0] += seg.length
-            rcv.rmem[-1][1] += seg.length
+            tail[0] += seg.length
+            tail[1] += seg.length
             rcv.rmem_alloc += seg.length
         else:
             rcv.rmem.append([seg.length, truesize])  # tcp_queue_rcv: charged to the socket
@@ -355,12 +356,26 @@ def tcp_window_would_grow(sk: Sock, now: Micros) -> bool:
     return tcp_select_window_now(sk, now) >= sk.rcv.rcv_wnd
 
 
-@lru_cache(maxsize=1024)
+_DELACK_DETAILS: Final[dict[tuple[int, bool, int], str]] = {}
+_DELACK_DETAILS_MAX: Final = 1024
+
+
 def _delack_detail(ato_ms: int, pingpong: bool, fires_in_us: int) -> str:
     """The words of a delayed-ACK decision. Cached: a big run repeats a few dozen of them
-    tens of thousands of times, and formatting them was a few % of its time."""
-    mode = "ping-pong" if pingpong else "no quick ACKs left"
-    return f"ato {ato_ms} ms, {mode}; fires in {fires_in_us / 1000:.1f} ms"
+    tens of thousands of times, and formatting them was a few % of its time. A plain dict,
+    not ``functools.lru_cache``: compiled, a call through that wrapper is a generic one."""
+    key = (ato_ms, pingpong, fires_in_us)
+    words = _DELACK_DETAILS.get(key)
+    if words is None:
+        if len(_DELACK_DETAILS) >= _DELACK_DETAILS_MAX:
+            _DELACK_DETAILS.clear()
+        mode = "ping-pong" if pingpong else "no quick ACKs left"
+        # the number on its own: compiled, an f-string with a format spec formats every
+        # one of its fields through str.format; without one it is joined natively
+        fires_ms = f"{fires_in_us / 1000:.1f}"
+        words = f"ato {ato_ms} ms, {mode}; fires in {fires_ms} ms"
+        _DELACK_DETAILS[key] = words
+    return words
 
 
 def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
@@ -388,7 +403,8 @@ def tcp_send_delayed_ack(sk: Sock, now: Micros) -> None:
     ack.pending |= AckPending.SCHED | AckPending.TIMER
     ack.timeout_j = timeout_j
     at = sk.jiffy_timer_at(now, timeout_j)
-    if sk.timers.get(Timer.DELACK) == at:
+    armed = sk.timers.get(Timer.DELACK)
+    if armed is not None and armed == at:   # typed: compiled, an int compare, not a generic one
         return  # already waiting for this deadline: nothing new to say
     detail = _delack_detail(ato * p.tick_us // 1000, sk.in_pingpong, at - now)
     sk.event(now, Kind.ACK_DELAYED, Reason.DELACK_WAIT, detail, ato=ato)

@@ -139,5 +139,14 @@ class Sock:
         self.event(now, Kind.TIMER_ARMED, reason, detail, timer=timer, deadline=at)
 
     def cancel(self, now: Micros, timer: Timer, reason: Reason = Reason.TIMER_CLEARED) -> None:
-        if self.timers.pop(timer, None) is not None:
+        if self.disarm(timer):
             self.event(now, Kind.TIMER_CANCELLED, reason, timer=timer)
+
+    def disarm(self, timer: Timer) -> bool:
+        """Clear ``timer``'s slot without tracing it; whether it was armed. (``in`` and
+        ``del``, not ``dict.pop``: compiled, a method call on a dict is a generic call.)"""
+        timers = self.timers
+        if timer in timers:
+            del timers[timer]
+            return True
+        return False

@@ -79,9 +79,9 @@ class ConnEvent(Enum):
     OUR_FIN_ACKED = "ACK of our FIN received"
 
 
-_CLOSABLE = (State.CLOSED, State.LISTEN, State.SYN_SENT)
+_CLOSABLE: Final = (State.CLOSED, State.LISTEN, State.SYN_SENT)
 
-TRANSITIONS: dict[tuple[State, ConnEvent], State] = {
+TRANSITIONS: Final[dict[tuple[State, ConnEvent], State]] = {
     (State.CLOSED, ConnEvent.CONNECT): State.SYN_SENT,
     (State.LISTEN, ConnEvent.RECV_SYN): State.SYN_RCVD,
     (State.SYN_SENT, ConnEvent.RECV_SYNACK): State.ESTABLISHED,
@@ -105,14 +105,15 @@ TRANSITIONS: dict[tuple[State, ConnEvent], State] = {
 """(state, event) → next state. A pair not listed means the event changes nothing."""
 
 
-TCP_RMEM_TO_WIN_SCALE = 8
+TCP_RMEM_TO_WIN_SCALE: Final = 8
 """include/net/tcp.h (dfa2f0483360): tp->scaling_ratio is in 1/256 of truesize."""
-TCP_MAX_WSCALE = 14
+TCP_MAX_WSCALE: Final = 14
 """RFC 7323: the largest window scale (a tuned profile is held to it)."""
 
 
 # ---------------------------------------------------------------- the skb
-_NOT_SENT, _ZERO = Micros(-1), Micros(0)
+_NOT_SENT: Final = Micros(-1)
+_ZERO: Final = Micros(0)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ dispatches. Standard library and lower model modules only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from .events import Micros, Reason, Timer
 from .sock import Sock
@@ -27,7 +28,7 @@ class TimerSpec:
     """Where the model handles it (module.function)."""
 
 
-TIMERS: dict[Timer, TimerSpec] = {
+TIMERS: Final[dict[Timer, TimerSpec]] = {
     Timer.DELACK: TimerSpec("icsk_delack_timer → tcp_delack_timer_handler", "jiffies",
                             Reason.DELACK_FIRED, "recv.tcp_delack_timer_handler"),
     Timer.PROBE0: TimerSpec("ICSK_TIME_PROBE0 → tcp_probe_timer", "jiffies",
@@ -44,7 +45,7 @@ TIMERS: dict[Timer, TimerSpec] = {
 """Every timer of the model. RTO, TLP and PROBE0 share the kernel's one icsk_pending slot:
 arming one clears the others."""
 
-FIRED: dict[Timer, Reason] = {t: spec.fired for t, spec in TIMERS.items()}
+FIRED: Final[dict[Timer, Reason]] = {t: spec.fired for t, spec in TIMERS.items()}
 
 
 def rto_at(sk: Sock, now: Micros) -> Micros:
@@ -58,12 +59,11 @@ def tcp_rearm_rto(sk: Sock, now: Micros) -> None:
     """tcp_rearm_rto: RTO replaces the probe timer (one icsk_pending slot). Re-arming
     on every ACK is routine, so only the probe-timer cancellation is traced."""
     sk.cancel(now, Timer.PROBE0)
-    timers = sk.timers
-    timers.pop(Timer.TLP, None)
+    sk.disarm(Timer.TLP)
     if sk.snd.rtx:
-        timers[Timer.RTO] = rto_at(sk, now)
+        sk.timers[Timer.RTO] = rto_at(sk, now)
     else:
-        timers.pop(Timer.RTO, None)
+        sk.disarm(Timer.RTO)
 
 
 def tlp_timeout_j(sk: Sock) -> int:
@@ -97,7 +97,7 @@ def tcp_schedule_loss_probe(sk: Sock, now: Micros, advancing_rto: bool) -> bool:
         rto_delta = rtx[0].sent_at + sk.rto_j * p.tick_us - now
     if rto_delta > 0:
         timeout_j = min(timeout_j, p.us_to_jiffies(rto_delta))
-    sk.timers.pop(Timer.RTO, None)
+    sk.disarm(Timer.RTO)
     sk.timers[Timer.TLP] = sk.jiffy_timer_at(now, sk.jiffies(now) + timeout_j)
     return True
 
