@@ -23,13 +23,22 @@ import gc
 import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import simpy
 
 from ..model.config import StackProfile
 from ..model.endpoint import Endpoint, ModelError, SockOpt
-from ..model.events import REASON_CODE, REASON_TEXT, SYN, Micros, Segment, Side, flag_letters
+from ..model.events import (
+    REASON_CODE,
+    REASON_TEXT,
+    SYN,
+    Micros,
+    Reason,
+    Segment,
+    Side,
+    flag_letters,
+)
 from ..scenario import (
     Close,
     GetOpt,
@@ -59,18 +68,18 @@ from ..script import (
 from ..trace import OpRecord, Outcome, SegmentRecord, Trace, event_records
 from .link import LinkFaults
 
-DEFAULT_TIME_LIMIT = Micros(3_600_000_000)   # one simulated hour
-WIRE_HEADER_BYTES = 52
+DEFAULT_TIME_LIMIT: Final = Micros(3_600_000_000)   # one simulated hour
+WIRE_HEADER_BYTES: Final = 52
 """IPv4 (20) + TCP with timestamps (32): what each packet adds to its payload on the wire
 (the TUN relay's packets are raw IP, so realnet's rate counts the same bytes)."""
-SYN_EXTRA_OPTION_BYTES = 8
+SYN_EXTRA_OPTION_BYTES: Final = 8
 """A Linux SYN or SYN-ACK carries MSS (4), SACK-permitted + timestamps (12) and NOP +
 window scale (4): 40 bytes of TCP header, 8 more than a timestamped segment (60-byte
 packets, as captured through the rate-limited relay: lessons/22's SYN-ACK left 1.2 ms
 later than with 52 bytes at 56 kbit/s)."""
-DEFAULT_SEGMENT_LIMIT = 5_000_000
-DEFAULT_RECORD_LIMIT = 2_000_000
-CLASSROOM_RECORD_LIMIT = 300_000
+DEFAULT_SEGMENT_LIMIT: Final = 5_000_000
+DEFAULT_RECORD_LIMIT: Final = 2_000_000
+CLASSROOM_RECORD_LIMIT: Final = 300_000
 """A served app's bound: a run of this many records peaks near 200 MB (docs/tui.md)."""
 """Most records (segments + app calls + model events) one run's trace may hold: bounds a
 run's memory (a CLI run at the bound peaks near 400 MB) and wall time, whatever the script,
@@ -82,9 +91,13 @@ class RunCancelled(Exception):
     """The caller's ``cancelled()`` said stop (e.g. the app started a newer run)."""
 
 
-_DELIVER, _START, _RESUME = 0, 1, 2
-"""What an agenda entry does: deliver a segment, start or resume an application."""
-CANCEL_CHECK_STEPS = 4096
+_REASON_WORDS: Final = {r: (REASON_TEXT[r], REASON_CODE[r]) for r in Reason}
+"""A segment record's sentence and code, found with one lookup per segment."""
+_DELIVER: Final = 0
+"""Agenda entry: deliver a segment (then `_START` or `_RESUME` an application)."""
+_START: Final = 1
+_RESUME: Final = 2
+CANCEL_CHECK_STEPS: Final = 4096
 """How many scheduler steps run between two calls of ``cancelled()`` (a few ms)."""
 
 
@@ -259,11 +272,12 @@ class SimDriver:
             arrive = self._serialize(side, seg, now)
         if arrive is not None and held:
             arrive += held
+        why, code = _REASON_WORDS[seg.why]
         self.trace.segments.append(SegmentRecord(
             t=Micros(now), src=side, seq=seg.seq, ack=seg.ack, length=seg.length,
             flags=flag_letters(seg.flags), window=seg.window,
             arrive=None if arrive is None else Micros(arrive),
-            why=REASON_TEXT[seg.why], code=REASON_CODE[seg.why]))
+            why=why, code=code))
         if arrive is not None:
             self._schedule(arrive, _DELIVER, host.peer, seg)
 
@@ -354,7 +368,10 @@ class SimDriver:
                     return
                 end = app.vnow + profile.syscall_us
             else:
-                step = next(app.ops, None)
+                try:
+                    step: Step | None = next(app.ops)
+                except StopIteration:   # not next(ops, None): compiled, that is a generic call
+                    step = None
                 if step is None:
                     if not app.closed:
                         app.closed = True
