@@ -152,7 +152,9 @@ class _Host:
         self.app = app
         self.profile = profile
         self.delay = delay
-        self.wakes: set[int] = set()
+        self.wakes: list[int] = []
+        """Deadlines with a wake-up pending, latest first: one is added only when it comes
+        before all of them, and they fire in time order, so the last is the next to fire."""
         self.peer: _Host = self
 
 
@@ -256,8 +258,8 @@ class SimDriver:
         # A wake is needed only when the deadline comes before every pending one: a wake
         # that turns out early finds nothing due (on_deadline is idempotent) and re-arms.
         # Loss-probe and RTO deadlines move later on every ACK, so this saves most events.
-        if deadline is not None and _before_all(deadline, pending):
-            pending.add(deadline)
+        if deadline is not None and (not pending or deadline < pending[-1]):
+            pending.append(deadline)
             self.call_at(deadline, lambda: self._on_wake(host, deadline))
         return len(segments)
 
@@ -331,7 +333,9 @@ class SimDriver:
             self._schedule(now + wake, _RESUME, to)
 
     def _on_wake(self, host: _Host, deadline: int) -> None:
-        host.wakes.discard(deadline)
+        pending = host.wakes
+        assert pending[-1] == deadline, "wake-ups fire in time order (see _Host.wakes)"
+        pending.pop()
         now = self._now()
         host.ep.on_deadline(now)
         self._pump(host, now)
@@ -539,12 +543,6 @@ def _first(entry: tuple[int, int, int, _Host, Segment | None], timer: tuple[int,
     """Whether an agenda entry comes before a timer: earlier, or as early and scheduled
     first (simpy's own order for events of one time)."""
     return entry[0] < timer[0] or (entry[0] == timer[0] and entry[1] < timer[1])
-
-
-def _before_all(when: int, times: set[int]) -> bool:
-    """``not times or when < min(times)``; compiled, ``all`` over a generator is a plain
-    loop (no builtin call per pump)."""
-    return all(t > when for t in times)
 
 
 def run_sim(scenario: Scenario, **limits: Any) -> Trace:
