@@ -28,10 +28,9 @@ import contextlib  # noqa: E402
 import math  # noqa: E402
 import signal  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from typing import TYPE_CHECKING, NoReturn  # noqa: E402
+from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 
 from . import __version__  # noqa: E402
-from .render.rows import DETAIL_LEVELS  # noqa: E402
 from .scenario import ScenarioError, load  # noqa: E402
 from .trace import Outcome, TraceError  # noqa: E402
 
@@ -450,6 +449,11 @@ def _check_output(path: str | None) -> None:
         raise CliError(str(exc)) from None
 
 
+DETAIL_LEVELS = ("wire", "normal", "all")
+"""``--detail``'s choices: `nagle_sim.render.rows.DETAIL_LEVELS`, written out here so that
+building the parser imports no renderer (tests/test_cli.py holds the two equal)."""
+
+
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
     p.add_argument("--trace-format", type=int, choices=(1, 2), default=2,
@@ -474,7 +478,35 @@ def _add_scenario(p: argparse.ArgumentParser) -> None:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with the CLI's one-line error (``error: nagle-sim run: argument …``, exit
-    2) instead of a usage block; ``--help`` still shows the usage."""
+    2) instead of a usage block; ``--help`` still shows the usage.
+
+    A subcommand's parser is filled lazily: ``fill`` adds its arguments the first time it
+    parses or formats its help, so a command builds (and imports, e.g. ``explain``'s or
+    ``sweep``'s option helpers) only its own options, not every subcommand's."""
+
+    def __init__(self, *args: Any, fill: Callable[[argparse.ArgumentParser], None] | None
+                 = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fill = fill
+
+    def _filled(self) -> None:
+        fill, self._fill = self._fill, None
+        if fill is not None:
+            fill(self)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        self._filled()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self._filled()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._filled()
+        return super().format_help()
 
     def error(self, message: str) -> NoReturn:
         _err(f"{self.prog}: {message} (see {self.prog} --help)")
@@ -491,24 +523,20 @@ def _add_remote_options(p: argparse.ArgumentParser) -> None:
                    "profile name for both sides")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
-        "CORK, QUICKACK — simulated, and measured on real sockets.")
-    parser.add_argument("--version", action="version", version=f"nagle-sim {__version__}")
-    sub = parser.add_subparsers(dest="command")
-
-    p = sub.add_parser("run", help="simulate a scenario and print its ladder and summary")
+# ---------------------------------------------------------------- each subcommand's options
+def _fill_run(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     _add_view_options(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("show", help="print a saved trace (from --json) as a ladder and summary")
+
+def _fill_show(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="trace file (nagle-sim-trace/1 or /2 JSON)")
     _add_view_options(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("tui", help="open the teaching app (on a scenario file if given)")
+
+def _fill_tui(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?")
     # set by `serve` for each browser tab (hidden: not for people)
     p.add_argument("--classroom", action="store_true", help=argparse.SUPPRESS)
@@ -518,10 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_tui)
 
-    p = sub.add_parser("serve", help="serve the teaching app to browsers (classroom mode)",
-                       description="Serve the teaching app to browsers. Each tab runs its own "
-                       "app in classroom mode: no server files, exports as downloads, no "
-                       "real-socket runs unless --allow-real.")
+
+def _fill_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; "
                    "0.0.0.0 opens it to the class, with a token)")
@@ -544,12 +570,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the base URL students use, if not http://<this host>:<port>")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("lessons", help="list the lessons")
+
+def _fill_lessons(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lessons)
 
-    p = sub.add_parser("export", help="export a run as pcap / SVG / PNG / tables")
+
+def _fill_export(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
-    p.epilog = "FILE may also be a saved trace (.json), exported as it is."
     p.add_argument("--real", action="store_true", help="export a real-socket run instead")
     p.add_argument("--overlay-real", action="store_true",
                    help="draw a real-socket run over the simulated ladder (SVG/PNG)")
@@ -566,7 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scale PNG pictures, 0.25 to 8 (default 1.0)")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("compare", help="run on the model and on real sockets; match segments")
+
+def _fill_compare(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     p.add_argument("real", nargs="?", metavar="REAL.json",
                    help="a saved real trace to compare with instead of running the kernel "
@@ -577,8 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("validate", help="compare every lesson (or random scenarios) with "
-                       "the real kernel")
+
+def _fill_validate(p: argparse.ArgumentParser) -> None:
     _add_remote_options(p)
     p.add_argument("--markdown", metavar="PATH")
     p.add_argument("--random", type=_random_count, metavar="N",
@@ -592,38 +620,90 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each random scenario that disagrees to DIR/random-SEED.toml")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("explain", help="open a real capture (pcap/pcapng) and explain every stall")
-    from .explain.cli import add_arguments as add_explain_arguments
-    add_explain_arguments(p)
 
-    p = sub.add_parser("sweep", help="run a scenario over a grid of settings; table and plot")
-    from .sweep_cli import add_arguments as add_sweep_arguments
-    add_sweep_arguments(p, _positive_int)
+def _fill_explain(p: argparse.ArgumentParser) -> None:
+    from .explain.cli import add_arguments
+    add_arguments(p)
+
+
+def _fill_sweep(p: argparse.ArgumentParser) -> None:
+    from .sweep_cli import add_arguments
+    add_arguments(p, _positive_int)
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("drill", help="play packetdrill scripts against the model")
-    from .drill.cli import add_arguments as add_drill_arguments
-    add_drill_arguments(p)
+
+def _fill_drill(p: argparse.ArgumentParser) -> None:
+    from .drill.cli import add_arguments
+    add_arguments(p)
     p.set_defaults(func=cmd_drill)
 
-    real = sub.add_parser("realnet", help="run scenarios over real kernel sockets")
-    rsub = real.add_subparsers(dest="realnet_command", required=True)
-    p = rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder")
+
+def _fill_realnet_run(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     _add_view_options(p)
     p.add_argument("--remote", metavar="[TOKEN@]HOST:PORT",
                    help="run the server side on a remote `nagle-sim realnet serve`")
     p.add_argument("--token", help="the serve's token (default $NAGLE_SIM_REALNET_TOKEN)")
     p.set_defaults(func=cmd_realnet_run)
-    p = rsub.add_parser("serve", help="serve the server side of scenarios to remote clients")
+
+
+def _fill_realnet_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:7070", metavar="HOST:PORT")
     p.add_argument("--token", help="shared secret clients must know (default "
                    "$NAGLE_SIM_REALNET_TOKEN, else a random one, printed)")
     p.add_argument("--no-auth", action="store_true",
                    help="no token (allowed on a loopback address only)")
     p.set_defaults(func=cmd_realnet_serve)
-    p = rsub.add_parser("cleanup", help="remove namespaces, relays and temp files of dead runs")
+
+
+def _fill_realnet_cleanup(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_realnet_cleanup)
+
+
+def _fill_realnet(real: argparse.ArgumentParser) -> None:
+    rsub = real.add_subparsers(dest="realnet_command", required=True)
+    rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder",
+                    fill=_fill_realnet_run)
+    rsub.add_parser("serve", help="serve the server side of scenarios to remote clients",
+                    fill=_fill_realnet_serve)
+    rsub.add_parser("cleanup", help="remove namespaces, relays and temp files of dead runs",
+                    fill=_fill_realnet_cleanup)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole CLI. Each subcommand's parser holds its name, help and description at
+    once, and its options only when it is used (`_Parser`'s ``fill``)."""
+    parser = _Parser(
+        prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
+        "CORK, QUICKACK — simulated, and measured on real sockets.")
+    parser.add_argument("--version", action="version", version=f"nagle-sim {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("run", help="simulate a scenario and print its ladder and summary",
+                   fill=_fill_run)
+    sub.add_parser("show", help="print a saved trace (from --json) as a ladder and summary",
+                   fill=_fill_show)
+    sub.add_parser("tui", help="open the teaching app (on a scenario file if given)",
+                   fill=_fill_tui)
+    sub.add_parser("serve", help="serve the teaching app to browsers (classroom mode)",
+                   description="Serve the teaching app to browsers. Each tab runs its own "
+                   "app in classroom mode: no server files, exports as downloads, no "
+                   "real-socket runs unless --allow-real.", fill=_fill_serve)
+    sub.add_parser("lessons", help="list the lessons", fill=_fill_lessons)
+    sub.add_parser("export", help="export a run as pcap / SVG / PNG / tables",
+                   epilog="FILE may also be a saved trace (.json), exported as it is.",
+                   fill=_fill_export)
+    sub.add_parser("compare", help="run on the model and on real sockets; match segments",
+                   fill=_fill_compare)
+    sub.add_parser("validate", help="compare every lesson (or random scenarios) with "
+                   "the real kernel", fill=_fill_validate)
+    sub.add_parser("explain", help="open a real capture (pcap/pcapng) and explain every "
+                   "stall", fill=_fill_explain)
+    sub.add_parser("sweep", help="run a scenario over a grid of settings; table and plot",
+                   fill=_fill_sweep)
+    sub.add_parser("drill", help="play packetdrill scripts against the model",
+                   fill=_fill_drill)
+    sub.add_parser("realnet", help="run scenarios over real kernel sockets",
+                   fill=_fill_realnet)
     return parser
 
 

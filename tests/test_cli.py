@@ -139,3 +139,72 @@ def test_a_full_disk_on_stdout_is_one_line_exit_2(argv: list[str]) -> None:
                               stderr=subprocess.PIPE, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == "error: cannot write standard output: No space left on device"
+
+
+# ---------------------------------------------------------------- start-up: lazy parsers
+SUBCOMMANDS = {"run": "--trace-format", "show": "--trace-format", "tui": "[file]",
+               "serve": "--max-sessions", "lessons": "-h", "export": "--png-scale",
+               "compare": "REAL.json", "validate": "--random", "explain": "--truncated-ok",
+               "sweep": "--vary", "drill": "--tolerance-usecs", "realnet": "{run,serve,cleanup}",
+               "realnet run": "--remote", "realnet serve": "--no-auth",
+               "realnet cleanup": "-h"}
+"""Each subcommand and an option its help lists."""
+
+
+def test_detail_levels_are_the_renderers() -> None:
+    """The parser spells --detail's choices out (so it imports no renderer): the same."""
+    from nagle_sim.__main__ import DETAIL_LEVELS
+    from nagle_sim.render.rows import DETAIL_LEVELS as RENDERED
+    assert DETAIL_LEVELS == RENDERED
+
+
+@pytest.mark.parametrize("command", list(SUBCOMMANDS))
+def test_every_subcommand_has_its_help(command: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Each subcommand's options are added when it is used: its --help still lists them."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*command.split(), "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: nagle-sim {command} ")
+    assert SUBCOMMANDS[command] in out
+
+
+def test_the_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]
+                                                   ) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(f"    {c.split()[0]} " in out for c in SUBCOMMANDS)
+
+
+def test_a_bad_option_of_a_lazily_built_parser_is_one_line_and_2(tmp_path: Path) -> None:
+    for args, prefix in (
+            (["run", "x.toml", "--detail", "loud"], "nagle-sim run: argument --detail"),
+            (["sweep", "x.toml", "--jobs", "0"], "nagle-sim sweep: argument --jobs"),
+            (["realnet", "run"], "nagle-sim realnet run: the following arguments"),
+            (["explain", "x.pcap", "--bogus"], "nagle-sim: unrecognized arguments: --bogus")):
+        done = subprocess.run([sys.executable, "-m", "nagle_sim", *args], capture_output=True,
+                              text=True, cwd=tmp_path)
+        assert done.returncode == 2, args
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"error: {prefix}"), done.stderr
+
+
+def test_run_json_imports_only_what_it_uses() -> None:
+    """`run --json` builds only run's parser and writes JSON: no renderer, rich, other
+    subcommands' modules (explain, sweep, drill, exports) or the app are imported."""
+    code = ("import sys; from nagle_sim.__main__ import main; "
+            f"code = main(['run', {str(DATA / 's1_write_write_read.toml')!r}, '--json']); "
+            "sys.stdout.flush(); print(code, ' '.join(sorted(sys.modules)), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    exit_code, modules = done.stderr.split(" ", 1)
+    assert exit_code == "0" and json.loads(done.stdout)["outcome"] == "ok"
+    loaded = set(modules.split())
+    assert "nagle_sim.sim.driver" in loaded          # the check sees what was imported
+    heavy = [m for m in loaded if m.split(".")[0] in ("rich", "textual", "realnet", "dpkt")
+             or m.startswith(("nagle_sim.render", "nagle_sim.explain", "nagle_sim.sweep",
+                              "nagle_sim.drill", "nagle_sim.export", "nagle_sim.tui",
+                              "nagle_sim.summary", "nagle_sim.compare", "nagle_sim.lessons"))]
+    assert heavy == []
