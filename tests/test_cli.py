@@ -208,3 +208,23 @@ def test_run_json_imports_only_what_it_uses() -> None:
                               "nagle_sim.drill", "nagle_sim.export", "nagle_sim.tui",
                               "nagle_sim.summary", "nagle_sim.compare", "nagle_sim.lessons"))]
     assert heavy == []
+
+
+def test_the_command_process_writes_everything_before_it_ends(tmp_path: Path) -> None:
+    """`nagle-sim run --json` and `show` end with os._exit once their output is flushed
+    (the trace is not freed object by object): the whole JSON is there, the exit code and
+    the error line too."""
+    for extra, code in (([], 0), (["--set", "client.script=\"read 5\""], 1)):
+        out = tmp_path / "out.json"
+        with out.open("wb") as sink:
+            done = subprocess.run([sys.executable, "-m", "nagle_sim", "run",
+                                   str(DATA / "s1_write_write_read.toml"), "--json", *extra],
+                                  stdout=sink, stderr=subprocess.PIPE, text=True)
+        assert done.returncode == code
+        doc = json.loads(out.read_text("utf-8"))
+        assert doc["outcome"] == ("ok" if code == 0 else "deadlock")
+        assert out.read_bytes().endswith(b"]}\n")
+        assert done.stderr == ("" if code == 0 else f"error: {doc['message']}\n")
+        again = subprocess.run([sys.executable, "-m", "nagle_sim", "show", str(out), "--json"],
+                               capture_output=True)
+        assert again.returncode == code and again.stdout == out.read_bytes()
