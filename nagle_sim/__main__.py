@@ -70,9 +70,14 @@ def _load(args: argparse.Namespace) -> Scenario:
     return load(args.file, (getattr(args, "set", None) or []) + params)
 
 
-def _run_trace(scenario: Scenario) -> Trace:
+def _run_trace(scenario: Scenario, args: argparse.Namespace | None = None) -> Trace:
     from .sim.driver import run_sim
-    return run_sim(scenario)
+    limits: dict[str, int] = {}
+    if getattr(args, "record_limit", None) is not None:
+        limits["record_limit"] = args.record_limit
+    if getattr(args, "time_limit", None) is not None:
+        limits["time_limit"] = round(args.time_limit * 1_000_000)
+    return run_sim(scenario, **limits)
 
 
 def _emit(trace: Trace, args: argparse.Namespace) -> int:
@@ -96,7 +101,7 @@ def _emit(trace: Trace, args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    trace = _run_trace(_load(args))
+    trace = _run_trace(_load(args), args)
     _keep_to_the_end(trace, args)
     return _emit(trace, args)
 
@@ -550,9 +555,24 @@ def _add_remote_options(p: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------- each subcommand's options
+MAX_RECORD_LIMIT = 10_000_000
+"""``run --record-limit``'s ceiling: a record takes about 150-700 bytes while the run holds
+its trace (docs/scenarios.md), so a run at this bound may need a few GB."""
+MAX_TIME_LIMIT_S = 864_000.0
+"""``run --time-limit``'s ceiling, ten simulated days (as a `sleep`'s): the record bound,
+not simulated time, is what bounds a run's work."""
+
+
 def _fill_run(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     _add_view_options(p)
+    p.add_argument("--record-limit", type=_bounded_int(1, MAX_RECORD_LIMIT), metavar="N",
+                   help="stop the run (outcome limit, exit 1) once its trace holds N records: "
+                   "segments, app calls and model events (default 2000000, at most "
+                   f"{MAX_RECORD_LIMIT}; each takes about 150-700 bytes of memory)")
+    p.add_argument("--time-limit", type=_positive_float(MAX_TIME_LIMIT_S), metavar="S",
+                   help="stop the run (outcome limit, exit 1) after S simulated seconds "
+                   f"(default 3600, at most {MAX_TIME_LIMIT_S:.0f})")
     p.set_defaults(func=cmd_run)
 
 

@@ -210,11 +210,60 @@ def test_run_json_imports_only_what_it_uses() -> None:
     assert heavy == []
 
 
+# ---------------------------------------------------------------- run's limits
+def test_run_record_limit_stops_the_run_with_exit_1(capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--json",
+                 "--record-limit", "50"]) == 1
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["outcome"] == "limit" and "past 50 records" in doc["message"]
+    assert len(doc["segments"]) + len(doc["ops"]) + len(doc["events"]) <= 51
+    assert err.count("\n") == 1 and "past 50 records" in err
+
+
+def test_run_time_limit_stops_the_run_in_simulated_time(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--json",
+                 "--time-limit", "0.02"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["outcome"] == "limit" and "after 0.02 simulated s" in doc["message"]
+    assert main(["run", str(DATA / "s1_write_write_read.toml"), "--json",
+                 "--time-limit", "5", "--record-limit", "10000000"]) == 0
+
+
+@pytest.mark.parametrize(("option", "value", "why"), [
+    ("--record-limit", "0", "must be 1-10000000, got 0"),
+    ("--record-limit", "10000001", "must be 1-10000000"),
+    ("--record-limit", "2e6", "expected a whole number, got '2e6'"),
+    ("--time-limit", "0", "expected a number above 0 and at most 864000"),
+    ("--time-limit", "nan", "at most 864000"),
+    ("--time-limit", "1e9", "at most 864000")])
+def test_bad_run_limits_are_one_line_and_2(option: str, value: str, why: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(DATA / "s1_write_write_read.toml"), option, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: nagle-sim run: argument {option}: ") and why in err
+
+
+def test_run_limits_help_names_the_drivers_defaults(capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    from nagle_sim.sim.driver import DEFAULT_RECORD_LIMIT, DEFAULT_TIME_LIMIT
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"(default {DEFAULT_RECORD_LIMIT}, at most 10000000;" in out
+    assert f"(default {DEFAULT_TIME_LIMIT // 1_000_000}, at most 864000)" in out
+
+
 def test_the_command_process_writes_everything_before_it_ends(tmp_path: Path) -> None:
     """`nagle-sim run --json` and `show` end with os._exit once their output is flushed
     (the trace is not freed object by object): the whole JSON is there, the exit code and
     the error line too."""
-    for extra, code in (([], 0), (["--set", "client.script=\"read 5\""], 1)):
+    for extra, code in (([], 0), (["--record-limit", "40"], 1)):
         out = tmp_path / "out.json"
         with out.open("wb") as sink:
             done = subprocess.run([sys.executable, "-m", "nagle_sim", "run",
@@ -222,7 +271,7 @@ def test_the_command_process_writes_everything_before_it_ends(tmp_path: Path) ->
                                   stdout=sink, stderr=subprocess.PIPE, text=True)
         assert done.returncode == code
         doc = json.loads(out.read_text("utf-8"))
-        assert doc["outcome"] == ("ok" if code == 0 else "deadlock")
+        assert doc["outcome"] == ("ok" if code == 0 else "limit")
         assert out.read_bytes().endswith(b"]}\n")
         assert done.stderr == ("" if code == 0 else f"error: {doc['message']}\n")
         again = subprocess.run([sys.executable, "-m", "nagle_sim", "show", str(out), "--json"],
