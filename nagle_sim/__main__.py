@@ -26,7 +26,6 @@ if _STARTED_AS_COMMAND and _signal.getsignal(_signal.SIGINT) is _signal.default_
 import argparse  # noqa: E402 - after the start-up Ctrl-C handler, on purpose
 import contextlib  # noqa: E402
 import math  # noqa: E402
-import signal  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 
@@ -754,8 +753,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if signal.getsignal(signal.SIGINT) is _interrupted_at_start_up:
-        signal.signal(signal.SIGINT, signal.default_int_handler)   # set up: normal Ctrl-C
+    # `_signal`, not `signal`: that one builds its enums on import (a millisecond or two)
+    if _signal.getsignal(_signal.SIGINT) is _interrupted_at_start_up:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)   # set up: normal Ctrl-C
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
