@@ -8,6 +8,7 @@ are imported only by the subcommands that need them.
 from __future__ import annotations
 
 import _signal  # the C module: `signal` builds its enums on import, a window of a millisecond
+import gc
 import os
 import sys
 
@@ -22,6 +23,12 @@ def _interrupted_at_start_up(signum: int, frame: object) -> None:
 _STARTED_AS_COMMAND = __name__ == "__main__" or os.path.basename(sys.argv[0]) == "nagle-sim"
 if _STARTED_AS_COMMAND and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
     _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
+_GC_PAUSED = _STARTED_AS_COMMAND and gc.isenabled()
+if _GC_PAUSED:
+    # the cyclic collector's passes over the objects of the ~200 modules start-up imports
+    # are 3 % of start-up; main() turns it back on for every command but run and show
+    # (`_keep_to_the_end`)
+    gc.disable()
 
 import argparse  # noqa: E402 - after the start-up Ctrl-C handler, on purpose
 import contextlib  # noqa: E402
@@ -110,17 +117,18 @@ _KEPT: list[object] = []
 
 
 def _keep_to_the_end(trace: Trace, args: argparse.Namespace) -> None:
-    """In the `nagle-sim` process itself (never when a test calls `main` with arguments),
-    a trace that is printed and then dropped with the process costs nothing more: its
-    million objects leave the cyclic collector's view (`gc.freeze`; the driver ran with the
-    collector off, so all of them sat in the youngest generation and the collections while
-    the JSON is written would scan them all again: 2.7 % of the instructions of `run --json`
-    on S3 NODELAY at 1,000 messages), and `main` ends the process with `os._exit` once the
-    output is flushed, so they are not freed one by one either (another 1.1 %). Nothing on
-    this path registers `atexit` work."""
+    """The `nagle-sim` process of `run` and `show` (never `main` called with arguments, as
+    tests do) prints one trace and ends, so the trace costs nothing more once printed:
+
+    - the cyclic collector stays off from start-up to the end (`_GC_PAUSED`, `main`). The
+      driver runs with it off anyway, so all of a run's million records would sit in the
+      youngest generation, and the collections while the JSON is written would scan them
+      all again: 2.7 % of the instructions of `run --json` on S3 NODELAY at 1,000
+      messages. Reading a trace builds a million dicts and no cycles;
+    - the trace is kept here, and `main` ends the process with `os._exit` once the output
+      is flushed, so its objects are not freed one by one either (another 1.1 %). Nothing
+      on these paths registers `atexit` work (`realnet run`, which can, is not one)."""
     if getattr(args, "ends_process", False):
-        import gc
-        gc.freeze()
         _KEPT.append(trace)
 
 
@@ -378,9 +386,6 @@ def _is_trace_file(path: str) -> bool:
 def cmd_show(args: argparse.Namespace) -> int:
     """Print a saved trace (simulated or real) as a ladder and summary."""
     from .trace import Trace
-    if getattr(args, "ends_process", False):
-        import gc
-        gc.disable()    # reading builds a million objects, no cycles; the process then ends
     trace = Trace.load(args.file)
     _keep_to_the_end(trace, args)
     return _emit(trace, args)
@@ -762,7 +767,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             args.file = None
             args.func = cmd_tui
-        args.ends_process = argv is None and _STARTED_AS_COMMAND
+        # run and show print one trace and end the process (`_keep_to_the_end`)
+        args.ends_process = (argv is None and _STARTED_AS_COMMAND
+                             and args.func in (cmd_run, cmd_show))
+        if _GC_PAUSED and not args.ends_process:
+            gc.enable()     # long-lived commands (the app, serve, sweeps) need it
         code = int(args.func(args))
         sys.stdout.flush()      # a full disk or closed pipe shows here, not at exit
         if _KEPT:

@@ -277,3 +277,18 @@ def test_the_command_process_writes_everything_before_it_ends(tmp_path: Path) ->
         again = subprocess.run([sys.executable, "-m", "nagle_sim", "show", str(out), "--json"],
                                capture_output=True)
         assert again.returncode == code and again.stdout == out.read_bytes()
+
+
+@pytest.mark.parametrize(("command", "collector"), [
+    ("run", False), ("show", False), ("lessons", True), ("sweep", True), ("tui", True)])
+def test_only_run_and_show_keep_the_collector_off(command: str, collector: bool) -> None:
+    """The command process starts with the cyclic GC off (start-up is 3 % faster); every
+    command but run and show, which print one trace and end, gets it back."""
+    code = ("import gc, sys; sys.argv = ['nagle-sim', *sys.argv[1:]]; "
+            "import nagle_sim.__main__ as cli; print(gc.isenabled()); "
+            f"cli.cmd_{command} = lambda args: print(gc.isenabled()) or 0; "
+            "sys.exit(cli.main())")
+    done = subprocess.run([sys.executable, "-c", code, command,
+                           *([] if command == "lessons" else ["x"])], capture_output=True,
+                          text=True)
+    assert (done.returncode, done.stdout.split()) == (0, ["False", str(collector)]), done
