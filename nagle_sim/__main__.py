@@ -37,8 +37,6 @@ from collections.abc import Callable, Sequence  # noqa: E402
 from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 
 from . import __version__  # noqa: E402
-from .scenario import ScenarioError, load  # noqa: E402
-from .trace import Outcome, TraceError  # noqa: E402
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -71,9 +69,26 @@ def _err(message: str) -> None:
         sys.stderr.write(f"error: {one_line}\n")
 
 
+def load(path: str, overrides: Sequence[str]) -> Scenario:
+    """`nagle_sim.scenario.load`, imported when a command reads a scenario: `--version`,
+    `realnet cleanup` or `serve` never import the scenario and trace modules."""
+    from .scenario import load as load_scenario
+    return load_scenario(path, list(overrides))
+
+
 def _load(args: argparse.Namespace) -> Scenario:
     params = [f"params.{p}" for p in getattr(args, "param", None) or []]
     return load(args.file, (getattr(args, "set", None) or []) + params)
+
+
+def _bad_input(exc: Exception) -> bool:
+    """A scenario or trace error: the user's input, one line and exit 2. Their modules are
+    imported only by commands that read scenarios or traces, and an instance exists only
+    if its module does."""
+    scenario = sys.modules.get("nagle_sim.scenario")
+    trace = sys.modules.get("nagle_sim.trace")
+    return (scenario is not None and isinstance(exc, scenario.ScenarioError)) or (
+        trace is not None and isinstance(exc, trace.TraceError))
 
 
 def _run_trace(scenario: Scenario, args: argparse.Namespace | None = None) -> Trace:
@@ -99,6 +114,7 @@ def _emit(trace: Trace, args: argparse.Namespace) -> int:
         console = Console(width=args.width) if getattr(args, "width", None) else Console()
         print_run(trace, console, limit=None if args.all else args.limit, detail=args.detail,
                   wire=wire_causes)
+    from .trace import Outcome
     if trace.outcome is not Outcome.OK:
         if getattr(args, "json", False):
             _err(trace.message)
@@ -778,9 +794,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.flush()
             os._exit(code)      # skip freeing what `_keep_to_the_end` kept
         return code
-    except (ScenarioError, TraceError, CliError) as exc:
+    except CliError as exc:
         _err(str(exc))
-        return exc.code if isinstance(exc, CliError) else EXIT_BAD_INPUT
+        return exc.code
+    except ValueError as exc:   # ScenarioError and TraceError are ValueErrors
+        if not _bad_input(exc):
+            raise
+        _err(str(exc))
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED

@@ -292,3 +292,29 @@ def test_only_run_and_show_keep_the_collector_off(command: str, collector: bool)
                            *([] if command == "lessons" else ["x"])], capture_output=True,
                           text=True)
     assert (done.returncode, done.stdout.split()) == (0, ["False", str(collector)]), done
+
+
+@pytest.mark.parametrize("args", [["--version"], ["realnet", "cleanup", "--help"],
+                                  ["serve", "--help"], ["lessons", "--help"]])
+def test_commands_that_read_no_scenario_import_none_of_the_simulator(args: list[str]) -> None:
+    code = ("import sys; from nagle_sim.__main__ import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as exc:\n    assert exc.code == 0\n"
+            "print(' '.join(m for m in sys.modules if m.startswith(('nagle_sim.', 'simpy', "
+            "'rich'))), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                          text=True, check=True)
+    assert done.stderr.split() == ["nagle_sim.__main__"]
+
+
+def test_scenario_and_trace_errors_are_still_one_line_and_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad_trace = tmp_path / "t.json"
+    bad_trace.write_text('{"format": "nagle-sim-trace/2", "segments": 3}')
+    assert main(["show", str(bad_trace)]) == 2
+    assert capsys.readouterr().err == (f"error: {bad_trace}: segments: expected an array, "
+                                       "got 3\n")
+    bad_scenario = tmp_path / "s.toml"
+    bad_scenario.write_text('[client]\nscript = "write"\n')
+    assert main(["run", str(bad_scenario), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad_scenario}:2") and err.count("\n") == 1
