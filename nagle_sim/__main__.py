@@ -94,10 +94,12 @@ def _bad_input(exc: Exception) -> bool:
 def _run_trace(scenario: Scenario, args: argparse.Namespace | None = None) -> Trace:
     from .sim.driver import run_sim
     limits: dict[str, int] = {}
-    if getattr(args, "record_limit", None) is not None:
-        limits["record_limit"] = args.record_limit
-    if getattr(args, "time_limit", None) is not None:
-        limits["time_limit"] = round(args.time_limit * 1_000_000)
+    record_limit, time_limit_s = (getattr(args, "record_limit", None),
+                                  getattr(args, "time_limit", None))
+    if record_limit is not None:
+        limits["record_limit"] = record_limit
+    if time_limit_s is not None:
+        limits["time_limit"] = round(time_limit_s * 1_000_000)
     return run_sim(scenario, **limits)
 
 
