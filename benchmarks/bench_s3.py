@@ -16,15 +16,16 @@ directory). ``--compiled-check`` prints only that line and exits 1 unless compil
 
 Not a test: timing goals live here, not in tests/. Pass ``--no-cli`` to time only the
 simulation (``peak MB`` is then this process's peak RSS so far: run one mode per process
-for a clean number), ``--record-limit N`` to lift a run's record bound (50,000 messages
-are 1.7–3.8 million records, past the default 2 million; 100,000 are past a script's
-1,000,000 statements), ``--scale 10000,50000,100000`` to check that time and memory grow
-linearly with the run (each count simulated in a fresh process, record bound lifted; it
-prints CPU seconds, µs per message and peak RSS, and each row's ratio to the first row's
-per-message cost: 1.00 is linear), ``--profile MODE`` to print a
-cProfile of that mode's simulation and JSON writing instead (cProfile sees only
+for a clean number), ``--record-limit N`` and ``--time-limit S`` to lift a run's record
+and simulated-time bounds, in this process and in the ``run --json`` one (50,000 messages
+are 1.7–3.8 million records, past the default 2 million; 100,000 messages of the default
+mode run 73 simulated minutes, past the default hour), ``--scale 10000,50000,100000`` to
+check that time and memory grow linearly with the run (each count simulated in a fresh
+process, both bounds lifted; it prints CPU seconds, µs per message and peak RSS, and each
+row's ratio to the first row's per-message cost: 1.00 is linear), ``--profile MODE`` to
+print a cProfile of that mode's simulation and JSON writing instead (cProfile sees only
 interpreted code: profile the pure build).
-Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--record-limit N]
+Run: python benchmarks/bench_s3.py [messages] [--no-cli] [--record-limit N] [--time-limit S]
      [--modes nodelay,cork] [--profile nodelay] [--compiled-check] [--scale N,N,...]
 """
 
@@ -117,10 +118,10 @@ it was forked from (Linux records the old address space's high-water mark at exe
 forking it from this benchmark, which holds a whole trace, would inflate it."""
 
 
-def _cli(path: Path, out: Path) -> tuple[float, float, float]:
+def _cli(path: Path, out: Path, limits: list[str]) -> tuple[float, float, float]:
     """Wall and CPU seconds and peak RSS (MB) of ``nagle-sim run path --json > out``."""
     done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(out), sys.executable, "-P",
-                           "-m", "nagle_sim", "run", str(path), "--json"],
+                           "-m", "nagle_sim", "run", str(path), "--json", *limits],
                           check=True, capture_output=True, text=True)
     code, wall, cpu, peak = done.stdout.split()
     assert code == "0", f"nagle-sim run exited {code}"
@@ -136,7 +137,8 @@ from nagle_sim.sim.driver import run_sim
 mode, messages = sys.argv[2], int(sys.argv[3])
 sc = scenario.loads(scenario_text(mode, messages), f"bench-{mode}")
 cpu = time.process_time()
-trace = run_sim(sc, record_limit=100 * messages + 1000)
+trace = run_sim(sc, record_limit=100 * messages + 1000,
+                time_limit=100_000 * messages + 3_600_000_000)
 cpu = time.process_time() - cpu
 assert trace.outcome.value == "ok", trace.message
 print(cpu, len(trace.segments), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -185,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
     ap.add_argument("--record-limit", type=int, default=None,
                     help="a run's record bound (default: the driver's)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="a run's simulated-time bound in seconds (default: the driver's)")
     ap.add_argument("--scale", help="comma-separated message counts: linearity check")
     ap.add_argument("--compiled-check", action="store_true",
                     help="print which build is imported; exit 1 unless compiled")
@@ -207,7 +211,14 @@ def main(argv: list[str] | None = None) -> None:
             text = scenario_text(mode, args.messages)
             sc = scenario.loads(text, f"bench-{mode}")
             start, cpu = time.perf_counter(), time.process_time()
-            limits = {} if args.record_limit is None else {"record_limit": args.record_limit}
+            limits: dict[str, int] = {}
+            cli_limits: list[str] = []
+            if args.record_limit is not None:
+                limits["record_limit"] = args.record_limit
+                cli_limits += ["--record-limit", str(args.record_limit)]
+            if args.time_limit is not None:
+                limits["time_limit"] = round(args.time_limit * 1_000_000)
+                cli_limits += ["--time-limit", f"{args.time_limit:g}"]
             trace = run_sim(sc, **limits)
             wall, cpu = time.perf_counter() - start, time.process_time() - cpu
             assert trace.outcome is Outcome.OK, trace.message
@@ -225,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             path, out = Path(tmp, f"s3-{mode}.toml"), Path(tmp, f"s3-{mode}.json")
             path.write_text(text, "utf-8")
-            cli_wall, cli_cpu, peak = _cli(path, out)
+            cli_wall, cli_cpu, peak = _cli(path, out, cli_limits)
             start = time.perf_counter()
             try:
                 back: Trace | None = Trace.load(out)

@@ -8,6 +8,7 @@ are imported only by the subcommands that need them.
 from __future__ import annotations
 
 import _signal  # the C module: `signal` builds its enums on import, a window of a millisecond
+import gc
 import os
 import sys
 
@@ -22,18 +23,20 @@ def _interrupted_at_start_up(signum: int, frame: object) -> None:
 _STARTED_AS_COMMAND = __name__ == "__main__" or os.path.basename(sys.argv[0]) == "nagle-sim"
 if _STARTED_AS_COMMAND and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
     _signal.signal(_signal.SIGINT, _interrupted_at_start_up)
+_GC_PAUSED = _STARTED_AS_COMMAND and gc.isenabled()
+if _GC_PAUSED:
+    # the cyclic collector's passes over the objects of the ~200 modules start-up imports
+    # are 3 % of start-up; main() turns it back on for every command but run and show
+    # (`_keep_to_the_end`)
+    gc.disable()
 
 import argparse  # noqa: E402 - after the start-up Ctrl-C handler, on purpose
 import contextlib  # noqa: E402
 import math  # noqa: E402
-import signal  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from typing import TYPE_CHECKING, NoReturn  # noqa: E402
+from typing import TYPE_CHECKING, Any, NoReturn  # noqa: E402
 
 from . import __version__  # noqa: E402
-from .render.rows import DETAIL_LEVELS  # noqa: E402
-from .scenario import ScenarioError, load  # noqa: E402
-from .trace import Outcome, TraceError  # noqa: E402
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -66,14 +69,38 @@ def _err(message: str) -> None:
         sys.stderr.write(f"error: {one_line}\n")
 
 
+def load(path: str, overrides: Sequence[str]) -> Scenario:
+    """`nagle_sim.scenario.load`, imported when a command reads a scenario: `--version`,
+    `realnet cleanup` or `serve` never import the scenario and trace modules."""
+    from .scenario import load as load_scenario
+    return load_scenario(path, list(overrides))
+
+
 def _load(args: argparse.Namespace) -> Scenario:
     params = [f"params.{p}" for p in getattr(args, "param", None) or []]
     return load(args.file, (getattr(args, "set", None) or []) + params)
 
 
-def _run_trace(scenario: Scenario) -> Trace:
+def _bad_input(exc: Exception) -> bool:
+    """A scenario or trace error: the user's input, one line and exit 2. Their modules are
+    imported only by commands that read scenarios or traces, and an instance exists only
+    if its module does."""
+    scenario = sys.modules.get("nagle_sim.scenario")
+    trace = sys.modules.get("nagle_sim.trace")
+    return (scenario is not None and isinstance(exc, scenario.ScenarioError)) or (
+        trace is not None and isinstance(exc, trace.TraceError))
+
+
+def _run_trace(scenario: Scenario, args: argparse.Namespace | None = None) -> Trace:
     from .sim.driver import run_sim
-    return run_sim(scenario)
+    limits: dict[str, int] = {}
+    record_limit, time_limit_s = (getattr(args, "record_limit", None),
+                                  getattr(args, "time_limit", None))
+    if record_limit is not None:
+        limits["record_limit"] = record_limit
+    if time_limit_s is not None:
+        limits["time_limit"] = round(time_limit_s * 1_000_000)
+    return run_sim(scenario, **limits)
 
 
 def _emit(trace: Trace, args: argparse.Namespace) -> int:
@@ -89,6 +116,7 @@ def _emit(trace: Trace, args: argparse.Namespace) -> int:
         console = Console(width=args.width) if getattr(args, "width", None) else Console()
         print_run(trace, console, limit=None if args.all else args.limit, detail=args.detail,
                   wire=wire_causes)
+    from .trace import Outcome
     if trace.outcome is not Outcome.OK:
         if getattr(args, "json", False):
             _err(trace.message)
@@ -97,7 +125,29 @@ def _emit(trace: Trace, args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return _emit(_run_trace(_load(args)), args)
+    trace = _run_trace(_load(args), args)
+    _keep_to_the_end(trace, args)
+    return _emit(trace, args)
+
+
+_KEPT: list[object] = []
+"""What the `nagle-sim` process keeps until it ends (`_keep_to_the_end`)."""
+
+
+def _keep_to_the_end(trace: Trace, args: argparse.Namespace) -> None:
+    """The `nagle-sim` process of `run` and `show` (never `main` called with arguments, as
+    tests do) prints one trace and ends, so the trace costs nothing more once printed:
+
+    - the cyclic collector stays off from start-up to the end (`_GC_PAUSED`, `main`). The
+      driver runs with it off anyway, so all of a run's million records would sit in the
+      youngest generation, and the collections while the JSON is written would scan them
+      all again: 2.7 % of the instructions of `run --json` on S3 NODELAY at 1,000
+      messages. Reading a trace builds a million dicts and no cycles;
+    - the trace is kept here, and `main` ends the process with `os._exit` once the output
+      is flushed, so its objects are not freed one by one either (another 1.1 %). Nothing
+      on these paths registers `atexit` work (`realnet run`, which can, is not one)."""
+    if getattr(args, "ends_process", False):
+        _KEPT.append(trace)
 
 
 def _real_runner() -> Callable[[Scenario], Trace] | None:
@@ -354,7 +404,9 @@ def _is_trace_file(path: str) -> bool:
 def cmd_show(args: argparse.Namespace) -> int:
     """Print a saved trace (simulated or real) as a ladder and summary."""
     from .trace import Trace
-    return _emit(Trace.load(args.file), args)
+    trace = Trace.load(args.file)
+    _keep_to_the_end(trace, args)
+    return _emit(trace, args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -450,6 +502,11 @@ def _check_output(path: str | None) -> None:
         raise CliError(str(exc)) from None
 
 
+DETAIL_LEVELS = ("wire", "normal", "all")
+"""``--detail``'s choices: `nagle_sim.render.rows.DETAIL_LEVELS`, written out here so that
+building the parser imports no renderer (tests/test_cli.py holds the two equal)."""
+
+
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
     p.add_argument("--trace-format", type=int, choices=(1, 2), default=2,
@@ -474,7 +531,35 @@ def _add_scenario(p: argparse.ArgumentParser) -> None:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with the CLI's one-line error (``error: nagle-sim run: argument …``, exit
-    2) instead of a usage block; ``--help`` still shows the usage."""
+    2) instead of a usage block; ``--help`` still shows the usage.
+
+    A subcommand's parser is filled lazily: ``fill`` adds its arguments the first time it
+    parses or formats its help, so a command builds (and imports, e.g. ``explain``'s or
+    ``sweep``'s option helpers) only its own options, not every subcommand's."""
+
+    def __init__(self, *args: Any, fill: Callable[[argparse.ArgumentParser], None] | None
+                 = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fill = fill
+
+    def _filled(self) -> None:
+        fill, self._fill = self._fill, None
+        if fill is not None:
+            fill(self)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        self._filled()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self._filled()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._filled()
+        return super().format_help()
 
     def error(self, message: str) -> NoReturn:
         _err(f"{self.prog}: {message} (see {self.prog} --help)")
@@ -491,24 +576,35 @@ def _add_remote_options(p: argparse.ArgumentParser) -> None:
                    "profile name for both sides")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
-        "CORK, QUICKACK — simulated, and measured on real sockets.")
-    parser.add_argument("--version", action="version", version=f"nagle-sim {__version__}")
-    sub = parser.add_subparsers(dest="command")
+# ---------------------------------------------------------------- each subcommand's options
+MAX_RECORD_LIMIT = 10_000_000
+"""``run --record-limit``'s ceiling: a record takes about 150-700 bytes while the run holds
+its trace (docs/scenarios.md), so a run at this bound may need a few GB."""
+MAX_TIME_LIMIT_S = 864_000.0
+"""``run --time-limit``'s ceiling, ten simulated days (as a `sleep`'s): the record bound,
+not simulated time, is what bounds a run's work."""
 
-    p = sub.add_parser("run", help="simulate a scenario and print its ladder and summary")
+
+def _fill_run(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     _add_view_options(p)
+    p.add_argument("--record-limit", type=_bounded_int(1, MAX_RECORD_LIMIT), metavar="N",
+                   help="stop the run (outcome limit, exit 1) once its trace holds N records: "
+                   "segments, app calls and model events (default 2000000, at most "
+                   f"{MAX_RECORD_LIMIT}; each takes about 150-700 bytes of memory)")
+    p.add_argument("--time-limit", type=_positive_float(MAX_TIME_LIMIT_S), metavar="S",
+                   help="stop the run (outcome limit, exit 1) after S simulated seconds "
+                   f"(default 3600, at most {MAX_TIME_LIMIT_S:.0f})")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("show", help="print a saved trace (from --json) as a ladder and summary")
+
+def _fill_show(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="trace file (nagle-sim-trace/1 or /2 JSON)")
     _add_view_options(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("tui", help="open the teaching app (on a scenario file if given)")
+
+def _fill_tui(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?")
     # set by `serve` for each browser tab (hidden: not for people)
     p.add_argument("--classroom", action="store_true", help=argparse.SUPPRESS)
@@ -518,10 +614,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_tui)
 
-    p = sub.add_parser("serve", help="serve the teaching app to browsers (classroom mode)",
-                       description="Serve the teaching app to browsers. Each tab runs its own "
-                       "app in classroom mode: no server files, exports as downloads, no "
-                       "real-socket runs unless --allow-real.")
+
+def _fill_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; "
                    "0.0.0.0 opens it to the class, with a token)")
@@ -544,12 +638,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the base URL students use, if not http://<this host>:<port>")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("lessons", help="list the lessons")
+
+def _fill_lessons(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lessons)
 
-    p = sub.add_parser("export", help="export a run as pcap / SVG / PNG / tables")
+
+def _fill_export(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
-    p.epilog = "FILE may also be a saved trace (.json), exported as it is."
     p.add_argument("--real", action="store_true", help="export a real-socket run instead")
     p.add_argument("--overlay-real", action="store_true",
                    help="draw a real-socket run over the simulated ladder (SVG/PNG)")
@@ -566,7 +661,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scale PNG pictures, 0.25 to 8 (default 1.0)")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("compare", help="run on the model and on real sockets; match segments")
+
+def _fill_compare(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     p.add_argument("real", nargs="?", metavar="REAL.json",
                    help="a saved real trace to compare with instead of running the kernel "
@@ -577,8 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("validate", help="compare every lesson (or random scenarios) with "
-                       "the real kernel")
+
+def _fill_validate(p: argparse.ArgumentParser) -> None:
     _add_remote_options(p)
     p.add_argument("--markdown", metavar="PATH")
     p.add_argument("--random", type=_random_count, metavar="N",
@@ -592,56 +688,122 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each random scenario that disagrees to DIR/random-SEED.toml")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("explain", help="open a real capture (pcap/pcapng) and explain every stall")
-    from .explain.cli import add_arguments as add_explain_arguments
-    add_explain_arguments(p)
 
-    p = sub.add_parser("sweep", help="run a scenario over a grid of settings; table and plot")
-    from .sweep_cli import add_arguments as add_sweep_arguments
-    add_sweep_arguments(p, _positive_int)
+def _fill_explain(p: argparse.ArgumentParser) -> None:
+    from .explain.cli import add_arguments
+    add_arguments(p)
+
+
+def _fill_sweep(p: argparse.ArgumentParser) -> None:
+    from .sweep_cli import add_arguments
+    add_arguments(p, _positive_int)
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("drill", help="play packetdrill scripts against the model")
-    from .drill.cli import add_arguments as add_drill_arguments
-    add_drill_arguments(p)
+
+def _fill_drill(p: argparse.ArgumentParser) -> None:
+    from .drill.cli import add_arguments
+    add_arguments(p)
     p.set_defaults(func=cmd_drill)
 
-    real = sub.add_parser("realnet", help="run scenarios over real kernel sockets")
-    rsub = real.add_subparsers(dest="realnet_command", required=True)
-    p = rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder")
+
+def _fill_realnet_run(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     _add_view_options(p)
     p.add_argument("--remote", metavar="[TOKEN@]HOST:PORT",
                    help="run the server side on a remote `nagle-sim realnet serve`")
     p.add_argument("--token", help="the serve's token (default $NAGLE_SIM_REALNET_TOKEN)")
     p.set_defaults(func=cmd_realnet_run)
-    p = rsub.add_parser("serve", help="serve the server side of scenarios to remote clients")
+
+
+def _fill_realnet_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:7070", metavar="HOST:PORT")
     p.add_argument("--token", help="shared secret clients must know (default "
                    "$NAGLE_SIM_REALNET_TOKEN, else a random one, printed)")
     p.add_argument("--no-auth", action="store_true",
                    help="no token (allowed on a loopback address only)")
     p.set_defaults(func=cmd_realnet_serve)
-    p = rsub.add_parser("cleanup", help="remove namespaces, relays and temp files of dead runs")
+
+
+def _fill_realnet_cleanup(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_realnet_cleanup)
+
+
+def _fill_realnet(real: argparse.ArgumentParser) -> None:
+    rsub = real.add_subparsers(dest="realnet_command", required=True)
+    rsub.add_parser("run", help="run a scenario on real sockets and print the real ladder",
+                    fill=_fill_realnet_run)
+    rsub.add_parser("serve", help="serve the server side of scenarios to remote clients",
+                    fill=_fill_realnet_serve)
+    rsub.add_parser("cleanup", help="remove namespaces, relays and temp files of dead runs",
+                    fill=_fill_realnet_cleanup)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole CLI. Each subcommand's parser holds its name, help and description at
+    once, and its options only when it is used (`_Parser`'s ``fill``)."""
+    parser = _Parser(
+        prog="nagle-sim", description="See why small TCP messages wait: Nagle, delayed ACK, "
+        "CORK, QUICKACK — simulated, and measured on real sockets.")
+    parser.add_argument("--version", action="version", version=f"nagle-sim {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("run", help="simulate a scenario and print its ladder and summary",
+                   fill=_fill_run)
+    sub.add_parser("show", help="print a saved trace (from --json) as a ladder and summary",
+                   fill=_fill_show)
+    sub.add_parser("tui", help="open the teaching app (on a scenario file if given)",
+                   fill=_fill_tui)
+    sub.add_parser("serve", help="serve the teaching app to browsers (classroom mode)",
+                   description="Serve the teaching app to browsers. Each tab runs its own "
+                   "app in classroom mode: no server files, exports as downloads, no "
+                   "real-socket runs unless --allow-real.", fill=_fill_serve)
+    sub.add_parser("lessons", help="list the lessons", fill=_fill_lessons)
+    sub.add_parser("export", help="export a run as pcap / SVG / PNG / tables",
+                   epilog="FILE may also be a saved trace (.json), exported as it is.",
+                   fill=_fill_export)
+    sub.add_parser("compare", help="run on the model and on real sockets; match segments",
+                   fill=_fill_compare)
+    sub.add_parser("validate", help="compare every lesson (or random scenarios) with "
+                   "the real kernel", fill=_fill_validate)
+    sub.add_parser("explain", help="open a real capture (pcap/pcapng) and explain every "
+                   "stall", fill=_fill_explain)
+    sub.add_parser("sweep", help="run a scenario over a grid of settings; table and plot",
+                   fill=_fill_sweep)
+    sub.add_parser("drill", help="play packetdrill scripts against the model",
+                   fill=_fill_drill)
+    sub.add_parser("realnet", help="run scenarios over real kernel sockets",
+                   fill=_fill_realnet)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if signal.getsignal(signal.SIGINT) is _interrupted_at_start_up:
-        signal.signal(signal.SIGINT, signal.default_int_handler)   # set up: normal Ctrl-C
+    # `_signal`, not `signal`: that one builds its enums on import (a millisecond or two)
+    if _signal.getsignal(_signal.SIGINT) is _interrupted_at_start_up:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)   # set up: normal Ctrl-C
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:
             args.file = None
             args.func = cmd_tui
+        # run and show print one trace and end the process (`_keep_to_the_end`)
+        args.ends_process = (argv is None and _STARTED_AS_COMMAND
+                             and args.func in (cmd_run, cmd_show))
+        if _GC_PAUSED and not args.ends_process:
+            gc.enable()     # long-lived commands (the app, serve, sweeps) need it
         code = int(args.func(args))
         sys.stdout.flush()      # a full disk or closed pipe shows here, not at exit
+        if _KEPT:
+            sys.stderr.flush()
+            os._exit(code)      # skip freeing what `_keep_to_the_end` kept
         return code
-    except (ScenarioError, TraceError, CliError) as exc:
+    except CliError as exc:
         _err(str(exc))
-        return exc.code if isinstance(exc, CliError) else EXIT_BAD_INPUT
+        return exc.code
+    except ValueError as exc:   # ScenarioError and TraceError are ValueErrors
+        if not _bad_input(exc):
+            raise
+        _err(str(exc))
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED

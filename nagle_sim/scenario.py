@@ -280,10 +280,13 @@ class Scenario:
 _TOKEN = re.compile(r"\s*(?:(?P<brace>[{};])|(?P<word>[^\s{};]+))")
 _DURATION = re.compile(r"^(?P<num>[0-9]{1,12}(?:\.[0-9]{1,9})?)(?P<unit>us|ms|s)$")
 _UNIT_US = {"us": 1, "ms": 1000, "s": 1_000_000}
-MAX_STATEMENTS = 1_000_000
+MAX_STATEMENTS = 10_000_000
 """A script may run at most this many statements, counting every loop iteration as at
-least one (so ``repeat 1000000000 { }`` is refused, not spun): bounds a run's wall time
-and the memory of its trace."""
+least one (so ``repeat 1000000000 { }`` is refused, not spun). A statement makes a trace
+record, so a run's memory is bounded by its record limit (the driver's); this bound is for
+iterations that run nothing (``repeat 10000000 { repeat 1 { } }``), which the walker spins
+through: 10 million take about 0.9 s compiled and 7.5 s in the pure build, in constant
+memory. Ten million leaves room for S3 at 100,000 messages (1.8 million statements)."""
 MAX_NESTING = 64
 """``repeat`` blocks nest at most this deep (TOML and JSON values likewise)."""
 MAX_FILE_BYTES = 1_048_576

@@ -227,11 +227,21 @@ def test_loop_iterations_count_even_when_empty() -> None:
     assert time.perf_counter() - start < 30     # skipped, not spun a million times
 
 
-def test_a_tiny_file_cannot_ask_for_two_million_writes(tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    path = _write(tmp_path, "w.toml", '[client]\nscript = "repeat 2000000 { write 1 }"\n')
-    _one_line_error(["run", path], capsys, "statements and loop iterations (limit 1,000,000")
+def test_a_tiny_file_cannot_ask_for_twenty_million_writes(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    path = _write(tmp_path, "w.toml", '[client]\nscript = "repeat 20000000 { write 1 }"\n')
+    _one_line_error(["run", path], capsys, "statements and loop iterations (limit 10,000,000")
+
+
+def test_the_statement_bound_is_ten_million() -> None:
+    """Room for S3 at 100,000 messages (issue 17's linearity check), and no more."""
+    assert MAX_STATEMENTS == 10_000_000
+    s3 = "repeat 100000 { set cork on; repeat 15 { write 2 }; set cork off; read 2 }"
+    assert count_ops(parse_script(s3)) == 1_800_000
+    with pytest.raises(ScenarioError, match="limit 10,000,000"):
+        parse_script("repeat 10000001 { repeat 1 { } }")
+    parse_script("repeat 10000000 { repeat 1 { } }")
 
 
 def test_a_run_stops_when_its_trace_reaches_the_record_limit() -> None:
