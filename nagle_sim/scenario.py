@@ -107,45 +107,6 @@ OPTIONS = tuple(opt.value for opt in SockOpt)
 """Option names a script may set or get: the model's `SockOpt` values."""
 
 
-class _Frame:
-    """One loop being walked by `flatten` (the script itself is a loop run once)."""
-
-    __slots__ = ("stmts", "next", "path", "iteration", "count", "outer")
-
-    def __init__(self, stmts: tuple[Statement, ...], count: int,
-                 outer: tuple[int, ...], path: tuple[int, ...]) -> None:
-        self.stmts = stmts
-        self.next = 0                   # index of the next statement in this pass
-        self.path = path                # the iteration path of this pass
-        self.iteration = 0
-        self.count = count
-        self.outer = outer              # the enclosing loops' path
-
-
-def flatten(body: tuple[Statement, ...]) -> Iterator[tuple[Statement, tuple[int, ...]]]:
-    """Statements in execution order, each with its iteration path (the indexes of the
-    enclosing ``repeat`` loops, outermost first). Both executors run scripts through this;
-    `outermost_loops` names the loop a path belongs to. Iterative (an explicit stack), so
-    nesting depth costs no Python recursion; an empty loop body is skipped, not spun."""
-    frames = [_Frame(body, 1, (), ())]
-    while frames:
-        frame = frames[-1]
-        i = frame.next
-        if i < len(frame.stmts):
-            frame.next = i + 1
-            stmt = frame.stmts[i]
-            if isinstance(stmt, Repeat):
-                if stmt.count and stmt.body:
-                    frames.append(_Frame(stmt.body, stmt.count, frame.path, (*frame.path, 0)))
-            else:
-                yield stmt, frame.path
-        elif frame.iteration + 1 < frame.count:
-            frame.next, frame.iteration = 0, frame.iteration + 1
-            frame.path = (*frame.outer, frame.iteration)
-        else:
-            frames.pop()
-
-
 def outermost_loops(body: tuple[Statement, ...]) -> dict[int, int]:
     """``id(statement)`` → number of its outermost enclosing top-level ``repeat`` (1 for
     the script's first statement, 2 for the second, …; 0 outside any loop)."""
@@ -780,7 +741,7 @@ class _Loader:
     def _check_close(self, name: str, body: tuple[Statement, ...]) -> None:
         """Only `sleep` may follow `close` (in execution order, loops included). A loop
         body runs a second time, already closed, when its first pass closes the socket;
-        further passes add nothing. Iterative, like `flatten`."""
+        further passes add nothing. Iterative, like `nagle_sim.script.steps`."""
         closed = False
         # A frame: [statements, next index, closed on entry, pass (1 or 2)]; the loop a
         # frame belongs to is the statement at its parent's index.

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from .model.events import Side
-from .scenario import Scenario, Statement, describe, flatten, outermost_loops
+from .scenario import Repeat, Scenario, Statement, describe, outermost_loops
 
 
 class Step:
@@ -40,18 +40,70 @@ class Step:
                 f"iteration={self.iteration}, loop={self.loop})")
 
 
+class _Planned:
+    """A statement of a loop body with its record's words, worked out once per statement,
+    not once per run of it (a loop runs the same few statements thousands of times)."""
+
+    __slots__ = ("stmt", "op", "arg", "line", "loop", "body", "count")
+
+    def __init__(self, stmt: Statement, loop: int) -> None:
+        self.stmt = stmt
+        self.op, self.arg = describe(stmt)
+        self.line = stmt.line
+        self.loop = loop
+        # a loop to enter (its body and count), or None for a statement to run
+        self.body: tuple[Statement, ...] | None = stmt.body if isinstance(stmt, Repeat) else None
+        self.count = stmt.count if isinstance(stmt, Repeat) else 0
+
+
+class _Pass:
+    """One loop being walked by `steps` (the script itself is a loop run once)."""
+
+    __slots__ = ("plan", "next", "path", "iteration", "count", "outer")
+
+    def __init__(self, plan: list[_Planned], count: int, outer: tuple[int, ...],
+                 path: tuple[int, ...]) -> None:
+        self.plan = plan
+        self.next = 0                   # index of the next statement in this pass
+        self.path = path                # the iteration path of this pass
+        self.iteration = 0
+        self.count = count
+        self.outer = outer              # the enclosing loops' path
+
+
 def steps(script: tuple[Statement, ...]) -> Iterator[Step]:
-    """The statements of ``script`` in execution order (loops expanded lazily)."""
+    """The statements of ``script`` in execution order, loops expanded lazily, each with
+    its iteration path (the indexes of the enclosing ``repeat`` loops, outermost first).
+    Both executors run scripts through this. Iterative (an explicit stack), so nesting
+    depth costs no Python recursion; a loop with an empty body is skipped, not spun (its
+    iterations still count against `MAX_STATEMENTS`)."""
     loops = outermost_loops(script)
-    # what a statement's records say, worked out once per statement, not once per run of
-    # it (a loop runs the same few statements thousands of times)
-    described: dict[int, tuple[str, str, int]] = {}
-    for stmt, path in flatten(script):
-        known = described.get(id(stmt))
+    plans: dict[int, list[_Planned]] = {}
+
+    def plan(body: tuple[Statement, ...]) -> list[_Planned]:
+        known = plans.get(id(body))
         if known is None:
-            op, arg = describe(stmt)
-            known = described[id(stmt)] = (op, arg, loops[id(stmt)])
-        yield Step(stmt, known[0], known[1], stmt.line, path, known[2])
+            known = plans[id(body)] = [_Planned(stmt, loops.get(id(stmt), 0)) for stmt in body]
+        return known
+
+    frames = [_Pass(plan(script), 1, (), ())]
+    while frames:
+        frame = frames[-1]
+        i = frame.next
+        if i < len(frame.plan):
+            frame.next = i + 1
+            planned = frame.plan[i]
+            body = planned.body
+            if body is None:
+                yield Step(planned.stmt, planned.op, planned.arg, planned.line, frame.path,
+                           planned.loop)
+            elif planned.count and body:
+                frames.append(_Pass(plan(body), planned.count, frame.path, frame.path + (0,)))
+        elif frame.iteration + 1 < frame.count:
+            frame.next, frame.iteration = 0, frame.iteration + 1
+            frame.path = frame.outer + (frame.iteration,)
+        else:
+            frames.pop()
 
 
 HANDSHAKE_OPS: Final = frozenset({"connect", "accept"})

@@ -26,10 +26,10 @@ from nagle_sim.scenario import (
     MAX_STATEMENTS,
     ScenarioError,
     count_ops,
-    flatten,
     loads,
     parse_script,
 )
+from nagle_sim.script import steps
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import MAX_TEXT, Outcome, Trace, TraceError
 
@@ -165,7 +165,7 @@ def _nested(depth: int) -> str:
 
 def test_repeat_nesting_is_limited_and_parsed_without_recursion() -> None:
     body = parse_script(_nested(MAX_NESTING))
-    assert [(stmt.size, len(path)) for stmt, path in flatten(body)] == [(1, MAX_NESTING)]
+    assert [(step.arg, len(step.iteration)) for step in steps(body)] == [("1", MAX_NESTING)]
     with pytest.raises(ScenarioError, match=f"nest more than {MAX_NESTING} deep"):
         parse_script(_nested(MAX_NESTING + 1))
 
@@ -182,7 +182,7 @@ def test_walkers_handle_deep_scripts_built_without_the_parser() -> None:
     for _ in range(5000):
         body = (scenario.Repeat(1, 1, body),)
     assert count_ops(body) == 1
-    assert [len(path) for _, path in flatten(body)] == [5000]
+    assert [len(step.iteration) for step in steps(body)] == [5000]
     assert list(scenario.outermost_loops(body).values()) == [1]
 
 
@@ -223,7 +223,7 @@ def test_loop_iterations_count_even_when_empty() -> None:
     assert count_ops(parse_script("repeat 10 { write 1; write 2 }")) == 20
     assert count_ops(parse_script("repeat 0 { repeat 1000000000 { } }")) == 0
     start = time.perf_counter()
-    assert list(flatten(parse_script(f"repeat {MAX_STATEMENTS} {{ }}"))) == []
+    assert list(steps(parse_script(f"repeat {MAX_STATEMENTS} {{ }}"))) == []
     assert time.perf_counter() - start < 30     # skipped, not spun a million times
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from nagle_sim import scenario
 from nagle_sim.scenario import ScenarioError
+from nagle_sim.script import steps
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -32,7 +33,7 @@ script = "read {n}0; write 1"
 
 
 def _ops(sc: scenario.Scenario) -> list[tuple[str, str]]:
-    return [scenario.describe(stmt) for stmt, _ in scenario.flatten(sc.client.script)]
+    return [(step.op, step.arg) for step in steps(sc.client.script)]
 
 
 def test_defaults_are_substituted_with_their_types() -> None:
