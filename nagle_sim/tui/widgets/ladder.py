@@ -166,7 +166,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     }
     """
 
-    cursor: reactive[int] = reactive(0, init=False)
+    cursor: reactive[int] = reactive(0, init=False, repaint=False)
     """Index of the selected row."""
     scale: reactive[Scale] = reactive(Scale, init=False)
     """Time axis: compressed gaps or linear zoom."""
