@@ -37,6 +37,7 @@ from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, measured_delta, measured_twins
 from ..runners import AppServices, run_cancellable
+from ..rows import row_times
 from ..whatif import Knob, WhatIf
 from ..widgets.explain import ExplainPanel
 from ..widgets.ladder import Ladder
@@ -309,7 +310,7 @@ class RunScreen(Screen[None]):
         self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms)
         self.query_one(WhatIfBar).show(self.whatif, new.scenario)
         self._stall_rows = [i for i, _ in new.stall_rows()]
-        times = [r.t for r in new.rows]
+        times = row_times(new.rows)
         cursor = max(0, bisect.bisect_right(times, old_time) - 1) if message.compare else 0
         self.refresh_view(cursor)
         self.on_result(new)
@@ -509,7 +510,7 @@ class RunScreen(Screen[None]):
         self.result = RunResult.build(self.result.scenario, self.result.trace, self.detail,
                                       self.result.overrides)
         self._stall_rows = [i for i, _ in self.result.stall_rows()]
-        times = [r.t for r in self.result.rows]
+        times = row_times(self.result.rows)
         self.refresh_view(max(0, bisect.bisect_right(times, old_time) - 1))
         self.say(f"detail: {self.detail}", timeout=2)
 
