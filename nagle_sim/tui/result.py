@@ -19,7 +19,7 @@ from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
 from ..trace import Outcome, SegmentRecord, Trace
 from ..units import ms_text
-from .rows import RowList, row_times
+from .rows import RowList, gc_paused, row_times
 
 
 def fmt_ms(us: float) -> str:
@@ -47,6 +47,12 @@ class RunResult:
     def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal",
               overrides: tuple[str, ...] = ()) -> RunResult:
         """Rows at ``detail`` (render.rows.DETAIL_LEVELS: wire, normal, all)."""
+        with gc_paused():
+            return cls._build(scenario, trace, detail, overrides)
+
+    @classmethod
+    def _build(cls, scenario: Scenario, trace: Trace, detail: str,
+               overrides: tuple[str, ...]) -> RunResult:
         bars = sorted(build_bars(trace, detail), key=lambda b: b.start)
         reach: list[int] = []
         top = -1

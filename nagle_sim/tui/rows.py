@@ -9,7 +9,9 @@ Pure Python: must not import textual, simpy or realnet.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import overload
 
 from ..render.rows import Row, RowItem, make_row, row_items
@@ -70,3 +72,19 @@ def row_segments(rows: Sequence[Row]) -> Iterator[tuple[int, SegmentRecord]]:
     if isinstance(rows, RowList):
         return rows.segments()
     return ((i, r.segment) for i, r in enumerate(rows) if r.segment is not None)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: for code that allocates hundreds of thousands
+    of objects next to a big trace, as the simulator does while it runs. Each full pass the
+    allocation triggers would rescan the trace's million records (half the time of
+    building a 10,000-message NODELAY run's rows); what is built here forms no cycles and
+    is freed by reference counting."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -30,7 +30,7 @@ from ...trace import SegmentRecord
 from ...units import ms_text
 from ..layout import LadderLayout, Scale
 from ..palette import ladder_css
-from ..rows import row_segments, row_times
+from ..rows import gc_paused, row_segments, row_times
 
 _BAR_CLASS = {"hold": "ladder--held", "delack": "ladder--delack", "probe0": "ladder--timer",
               "rto": "ladder--timer"}
@@ -291,7 +291,8 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         """The arrows of the run and overlays shown, sorted by start line; built on first
         use after a change (a new run and its overlays arrive together: built once)."""
         if self._arrow_list is None:
-            self._build_arrows()
+            with gc_paused():
+                self._build_arrows()
             assert self._arrow_list is not None
         return self._arrow_list
 
