@@ -214,7 +214,6 @@ class RunScreen(Screen[None]):
         ladder = self.query_one(Ladder)
         if not ladder.rows:
             ladder.placeholder = message
-            ladder.refresh()
         self.say(message, markup=False, title="Scenario error", severity="error", timeout=8)
 
     # ------------------------------------------------------------------ simulation
@@ -247,7 +246,6 @@ class RunScreen(Screen[None]):
         if not ladder.rows and ladder.placeholder.startswith("simulating"):
             elapsed = time.monotonic() - self._sim_since
             ladder.placeholder = f"simulating… {elapsed:.1f} s (esc goes back and stops it)"
-            ladder.refresh()
 
     def _real_running(self) -> bool:
         return any(w.node is self and w.group == "real" and not w.is_finished

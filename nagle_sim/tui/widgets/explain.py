@@ -56,8 +56,9 @@ class ExplainPanel(VerticalScroll, can_focus=True):
         # panel (min-height), so texts that fit keep one height.
         body.update(text, layout=False)
         width = body.content_size.width
-        if not width or max(body.visual.get_height(body.styles, width),
-                            self.scrollable_content_region.height) != body.outer_size.height:
+        view = self.scrollable_content_region.size
+        if not width or max(body.get_content_height(view, self.screen.size, width),
+                            view.height) != body.outer_size.height:
             body.refresh(layout=True)
         if self.scroll_y:
             self.scroll_home(animate=False)

@@ -230,7 +230,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         self._cache: LRUCache[int, Strip] = LRUCache(1024)
         self._styles: dict[str, Style] = {}
         self._cols: _Cols | None = None
-        self.placeholder = "simulating…"
+        self._placeholder = "simulating…"
         self.horizon: int | None = None
         """Set while a question is pending: rows end there, and segments still in flight
         run off the bottom without an arrival (set before `set_rows`)."""
@@ -253,6 +253,17 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             self._overlays[name] = segments
         self._arrow_list = None
         self._invalidate()
+
+    @property
+    def placeholder(self) -> str:
+        """What an empty ladder says (simulating…, an error)."""
+        return self._placeholder
+
+    @placeholder.setter
+    def placeholder(self, text: str) -> None:
+        self._placeholder = text
+        if not self.rows:
+            self._invalidate()   # its line is in the strip cache
 
     def overlay(self, name: str) -> list[SegmentRecord] | None:
         return self._overlays.get(name)
@@ -430,7 +441,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         canvas = _Canvas(width, base)
         if not self.rows:
             if line == 1:
-                canvas.put(2, self.placeholder, base + self._style("ladder--note"))
+                canvas.put(2, self._placeholder, base + self._style("ladder--note"))
             return canvas.strip()
         if line >= self.layout_.height:
             if line < self.layout_.height + self._tail():
