@@ -408,12 +408,13 @@ class RunScreen(Screen[None]):
 
     def action_stall(self, direction: int) -> None:
         cursor = self.query_one(Ladder).cursor
+        stalls = self._stall_rows   # ascending: a bisect, not a scan (10,000 stalls in S3)
         if direction > 0:
-            targets = [i for i in self._stall_rows if i > cursor]
-            target = targets[0] if targets else None
+            k = bisect.bisect_right(stalls, cursor)
+            target = stalls[k] if k < len(stalls) else None
         else:
-            targets = [i for i in self._stall_rows if i < cursor]
-            target = targets[-1] if targets else None
+            k = bisect.bisect_left(stalls, cursor)
+            target = stalls[k - 1] if k > 0 else None
         if target is None:
             self.say("No more stalls that way.", timeout=2)
             return
