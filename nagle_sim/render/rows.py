@@ -91,25 +91,19 @@ def _wanted(e: EventRecord, detail: str) -> bool:
     return e.kind == "ack_delayed"
 
 
-def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
-    """All ladder rows of ``trace`` in time order (segments, ops and chosen events)."""
-    rows: list[tuple[int, int, Row]] = []
-    for _i, seg in enumerate(trace.segments):
-        explain = f"{seg.src.value} sends {seg.label()}" + (f" ack {seg.ack}" if seg.length
-                                                            else "")
-        if seg.why:
-            explain += f": {seg.why}"
-        rows.append((seg.t, 1, Row(t=seg.t, side=seg.src, kind=RowKind.SEGMENT,
-                                   label=seg.label(), explain=explain, code=seg.code,
-                                   segment=seg)))
+RowItem = SegmentRecord | OpRecord | EventRecord
+"""What a ladder row shows: one segment, one application call or one model event."""
+
+
+def row_items(trace: Trace, detail: str = "normal") -> list[tuple[int, RowItem]]:
+    """Which trace items become ladder rows, with their times, in ladder order. Nothing is
+    worded here (`make_row` does that), so a viewer of a big run can word only the rows
+    it shows."""
+    items: list[tuple[int, int, RowItem]] = []
+    for seg in trace.segments:
+        items.append((seg.t, 1, seg))
     for op in trace.ops:
-        label = f"{op.op} {op.arg}".strip()
-        if op.result is not None:
-            label += f" → {op.result}"
-        took = "" if op.end is None else f", returned after {ms_text(op.end - op.start)} ms"
-        rows.append((op.start, 0, Row(t=op.start, side=op.side, kind=RowKind.OP, label=label,
-                                      explain=f"{op.side.value} application calls {label}"
-                                              f"{took}", op=op)))
+        items.append((op.start, 0, op))
     if detail != "wire":
         said: tuple[int, Side, str] | None = None
         delayed: set[tuple[int, Side, str]] = set()
@@ -126,12 +120,37 @@ def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
                     continue
                 delayed.add((e.t, e.side, e.detail))
             said = (e.t, e.side, e.code) if e.kind == "ack_delayed" else None
-            rows.append((e.t, 2, Row(t=e.t, side=e.side, kind=_EVENT_KINDS[e.kind],
-                                     label=_event_label(e),
-                                     explain=f"{e.side.value}: {e.text()}", code=e.code,
-                                     event=e)))
-    rows.sort(key=lambda r: (r[0], r[1]))
-    return [r[2] for r in rows]
+            items.append((e.t, 2, e))
+    items.sort(key=lambda r: (r[0], r[1]))
+    return [(r[0], r[2]) for r in items]
+
+
+def make_row(item: RowItem) -> Row:
+    """The ladder row of one trace item: its label and its explanation."""
+    if isinstance(item, SegmentRecord):
+        seg = item
+        explain = f"{seg.src.value} sends {seg.label()}" + (f" ack {seg.ack}" if seg.length
+                                                            else "")
+        if seg.why:
+            explain += f": {seg.why}"
+        return Row(t=seg.t, side=seg.src, kind=RowKind.SEGMENT, label=seg.label(),
+                   explain=explain, code=seg.code, segment=seg)
+    if isinstance(item, OpRecord):
+        op = item
+        label = f"{op.op} {op.arg}".strip()
+        if op.result is not None:
+            label += f" → {op.result}"
+        took = "" if op.end is None else f", returned after {ms_text(op.end - op.start)} ms"
+        return Row(t=op.start, side=op.side, kind=RowKind.OP, label=label,
+                   explain=f"{op.side.value} application calls {label}{took}", op=op)
+    e = item
+    return Row(t=e.t, side=e.side, kind=_EVENT_KINDS[e.kind], label=_event_label(e),
+               explain=f"{e.side.value}: {e.text()}", code=e.code, event=e)
+
+
+def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
+    """All ladder rows of ``trace`` in time order (segments, ops and chosen events)."""
+    return [make_row(item) for _, item in row_items(trace, detail)]
 
 
 def build_bars(trace: Trace, detail: str = "all") -> list[Bar]:

@@ -10,18 +10,20 @@ textual, simpy or realnet.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model.events import Micros
 from ..render.rows import Bar, Row, RowKind
 from ..trace import Outcome, SegmentRecord, Trace
+from .rows import row_times
 
 
-def visible_rows(rows: list[Row], horizon: int | None) -> list[Row]:
+def visible_rows(rows: Sequence[Row], horizon: int | None) -> Sequence[Row]:
     """The rows at or before ``horizon``, each told only what was known then."""
     if horizon is None:
         return rows
-    cut = bisect.bisect_right([r.t for r in rows], horizon)
+    cut = bisect.bisect_right(row_times(rows), horizon)
     return [_row_at(r, horizon) for r in rows[:cut]]
 
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..compare import Match, compare
 from ..model.events import Micros
-from ..render.rows import Bar, Row, RowKind, build_bars, build_rows
+from ..render.rows import Bar, Row, RowKind, build_bars
 from ..scenario import Scenario
 from ..summary import Stall, Summary, summarize
 from ..trace import Outcome, SegmentRecord, Trace
 from ..units import ms_text
+from .rows import RowList, gc_paused, row_times
 
 
 def fmt_ms(us: float) -> str:
@@ -29,7 +31,8 @@ def fmt_ms(us: float) -> str:
 class RunResult:
     scenario: Scenario
     trace: Trace
-    rows: list[Row]
+    rows: Sequence[Row]
+    """A `RowList` when built here: rows are worded when first read."""
     bars: list[Bar]
     summary: Summary
     overrides: tuple[str, ...] = ()
@@ -44,6 +47,12 @@ class RunResult:
     def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal",
               overrides: tuple[str, ...] = ()) -> RunResult:
         """Rows at ``detail`` (render.rows.DETAIL_LEVELS: wire, normal, all)."""
+        with gc_paused():
+            return cls._build(scenario, trace, detail, overrides)
+
+    @classmethod
+    def _build(cls, scenario: Scenario, trace: Trace, detail: str,
+               overrides: tuple[str, ...]) -> RunResult:
         bars = sorted(build_bars(trace, detail), key=lambda b: b.start)
         reach: list[int] = []
         top = -1
@@ -51,7 +60,7 @@ class RunResult:
             top = max(top, bar.end)
             reach.append(top)
         summary = summarize(trace)
-        rows = build_rows(trace, detail)
+        rows = RowList(trace, detail)
         return cls(scenario, trace, rows, bars, summary, overrides,
                    [b.start for b in bars], reach, [s.start for s in summary.stalls])
 
@@ -95,7 +104,7 @@ class RunResult:
 
     def stall_rows(self) -> list[tuple[int, Stall]]:
         """For each stall, the row that best shows what was held (cursor target)."""
-        times = [r.t for r in self.rows]
+        times = row_times(self.rows)
         out: list[tuple[int, Stall]] = []
         for stall in self.summary.stalls:
             lo = bisect.bisect_left(times, stall.start)

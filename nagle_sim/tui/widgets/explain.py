@@ -27,7 +27,7 @@ class ExplainPanel(VerticalScroll, can_focus=True):
         scrollbar-size-vertical: 1;
         &:focus { background-tint: $foreground 5%; }
     }
-    ExplainPanel > #explain-body { width: 1fr; height: auto; }
+    ExplainPanel > #explain-body { width: 1fr; height: auto; min-height: 100%; }
     """
 
     def compose(self) -> ComposeResult:
@@ -49,5 +49,16 @@ class ExplainPanel(VerticalScroll, can_focus=True):
         for line in context:
             text.append("\n")
             text.append(line, style="italic")
-        self.body.update(text)
-        self.scroll_home(animate=False)
+        body = self.body
+        # A layout pass costs twice the rest of a step (the whole screen is arranged again,
+        # twice, and the scrollbars repainted): ask for one only when the body's height
+        # changes, which is what Static's ``layout`` flag is for. The body fills the
+        # panel (min-height), so texts that fit keep one height.
+        body.update(text, layout=False)
+        width = body.content_size.width
+        view = self.scrollable_content_region.size
+        if not width or max(body.get_content_height(view, self.screen.size, width),
+                            view.height) != body.outer_size.height:
+            body.refresh(layout=True)
+        if self.scroll_y:
+            self.scroll_home(animate=False)

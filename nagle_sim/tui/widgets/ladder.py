@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -29,6 +30,7 @@ from ...trace import SegmentRecord
 from ...units import ms_text
 from ..layout import LadderLayout, Scale
 from ..palette import ladder_css
+from ..rows import gc_paused, row_segments, row_times
 
 _BAR_CLASS = {"hold": "ladder--held", "delack": "ladder--delack", "probe0": "ladder--timer",
               "rto": "ladder--timer"}
@@ -43,17 +45,32 @@ _MAX_CROSSINGS = 3
 """An arrow that more than this many others start under is drawn split (send | arrival)."""
 
 
-@dataclass(frozen=True, slots=True)
 class _Arrow:
-    y0: int
-    y1: int
-    src: Side
-    label: str
-    cls: str
-    line: str   # run character
-    split: bool = False
-    """Drawn as a labelled send stub and a labelled arrival stub, not a staircase: too many
-    other arrows start while it is in flight, and staircases would tangle."""
+    """One arrow of the ladder: a segment from its sender's axis (line ``y0``) to the
+    receiver's (``y1``). A plain slotted class: a big run has 230,000 of them, built once
+    per new run, and a frozen dataclass's ``__init__`` costs four times as much."""
+
+    __slots__ = ("y0", "y1", "src", "seg", "cls", "line", "split", "arrive")
+
+    def __init__(self, y0: int, y1: int, src: Side, seg: SegmentRecord | None, cls: str,
+                 line: str, arrive: int) -> None:
+        self.y0 = y0
+        self.y1 = y1
+        self.src = src
+        self.seg = seg
+        """The simulated segment (its label is made when a line needs it); None for an
+        overlay's (ghost, measured) arrow, which has no label."""
+        self.cls = cls
+        self.line = line   # run character
+        self.split = False
+        """Drawn as a labelled send stub and a labelled arrival stub, not a staircase: too
+        many other arrows start while it is in flight, and staircases would tangle."""
+        self.arrive = arrive
+        """When it arrives (µs; its send time when it never does)."""
+
+    @property
+    def label(self) -> str:
+        return self.seg.label() if self.seg is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +183,9 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     }
     """
 
-    cursor: reactive[int] = reactive(0, init=False)
-    """Index of the selected row."""
+    cursor: reactive[int] = reactive(0, init=False, repaint=False)
+    """Index of the selected row. Moving it repaints the two lines that change
+    (`watch_cursor`), never the whole widget."""
     scale: reactive[Scale] = reactive(Scale, init=False)
     """Time axis: compressed gaps or linear zoom."""
     show_ghost: reactive[bool] = reactive(True, init=False)
@@ -201,10 +219,10 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
     def __init__(self, *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.rows: list[Row] = []
+        self.rows: Sequence[Row] = []
         self.bars: list[Bar] = []
         self.layout_: LadderLayout = LadderLayout([], Scale())
-        self._arrows: list[_Arrow] = []
+        self._arrow_list: list[_Arrow] | None = []
         self._arrow_y0: list[int] = []
         self._max_span = 0
         self._bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
@@ -212,13 +230,13 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         self._cache: LRUCache[int, Strip] = LRUCache(1024)
         self._styles: dict[str, Style] = {}
         self._cols: _Cols | None = None
-        self.placeholder = "simulating…"
+        self._placeholder = "simulating…"
         self.horizon: int | None = None
         """Set while a question is pending: rows end there, and segments still in flight
         run off the bottom without an arrival (set before `set_rows`)."""
 
     # ------------------------------------------------------------------ data
-    def set_rows(self, rows: list[Row], bars: list[Bar], cursor: int = 0) -> None:
+    def set_rows(self, rows: Sequence[Row], bars: list[Bar], cursor: int = 0) -> None:
         """Show a new run; the cursor moves to ``cursor`` (clamped)."""
         self.rows = rows
         self.bars = bars
@@ -233,8 +251,19 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             self._overlays.pop(name, None)
         else:
             self._overlays[name] = segments
-        self._build_arrows()
+        self._arrow_list = None
         self._invalidate()
+
+    @property
+    def placeholder(self) -> str:
+        """What an empty ladder says (simulating…, an error)."""
+        return self._placeholder
+
+    @placeholder.setter
+    def placeholder(self, text: str) -> None:
+        self._placeholder = text
+        if not self.rows:
+            self._invalidate()   # its line is in the strip cache
 
     def overlay(self, name: str) -> list[SegmentRecord] | None:
         return self._overlays.get(name)
@@ -244,7 +273,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         return self.rows[self.cursor] if self.rows else None
 
     def _relayout(self) -> None:
-        self.layout_ = LadderLayout([r.t for r in self.rows], self.scale)
+        self.layout_ = LadderLayout(row_times(self.rows), self.scale)
         self._cols = None  # the time column's width follows the last time (a lifted horizon)
         bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
         for side in Side:
@@ -260,7 +289,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                 reach.append(top)
             bar_lines[side] = (y0s, [v[1] for v in ys], reach, [v[2] for v in ys])
         self._bar_lines = bar_lines
-        self._build_arrows()
+        self._arrow_list = None
         self.virtual_size = Size(0, self.layout_.height + self._tail())
         self._invalidate()
 
@@ -268,35 +297,45 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         """Lines drawn after the last row at a horizon: in-flight arrows and a "next?"."""
         return _TAIL if self.horizon is not None and self.rows else 0
 
+    @property
+    def _arrows(self) -> list[_Arrow]:
+        """The arrows of the run and overlays shown, sorted by start line; built on first
+        use after a change (a new run and its overlays arrive together: built once)."""
+        if self._arrow_list is None:
+            with gc_paused():
+                self._build_arrows()
+            assert self._arrow_list is not None
+        return self._arrow_list
+
     def _build_arrows(self) -> None:
         lay = self.layout_
+        line_of_time = lay.line_of_time
+        in_flight_to = lay.height + _TAIL if self.horizon is not None else None
         arrows: list[_Arrow] = []
-        arrive_at: dict[int, int] = {}
         for name, segs in self._overlays.items():
             cls = f"ladder--{name}"
             run = "┄" if name == "measured" else "─"
             for s in segs:
-                y0 = lay.line_of_time(s.t)
-                if s.arrive is None and self.horizon is not None:
-                    y1 = lay.height + _TAIL  # still in flight: no head is ever drawn
+                y0 = line_of_time(s.t)
+                if s.arrive is None and in_flight_to is not None:
+                    y1 = in_flight_to  # still in flight: no head is ever drawn
                 else:
-                    y1 = max(y0, lay.line_of_time(s.arrive if s.arrive is not None else s.t))
-                arrow = _Arrow(y0, y1, s.src, "", cls, run)
-                arrive_at[id(arrow)] = s.arrive if s.arrive is not None else s.t
-                arrows.append(arrow)
-        for i, row in enumerate(self.rows):
-            seg = row.segment
-            if seg is None:
-                continue
-            y0 = lay.row_y[i]
-            if seg.arrive is None and self.horizon is not None:
-                y1 = lay.height + _TAIL
+                    y1 = max(y0, line_of_time(s.arrive if s.arrive is not None else s.t))
+                arrows.append(_Arrow(y0, y1, s.src, None, cls, run,
+                                     s.arrive if s.arrive is not None else s.t))
+        classes = {(side, data): f"ladder--{side.value}" + ("" if data else "-ack")
+                   for side in Side for data in (True, False)}
+        row_y = lay.row_y
+        for i, seg in row_segments(self.rows):
+            y0 = row_y[i]
+            arrive = seg.arrive
+            if arrive is None:
+                y1 = in_flight_to if in_flight_to is not None else y0
+                arrive = seg.t
             else:
-                y1 = max(y0, lay.line_of_time(seg.arrive) if seg.arrive is not None else y0)
-            cls = f"ladder--{seg.src.value}" + ("" if seg.is_data else "-ack")
-            arrow = _Arrow(y0, y1, seg.src, seg.label(), cls, "─")
-            arrive_at[id(arrow)] = seg.arrive if seg.arrive is not None else seg.t
-            arrows.append(arrow)
+                y1 = max(y0, line_of_time(arrive))
+            arrows.append(_Arrow(y0, y1, seg.src, seg, classes[seg.src, seg.is_data], "─",
+                                 arrive))
         arrows.sort(key=lambda a: a.y0)
         starts = [a.y0 for a in arrows]
         in_flight: list[int] = []  # ends of earlier arrows still travelling (a heap)
@@ -306,19 +345,17 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
             others = len(in_flight) + bisect.bisect_left(starts, a.y1) - i - 1
             heapq.heappush(in_flight, a.y1)
             if a.y1 > a.y0 + 1 and others > _MAX_CROSSINGS:
-                if a.y1 > lay.height:
-                    # still in flight at a question's horizon: the send stub alone (its
-                    # arrival line lies past the last line and is never drawn)
-                    y1 = a.y1
-                else:
+                if a.y1 <= lay.height:
                     # the arrival goes on the receiver's first row at or after it (an
-                    # arrival between rows would share the line of the row before it)
-                    j = bisect.bisect_left(lay.times, arrive_at[id(a)])
-                    y1 = lay.row_y[j] if j < len(lay.row_y) else a.y1
-                arrows[i] = _Arrow(a.y0, max(a.y1, y1), a.src, a.label, a.cls, a.line,
-                                   split=True)
-        self._arrows = arrows
-        self._arrow_y0 = [a.y0 for a in arrows]
+                    # arrival between rows would share the line of the row before it);
+                    # one still in flight at a question's horizon keeps its send stub
+                    # alone (its arrival line lies past the last line, never drawn)
+                    j = bisect.bisect_left(lay.times, a.arrive)
+                    if j < len(lay.row_y):
+                        a.y1 = max(a.y1, lay.row_y[j])
+                a.split = True
+        self._arrow_list = arrows
+        self._arrow_y0 = starts
         self._max_span = max((a.y1 - a.y0 for a in arrows), default=0)
 
     def _invalidate(self) -> None:
@@ -404,7 +441,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         canvas = _Canvas(width, base)
         if not self.rows:
             if line == 1:
-                canvas.put(2, self.placeholder, base + self._style("ladder--note"))
+                canvas.put(2, self._placeholder, base + self._style("ladder--note"))
             return canvas.strip()
         if line >= self.layout_.height:
             if line < self.layout_.height + self._tail():
@@ -495,6 +532,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _draw_arrows(self, canvas: _Canvas, cols: _Cols, line: int,
                      busy: frozenset[Side] = frozenset()) -> None:
+        arrows = self._arrows
         lo = bisect.bisect_left(self._arrow_y0, line - self._max_span)
         hi = bisect.bisect_right(self._arrow_y0, line)
         base = self.rich_style
@@ -502,7 +540,7 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         w = cols.wire_w
         arrivals: list[tuple[_Arrow, Style]] = []
         heads: list[tuple[_Arrow, Style, list[tuple[int, str]]]] = []
-        for arrow in self._arrows[lo:hi]:
+        for arrow in arrows[lo:hi]:
             if arrow.y1 < line:
                 continue
             if arrow.cls == "ladder--ghost" and not self.show_ghost:
