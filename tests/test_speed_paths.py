@@ -31,7 +31,7 @@ def test_every_remainder_of_a_ms_is_written_as_json_writes_it() -> None:
 @given(st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), st.booleans()),
                        max_size=4))
 def test_event_data_is_written_as_json_writes_it(data: dict[str, int]) -> None:
-    assert trace._data_text(data, trace._Quoted()) == json.dumps(data, ensure_ascii=False)
+    assert trace._data_text(data) == json.dumps(data, ensure_ascii=False)
 
 
 def test_event_records_never_share_a_bool_as_a_whole_number() -> None:
