@@ -369,19 +369,36 @@ def _small(n: int) -> str:
     return _SMALL[n] if 0 <= n < 1000 else str(n)
 
 
+# The constant text around a segment's side, per side (one piece instead of three).
+_FROM_CLIENT: Final = ', "from": ' + _CLIENT_JSON + ', "seq": '
+_FROM_SERVER: Final = ', "from": ' + _SERVER_JSON + ', "seq": '
+
+
+class _OpHead:
+    """The text of an op record up to its start time, and the op and arg it is for."""
+
+    def __init__(self) -> None:
+        self.op = ""
+        self.arg = ""
+        self.text = ""
+
+
 class _RecordWriter:
     """Writes trace records as JSON text: each of `segment`, `op` and `event` gives
     exactly ``json.dumps(r.to_json(reasons), ensure_ascii=False)`` (the test suite holds
     them byte-identical), for one `Trace.write_json` call.
 
     Why it looks like this (compiled, callgrind on S3 NODELAY): each record is ONE
-    f-string, its optional parts chosen first as (key, value) pieces that are "" when
-    absent (a ``text +=`` chain built a new string per optional field); the pieces records
-    repeat are cached here: JSON-quoted strings (a plain dict: flags, kinds, codes,
-    details), the whole ms of the last time written (consecutive times nearly always share
-    it), a segment's reason tail by its sentence, an event's ``data`` text by the dict
-    (the trace shares equal ``data`` dicts), an op's loop indexes. Whole numbers are
-    written with ``str``, the same text as JSON's for an int."""
+    f-string, its optional parts chosen first as pieces that are "" when absent (a ``text
+    +=`` chain built a new string per optional field). Building that string costs about as
+    much per piece as per character, so the pieces records repeat are cached here as
+    few, whole pieces: an event's side, kind, code, reason, detail and timer as one (a few
+    hundred combinations in a big run); an op's side, op and arg; a segment's flags and
+    window, and its reason tail with the closing brace; an event's ``data`` text by the
+    dict (the trace shares equal dicts); the whole ms of the last
+    time written (consecutive times nearly always share it). Each cache entry is checked
+    against every field it stands for before it is reused. Whole numbers are written with
+    ``str``, the same text as JSON's for an int."""
 
     def __init__(self, reasons: dict[str, str] | None) -> None:
         self.reasons = reasons
@@ -391,13 +408,17 @@ class _RecordWriter:
         self.whole_text = ""
         """The last whole ms written, and its text."""
         self.tails: dict[str, tuple[str, str]] = {}
-        """A segment's sentence → (its code, the text after ``"win"``)."""
+        """A segment's sentence → (its code, the text after ``"arrive_ms"``)."""
+        self.flags_win: dict[str, tuple[int, str]] = {}
+        """A segment's flags → (a window, the text of both)."""
+        self.middles: dict[tuple[bool, str, str, str, str, str | None], str] = {}
+        """An event's (client?, kind, code, reason, detail, timer) → their text."""
+        self.client_head = _OpHead()
+        self.server_head = _OpHead()
         self.data_texts: dict[int, tuple[dict[str, int], str]] = {}
-        """``id(data)`` → (that dict, its JSON text). The dict is kept, so its id is
-        not reused by another while this writer lives; nothing changes a record's
-        ``data`` while the trace is written."""
-        self.last_iter: tuple[int, ...] = ()
-        self.last_iter_text = ""
+        """``id(data)`` → (that dict, the text of it and the closing brace). The dict is
+        kept, so its id is not reused by another while this writer lives; nothing changes
+        a record's ``data`` while the trace is written."""
 
     def quote(self, text: str) -> str:
         """``text`` as a JSON string (computed once per distinct text)."""
@@ -428,31 +449,48 @@ class _RecordWriter:
         else:
             arrive_key = ', "arrive_ms": '
             arrive_whole, arrive_part = self.ms(arrive)
-        tail = self.segment_tail(s.why, s.code) if s.why else ""
-        return (f'{{"t_ms": {t_whole}{t_part}, '
-                f'"from": {_CLIENT_JSON if s.src is _CLIENT else _SERVER_JSON}, '
-                f'"seq": {s.seq}, "ack": {s.ack}, "len": {_small(s.length)}, '
-                f'"flags": {self.quote(s.flags)}, "win": {s.window}'
-                f'{arrive_key}{arrive_whole}{arrive_part}{tail}}}')
+        flags = s.flags
+        window = s.window
+        known = self.flags_win.get(flags)
+        if known is not None and known[0] == window:
+            flags_win = known[1]
+        else:
+            flags_win = f', "flags": {self.quote(flags)}, "win": {window}'
+            self.flags_win[flags] = (window, flags_win)
+        tail = self.segment_tail(s.why, s.code) if s.why else "}"
+        side_seq = _FROM_CLIENT if s.src is _CLIENT else _FROM_SERVER
+        return (f'{{"t_ms": {t_whole}{t_part}{side_seq}{s.seq}, '
+                f'"ack": {s.ack}, "len": {_small(s.length)}{flags_win}'
+                f'{arrive_key}{arrive_whole}{arrive_part}{tail}')
 
     def segment_tail(self, why: str, code: str) -> str:
-        """What follows a segment's other fields for its (non-empty) sentence ``why``:
-        in /1 ``why`` and ``code``, in /2 ``code`` and, unless the table holds this
-        sentence for it, ``why``. Cached by sentence; a hit must have the same code."""
+        """What ends a segment with the (non-empty) sentence ``why``: in /1 ``why`` and
+        ``code``, in /2 ``code`` and, unless the table holds this sentence for it,
+        ``why``; then the closing brace. Cached by sentence; a hit has the same code."""
         known = self.tails.get(why)
         if known is not None and known[0] == code:
             return known[1]
         reasons = self.reasons
         if reasons is None:
-            tail = f', "why": {self.quote(why)}, "code": {self.quote(code)}'
+            tail = f', "why": {self.quote(why)}, "code": {self.quote(code)}}}'
         elif code and reasons.get(code) == why:
-            tail = f', "code": {self.quote(code)}'
+            tail = f', "code": {self.quote(code)}}}'
         else:
-            tail = f', "code": {self.quote(code)}, "why": {self.quote(why)}'
+            tail = f', "code": {self.quote(code)}, "why": {self.quote(why)}}}'
         self.tails[why] = (code, tail)
         return tail
 
     def op(self, o: OpRecord) -> str:
+        client = o.side is _CLIENT
+        op, arg = o.op, o.arg
+        # the text up to the start time, for the last (op, arg) of each side: a side's
+        # ops come in runs of one call (a loop of writes), while the two sides interleave
+        head = self.client_head if client else self.server_head
+        if op != head.op or arg != head.arg:
+            head.op, head.arg = op, arg
+            side = _CLIENT_JSON if client else _SERVER_JSON
+            head.text = (f'{{"side": {side}, "op": {self.quote(op)}, '
+                         f'"arg": {self.quote(arg)}, "start_ms": ')
         start_whole, start_part = self.ms(o.start)
         end = o.end
         if end is None:
@@ -462,35 +500,33 @@ class _RecordWriter:
         line = o.line
         line_key, line_text = (', "line": ', _small(line)) if line else ("", "")
         iteration = o.iteration
-        if iteration:
-            if iteration != self.last_iter:
-                self.last_iter = iteration
-                self.last_iter_text = ", ".join([_small(n) for n in iteration])
-            iter_key, iter_text = ', "iter": [', self.last_iter_text
-            loop_key, loop_text = '], "loop": ', _small(o.loop)
-        else:
-            iter_key = iter_text = loop_key = loop_text = ""
         result = o.result
-        result_key, result_text = ("", "") if result is None else (', "result": ',
-                                                                    _ENCODE(result))
-        return (f'{{"side": {_CLIENT_JSON if o.side is _CLIENT else _SERVER_JSON}, '
-                f'"op": {self.quote(o.op)}, "arg": {self.quote(o.arg)}, '
-                f'"start_ms": {start_whole}{start_part}, "end_ms": {end_whole}{end_part}'
-                f'{line_key}{line_text}{iter_key}{iter_text}{loop_key}{loop_text}'
-                f'{result_key}{result_text}}}')
+        # loop indexes differ at nearly every op (nothing to cache): the common one- and
+        # two-level loops are written into the record's own string
+        if len(iteration) == 2 and result is None:
+            return (f'{head.text}{start_whole}{start_part}, "end_ms": {end_whole}{end_part}'
+                    f'{line_key}{line_text}, "iter": [{_small(iteration[0])}, '
+                    f'{_small(iteration[1])}], "loop": {_small(o.loop)}}}')
+        if len(iteration) == 1 and result is None:
+            return (f'{head.text}{start_whole}{start_part}, "end_ms": {end_whole}{end_part}'
+                    f'{line_key}{line_text}, "iter": [{_small(iteration[0])}], '
+                    f'"loop": {_small(o.loop)}}}')
+        if iteration:
+            iter_text = (f', "iter": [{", ".join([_small(n) for n in iteration])}], '
+                         f'"loop": {_small(o.loop)}')
+        else:
+            iter_text = ""
+        end_text = "}" if result is None else f', "result": {_ENCODE(result)}}}'
+        return (f'{head.text}{start_whole}{start_part}, "end_ms": {end_whole}{end_part}'
+                f'{line_key}{line_text}{iter_text}{end_text}')
 
     def event(self, e: EventRecord) -> str:
         t_whole, t_part = self.ms(e.t)
-        code = e.code
-        reasons = self.reasons
-        if reasons is None or not code or reasons.get(code) != e.reason:
-            reason_key, reason_text = ', "reason": ', self.quote(e.reason)
-        else:
-            reason_key = reason_text = ""
-        detail = e.detail
-        detail_key, detail_text = (', "detail": ', self.quote(detail)) if detail else ("", "")
-        timer = e.timer
-        timer_key, timer_text = (', "timer": ', self.quote(timer)) if timer else ("", "")
+        client = e.side is _CLIENT
+        key = (client, e.kind, e.code, e.reason, e.detail, e.timer)
+        middle = self.middles.get(key)
+        if middle is None:
+            middle = self.middles[key] = self.event_middle(e, client)
         deadline = e.deadline
         if deadline is None:
             deadline_key = deadline_whole = deadline_part = ""
@@ -498,19 +534,30 @@ class _RecordWriter:
             deadline_key = ', "deadline_ms": '
             deadline_whole, deadline_part = self.ms(deadline)
         data = e.data
-        data_key, data_text = (', "data": ', self.data(data)) if data else ("", "")
-        return (f'{{"t_ms": {t_whole}{t_part}, '
-                f'"side": {_CLIENT_JSON if e.side is _CLIENT else _SERVER_JSON}, '
-                f'"kind": {self.quote(e.kind)}, "code": {self.quote(code)}'
-                f'{reason_key}{reason_text}{detail_key}{detail_text}{timer_key}{timer_text}'
-                f'{deadline_key}{deadline_whole}{deadline_part}{data_key}{data_text}}}')
+        end_text = self.data(data) if data else "}"
+        return (f'{{"t_ms": {t_whole}{t_part}{middle}'
+                f'{deadline_key}{deadline_whole}{deadline_part}{end_text}')
+
+    def event_middle(self, e: EventRecord, client: bool) -> str:
+        """An event's text from its side to its timer."""
+        code = e.code
+        reasons = self.reasons
+        if reasons is None or not code or reasons.get(code) != e.reason:
+            reason_text = f', "reason": {self.quote(e.reason)}'
+        else:
+            reason_text = ""
+        detail_text = f', "detail": {self.quote(e.detail)}' if e.detail else ""
+        timer_text = f', "timer": {self.quote(e.timer)}' if e.timer else ""
+        side = _CLIENT_JSON if client else _SERVER_JSON
+        return (f', "side": {side}, "kind": {self.quote(e.kind)}, "code": {self.quote(code)}'
+                f'{reason_text}{detail_text}{timer_text}')
 
     def data(self, data: dict[str, int]) -> str:
-        """`_data_text` of an event's ``data``, once per dict."""
+        """``, "data": `` `_data_text` and the closing brace, once per dict."""
         known = self.data_texts.get(id(data))
         if known is not None and known[0] is data:
             return known[1]
-        text = _data_text(data)
+        text = f', "data": {_data_text(data)}}}'
         self.data_texts[id(data)] = (data, text)
         return text
 

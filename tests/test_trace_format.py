@@ -124,17 +124,24 @@ def _cache_trace() -> Trace:
         return OpRecord(side=Side.SERVER, op="read", arg=str(t), start=t, end=t + 1,
                         line=t, iteration=iteration, loop=loop)
 
-    def ev(t: int, data: dict[str, int], code: str = "A", reason: str = "a") -> EventRecord:
-        return EventRecord(t=t, side=Side.SERVER, kind="mode", code=code, reason=reason,
-                           data=data)
+    def ev(t: int, data: dict[str, int], code: str = "A", reason: str = "a",
+           side: Side = Side.SERVER, kind: str = "mode", detail: str = "",
+           timer: str | None = None) -> EventRecord:
+        return EventRecord(t=t, side=side, kind=kind, code=code, reason=reason,
+                           detail=detail, timer=timer, data=data)
     return Trace(
         source="sim", title="caches",
         segments=[seg(999, "s", "A"), seg(1000, "s", "B"), seg(1001, "s", "A"),
                   seg(1002, "t", "A"), seg(1003, "s", ""), seg(10**15 + 5, "s", "A")],
         ops=[op(1, (0, 1), 1), op(2, (0, 1), 1), op(3, (0, 2), 1), op(4, (0, 2), 2),
-             op(5, (1,), 3), op(6, (), 0), op(7, (0, 2), 2), op(2000, (999, 1000), 1000)],
+             op(5, (1,), 3), op(6, (), 0), op(7, (0, 2), 2), op(2000, (999, 1000), 1000),
+             op(1, (0, 1), 1), op(8, (1, 2, 3), 4), OpRecord(side=Side.CLIENT, op="read", arg="1", start=1,
+                                        end=None, result="r")],
         events=[ev(1, shared), ev(2, {"cwnd": 10}), ev(3, {"cwnd": 11}), ev(4, shared),
-                ev(5, {}), ev(6, shared, "A", "other"), ev(7, {"cwnd": 1, "x": -2})])
+                ev(5, {}), ev(6, shared, "A", "other"), ev(7, {"cwnd": 1, "x": -2}),
+                ev(8, {}, "B", "a"), ev(9, {}, side=Side.CLIENT), ev(10, {}, kind="hold"),
+                ev(11, {}, detail="d"), ev(12, {}, timer="delack"),
+                ev(13, {}, timer=""), ev(14, {}, "", "a"), ev(15, {})])
 
 
 @pytest.mark.parametrize("version", [1, 2])
