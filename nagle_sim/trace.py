@@ -383,6 +383,20 @@ class _OpHead:
         self.text = ""
 
 
+class _Middle:
+    """An event's text from its side to its timer, and the fields it was made of."""
+
+    def __init__(self, client: bool, kind: str, code: str, reason: str, detail: str,
+                 timer: str | None, text: str) -> None:
+        self.client = client
+        self.kind = kind
+        self.code = code
+        self.reason = reason
+        self.detail = detail
+        self.timer = timer
+        self.text = text
+
+
 class _RecordWriter:
     """Writes trace records as JSON text: each of `segment`, `op` and `event` gives
     exactly ``json.dumps(r.to_json(reasons), ensure_ascii=False)`` (the test suite holds
@@ -411,8 +425,9 @@ class _RecordWriter:
         """A segment's sentence → (its code, the text after ``"arrive_ms"``)."""
         self.flags_win: dict[str, tuple[int, str]] = {}
         """A segment's flags → (a window, the text of both)."""
-        self.middles: dict[tuple[bool, str, str, str, str, str | None], str] = {}
-        """An event's (client?, kind, code, reason, detail, timer) → their text."""
+        self.middles: dict[int, _Middle] = {}
+        """An event's text from side to timer, by its fields' identities (see `event`);
+        at most `_SHARED_MAX` kept (a loaded trace shares no strings)."""
         self.client_head = _OpHead()
         self.server_head = _OpHead()
         self.data_texts: dict[int, tuple[dict[str, int], str]] = {}
@@ -523,10 +538,21 @@ class _RecordWriter:
     def event(self, e: EventRecord) -> str:
         t_whole, t_part = self.ms(e.t)
         client = e.side is _CLIENT
-        key = (client, e.kind, e.code, e.reason, e.detail, e.timer)
-        middle = self.middles.get(key)
-        if middle is None:
-            middle = self.middles[key] = self.event_middle(e, client)
+        kind, code, reason, detail, timer = e.kind, e.code, e.reason, e.detail, e.timer
+        # keyed by the fields' identities (a tuple of them as the key cost twice as much:
+        # built, hashed and compared per event); equal keys are told apart by checking
+        # each field, so a clash costs a miss, never a wrong text
+        key = id(kind) ^ id(code) ^ id(reason) ^ id(detail) ^ id(timer) ^ client
+        known = self.middles.get(key)
+        if (known is not None and known.kind is kind and known.code is code
+                and known.reason is reason and known.detail is detail
+                and known.timer is timer and known.client == client):
+            middle = known.text
+        else:
+            middle = self.event_middle(e, client)
+            if len(self.middles) >= _SHARED_MAX:
+                self.middles.clear()
+            self.middles[key] = _Middle(client, kind, code, reason, detail, timer, middle)
         deadline = e.deadline
         if deadline is None:
             deadline_key = deadline_whole = deadline_part = ""
