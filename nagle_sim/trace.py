@@ -404,15 +404,15 @@ class _RecordWriter:
 
     Why it looks like this (compiled, callgrind on S3 NODELAY): each record is ONE
     f-string, its optional parts chosen first as pieces that are "" when absent (a ``text
-    +=`` chain built a new string per optional field). Building that string costs about as
-    much per piece as per character, so the pieces records repeat are cached here as
-    few, whole pieces: an event's side, kind, code, reason, detail and timer as one (a few
-    hundred combinations in a big run); an op's side, op and arg; a segment's flags and
-    window, and its reason tail with the closing brace; an event's ``data`` text by the
-    dict (the trace shares equal dicts); the whole ms of the last
-    time written (consecutive times nearly always share it). Each cache entry is checked
-    against every field it stands for before it is reused. Whole numbers are written with
-    ``str``, the same text as JSON's for an int."""
+    +=`` chain built a new string per optional field). Building that string costs about
+    75 instructions per piece, however short, so the pieces records repeat are cached here
+    as few, whole pieces: an event's side, kind, code, reason, detail and timer as one (a
+    few hundred combinations in a big run); an op's side, op and arg; a segment's flags
+    and window, and its reason tail with the closing brace; an event's ``data`` text by
+    the dict (the trace shares equal dicts); the whole ms of the last time written
+    (consecutive times nearly always share it). Each cache entry is checked against every
+    field it stands for before it is reused. Whole numbers are written with ``str``, the
+    same text as JSON's for an int."""
 
     def __init__(self, reasons: dict[str, str] | None) -> None:
         self.reasons = reasons
@@ -501,7 +501,7 @@ class _RecordWriter:
         # the text up to the start time, for the last (op, arg) of each side: a side's
         # ops come in runs of one call (a loop of writes), while the two sides interleave
         head = self.client_head if client else self.server_head
-        if op != head.op or arg != head.arg:
+        if op != head.op or arg != head.arg or not head.text:   # no text: not yet made
             head.op, head.arg = op, arg
             side = _CLIENT_JSON if client else _SERVER_JSON
             head.text = (f'{{"side": {side}, "op": {self.quote(op)}, '

@@ -155,6 +155,13 @@ def test_the_writers_caches_never_reuse_one_records_text_for_another(version: in
     trace.write_json(out, version=version)
     assert out.getvalue() == trace.dumps(version=version)
     assert '"data": {"cwnd": 12}' in out.getvalue()
+    # an op with empty text first: nothing cached yet may pass for its text
+    empty = Trace(source="sim", title="", ops=[
+        OpRecord(side=Side.CLIENT, op="", arg="", start=0, end=0),
+        OpRecord(side=Side.SERVER, op="", arg="", start=0, end=0)])
+    out = io.StringIO()
+    empty.write_json(out, version=version)
+    assert out.getvalue() == empty.dumps(version=version)
 
 
 def test_v2_states_each_sentence_once(s1: Trace) -> None:
