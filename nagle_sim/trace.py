@@ -337,20 +337,16 @@ def _from_table(record: dict[str, Any], reasons: dict[str, str], at: str) -> str
         raise TraceError(f"{at}.code: {_shown(code)} is not in the reasons table") from None
 
 
-class _Quoted(dict[str, str]):
-    """JSON-quoted text, computed once per distinct string (sides, flags, kinds, codes,
-    op names: a few dozen values repeated in every record)."""
-
-    def __missing__(self, key: str) -> str:
-        quoted = self[key] = _enc(key)
-        return quoted
-
-
 _ENCODE: Final = json.JSONEncoder(ensure_ascii=False).encode
-_SIDE_JSON: Final = {side: _enc(side.value) for side in Side}
-"""A side as JSON text (``Side.value`` is a Python-level property, slow per record)."""
+_CLIENT: Final = Side.CLIENT
+"""Bound once: compiled, ``Side.CLIENT`` is an attribute lookup on an interpreted class."""
+_CLIENT_JSON: Final = _enc(Side.CLIENT.value)
+_SERVER_JSON: Final = _enc(Side.SERVER.value)
 _MS_FRACTION: Final = tuple(f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000))
 """The decimals of a time in ms, by its µs remainder: 500 → ".5", 0 → ".0"."""
+_SMALL: Final = tuple(str(n) for n in range(1000))
+"""``str(n)`` for small whole numbers (lengths, script lines, loop indexes): a table
+lookup instead of a new string per record."""
 _FAST_MS: Final = 10**15
 """Below this many µs, a time's ms text is built from whole numbers (see `_ms`)."""
 
@@ -368,59 +364,231 @@ def _ms(us: Micros | None) -> str:
     return repr(us / 1000) if type(us) is int else repr(ms(us))
 
 
-# The three record writers below give exactly ``json.dumps(r.to_json(reasons),
-# ensure_ascii=False)`` (the test suite holds them byte-identical); whole numbers are
-# written with ``str``, the same text as JSON's for an int.
-def _segment_text(s: SegmentRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
-    """``json.dumps(s.to_json(reasons), ensure_ascii=False)``, formatted directly."""
-    text = (f'{{"t_ms": {_ms(s.t)}, "from": {_SIDE_JSON[s.src]}, "seq": {s.seq}, '
-            f'"ack": {s.ack}, "len": {s.length}, "flags": {q[s.flags]}, "win": {s.window}')
-    if s.arrive is not None:
-        text += f', "arrive_ms": {_ms(s.arrive)}'
-    why = s.why
-    if why:
-        code = s.code
-        if reasons is None:
-            text += f', "why": {q[why]}, "code": {q[code]}'
-        elif code and reasons.get(code) == why:
-            text += f', "code": {q[code]}'
+def _small(n: int) -> str:
+    """``str(n)``, from `_SMALL` when it is there."""
+    return _SMALL[n] if 0 <= n < 1000 else str(n)
+
+
+# The constant text around a segment's side, per side (one piece instead of three).
+_FROM_CLIENT: Final = ', "from": ' + _CLIENT_JSON + ', "seq": '
+_FROM_SERVER: Final = ', "from": ' + _SERVER_JSON + ', "seq": '
+
+
+class _OpHead:
+    """The text of an op record up to its start time, and the op and arg it is for."""
+
+    def __init__(self) -> None:
+        self.op = ""
+        self.arg = ""
+        self.text = ""
+
+
+class _Middle:
+    """An event's text from its side to its timer, and the fields it was made of."""
+
+    def __init__(self, client: bool, kind: str, code: str, reason: str, detail: str,
+                 timer: str | None, text: str) -> None:
+        self.client = client
+        self.kind = kind
+        self.code = code
+        self.reason = reason
+        self.detail = detail
+        self.timer = timer
+        self.text = text
+
+
+class _RecordWriter:
+    """Writes trace records as JSON text: each of `segment`, `op` and `event` gives
+    exactly ``json.dumps(r.to_json(reasons), ensure_ascii=False)`` (the test suite holds
+    them byte-identical), for one `Trace.write_json` call.
+
+    Why it looks like this (compiled, callgrind on S3 NODELAY): each record is ONE
+    f-string, its optional parts chosen first as pieces that are "" when absent (a ``text
+    +=`` chain built a new string per optional field). Building that string costs about
+    75 instructions per piece, however short, so the pieces records repeat are cached here
+    as few, whole pieces: an event's side, kind, code, reason, detail and timer as one (a
+    few hundred combinations in a big run); an op's side, op and arg; a segment's flags
+    and window, and its reason tail with the closing brace; an event's ``data`` text by
+    the dict (the trace shares equal dicts); the whole ms of the last time written
+    (consecutive times nearly always share it). Each cache entry is checked against every
+    field it stands for before it is reused. Whole numbers are written with ``str``, the
+    same text as JSON's for an int."""
+
+    def __init__(self, reasons: dict[str, str] | None) -> None:
+        self.reasons = reasons
+        """The /2 ``reasons`` table; None writes /1."""
+        self.quoted: dict[str, str] = {}
+        self.whole = -1
+        self.whole_text = ""
+        """The last whole ms written, and its text."""
+        self.tails: dict[str, tuple[str, str]] = {}
+        """A segment's sentence → (its code, the text after ``"arrive_ms"``)."""
+        self.flags_win: dict[str, tuple[int, str]] = {}
+        """A segment's flags → (a window, the text of both)."""
+        self.middles: dict[int, _Middle] = {}
+        """An event's text from side to timer, by its fields' identities (see `event`);
+        at most `_SHARED_MAX` kept (a loaded trace shares no strings)."""
+        self.client_head = _OpHead()
+        self.server_head = _OpHead()
+        self.data_texts: dict[int, tuple[dict[str, int], str]] = {}
+        """``id(data)`` → (that dict, the text of it and the closing brace). The dict is
+        kept, so its id is not reused by another while this writer lives; nothing changes
+        a record's ``data`` while the trace is written."""
+
+    def quote(self, text: str) -> str:
+        """``text`` as a JSON string (computed once per distinct text)."""
+        quoted = self.quoted.get(text)
+        if quoted is None:
+            quoted = self.quoted[text] = _enc(text)
+        return quoted
+
+    def ms(self, us: Micros) -> tuple[str, str]:
+        """``_ms(us)`` as two pieces, the whole ms and the decimals (no string joined)."""
+        if 0 <= us < _FAST_MS:
+            try:
+                part = _MS_FRACTION[us % 1000]
+            except TypeError:   # a float time (pure build: compiled records refuse one)
+                return _ms(us), ""
+            whole = us // 1000
+            if whole != self.whole:
+                self.whole = whole
+                self.whole_text = str(whole)
+            return self.whole_text, part
+        return _ms(us), ""
+
+    def segment(self, s: SegmentRecord) -> str:
+        t_whole, t_part = self.ms(s.t)
+        arrive = s.arrive
+        if arrive is None:
+            arrive_key = arrive_whole = arrive_part = ""
         else:
-            text += f', "code": {q[code]}, "why": {q[why]}'
-    return text + "}"
+            arrive_key = ', "arrive_ms": '
+            arrive_whole, arrive_part = self.ms(arrive)
+        flags = s.flags
+        window = s.window
+        known = self.flags_win.get(flags)
+        if known is not None and known[0] == window:
+            flags_win = known[1]
+        else:
+            flags_win = f', "flags": {self.quote(flags)}, "win": {window}'
+            self.flags_win[flags] = (window, flags_win)
+        tail = self.segment_tail(s.why, s.code) if s.why else "}"
+        side_seq = _FROM_CLIENT if s.src is _CLIENT else _FROM_SERVER
+        return (f'{{"t_ms": {t_whole}{t_part}{side_seq}{s.seq}, '
+                f'"ack": {s.ack}, "len": {_small(s.length)}{flags_win}'
+                f'{arrive_key}{arrive_whole}{arrive_part}{tail}')
+
+    def segment_tail(self, why: str, code: str) -> str:
+        """What ends a segment with the (non-empty) sentence ``why``: in /1 ``why`` and
+        ``code``, in /2 ``code`` and, unless the table holds this sentence for it,
+        ``why``; then the closing brace. Cached by sentence; a hit has the same code."""
+        known = self.tails.get(why)
+        if known is not None and known[0] == code:
+            return known[1]
+        reasons = self.reasons
+        if reasons is None:
+            tail = f', "why": {self.quote(why)}, "code": {self.quote(code)}}}'
+        elif code and reasons.get(code) == why:
+            tail = f', "code": {self.quote(code)}}}'
+        else:
+            tail = f', "code": {self.quote(code)}, "why": {self.quote(why)}}}'
+        self.tails[why] = (code, tail)
+        return tail
+
+    def op(self, o: OpRecord) -> str:
+        client = o.side is _CLIENT
+        op, arg = o.op, o.arg
+        # the text up to the start time, for the last (op, arg) of each side: a side's
+        # ops come in runs of one call (a loop of writes), while the two sides interleave
+        head = self.client_head if client else self.server_head
+        if op != head.op or arg != head.arg or not head.text:   # no text: not yet made
+            head.op, head.arg = op, arg
+            side = _CLIENT_JSON if client else _SERVER_JSON
+            head.text = (f'{{"side": {side}, "op": {self.quote(op)}, '
+                         f'"arg": {self.quote(arg)}, "start_ms": ')
+        start_whole, start_part = self.ms(o.start)
+        end = o.end
+        if end is None:
+            end_whole, end_part = "null", ""
+        else:
+            end_whole, end_part = self.ms(end)
+        line = o.line
+        line_key, line_text = (', "line": ', _small(line)) if line else ("", "")
+        iteration = o.iteration
+        result = o.result
+        # loop indexes differ at nearly every op (nothing to cache): the common one- and
+        # two-level loops are written into the record's own string
+        if len(iteration) == 2 and result is None:
+            return (f'{head.text}{start_whole}{start_part}, "end_ms": {end_whole}{end_part}'
+                    f'{line_key}{line_text}, "iter": [{_small(iteration[0])}, '
+                    f'{_small(iteration[1])}], "loop": {_small(o.loop)}}}')
+        if len(iteration) == 1 and result is None:
+            return (f'{head.text}{start_whole}{start_part}, "end_ms": {end_whole}{end_part}'
+                    f'{line_key}{line_text}, "iter": [{_small(iteration[0])}], '
+                    f'"loop": {_small(o.loop)}}}')
+        if iteration:
+            iter_text = (f', "iter": [{", ".join([_small(n) for n in iteration])}], '
+                         f'"loop": {_small(o.loop)}')
+        else:
+            iter_text = ""
+        end_text = "}" if result is None else f', "result": {_ENCODE(result)}}}'
+        return (f'{head.text}{start_whole}{start_part}, "end_ms": {end_whole}{end_part}'
+                f'{line_key}{line_text}{iter_text}{end_text}')
+
+    def event(self, e: EventRecord) -> str:
+        t_whole, t_part = self.ms(e.t)
+        client = e.side is _CLIENT
+        kind, code, reason, detail, timer = e.kind, e.code, e.reason, e.detail, e.timer
+        # keyed by the fields' identities (a tuple of them as the key cost twice as much:
+        # built, hashed and compared per event); equal keys are told apart by checking
+        # each field, so a clash costs a miss, never a wrong text
+        key = id(kind) ^ id(code) ^ id(reason) ^ id(detail) ^ id(timer) ^ client
+        known = self.middles.get(key)
+        if (known is not None and known.kind is kind and known.code is code
+                and known.reason is reason and known.detail is detail
+                and known.timer is timer and known.client == client):
+            middle = known.text
+        else:
+            middle = self.event_middle(e, client)
+            if len(self.middles) >= _SHARED_MAX:
+                self.middles.clear()
+            self.middles[key] = _Middle(client, kind, code, reason, detail, timer, middle)
+        deadline = e.deadline
+        if deadline is None:
+            deadline_key = deadline_whole = deadline_part = ""
+        else:
+            deadline_key = ', "deadline_ms": '
+            deadline_whole, deadline_part = self.ms(deadline)
+        data = e.data
+        end_text = self.data(data) if data else "}"
+        return (f'{{"t_ms": {t_whole}{t_part}{middle}'
+                f'{deadline_key}{deadline_whole}{deadline_part}{end_text}')
+
+    def event_middle(self, e: EventRecord, client: bool) -> str:
+        """An event's text from its side to its timer."""
+        code = e.code
+        reasons = self.reasons
+        if reasons is None or not code or reasons.get(code) != e.reason:
+            reason_text = f', "reason": {self.quote(e.reason)}'
+        else:
+            reason_text = ""
+        detail_text = f', "detail": {self.quote(e.detail)}' if e.detail else ""
+        timer_text = f', "timer": {self.quote(e.timer)}' if e.timer else ""
+        side = _CLIENT_JSON if client else _SERVER_JSON
+        return (f', "side": {side}, "kind": {self.quote(e.kind)}, "code": {self.quote(code)}'
+                f'{reason_text}{detail_text}{timer_text}')
+
+    def data(self, data: dict[str, int]) -> str:
+        """``, "data": `` `_data_text` and the closing brace, once per dict."""
+        known = self.data_texts.get(id(data))
+        if known is not None and known[0] is data:
+            return known[1]
+        text = f', "data": {_data_text(data)}}}'
+        self.data_texts[id(data)] = (data, text)
+        return text
 
 
-def _op_text(o: OpRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
-    """``json.dumps(o.to_json(), ensure_ascii=False)``, formatted directly."""
-    text = (f'{{"side": {_SIDE_JSON[o.side]}, "op": {q[o.op]}, "arg": {q[o.arg]}, '
-            f'"start_ms": {_ms(o.start)}, "end_ms": {_ms(o.end)}')
-    if o.line:
-        text += f', "line": {o.line}'
-    if o.iteration:
-        text += f', "iter": [{", ".join([str(n) for n in o.iteration])}], "loop": {o.loop}'
-    if o.result is not None:
-        text += f', "result": {_ENCODE(o.result)}'
-    return text + "}"
-
-
-def _event_text(e: EventRecord, reasons: dict[str, str] | None, q: _Quoted) -> str:
-    """``json.dumps(e.to_json(reasons), ensure_ascii=False)``, formatted directly."""
-    code = e.code
-    text = (f'{{"t_ms": {_ms(e.t)}, "side": {_SIDE_JSON[e.side]}, "kind": {q[e.kind]}, '
-            f'"code": {q[code]}')
-    if reasons is None or not code or reasons.get(code) != e.reason:
-        text += f', "reason": {q[e.reason]}'
-    if e.detail:
-        text += f', "detail": {q[e.detail]}'
-    if e.timer:
-        text += f', "timer": {q[e.timer]}'
-    if e.deadline is not None:
-        text += f', "deadline_ms": {_ms(e.deadline)}'
-    if e.data:
-        text += f', "data": {_data_text(e.data, q)}'
-    return text + "}"
-
-
-def _data_text(data: dict[str, Any], q: _Quoted) -> str:
+def _data_text(data: dict[str, Any]) -> str:
     """``json.dumps(data, ensure_ascii=False)`` for an event's ``data``: whole numbers
     written directly (anything else, e.g. a bool, through ``json``). The values are typed
     ``Any`` so that compiled code tests each as it is (as ``int`` a bool would already be
@@ -429,7 +597,7 @@ def _data_text(data: dict[str, Any], q: _Quoted) -> str:
     for key, value in data.items():
         if type(value) is not int:
             return _ENCODE(data)
-        parts.append(f"{q[key]}: {value}")
+        parts.append(f"{_enc(key)}: {value}")
     return "{" + ", ".join(parts) + "}"
 
 
@@ -742,23 +910,29 @@ class Trace:
         suite holds the two byte-identical."""
         encode = json.JSONEncoder(ensure_ascii=False).encode
         head = self.to_json_head(version)
-        reasons = head.get("reasons")
         out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
-        q = _Quoted()
+        w = _RecordWriter(head.get("reasons"))
         # one loop per record type, each calling its writer by name (compiled, a direct
-        # native call; through a variable it would be a generic Python call per record)
+        # native call; through a variable it would be a generic Python call per record);
+        # the ", " between batches is its own write (prefixed, the batch would be copied)
         out.write(', "segments": [')
-        for i in range(0, len(self.segments), _STREAM_BATCH):
-            out.write((", " if i else "") + ", ".join(
-                [_segment_text(s, reasons, q) for s in self.segments[i:i + _STREAM_BATCH]]))
+        segments = self.segments
+        for i in range(0, len(segments), _STREAM_BATCH):
+            if i:
+                out.write(", ")
+            out.write(", ".join([w.segment(s) for s in segments[i:i + _STREAM_BATCH]]))
         out.write('], "ops": [')
-        for i in range(0, len(self.ops), _STREAM_BATCH):
-            out.write((", " if i else "") + ", ".join(
-                [_op_text(o, reasons, q) for o in self.ops[i:i + _STREAM_BATCH]]))
+        ops = self.ops
+        for i in range(0, len(ops), _STREAM_BATCH):
+            if i:
+                out.write(", ")
+            out.write(", ".join([w.op(o) for o in ops[i:i + _STREAM_BATCH]]))
         out.write('], "events": [')
-        for i in range(0, len(self.events), _STREAM_BATCH):
-            out.write((", " if i else "") + ", ".join(
-                [_event_text(e, reasons, q) for e in self.events[i:i + _STREAM_BATCH]]))
+        events = self.events
+        for i in range(0, len(events), _STREAM_BATCH):
+            if i:
+                out.write(", ")
+            out.write(", ".join([w.event(e) for e in events[i:i + _STREAM_BATCH]]))
         out.write("]}")
 
     @classmethod

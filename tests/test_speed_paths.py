@@ -31,7 +31,26 @@ def test_every_remainder_of_a_ms_is_written_as_json_writes_it() -> None:
 @given(st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), st.booleans()),
                        max_size=4))
 def test_event_data_is_written_as_json_writes_it(data: dict[str, int]) -> None:
-    assert trace._data_text(data, trace._Quoted()) == json.dumps(data, ensure_ascii=False)
+    assert trace._data_text(data) == json.dumps(data, ensure_ascii=False)
+
+
+def test_an_event_text_cached_under_a_clashing_key_is_not_reused() -> None:
+    """The writer finds an event's side..timer text by its fields' identities XORed: two
+    events may clash on that key; the second must get its own text, not the first's."""
+    from nagle_sim.model.events import Side
+    from nagle_sim.trace import EventRecord, _RecordWriter
+
+    first = EventRecord(t=1, side=Side.CLIENT, kind="hold", code="A", reason="a")
+    second = EventRecord(t=1, side=Side.SERVER, kind="mode", code="B", reason="b",
+                         detail="d", timer="delack")
+    writer = _RecordWriter({"A": "a"})
+    first_text = writer.event(first)
+    (entry,) = writer.middles.values()
+    key = (id(second.kind) ^ id(second.code) ^ id(second.reason) ^ id(second.detail)
+           ^ id(second.timer) ^ False)
+    writer.middles[key] = entry                       # a clash, as if by chance
+    assert writer.event(second) == json.dumps(second.to_json({"A": "a"}), ensure_ascii=False)
+    assert writer.event(first) == first_text == json.dumps(first.to_json({"A": "a"}))
 
 
 def test_event_records_never_share_a_bool_as_a_whole_number() -> None:

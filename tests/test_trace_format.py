@@ -109,6 +109,61 @@ def test_streamed_writer_batches_many_records() -> None:
     assert len(Trace.loads(out.getvalue()).segments) == 5000
 
 
+def _cache_trace() -> Trace:
+    """Records that tempt each of the writer's caches (docs in ``_RecordWriter``) to give
+    one record's text to another: one sentence under two codes, and a code with two
+    sentences; equal and unequal ``data`` dicts, one changed between two writes; the
+    same loop indexes in a new tuple, then others; times in and out of one whole ms."""
+    shared = {"cwnd": 10}
+
+    def seg(t: int, why: str, code: str) -> SegmentRecord:
+        return SegmentRecord(t=t, src=Side.CLIENT, seq=t, ack=1, length=t % 3,
+                             flags="PA", window=t, arrive=t + 999, why=why, code=code)
+
+    def op(t: int, iteration: tuple[int, ...], loop: int) -> OpRecord:
+        return OpRecord(side=Side.SERVER, op="read", arg=str(t), start=t, end=t + 1,
+                        line=t, iteration=iteration, loop=loop)
+
+    def ev(t: int, data: dict[str, int], code: str = "A", reason: str = "a",
+           side: Side = Side.SERVER, kind: str = "mode", detail: str = "",
+           timer: str | None = None) -> EventRecord:
+        return EventRecord(t=t, side=side, kind=kind, code=code, reason=reason,
+                           detail=detail, timer=timer, data=data)
+    return Trace(
+        source="sim", title="caches",
+        segments=[seg(999, "s", "A"), seg(1000, "s", "B"), seg(1001, "s", "A"),
+                  seg(1002, "t", "A"), seg(1003, "s", ""), seg(10**15 + 5, "s", "A")],
+        ops=[op(1, (0, 1), 1), op(2, (0, 1), 1), op(3, (0, 2), 1), op(4, (0, 2), 2),
+             op(5, (1,), 3), op(6, (), 0), op(7, (0, 2), 2), op(2000, (999, 1000), 1000),
+             op(1, (0, 1), 1), op(8, (1, 2, 3), 4),
+             OpRecord(side=Side.CLIENT, op="read", arg="1", start=1, end=None, result="r")],
+        events=[ev(1, shared), ev(2, {"cwnd": 10}), ev(3, {"cwnd": 11}), ev(4, shared),
+                ev(5, {}), ev(6, shared, "A", "other"), ev(7, {"cwnd": 1, "x": -2}),
+                ev(8, {}, "B", "a"), ev(9, {}, side=Side.CLIENT), ev(10, {}, kind="hold"),
+                ev(11, {}, detail="d"), ev(12, {}, timer="delack"),
+                ev(13, {}, timer=""), ev(14, {}, "", "a"), ev(15, {})])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_writers_caches_never_reuse_one_records_text_for_another(version: int) -> None:
+    trace = _cache_trace()
+    out = io.StringIO()
+    trace.write_json(out, version=version)
+    assert out.getvalue() == trace.dumps(version=version)
+    trace.events[0].data["cwnd"] = 12              # a new write sees the change
+    out = io.StringIO()
+    trace.write_json(out, version=version)
+    assert out.getvalue() == trace.dumps(version=version)
+    assert '"data": {"cwnd": 12}' in out.getvalue()
+    # an op with empty text first: nothing cached yet may pass for its text
+    empty = Trace(source="sim", title="", ops=[
+        OpRecord(side=Side.CLIENT, op="", arg="", start=0, end=0),
+        OpRecord(side=Side.SERVER, op="", arg="", start=0, end=0)])
+    out = io.StringIO()
+    empty.write_json(out, version=version)
+    assert out.getvalue() == empty.dumps(version=version)
+
+
 def test_v2_states_each_sentence_once(s1: Trace) -> None:
     v1, v2 = s1.dumps(version=1), s1.dumps()
     doc = json.loads(v2)
