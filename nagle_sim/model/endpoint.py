@@ -133,24 +133,31 @@ class Endpoint:
 
     # ---------------------------------------------------------------- pulls
     def segments_to_send(self) -> list[Segment]:
-        """Segments transmitted since the last call, in order."""
+        """Segments transmitted since the last call, in order. A non-empty list is the
+        caller's; an empty one may be the endpoint's own: read it, do not keep or fill it."""
         sk = self._sk
-        out, sk.out = sk.out, []
+        out = sk.out
+        if out:     # an empty list is handed back as it is: most pulls find nothing
+            sk.out = []
         return out
 
     def drain_events(self) -> list[TraceEvent]:
-        """Decisions taken since the last call, in order."""
+        """Decisions taken since the last call, in order (a list as `segments_to_send`'s)."""
         sk = self._sk
-        events, sk.events = sk.events, []
+        events = sk.events
+        if events:
+            sk.events = []
         return events
 
     def next_deadline(self) -> Micros | None:
         """When the earliest armed timer is due (None: no timer armed)."""
-        earliest: Micros | None = None
-        for at in self._sk.timers.values():     # a loop, not min(): called per segment
-            if earliest is None or at < earliest:
-                earliest = at
-        return earliest
+        # a loop, not min(), over plain ints (an Optional is boxed and compared generically
+        # when compiled): called after every input
+        earliest, armed = 0, False
+        for at in self._sk.timers.values():
+            if not armed or at < earliest:
+                earliest, armed = at, True
+        return Micros(earliest) if armed else None
 
     def deadline(self, timer: Timer) -> Micros | None:
         """When ``timer`` is due, None when it is not armed."""
