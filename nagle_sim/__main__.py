@@ -585,6 +585,16 @@ MAX_TIME_LIMIT_S = 864_000.0
 not simulated time, is what bounds a run's work."""
 
 
+def _time_limit(text: str) -> float:
+    """``--time-limit``: positive, at most `MAX_TIME_LIMIT_S`, and at least one µs (the
+    model's clock ticks in µs: a smaller limit would be 0 and stop every run at once)."""
+    value = _positive_float(MAX_TIME_LIMIT_S)(text)
+    if value < 1e-6:
+        raise argparse.ArgumentTypeError(f"expected at least 0.000001 (one simulated µs), "
+                                         f"got {text}")
+    return value
+
+
 def _fill_run(p: argparse.ArgumentParser) -> None:
     _add_scenario(p)
     _add_view_options(p)
@@ -592,7 +602,7 @@ def _fill_run(p: argparse.ArgumentParser) -> None:
                    help="stop the run (outcome limit, exit 1) once its trace holds N records: "
                    "segments, app calls and model events (default 2000000, at most "
                    f"{MAX_RECORD_LIMIT}; each takes about 150-700 bytes of memory)")
-    p.add_argument("--time-limit", type=_positive_float(MAX_TIME_LIMIT_S), metavar="S",
+    p.add_argument("--time-limit", type=_time_limit, metavar="S",
                    help="stop the run (outcome limit, exit 1) after S simulated seconds "
                    f"(default 3600, at most {MAX_TIME_LIMIT_S:.0f})")
     p.set_defaults(func=cmd_run)

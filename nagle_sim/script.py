@@ -46,14 +46,19 @@ class _Planned:
 
     __slots__ = ("stmt", "op", "arg", "line", "loop", "body", "count")
 
-    def __init__(self, stmt: Statement, loop: int) -> None:
+    def __init__(self, stmt: Statement, loop: int, live: set[int]) -> None:
         self.stmt = stmt
         self.op, self.arg = describe(stmt)
         self.line = stmt.line
         self.loop = loop
-        # a loop to enter (its body and count), or None for a statement to run
-        self.body: tuple[Statement, ...] | None = stmt.body if isinstance(stmt, Repeat) else None
-        self.count = stmt.count if isinstance(stmt, Repeat) else 0
+        self.body: tuple[Statement, ...] | None = None
+        """None for a statement to run; for a loop, its body, or () for a loop that runs
+        no statement at any depth (see `_live_loops`), which is passed over whole."""
+        self.count = 0
+        if isinstance(stmt, Repeat):
+            runs = id(stmt) in live
+            self.body = stmt.body if runs else ()
+            self.count = stmt.count if runs else 0
 
 
 class _Pass:
@@ -71,19 +76,40 @@ class _Pass:
         self.outer = outer              # the enclosing loops' path
 
 
+def _live_loops(script: tuple[Statement, ...]) -> set[int]:
+    """``id()`` of each ``repeat`` of ``script`` that runs at least one statement: a count
+    above 0 and, in its body, a statement or a loop that does. One pass, no recursion."""
+    loops: list[Repeat] = []        # every loop, each before the loops inside it
+    pending = list(script)
+    while pending:
+        stmt = pending.pop()
+        if isinstance(stmt, Repeat):
+            loops.append(stmt)
+            pending.extend(stmt.body)
+    live: set[int] = set()
+    for loop in reversed(loops):    # inner loops first
+        if loop.count and any(not isinstance(s, Repeat) or id(s) in live for s in loop.body):
+            live.add(id(loop))
+    return live
+
+
 def steps(script: tuple[Statement, ...]) -> Iterator[Step]:
     """The statements of ``script`` in execution order, loops expanded lazily, each with
     its iteration path (the indexes of the enclosing ``repeat`` loops, outermost first).
     Both executors run scripts through this. Iterative (an explicit stack), so nesting
-    depth costs no Python recursion; a loop with an empty body is skipped, not spun (its
-    iterations still count against `MAX_STATEMENTS`)."""
+    depth costs no Python recursion. A loop that runs no statement at any depth (``repeat
+    10000000 { repeat 1 { } }``) is passed over whole, not spun: iterating it would do
+    nothing, inside one ``next()`` that no cancellation could interrupt (its iterations
+    still count against the parse-time `MAX_STATEMENTS`)."""
     loops = outermost_loops(script)
+    live = _live_loops(script)
     plans: dict[int, list[_Planned]] = {}
 
     def plan(body: tuple[Statement, ...]) -> list[_Planned]:
         known = plans.get(id(body))
         if known is None:
-            known = plans[id(body)] = [_Planned(stmt, loops.get(id(stmt), 0)) for stmt in body]
+            known = plans[id(body)] = [_Planned(stmt, loops.get(id(stmt), 0), live)
+                                       for stmt in body]
         return known
 
     frames = [_Pass(plan(script), 1, (), ())]

@@ -238,7 +238,8 @@ def test_run_time_limit_stops_the_run_in_simulated_time(capsys: pytest.CaptureFi
     ("--record-limit", "2e6", "expected a whole number, got '2e6'"),
     ("--time-limit", "0", "expected a number above 0 and at most 864000"),
     ("--time-limit", "nan", "at most 864000"),
-    ("--time-limit", "1e9", "at most 864000")])
+    ("--time-limit", "1e9", "at most 864000"),
+    ("--time-limit", "1e-9", "expected at least 0.000001 (one simulated µs), got 1e-9")])
 def test_bad_run_limits_are_one_line_and_2(option: str, value: str, why: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
