@@ -3,8 +3,8 @@
 Owns: simulated time (integer µs: simpy and the driver's agenda, below), the link (a
 fixed one-way delay per direction and, with `[link] rate`, serialization at that rate
 through a drop-tail FIFO of `queue` packets), the application processes and the assembly
-of a `Trace`. It is the only module
-that imports simpy. Must not import asyncio, textual or rich.
+of a `Trace`. It is the only module that imports simpy. Must not import asyncio, textual
+or rich.
 
 Two queues, one order. simpy holds the kernel's timers: a wake-up for each endpoint
 deadline (delayed ACK, retransmission, loss probe, window probe). Everything else that
