@@ -221,13 +221,13 @@ class SimDriver:
         for ep in self.ep.values():
             ep.set_tx_complete(scenario.link.tx_complete)
             ep.set_gso_wire(scenario.link.gso)
-        self.profile = {side: scenario.side(side).profile for side in Side}
-        self.delay = {side: scenario.link.delay(side.peer) + self.profile[side].host_latency_us
-                      for side in Side}
         self.trace = Trace(source="sim", title=scenario.title, meta=trace_meta(scenario))
         self.apps = {side: _App(side, steps(scenario.side(side).script)) for side in Side}
-        self._hosts = {side: _Host(side, self.ep[side], self.apps[side], self.profile[side],
-                                   self.delay[side]) for side in Side}
+        self._hosts = {side: _Host(side, self.ep[side], self.apps[side],
+                                   scenario.side(side).profile,
+                                   scenario.link.delay(side.peer)
+                                   + scenario.side(side).profile.host_latency_us)
+                       for side in Side}
         client, server = self._hosts[Side.CLIENT], self._hosts[Side.SERVER]
         client.peer, server.peer = server, client
         self._error: str | None = None
@@ -387,7 +387,7 @@ class SimDriver:
         self._link_free[side] = end
         held.extend([end] * packets)
         self._link_held[side] = held
-        return -(-int(end * 1000) // 1000) + self.delay[side]
+        return -(-int(end * 1000) // 1000) + self._hosts[side].delay
 
     def _now(self) -> Micros:
         """simpy's clock as model time (every delay scheduled here is an int µs): the time

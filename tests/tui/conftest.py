@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,3 +55,20 @@ async def settle(pilot: Pilot[object]) -> None:
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
     await pilot.pause()
+
+
+class SlowRunner:
+    """A simulator that runs until it is told to stop: ``started`` is set when it is
+    called, ``stopped`` once its ``cancelled`` said yes (then it raises, as a cancelled
+    run does)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+
+    def __call__(self, scenario: Scenario, cancelled: Callable[[], bool]) -> Trace:
+        self.started.set()
+        while not cancelled():
+            threading.Event().wait(0.01)
+        self.stopped.set()
+        raise RuntimeError("cancelled")

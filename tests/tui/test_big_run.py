@@ -4,8 +4,6 @@ benchmarks/bench_tui.py)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,15 +11,14 @@ from textual.widgets import ProgressBar
 
 from nagle_sim.lessons import load_lessons
 from nagle_sim.render.rows import DETAIL_LEVELS, build_rows
-from nagle_sim.scenario import Scenario, loads
+from nagle_sim.scenario import loads
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import Trace
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.rows import RowList, row_segments, row_times
 from nagle_sim.tui.screens.run import RunScreen
 from nagle_sim.tui.widgets.ladder import Ladder
 
-from .conftest import settle
+from .conftest import SlowRunner, settle
 
 NODELAY = """title = "NODELAY x{n}"
 [client]
@@ -93,22 +90,14 @@ async def test_opening_and_stepping_a_big_run_words_only_the_rows_it_shows(
 async def test_a_long_simulation_shows_progress_and_escape_stops_it() -> None:
     from nagle_sim.tui.screens.lesson_list import LessonListScreen
 
-    started = threading.Event()
-    stopped = threading.Event()
-
-    def slow(scenario: Scenario, cancelled: Callable[[], bool]) -> Trace:
-        started.set()
-        while not cancelled():
-            threading.Event().wait(0.01)
-        stopped.set()
-        raise RuntimeError("cancelled")
+    slow = SlowRunner()
 
     app = NagleApp(run_sim=slow, ask_questions=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, LessonListScreen)
         await pilot.press("enter")
-        assert started.wait(5)
+        assert slow.started.wait(5)
         screen = app.screen
         assert isinstance(screen, RunScreen)
         await pilot.pause(1.2)
@@ -119,5 +108,5 @@ async def test_a_long_simulation_shows_progress_and_escape_stops_it() -> None:
         await pilot.press("escape")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert stopped.is_set()
+        assert slow.stopped.is_set()
         assert isinstance(app.screen, LessonListScreen)

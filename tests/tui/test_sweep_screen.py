@@ -4,7 +4,6 @@ key, the table matching ``nagle-sim sweep``'s, cancelling, and snapshots at 80×
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +32,7 @@ from nagle_sim.tui.screens.sweep import (
     cell_text,
 )
 
-from .conftest import settle
+from .conftest import SlowRunner, settle
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 
@@ -274,15 +273,7 @@ async def test_w_waits_for_the_lessons_questions(tmp_path: Path) -> None:
 async def test_escape_cancels_a_running_sweep(tmp_path: Path) -> None:
     """A slow runner is told to stop when the student leaves; nothing is shown after."""
     lesson = load_lesson(_lesson(tmp_path))
-    started = threading.Event()
-    stopped = threading.Event()
-
-    def slow(scenario: Scenario, cancelled: Callable[[], bool]) -> Trace:
-        started.set()
-        while not cancelled():
-            threading.Event().wait(0.01)
-        stopped.set()
-        raise RuntimeError("cancelled")
+    slow = SlowRunner()
 
     app = NagleApp(run_sim=run_sim, lessons=[lesson], ask_questions=False)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -292,11 +283,11 @@ async def test_escape_cancels_a_running_sweep(tmp_path: Path) -> None:
         await pilot.pause()
         sweep_screen = app.screen
         assert isinstance(sweep_screen, SweepScreen)
-        assert started.wait(5)
+        assert slow.started.wait(5)
         await pilot.press("escape")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert stopped.is_set()
+        assert slow.stopped.is_set()
         assert isinstance(app.screen, LessonScreen)
         assert sweep_screen.result is None
 
