@@ -2,8 +2,9 @@
 
 Owns: the exit codes' meaning (0 ok, 1 the run failed: deadlock / limit / mismatch, 2 bad
 input, 130 interrupted), what escapes a command (printed as the one error line of
-`nagle_sim.cli.messages`), and how a command process ends (`keep_to_the_end`). Every bad-input error is a `nagle_sim.errors.UserError`
-and carries its exit code; nothing here knows which module raised it.
+`nagle_sim.cli.messages`), and how a command process ends (`keep_to_the_end`). Every
+bad-input error is a `nagle_sim.errors.UserError` and carries its exit code; nothing here
+knows which module raised it.
 """
 
 from __future__ import annotations
