@@ -20,9 +20,9 @@ from typing import Any
 from .export.tables import render_markdown
 from .model.config import PROFILES, TUNABLE, StackProfile
 from .model.events import Micros, Side
-from .summary import STALL_MIN, Stall, iterations, stalls, wire_unknown
 from .trace import Outcome, SegmentRecord, Trace, TraceError
-from .units import ms, ms_text
+from .trace.summary import STALL_MIN, Stall, iterations, stalls, wire_unknown
+from .trace.units import ms, ms_text
 
 STOCK_WMEM = [4096, 16384, 4194304]
 """net.ipv4.tcp_wmem as Linux ships it (the model has no send-buffer limit)."""

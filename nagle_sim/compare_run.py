@@ -30,9 +30,9 @@ from .compare import (
 from .export.tables import render_csv, render_markdown
 from .model.events import Side
 from .scenario import real_run_caveats
-from .summary import iterations, stalls
 from .trace import Runner, Trace
-from .units import ms_text
+from .trace.summary import iterations, stalls
+from .trace.units import ms_text
 
 SimRunner = Callable[..., Trace]
 """The simulator's runner: a `Runner` that also takes the driver's ``sleeps=`` (each run of
@@ -398,7 +398,7 @@ def check_same_scenario(scenario: Any, real: Trace, where: str) -> None:
     `TraceError` naming the first difference."""
     from itertools import islice
 
-    from .script import HANDSHAKE_OPS, steps
+    from .scenario.steps import HANDSHAKE_OPS, steps
     from .trace import TraceError
 
     if scenario.title and real.title and scenario.title != real.title:
@@ -631,15 +631,15 @@ MAX_RANDOM = 1000
 
 
 def validate_random_cli(args: Any, *, run_sim: SimRunner, run_real: Runner) -> int:
-    """``nagle-sim validate --random N``: N generated scenarios (`nagle_sim.randomscen`,
+    """``nagle-sim validate --random N``: N generated scenarios (`nagle_sim.scenario.generator`,
     seeds ``--seed`` … ``--seed`` + N − 1) on the model and on the kernel; a table of
     verdicts with each disagreement's first difference, the disagreeing scenarios written
     to ``--keep`` for ``nagle-sim compare``; exit 1 if any disagrees."""
     from rich.text import Text
 
     from .errors import UserError
-    from .randomscen import random_scenario
     from .scenario import loads
+    from .scenario.generator import random_scenario
 
     keep = Path(args.keep) if getattr(args, "keep", None) else None
     rows: list[list[str]] = []

@@ -34,9 +34,9 @@ from . import scenario as scenario_mod
 from .errors import UserError
 from .model.events import Reason, Side
 from .scenario import OPTIONS, Scenario, ScenarioError, clip
-from .summary import iterations, stalls, write_spans
 from .trace import Runner, SegmentRecord, Trace
-from .units import ms
+from .trace.summary import iterations, stalls, write_spans
+from .trace.units import ms
 
 if TYPE_CHECKING:
     from .lessons import Lesson

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from .errors import UserError
 from .model.events import Side
 from .scenario import Scenario, ScenarioError, loads
-from .summary import iterations, stalls, wire_unknown, write_spans
 from .trace import Outcome, Trace
+from .trace.summary import iterations, stalls, wire_unknown, write_spans
 
 MAX_CELLS = 10_000
 """A grid larger than this is refused before anything runs (it is almost surely a typo)."""

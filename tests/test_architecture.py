@@ -70,10 +70,10 @@ NOT_BAD_INPUT = {
     "nagle_sim.drill.runner._Stop": "the script's end, inside the drill runner",
     "realnet.relay._Stop": "a signal ending the relay process",
     "nagle_sim.export.png.PngUnavailable": "Pillow missing: turned into an ExportError",
-    "nagle_sim.scenario.FileTooBig": "turned into the caller's one-line error",
-    "realnet.core._Aborted": "the runner stopping a side, internal",
-    "realnet.core._SideFailure": "a side's failure, recorded in the trace",
-    "realnet.remote.ProtocolError": "a malformed peer message, turned into a RealnetError",
+    "nagle_sim.scenario.files.FileTooBig": "turned into the caller's one-line error",
+    "realnet.child._Aborted": "the runner stopping a side, internal",
+    "realnet.child._SideFailure": "a side's failure, recorded in the trace",
+    "realnet.remote.protocol.ProtocolError": "a malformed peer message, turned into a RealnetError",
     "nagle_sim.tui.classroom.RealQueueBusy": "the app's message, never the CLI's",
 }
 """Exceptions that are not the user's bad input, and where they go instead."""
@@ -84,7 +84,7 @@ def test_every_bad_input_error_is_a_user_error() -> None:
     (so the command line catches one type and prints one line, exit 2)."""
     classes = _error_classes()
     names = {f"{c.__module__}.{c.__name__}" for c in classes}
-    assert "nagle_sim.scenario.ScenarioError" in names     # the walk saw the modules
+    assert "nagle_sim.scenario.errors.ScenarioError" in names     # the walk saw them
     stray = sorted(n for c, n in ((c, f"{c.__module__}.{c.__name__}") for c in classes)
                    if not issubclass(c, UserError) and n not in NOT_BAD_INPUT)
     assert stray == []

@@ -29,7 +29,7 @@ from nagle_sim.scenario import (
     loads,
     parse_script,
 )
-from nagle_sim.script import steps
+from nagle_sim.scenario.steps import steps
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import MAX_TEXT, Outcome, Trace, TraceError
 

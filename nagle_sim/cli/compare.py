@@ -62,7 +62,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .. import runners
     from ..compare_run import validate_cli, validate_random_cli
-    from ..randomscen import MAX_SEED
+    from ..scenario.generator import MAX_SEED
     options.check_output(args.markdown)
     options.check_profile(args.profile)
     if args.random is None and (args.seed is not None or args.keep is not None):

@@ -24,7 +24,7 @@ from nagle_sim.model.events import Side
 from nagle_sim.scenario import ScenarioError, loads
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
-from realnet.core import RealnetError
+from realnet.host import RealnetError
 from realnet.runner import run_real
 
 pytestmark = [pytest.mark.realnet, pytest.mark.usefixtures("requires_root_netns")]
