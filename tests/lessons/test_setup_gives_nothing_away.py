@@ -29,7 +29,7 @@ SHIPPED = load_lessons()
 
 CONCEPTS: dict[str, str] = {
     # concept: a regular expression (case-insensitive) for the ways lessons write it
-    "Nagle": r"\bnagle(?!/)",  # not the packetdrill folder nagle/sendmsg_msg_more
+    "Nagle": r"\bnagle(?!/|-sim|_sim)",  # not nagle/sendmsg_msg_more (packetdrill), nor the tool
     "delayed ACK": r"\bdelayed[- ]acks?\b|\bdelack",
     "ping-pong": r"\bping[- ]?pong\b",
     "quick ACK": r"\bquick[- ]acks?\b",
