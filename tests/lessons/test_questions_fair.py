@@ -21,8 +21,10 @@ This file adds what the round-3 review found getting past both:
   reason is the `explain`'s job, and a choice that alone gives one reads as the answer.
 * **Bias.** Over all questions the right answer is the longest choice no more often than
   chance predicts (the sum over questions of 1/choices, rounded up), the shortest no more
-  often either, and no position holds more than 45 % of the right answers. Before this
-  round 22 of 28 right answers were the longest and 19 of 28 were the second choice.
+  often either, neither of them so rarely that avoiding the extremes wins (two standard
+  deviations below chance at most), and no position holds more than 45 % of the right
+  answers. Before this round 22 of 28 right answers were the longest and 19 of 28 were
+  the second choice.
 """
 
 from __future__ import annotations
@@ -215,6 +217,8 @@ def bias(lessons: list[Lesson]) -> dict[str, object]:
     positions = Counter(q.answer for q in questions)
     return {"questions": len(questions), "longest": longest, "shortest": shortest,
             "chance": sum(1 / len(q.choices) for q in questions),
+            "spread": math.sqrt(sum((1 / len(q.choices)) * (1 - 1 / len(q.choices))
+                                    for q in questions)),
             "positions": dict(sorted(positions.items())),
             "top_position_share": max(positions.values()) / len(questions)}
 
@@ -250,6 +254,11 @@ def test_length_and_position_say_nothing_about_the_answer() -> None:
     assert b["longest"] <= limit, f"the right answer is the longest choice too often: {b}"
     assert b["shortest"] <= limit, f"the right answer is the shortest choice too often: {b}"
     assert b["top_position_share"] <= 0.45, f"one position holds the answer too often: {b}"
+    # ... nor so rarely that "never the longest, never the shortest" wins: each count stays
+    # within two standard deviations below chance
+    floor = b["chance"] - 2 * b["spread"]
+    assert b["longest"] >= floor, f"the right answer is almost never the longest: {b}"
+    assert b["shortest"] >= floor, f"the right answer is almost never the shortest: {b}"
 
 
 # ------------------------------------------------------------------ the rules themselves
