@@ -596,25 +596,3 @@ def serve(options: ServeOptions) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM end every session)."""
     ClassroomServer(options).serve()
 
-
-if __name__ == "__main__":  # lets tests start the server without the CLI
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--token")
-    parser.add_argument("--max-sessions", type=int, default=40)
-    parser.add_argument("--idle-s", type=float, default=20 * 60)
-    parser.add_argument("--kill-grace-s", type=float, default=3.0)
-    parser.add_argument("--allow-real", action="store_true")
-    parser.add_argument("--warm", type=int, default=0)
-    cli = parser.parse_args()
-    # the same default as `nagle-sim serve`: open to a network means a class token
-    token = cli.token or (None if is_loopback(cli.host) else new_token())
-    if token and not cli.token:
-        print(f"class token: {token}", flush=True)
-    serve(ServeOptions(host=cli.host, port=cli.port, token=token,
-                       max_sessions=cli.max_sessions, idle_s=cli.idle_s,
-                       kill_grace_s=cli.kill_grace_s, allow_real=cli.allow_real,
-                       warm=cli.warm))
