@@ -58,6 +58,7 @@ HOOKS: Final = (
     Hook("nw_sendmsg", "tcp_sendmsg_locked", "MSG_MORE (a send's flags)"),
     Hook("nw_send_len", "sock_send_length", "holds (what a send left queued)",
          essential=True),
+    Hook("nw_reading", "tcp_rcv_space_adjust", "ACKs sent by a read"),
     Hook("nw_recv_len", "sock_recv_length", "ACKs sent by a read"),
     Hook("nw_seg_in", "tcp_probe", "the ACKs that release held data"),
     Hook("nw_seg_out", "net_dev_start_xmit", "segments sent (releases, ACKs)",

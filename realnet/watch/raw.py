@@ -37,6 +37,7 @@ CTX_SOFTIRQ: Final = 2
 CTX_DELACK_TIMER: Final = 3
 CTX_WRITE_TIMER: Final = 4
 CTX_SETSOCKOPT: Final = 5
+CTX_READ: Final = 6
 
 # counters (NW_C_*)
 COUNTER_NAMES: Final = ("emitted", "lost", "rate_limited", "sockets_not_watched")

@@ -187,7 +187,7 @@ static __always_inline void count(__u32 which)
 		*c += 1;
 }
 
-static __always_inline __u8 context_of(struct sock *sk)
+static __always_inline __u8 context_of(struct sock *sk, struct sockval *v)
 {
 	__u32 zero = 0;
 	struct cpu_ctx *cc = bpf_map_lookup_elem(&cpu_ctx, &zero);
@@ -196,6 +196,8 @@ static __always_inline __u8 context_of(struct sock *sk)
 	if (cc && cc->softirq)
 		return NW_CTX_SOFTIRQ;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (v && v->reading_tid == tid)
+		return NW_CTX_READ;
 	struct sockopt_call *so = bpf_map_lookup_elem(&sockopt_calls, &tid);
 	if (so && so->sk == (__u64)sk)
 		return NW_CTX_SETSOCKOPT;
@@ -406,7 +408,7 @@ int nw_set_state(struct bpf_raw_tracepoint_args *ctx)
 		if (!v)
 			return 0;
 	}
-	struct nw_event *e = reserve(sk, 0, NW_EV_STATE, context_of(sk));
+	struct nw_event *e = reserve(sk, 0, NW_EV_STATE, context_of(sk, v));
 	if (e) {
 		fill_state(e, sk);
 		fill_addrs(e, sk);     /* a connecting socket has its local port only now */
@@ -478,25 +480,27 @@ int nw_send_len(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/* tcp_recvmsg calls tcp_rcv_space_adjust after copying and before tcp_cleanup_rbuf, the
+ * read's own ACK: an ACK this thread sends between the two is a read's (READ_ACK). */
+SEC("raw_tp/tcp_rcv_space_adjust")
+int nw_reading(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct sock *sk = (struct sock *)ctx->args[0];
+	struct sockval *v = lookup_or_watch(sk, 1);
+	if (v)
+		v->reading_tid = (__u32)bpf_get_current_pid_tgid();
+	return 0;
+}
+
 SEC("raw_tp/sock_recv_length")
 int nw_recv_len(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct sock *sk = (struct sock *)ctx->args[0];
-	int ret = (int)ctx->args[1];
 	struct sockval *v = lookup_or_watch(sk, 1);
 	if (!v)
 		return 0;
+	v->reading_tid = 0;
 	check_mode(sk, v, NW_CTX_PROCESS);
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	if (v->proc_ack_tid != tid)
-		return 0;                      /* report only reads that sent an ACK */
-	v->proc_ack_tid = 0;
-	struct nw_event *e = reserve(sk, v, NW_EV_RECV, NW_CTX_PROCESS);
-	if (!e)
-		return 0;
-	fill_state(e, sk);
-	e->a = (__u64)(__s64)ret;
-	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
@@ -511,7 +515,7 @@ int nw_seg_in(struct bpf_raw_tracepoint_args *ctx)
 	struct sockval *v = bpf_map_lookup_elem(&socks, &key);
 	if (!v)
 		return 0;
-	__u8 c = context_of(sk);
+	__u8 c = context_of(sk, v);
 	check_mode(sk, v, c);
 	struct tcphdr_raw th;
 	if (bpf_probe_read_kernel(&th, sizeof(th), BPF_CORE_READ(skb, data)))
@@ -558,7 +562,7 @@ int nw_seg_out(struct bpf_raw_tracepoint_args *ctx)
 	__u32 ack = bpf_ntohl(th.ack_seq);
 	__u32 prev_ack = v->last_ack;
 	v->last_ack = ack;
-	__u8 c = context_of(sk);
+	__u8 c = context_of(sk, v);
 	check_mode(sk, v, c);
 	int pure_ack = !len && !(th.flags & (NW_TH_SYN | NW_TH_FIN | NW_TH_RST));
 	int report = pure_ack || v->held || (th.flags & (NW_TH_SYN | NW_TH_FIN | NW_TH_RST)) ||
@@ -568,8 +572,6 @@ int nw_seg_out(struct bpf_raw_tracepoint_args *ctx)
 		if (BPF_CORE_READ(tp, write_seq) == seq + len)
 			v->held = 0;           /* the last queued byte leaves now */
 	}
-	if (pure_ack && (c == NW_CTX_PROCESS || c == NW_CTX_UNKNOWN))
-		v->proc_ack_tid = (__u32)bpf_get_current_pid_tgid();
 	if (!report)
 		return 0;
 	struct nw_event *e = reserve(sk, v, NW_EV_OUT, c);
@@ -582,6 +584,12 @@ int nw_seg_out(struct bpf_raw_tracepoint_args *ctx)
 	e->tcpflags = th.flags;
 	e->win = bpf_ntohs(th.window);
 	e->a = prev_ack;
+	if (c == NW_CTX_SETSOCKOPT) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		struct sockopt_call *so = bpf_map_lookup_elem(&sockopt_calls, &tid);
+		if (so)
+			e->b = (__u32)so->optname | ((__u64)(__u32)so->val << 32);
+	}
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
@@ -622,7 +630,7 @@ int nw_timer_start(struct bpf_raw_tracepoint_args *ctx)
 	 * the probe timer (what releases corked and MSG_MORE data) is a decision here. */
 	if (kind == NW_CTX_WRITE_TIMER && pending != NW_ICSK_TIME_PROBE0)
 		return 0;
-	__u8 c = context_of(sk);
+	__u8 c = context_of(sk, v);
 	check_mode(sk, v, c);
 	struct nw_event *e = reserve(sk, v, NW_EV_TIMER_ARM, c);
 	if (!e)

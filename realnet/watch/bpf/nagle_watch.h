@@ -11,9 +11,10 @@
 #define NW_EV_SOCK 1        /* a socket is watched from now on: addresses, owner */
 #define NW_EV_STATE 2       /* TCP state change (a = old, b = new) */
 #define NW_EV_SEND 3        /* a send returned with bytes still queued, or with MSG_MORE */
-#define NW_EV_RECV 4        /* a read that sent an ACK (tcp_cleanup_rbuf) */
+#define NW_EV_RECV 4        /* (reserved) */
 #define NW_EV_IN 5          /* an ACK arrived while data was held */
-#define NW_EV_OUT 6         /* a segment left: pure ACK, held data, SYN/FIN/RST, timer */
+#define NW_EV_OUT 6         /* a segment left: pure ACK, held data, SYN/FIN/RST, timer
+                               (a = ACK of the previous segment, b = setsockopt as SOCKOPT) */
 #define NW_EV_TIMER_ARM 7   /* delayed-ACK timer or probe timer armed (a = expires) */
 #define NW_EV_TIMER_FIRE 8  /* delayed-ACK or write timer fired (a = expires) */
 #define NW_EV_MODE 9        /* quick/pingpong/ato changed (a = previous, packed) */
@@ -26,6 +27,7 @@
 #define NW_CTX_DELACK_TIMER 3
 #define NW_CTX_WRITE_TIMER 4
 #define NW_CTX_SETSOCKOPT 5
+#define NW_CTX_READ 6       /* inside a read, after its copy (tcp_cleanup_rbuf) */
 
 /* per-CPU counters */
 #define NW_C_EMITTED 0
@@ -110,7 +112,7 @@ struct sockval {
 	__u32 owner;        /* tgid that made it watched (0: by port or listener) */
 	__u32 send_flags;   /* msg_flags of the send in progress */
 	__u32 last_ack;     /* ACK field of the last segment sent */
-	__u32 proc_ack_tid; /* a pure ACK left in process context on this thread */
+	__u32 reading_tid;  /* a thread inside tcp_recvmsg, past its copy */
 	__u8 held;          /* bytes were left queued and have not all left */
 	__u8 quick;
 	__u8 pingpong;
