@@ -14,6 +14,7 @@ Must not import rich, textual or simpy.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -56,6 +57,9 @@ def run(config: Config, command: Sequence[str] | None = None, *,
     """Watch until the command exits, ``duration_s`` passes, or a signal comes."""
     if command is not None and not command:
         raise WatchError("-- COMMAND: nothing to run after --")
+    if command is not None and shutil.which(command[0]) is None:
+        # checked before anything is loaded: a typo costs no BPF load and says one thing
+        raise WatchError(f"cannot start {command[0]}: no such program (or not executable)")
     records: list[bytes] = []
     engine_box: list[Engine] = []
     result_decisions: list[Decision] = []
