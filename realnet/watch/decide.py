@@ -359,15 +359,15 @@ class Engine:
         out: list[Decision] = []
         flags = e.tcpflags
         if e.len and c.hold is not None:
-            reason, how = self._release(c, e)
+            why, how = self._release(c, e)
             h = c.hold
-            d = self._decision(c, e, SEGMENT, reason,
+            d = self._decision(c, e, SEGMENT, why,
                                f"{e.len} B after {(self.us(e) - h.start_us) / 1000:.1f} ms "
                                f"held: {how}")
             out.append(d)
             if (e.seq + e.len - e.write_seq) & 0xFFFFFFFF == 0:
                 h.end_us = self.us(e)
-                h.released_by = reason
+                h.released_by = why
                 h.release_detail = how
                 self._finish_hold(c, h)
                 c.hold = None
@@ -376,8 +376,8 @@ class Engine:
         if flags & (raw.TH_SYN | raw.TH_RST) or (flags & raw.TH_FIN and not e.len):
             return out
         if e.len:
-            reason, how = self._release(c, e)
-            out.append(self._decision(c, e, SEGMENT, reason, f"{e.len} B: {how}"))
+            why, how = self._release(c, e)
+            out.append(self._decision(c, e, SEGMENT, why, f"{e.len} B: {how}"))
             return out
         # a pure ACK: which decision sent it
         # e.a: the ACK field of the socket's previous segment; 0 before its first one
@@ -386,6 +386,7 @@ class Engine:
         acked = (e.ack - e.a) & 0xFFFFFFFF if known else 0
         shown = f"{acked} B" if known else "the data"
         rcv_mss = e.rcv_mss or e.mss_cache or 1
+        reason: Reason | None
         if not known and c.role == "client":
             reason, kind, detail = Reason.HANDSHAKE, Kind.ACK_NOW, "the handshake's last ACK"
         elif e.ctx == raw.CTX_DELACK_TIMER:
@@ -537,7 +538,8 @@ class Engine:
         causes = [CAUSE_OF.get(h.reason, "app")]
         peer_side = peer.side if peer is not None else "peer"
         held = f"{h.bytes} B held {ms:.1f} ms by {_HOLD_WORDS.get(h.reason, h.reason.name)}"
-        released = f"released by {_RELEASE_WORDS.get(h.released_by, 'the application')}"
+        released = "released by " + (_RELEASE_WORDS.get(h.released_by, "the application")
+                                     if h.released_by is not None else "the application")
         if h.released_by is Reason.ACK_RELEASE:
             fired = next((d for d in h.peer if d.code == Reason.DELACK_FIRED.name), None)
             arm = next((d for d in h.peer if d.code == Reason.DELACK_WAIT.name), None)
@@ -587,7 +589,8 @@ class Engine:
                 continue
             credits = [d.data.get("quick", 0) for d in before]
             arm = next((a for a in peer.delack_arms), None)
-            line = (f"{c.side} {c.name}: before {'its first stall' if first is not None else 'the end'}"
+            until = "its first stall" if first is not None else "the end"
+            line = (f"{c.side} {c.name}: before {until}"
                     f" the {peer.side} ACKed at once {len(before)} time(s) in quick-ACK mode "
                     f"(credit left {credits[0]} → {credits[-1]}, ping-pong 0), so a small "
                     f"write of the {c.side} found nothing unACKed and Nagle did not hold")

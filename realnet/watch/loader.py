@@ -17,6 +17,7 @@ Must not import rich, textual, simpy or nagle_sim beyond the model's vocabulary.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gzip
 import os
@@ -163,10 +164,8 @@ def tracepoint_ids(names: Iterable[str]) -> tuple[dict[str, int], str]:
             continue
         for n in wanted:
             group, name = n.split(":", 1)
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 ids[n] = int(Path(base, "events", group, name, "id").read_text())
-            except (OSError, ValueError):
-                pass
         return ids, f"tracefs at {base}"
     script = (
         "import ctypes,os,sys\n"
