@@ -195,12 +195,13 @@ static __always_inline __u8 context_of(struct sock *sk, struct sockval *v)
 		return cc->kind;
 	if (cc && cc->softirq)
 		return NW_CTX_SOFTIRQ;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	if (v && v->reading_tid == tid)
-		return NW_CTX_READ;
-	struct sockopt_call *so = bpf_map_lookup_elem(&sockopt_calls, &tid);
-	if (so && so->sk == (__u64)sk)
-		return NW_CTX_SETSOCKOPT;
+	if (v) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		if (v->reading_tid == tid)
+			return NW_CTX_READ;
+		if (v->sockopt_tid == tid)
+			return NW_CTX_SETSOCKOPT;
+	}
 	return cc ? NW_CTX_PROCESS : NW_CTX_UNKNOWN;
 }
 
@@ -500,7 +501,6 @@ int nw_recv_len(struct bpf_raw_tracepoint_args *ctx)
 	if (!v)
 		return 0;
 	v->reading_tid = 0;
-	check_mode(sk, v, NW_CTX_PROCESS);
 	return 0;
 }
 
@@ -513,19 +513,19 @@ int nw_seg_in(struct bpf_raw_tracepoint_args *ctx)
 	struct sk_buff *skb = (struct sk_buff *)ctx->args[1];
 	__u64 key = (__u64)sk;
 	struct sockval *v = bpf_map_lookup_elem(&socks, &key);
-	if (!v)
+	/* report an arriving ACK only while data waits: it may release it */
+	if (!v || !v->held)
 		return 0;
-	__u8 c = context_of(sk, v);
-	check_mode(sk, v, c);
 	struct tcphdr_raw th;
 	if (bpf_probe_read_kernel(&th, sizeof(th), BPF_CORE_READ(skb, data)))
 		return 0;
 	__u32 ack = bpf_ntohl(th.ack_seq);
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 una = BPF_CORE_READ(tp, snd_una);
-	/* report an arriving ACK only while data waits: it may release it */
-	if (!v->held || !(th.flags & NW_TH_ACK) || (__s32)(ack - una) <= 0)
+	if (!(th.flags & NW_TH_ACK) || (__s32)(ack - una) <= 0)
 		return 0;
+	__u8 c = context_of(sk, v);
+	check_mode(sk, v, c);
 	struct nw_event *e = reserve(sk, v, NW_EV_IN, c);
 	if (!e)
 		return 0;
@@ -563,17 +563,17 @@ int nw_seg_out(struct bpf_raw_tracepoint_args *ctx)
 	__u32 prev_ack = v->last_ack;
 	v->last_ack = ack;
 	__u8 c = context_of(sk, v);
-	check_mode(sk, v, c);
 	int pure_ack = !len && !(th.flags & (NW_TH_SYN | NW_TH_FIN | NW_TH_RST));
 	int report = pure_ack || v->held || (th.flags & (NW_TH_SYN | NW_TH_FIN | NW_TH_RST)) ||
 		     c == NW_CTX_DELACK_TIMER || c == NW_CTX_WRITE_TIMER || c == NW_CTX_SETSOCKOPT;
+	if (!report)
+		return 0;      /* a data segment nothing held: no decision (modes: next look) */
+	check_mode(sk, v, c);
 	if (len && v->held) {
 		struct tcp_sock *tp = (struct tcp_sock *)sk;
 		if (BPF_CORE_READ(tp, write_seq) == seq + len)
 			v->held = 0;           /* the last queued byte leaves now */
 	}
-	if (!report)
-		return 0;
 	struct nw_event *e = reserve(sk, v, NW_EV_OUT, c);
 	if (!e)
 		return 0;
@@ -754,6 +754,7 @@ int nw_setsockopt_enter(struct trace_event_raw_sys_enter *ctx)
 	call.val = val;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	bpf_map_update_elem(&sockopt_calls, &tid, &call, BPF_ANY);
+	v->sockopt_tid = tid;
 	return 0;
 }
 
@@ -768,6 +769,7 @@ int nw_setsockopt_exit(struct trace_event_raw_sys_exit *ctx)
 	__u64 key = call->sk;
 	struct sockval *v = bpf_map_lookup_elem(&socks, &key);
 	if (v) {
+		v->sockopt_tid = 0;
 		check_mode(sk, v, NW_CTX_SETSOCKOPT);
 		struct nw_event *e = reserve(sk, v, NW_EV_SOCKOPT, NW_CTX_SETSOCKOPT);
 		if (e) {

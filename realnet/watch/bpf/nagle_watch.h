@@ -113,11 +113,11 @@ struct sockval {
 	__u32 send_flags;   /* msg_flags of the send in progress */
 	__u32 last_ack;     /* ACK field of the last segment sent */
 	__u32 reading_tid;  /* a thread inside tcp_recvmsg, past its copy */
+	__u32 sockopt_tid;  /* a thread inside setsockopt on this socket */
 	__u8 held;          /* bytes were left queued and have not all left */
 	__u8 quick;
 	__u8 pingpong;
 	__u8 ato;
-	__u32 pad;
 };
 
 /* set by user space before load (realnet/watch/loader.py CONFIG) */
