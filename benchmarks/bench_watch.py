@@ -56,7 +56,8 @@ LOOP = textwrap.dedent('''
     loop_s = time.perf_counter() - t0
     c.close(); os.waitpid(pid, 0)
     import resource
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
     print(f"loop_s {loop_s:.6f} cpu_s {cpu:.6f}", flush=True)
 ''')

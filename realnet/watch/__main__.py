@@ -4,6 +4,7 @@
     python -m realnet.watch --pid 1234 --duration 10 # a running process (and its children)
     python -m realnet.watch --port 8080 --json       # every socket using a port, JSON lines
     python -m realnet.watch --record raw.jsonl -- …  # also keep the raw records (fixtures)
+    python -m realnet.watch --check                  # does watch work on this kernel?
 
 Owns: options, one-line errors (exit 2), printing decisions as they come and the stall
 summary at the end. `nagle-sim watch` (the rich, live front end) is built on the same
@@ -39,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="at most this many records a second per socket")
     ap.add_argument("--burst", type=int, default=20_000, help="token-bucket depth per socket")
     ap.add_argument("--quiet", action="store_true", help="only the summary at the end")
+    ap.add_argument("--check", action="store_true",
+                    help="self-test: watch a demo program and say which decisions are seen")
     ap.add_argument("command", nargs=argparse.REMAINDER,
                     help="-- COMMAND ARGS: start this program and watch it")
     return ap
@@ -55,6 +58,13 @@ def _print(out: TextIO, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
+    if args.check:
+        from .check import main as check
+        try:
+            return check()
+        except WatchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     command = args.command
     if command and command[0] == "--":
         command = command[1:]

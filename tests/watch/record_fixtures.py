@@ -2,7 +2,7 @@
 
     sudo python -m tests.watch.record_fixtures
 
-Runs tests/watch/programs/wwr.py in each variant under watch and writes every raw record
+Runs realnet/watch/demo.py in each variant under watch and writes every raw record
 (realnet.watch.raw fixture format) to tests/watch/fixtures/NAME.jsonl. The unit tests
 decode these without root; re-record them when the BPF record layout changes.
 """
@@ -15,7 +15,6 @@ from realnet.watch.loader import Config
 from realnet.watch.session import run
 
 HERE = Path(__file__).resolve().parent
-PROGRAM = HERE / "programs" / "wwr.py"
 VARIANTS = {
     "wwr": ["--rounds", "5"],
     "wwr_v6": ["--rounds", "3", "--v6"],
@@ -28,7 +27,8 @@ VARIANTS = {
 
 def main() -> int:
     for name, args in VARIANTS.items():
-        r = run(Config(), [sys.executable, str(PROGRAM), *args], keep_records=True)
+        r = run(Config(), [sys.executable, "-m", "realnet.watch.demo", "--quiet", *args],
+                keep_records=True)
         if r.returncode != 0 or r.counters.get("lost"):
             print(f"{name}: exit {r.returncode}, counters {r.counters}", file=sys.stderr)
             return 1

@@ -1,6 +1,6 @@
 """watch on this machine's kernel (root, BTF; skipped elsewhere with the reason).
 
-Each test runs tests/watch/programs/wwr.py under watch — through the session API and, for
+Each test runs realnet/watch/demo.py under watch — through the session API and, for
 signals and leftovers, through ``python -m realnet.watch`` in a process of its own — and
 checks what the kernel decided. Timers fire a jiffy or two late under load: durations are
 checked against the kernel's rule with that jitter allowed, never against exact values.
@@ -21,7 +21,6 @@ import pytest
 
 from nagle_sim.model.events import Reason
 
-PROGRAM = Path(__file__).parent / "programs" / "wwr.py"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -47,7 +46,7 @@ pytestmark = [pytest.mark.realnet,
 def watch(*args: str):
     from realnet.watch.loader import Config
     from realnet.watch.session import run
-    r = run(Config(), [sys.executable, str(PROGRAM), *args])
+    r = run(Config(), [sys.executable, "-m", "realnet.watch.demo", "--quiet", *args])
     assert r.returncode == 0
     assert r.counters["lost"] == 0 and r.counters["rate_limited"] == 0
     assert not r.report.lost, r.report.lost
@@ -174,3 +173,36 @@ def test_bad_input_and_missing_privileges_are_one_line():
         assert done.returncode == 2
         assert done.stderr.strip().splitlines() == [done.stderr.strip()]
         assert "needs root" in done.stderr
+
+
+def test_the_self_check_sees_every_feature():
+    done = subprocess.run([sys.executable, "-m", "realnet.watch", "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "MISSING" not in done.stdout and done.stdout.count("  ok ") == 9
+    assert done.stdout.strip().endswith("watch works here")
+
+
+def test_rate_limits_are_counted_not_hidden():
+    from realnet.watch.loader import Config
+    from realnet.watch.session import run
+    r = run(Config(rate=1, burst=3), [sys.executable, "-m", "realnet.watch.demo",
+                                      "--quiet", "--rounds", "5"])
+    assert r.returncode == 0
+    assert r.counters["rate_limited"] > 0
+    assert r.counters["lost"] == 0
+
+
+def test_a_hook_that_cannot_attach_is_named_and_the_rest_works(monkeypatch):
+    from realnet.watch import loader
+    from realnet.watch.loader import Config, Hook
+    from realnet.watch.session import run
+    hooks = tuple(Hook(h.program, "no_such_tracepoint", h.feature)
+                  if h.program == "nw_sendmsg" else h for h in loader.HOOKS)
+    monkeypatch.setattr(loader, "HOOKS", hooks)
+    r = run(Config(), [sys.executable, "-m", "realnet.watch.demo", "--quiet", "--rounds",
+                       "3"])
+    line = r.report.summary()
+    assert "\n" not in line and "no_such_tracepoint (MSG_MORE" in line
+    assert line.endswith("everything else works")
+    assert any(s.cause == "nagle+delayed_ack" for s in r.stalls)

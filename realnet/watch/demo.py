@@ -1,12 +1,15 @@
 """A write-write-read client and its echo server in one program, over loopback.
 
-Usage: wwr.py [--rounds N] [--nodelay] [--cork] [--more] [--quickack] [--v6]
+    python -m realnet.watch.demo [--rounds N] [--nodelay] [--cork] [--more] [--quickack] [--v6]
+
+The program `python -m realnet.watch --check` watches to tell whether watch works on this
+kernel, and the real-kernel tests watch in each variant (tests/watch/test_kernel.py).
 
 The client writes a 6-byte header and a 7-byte body with two send() calls, then reads the
 13-byte answer; the server reads 13 bytes and answers with one send(). --nodelay sets
 TCP_NODELAY on the client; --quickack makes the server set TCP_QUICKACK after each recv() call;
 --cork writes the request corked (TCP_CORK stays set) as one 300-byte send; --more sends
-the 300 bytes with MSG_MORE. Prints one line per round: its time in ms.
+the 300 bytes with MSG_MORE. Prints one line per round: its time in ms (--quiet: nothing).
 """
 
 import argparse
@@ -15,13 +18,14 @@ import sys
 import threading
 import time
 
-ap = argparse.ArgumentParser()
+ap = argparse.ArgumentParser(prog="python -m realnet.watch.demo")
 ap.add_argument("--rounds", type=int, default=10)
 ap.add_argument("--nodelay", action="store_true")
 ap.add_argument("--cork", action="store_true")
 ap.add_argument("--more", action="store_true")
 ap.add_argument("--quickack", action="store_true")
 ap.add_argument("--v6", action="store_true")
+ap.add_argument("--quiet", action="store_true", help="print nothing")
 args = ap.parse_args()
 
 fam, host = (socket.AF_INET6, "::1") if args.v6 else (socket.AF_INET, "127.0.0.1")
@@ -69,7 +73,8 @@ for _ in range(args.rounds):
         c.send(b"h" * 6)
         c.send(b"b" * 7)
     read(c, 13)
-    print(f"{(time.perf_counter() - t0) * 1000:.1f}", flush=True)
+    if not args.quiet:
+        print(f"{(time.perf_counter() - t0) * 1000:.1f}", flush=True)
 c.close()
 t.join()
 sys.exit(0)
