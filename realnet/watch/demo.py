@@ -35,7 +35,7 @@ lsock.bind((host, 0))
 lsock.listen(1)
 
 
-def read(s, n, quickack=False):
+def read(s: socket.socket, n: int, quickack: bool = False) -> bytes:
     got = b""
     while len(got) < n:
         chunk = s.recv(n - len(got))
@@ -48,7 +48,7 @@ def read(s, n, quickack=False):
     return got
 
 
-def server():
+def server() -> None:
     s, _ = lsock.accept()
     for _ in range(args.rounds):
         read(s, request, args.quickack)
