@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if not command:
             cfg.check()
         result = run(cfg, command or None, on_decision=on_decision, on_start=on_start,
-                     duration_s=args.duration, keep_records=record_file is not None,
+                     duration_s=args.duration, record_to=record_file,
                      keep_decisions=False)
     except WatchError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -111,9 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if record_file is not None:
             record_file.close()
-    if record_file is not None:
-        with open(args.record, "w", encoding="utf-8") as f:
-            raw.write_fixture(f, result.host, result.records)
     for s in result.stalls:
         _print(out, json.dumps(s.to_json(), ensure_ascii=False) if args.json else
                f"stall {s.start_us / 1000:.3f} ms, {(s.end_us - s.start_us) / 1000:.1f} ms, "

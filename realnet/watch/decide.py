@@ -34,6 +34,13 @@ STALL_MIN_US: Final = 10_000
 """A hold this long is a stall (explain's and summary's threshold)."""
 _RECENT: Final = 64
 """Pure ACKs and timer arms kept per socket for joining a hold to the peer's decision."""
+MAX_STALLS: Final = 10_000
+"""Stalls kept per socket (more are counted in `Conn.stalls_dropped`)."""
+MAX_QUICK: Final = 256
+"""Quick ACKs kept per socket for the notes (the first ones are the ones that matter)."""
+MAX_CONNS: Final = 10_000
+"""Sockets kept; past it closed sockets without stalls are forgotten (a long watch of a
+busy server stays bounded; notes about forgotten sockets are lost)."""
 
 SEGMENT: Final = "segment"
 """Kind of a decision about a segment sent (its Reason is the segment's `why`)."""
@@ -158,8 +165,9 @@ class Conn:
     comm: str = ""
     role: str = "?"
     hold: Hold | None = None
-    holds: list[Hold] = field(default_factory=list)
+    hold_count: int = 0
     stalls: list[Stall] = field(default_factory=list)
+    stalls_dropped: int = 0
     last_in: RawEvent | None = None
     last_write_fire: RawEvent | None = None
     acks: deque[tuple[RawEvent, Decision]] = field(
@@ -219,7 +227,22 @@ class Engine:
             c = Conn(sk=e.sk)
             self.conns[e.sk] = c
             self.all_conns.append(c)
+            if len(self.all_conns) > MAX_CONNS:
+                self._prune()
         return c
+
+    def _prune(self) -> None:
+        keep: list[Conn] = []
+        for c in self.all_conns:
+            if c.closed and not c.stalls:
+                key = (c.local, c.sport, c.remote, c.dport)
+                if self.by_tuple.get(key) is c:
+                    del self.by_tuple[key]
+                if self.conns.get(c.sk) is c:
+                    del self.conns[c.sk]
+            else:
+                keep.append(c)
+        self.all_conns = keep
 
     def _addresses(self, c: Conn, e: RawEvent) -> None:
         # a closing socket has given its port back (inet_put_port): keep the old name
@@ -421,7 +444,7 @@ class Engine:
                 "socket")
         d = self._decision(c, e, kind, reason, detail)
         c.acks.append((e, d))
-        if reason is Reason.QUICKACK_MODE:
+        if reason is Reason.QUICKACK_MODE and len(c.quick_acks) < MAX_QUICK:
             c.quick_acks.append(d)
         return [d]
 
@@ -517,7 +540,7 @@ class Engine:
 
     # -- holds and stalls ----------------------------------------------------------------------
     def _finish_hold(self, c: Conn, h: Hold) -> None:
-        c.holds.append(h)
+        c.hold_count += 1
         peer = self.peer(c)
         if h.released_by is Reason.ACK_RELEASE and peer is not None and c.last_in is not None:
             ack = c.last_in.ack
@@ -531,7 +554,10 @@ class Engine:
                             h.peer.insert(0, arm)
                     break
         if h.duration_us >= STALL_MIN_US:
-            c.stalls.append(self._name_stall(c, h, peer))
+            if len(c.stalls) < MAX_STALLS:
+                c.stalls.append(self._name_stall(c, h, peer))
+            else:
+                c.stalls_dropped += 1
 
     def _name_stall(self, c: Conn, h: Hold, peer: Conn | None) -> Stall:
         ms = h.duration_us / 1000
@@ -581,7 +607,7 @@ class Engine:
         out: list[str] = []
         for c in self.all_conns:
             peer = self.peer(c)
-            if peer is None or not peer.quick_acks or not c.holds:
+            if peer is None or not peer.quick_acks or not c.hold_count:
                 continue
             first = min((s.start_us for s in c.stalls), default=None)
             before = [d for d in peer.quick_acks if first is None or d.t_us < first]

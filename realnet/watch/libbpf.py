@@ -150,6 +150,7 @@ class Object:
         self.links: list[int] = []
         self.rings: list[int] = []
         self._callbacks: list[Any] = []
+        self._pending: BaseException | None = None
 
     # -- before load --------------------------------------------------------------------
     def map(self, name: str) -> int:
@@ -223,7 +224,13 @@ class Object:
 
     def ring_buffer(self, name: str, on_record: Callable[[bytes], None]) -> int:
         def cb(_ctx: int, data: int, size: int) -> int:
-            on_record(ctypes.string_at(data, size))
+            # An exception cannot cross the C frames of ring_buffer__poll (ctypes would
+            # print and drop it): keep it, stop the poll, and raise it from `poll`.
+            try:
+                on_record(ctypes.string_at(data, size))
+            except BaseException as exc:  # noqa: BLE001 - re-raised by poll()
+                self._pending = exc
+                return -1
             return 0
         fn = RINGBUF_FN(cb)
         self._callbacks.append(fn)
@@ -236,11 +243,21 @@ class Object:
 
     def poll(self, rb: int, timeout_ms: int) -> int:
         """Hand every waiting record to the callback; wait up to timeout_ms for one.
-        Returns the number handled, or -errno (EINTR when a signal came)."""
-        return int(self.lib.so.ring_buffer__poll(rb, timeout_ms))
+        Returns the number handled, or -errno (EINTR when a signal came); an exception
+        the callback raised (KeyboardInterrupt too) is raised here."""
+        n = int(self.lib.so.ring_buffer__poll(rb, timeout_ms))
+        self._raise_pending()
+        return n
 
     def consume(self, rb: int) -> int:
-        return int(self.lib.so.ring_buffer__consume(rb))
+        n = int(self.lib.so.ring_buffer__consume(rb))
+        self._raise_pending()
+        return n
+
+    def _raise_pending(self) -> None:
+        exc, self._pending = self._pending, None
+        if exc is not None:
+            raise exc
 
     def close(self) -> None:
         """Detach everything and free the object. Safe to call twice."""

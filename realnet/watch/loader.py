@@ -253,6 +253,8 @@ class Config:
         for pid in self.pids:
             if not 0 < pid < 1 << 22:
                 raise WatchError(f"--pid {pid}: not a process id")
+            if not os.path.isdir(f"/proc/{pid}"):
+                raise WatchError(f"--pid {pid}: no such process")
 
     def section(self) -> bytes:
         """struct nw_config (bpf/nagle_watch.h)."""

@@ -13,6 +13,7 @@ Must not import rich, textual or simpy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 from . import raw
 from .decide import Decision, Engine, Stall
@@ -52,9 +53,13 @@ class Result:
 def run(config: Config, command: Sequence[str] | None = None, *,
         on_decision: Callable[[Decision], None] | None = None,
         duration_s: float | None = None, keep_records: bool = False,
-        keep_decisions: bool = True, max_records: int = 5_000_000,
+        keep_decisions: bool = True, max_records: int = 1_000_000,
+        record_to: IO[str] | None = None,
         on_start: Callable[[Report], None] | None = None) -> Result:
-    """Watch until the command exits, ``duration_s`` passes, or a signal comes."""
+    """Watch until the command exits, ``duration_s`` passes, or a signal comes.
+
+    ``keep_records`` keeps up to ``max_records`` raw records in memory (tests);
+    ``record_to`` streams them to a fixture file as they come (bounded memory)."""
     if command is not None and not command:
         raise WatchError("-- COMMAND: nothing to run after --")
     if command is not None and shutil.which(command[0]) is None:
@@ -67,6 +72,8 @@ def run(config: Config, command: Sequence[str] | None = None, *,
     def on_record(blob: bytes) -> None:
         if keep_records and len(records) < max_records:
             records.append(blob)
+        if record_to is not None:
+            record_to.write(blob.hex() + "\n")
         eng = engine_box[0]
         for d in eng.feed(raw.RawEvent.decode(blob)):
             if keep_decisions:
@@ -90,6 +97,8 @@ def run(config: Config, command: Sequence[str] | None = None, *,
         hz = rep.hz or 250
         engine_box.append(Engine(hz=hz, t0_ns=time.monotonic_ns()))
         result.host = {"hz": hz, "kernel": os.uname().release}
+        if record_to is not None:
+            raw.write_fixture(record_to, result.host, ())
         if on_start is not None:
             on_start(rep)
         if command is not None:
@@ -120,7 +129,10 @@ def run(config: Config, command: Sequence[str] | None = None, *,
     finally:
         try:
             if watcher.obj is not None:
-                watcher.drain()
+                if result.signal is None:
+                    # records still waiting (a stop by signal does not wait for them)
+                    with contextlib.suppress(KeyboardInterrupt, Stopped):
+                        watcher.drain()
                 result.counters = watcher.counters()
         finally:
             watcher.close()

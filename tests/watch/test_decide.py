@@ -152,3 +152,18 @@ def test_any_records_decode_without_error(blobs, types):
     for s in eng.stalls():
         s.to_json()
     eng.notes()
+
+
+def test_memory_stays_bounded_over_many_connections(monkeypatch):
+    """A long watch of a busy server: closed sockets without stalls are forgotten."""
+    from realnet.watch import decide
+    monkeypatch.setattr(decide, "MAX_CONNS", 50)
+    host, events = raw.read_fixture(FIXTURES / "nodelay.jsonl")
+    eng = Engine(hz=host["hz"])
+    for round_ in range(40):
+        for e in events:
+            e2 = raw.RawEvent.decode(e.encode())
+            e2.sk = e.sk + round_ * 0x10000        # a new pair of sockets each time
+            eng.feed(e2)
+    assert len(eng.all_conns) <= 52
+    assert len(eng.conns) <= 52

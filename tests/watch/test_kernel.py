@@ -206,3 +206,37 @@ def test_a_hook_that_cannot_attach_is_named_and_the_rest_works(monkeypatch):
     assert "\n" not in line and "no_such_tracepoint (MSG_MORE" in line
     assert line.endswith("everything else works")
     assert any(s.cause == "nagle+delayed_ack" for s in r.stalls)
+
+
+def test_ctrl_c_inside_the_record_callback_still_ends_the_session():
+    """A KeyboardInterrupt raised while libbpf is calling back into Python (ctypes would
+    print and drop it) ends the session, detaches everything and stops the program."""
+    from realnet.watch.loader import Config
+    from realnet.watch.session import run
+
+    def interrupt(_d):
+        raise KeyboardInterrupt
+
+    t0 = time.monotonic()
+    r = run(Config(), [sys.executable, "-m", "realnet.watch.demo", "--quiet", "--rounds",
+                       "200"], on_decision=interrupt)
+    assert r.signal == signal.SIGINT
+    assert r.returncode is not None          # the program was stopped, not left running
+    assert time.monotonic() - t0 < 5         # 200 rounds would take 8 s
+
+
+def test_record_streams_a_fixture_the_engine_reads(tmp_path):
+    out = tmp_path / "raw.jsonl"
+    done = subprocess.run([sys.executable, "-m", "realnet.watch", "--quiet", "--record",
+                           str(out), "--", sys.executable, "-m", "realnet.watch.demo",
+                           "--quiet", "--rounds", "3"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    from realnet.watch import raw
+    from realnet.watch.decide import Engine
+    host, events = raw.read_fixture(out)
+    eng = Engine(hz=host["hz"])
+    for e in events:
+        eng.feed(e)
+    assert [s.cause for s in eng.stalls()] == ["nagle+delayed_ack"] * 2
+    assert sum(line.startswith("stall ") for line in done.stdout.splitlines()) == 2
