@@ -335,6 +335,14 @@ class Engine:
     def _on_send(self, e: RawEvent) -> list[Decision]:
         c = self._conn(e)
         if not e.queued:
+            if c.hold is not None:
+                # its last byte left unseen (a path the segment hook did not report)
+                c.hold.end_us = self.us(e)
+                c.hold.released_by = Reason.APP_WRITE
+                c.hold.release_detail = "everything queued had left by this send"
+                self._finish_hold(c, c.hold)
+                c.hold = None
+                c.last_in = None
             return []
         if c.hold is not None:
             c.hold.bytes = max(c.hold.bytes, e.queued)

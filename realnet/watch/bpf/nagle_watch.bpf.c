@@ -470,6 +470,8 @@ int nw_send_len(struct bpf_raw_tracepoint_args *ctx)
 	if (queued && !v->held) {
 		v->held = 1;
 		v->held_since_ns = bpf_ktime_get_ns();
+	} else if (!queued) {
+		v->held = 0;           /* whatever was held has left (this record says so) */
 	}
 	struct nw_event *e = reserve(sk, v, NW_EV_SEND, NW_CTX_PROCESS);
 	if (!e)
