@@ -72,6 +72,8 @@ class Decision:
     kind: str                  # a model Kind value, or "segment"
     code: str                  # a Reason name ("" when none fits)
     detail: str
+    sock: int = 0              # the socket's number in this session (stable; conn's
+                               # addresses fill in as the connection forms)
     timer: str | None = None
     deadline_us: int | None = None
     data: dict[str, int] = field(default_factory=dict)
@@ -90,7 +92,8 @@ class Decision:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "decision", "t_ms": round(self.t_us / 1000, 3),
-                               "conn": self.conn, "side": self.side, "kind": self.kind,
+                               "sock": self.sock, "conn": self.conn, "side": self.side,
+                               "kind": self.kind,
                                "code": self.code, "reason": self.reason,
                                "detail": self.detail}
         if self.timer is not None:
@@ -156,6 +159,7 @@ class Conn:
     """One watched socket."""
 
     sk: int
+    number: int = 0
     family: int = 0
     local: str = "?"
     remote: str = "?"
@@ -207,6 +211,7 @@ class Engine:
         self.by_tuple: dict[tuple[str, int, str, int], Conn] = {}
         self.all_conns: list[Conn] = []
         self.records = 0
+        self._numbered = 0
 
     # -- time ------------------------------------------------------------------------------
     def us(self, e: RawEvent) -> int:
@@ -224,7 +229,8 @@ class Engine:
     def _conn(self, e: RawEvent) -> Conn:
         c = self.conns.get(e.sk)
         if c is None or c.closed:
-            c = Conn(sk=e.sk)
+            self._numbered += 1
+            c = Conn(sk=e.sk, number=self._numbered)
             self.conns[e.sk] = c
             self.all_conns.append(c)
             if len(self.all_conns) > MAX_CONNS:
@@ -269,7 +275,7 @@ class Engine:
     def _decision(self, c: Conn, e: RawEvent, kind: Kind | str, reason: Reason | None,
                   detail: str, timer: str | None = None, deadline_us: int | None = None,
                   data: dict[str, int] | None = None) -> Decision:
-        return Decision(t_us=self.us(e), conn=c.name, side=c.side,
+        return Decision(t_us=self.us(e), conn=c.name, side=c.side, sock=c.number,
                         kind=kind.value if isinstance(kind, Kind) else kind,
                         code=reason.name if reason is not None else "", detail=detail,
                         timer=timer, deadline_us=deadline_us,

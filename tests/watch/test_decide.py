@@ -115,6 +115,12 @@ def test_decisions_are_json_and_text():
         assert j["type"] == "decision" and j["side"] in ("client", "server", "")
         assert j["code"] == "" or j["code"] in Reason.__members__
         assert d.text()
+    # a socket keeps its number while its addresses fill in (SYN_SENT has no local port)
+    client = {d.sock for d in decisions if d.side == "client"}
+    server = {d.sock for d in decisions if d.side == "server"}
+    assert len(client) == len(server) == 1 and client != server
+    names = {d.conn for d in decisions if d.sock in client}
+    assert len(names) == 2 and any(":0 → " in n for n in names)
 
 
 def test_a_fixture_that_is_not_one_is_one_line(tmp_path):
