@@ -319,6 +319,9 @@ class _Runner:
         # (tcp_select_initial_window, tcp_openreq_init_rwin)
         tune["rcv_wscale"] = (self.nego.wscale if self.peer_syn is not None
                               else self.opt_cfg.wscale)
+        if self.peer_syn is not None and not self.nego.sack:
+            # tcp_schedule_loss_probe: no tail loss probe without SACK (tcp_is_sack)
+            tune["tail_loss_probe"] = False
         self.profile = profile.with_overrides(**tune)
         self.ep: Endpoint | None = None
         self.side = Side.SERVER

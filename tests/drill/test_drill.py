@@ -208,17 +208,27 @@ def test_a_wrong_sequence_number_fails_at_its_line() -> None:
 
 
 def test_a_packet_outside_the_tolerance_is_a_timing_failure() -> None:
-    """Nagle holds the second write for an ACK that never comes (the script waits at
-    line 12); expecting it at once fails as a timing error naming when the model did
-    send it: packetdrill waits up to 2 s past the expected time for a packet before
-    checking it, and here the loss probe sends it 216 ms after the first (2·SRTT plus
-    the delayed-ACK allowance, one packet out)."""
+    """Nagle holds the second write until the ACK; expecting it 10 ms after the ACK fails
+    on timing, naming when the model sent it. packetdrill on the kernel: "timing error:
+    expected outbound packet at 0.071766 sec but happened at 0.061756 sec"."""
+    r = play("   +0 write(4, ..., 10) = 10\n   +0 > P. 1:11(10) ack 1\n"
+             "+.001 write(4, ..., 10) = 10\n+.05 < . 1:1(0) ack 11 win 512\n"
+             "+.01 > P. 11:21(10) ack 1\n")
+    assert r.status is Status.FAIL and r.line == 13
+    assert r.message == ("timing: expected P. 11:21(10) ack 1 at 0.071 s (tolerance 0.004 s), "
+                         "the model sent P. 11:21(10) ack 1 at 0.061 s")
+
+
+def test_the_next_packet_is_checked_however_late_it_comes() -> None:
+    """Expecting the Nagle-held write at once while its ACK never comes: packetdrill
+    waits (up to 2 s) and checks the next packet, the retransmission of the first by the
+    RTO (no tail loss probe: the peer did not offer SACK). packetdrill on the kernel:
+    "tcp_seq: expected: 11 vs actual: 1", that packet at 0.2238 s."""
     r = play("   +0 write(4, ..., 10) = 10\n   +0 > P. 1:11(10) ack 1\n"
              "+.001 write(4, ..., 10) = 10\n   +0 > P. 11:21(10) ack 1\n"
              "+.05 < . 1:1(0) ack 11 win 512\n")
     assert r.status is Status.FAIL and r.line == 12
-    assert r.message == ("timing: expected P. 11:21(10) ack 1 at 0.011 s (tolerance 0.004 s), "
-                         "the model sent P. 11:21(10) ack 1 at 0.226 s")
+    assert r.message == "seq expected 11, got 1 (the model sent P. 1:11(10) ack 1 at 0.226 s)"
 
 
 def test_a_packet_never_sent_times_out_as_packetdrills_sniffer_does() -> None:
