@@ -12,9 +12,11 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.actions import parse
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.theme import Theme
 
@@ -103,6 +105,17 @@ class NagleApp(App[int]):
                 self.notify(NO_FILES, severity="warning")
             else:
                 self.push_screen(SandboxScreen(self.start_path))
+
+    def on_ready(self) -> None:
+        """Take the size the terminal last reported, once more. Textual's web driver posts
+        its start-up size (80×24) from a coroutine it schedules, while its input thread
+        posts each size the browser sends; a size sent while the app was starting (a warm
+        classroom process handed to a tab at once) was handled first and then overwritten,
+        and the app stayed 80×24 in a 142×34 page. The driver keeps the last size it was
+        told (textual/drivers/web_driver.py)."""
+        told = getattr(self._driver, "_size", None)
+        if isinstance(told, tuple) and len(told) == 2 and Size(*told) != self.size:
+            self.post_message(events.Resize(Size(*told), Size(*told)))
 
     # ------------------------------------------------------------------ actions
     def action_help(self) -> None:

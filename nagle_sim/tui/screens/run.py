@@ -663,11 +663,13 @@ class RunScreen(Screen[None]):
 
     @work(thread=True, group="export")
     def _deliver(self, trace: Trace, overlay: Trace | None, stem: str) -> None:
-        """Classroom: hand the files to the student's browser as downloads (Textual's
-        delivery API); nothing is written on the server."""
+        """Classroom: hand the files to the student's browser (Textual's delivery API),
+        as one page that shows the ladder and links both files: a browser starts one
+        download by itself and blocks a second. Nothing is written on the server."""
         from ...export import ExportError, ladder_scene
         from ...export.pcap import to_pcap
         from ...export.svg import to_svg
+        from ..webpages import export_page
         try:
             files = [(f"{stem}.svg", to_svg(ladder_scene(trace, overlay)).encode("utf-8"),
                       "image/svg+xml"),
@@ -676,11 +678,13 @@ class RunScreen(Screen[None]):
             self.app.call_from_thread(self.say, str(exc), markup=False,
                                       title="Export failed", severity="error")
             return
-        for name, data, mime in files:
-            self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data),
-                                      save_filename=name, mime_type=mime)
-        self.app.call_from_thread(self.say, ", ".join(f[0] for f in files), markup=False,
-                                  title="Sent to your browser")
+        page = export_page(stem, files).encode("utf-8")
+        self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(page),
+                                  save_filename=f"{stem}.html", open_method="browser",
+                                  mime_type="text/html")
+        self.app.call_from_thread(
+            self.say, f"{stem}.svg and {stem}.pcap: a new browser tab shows the ladder "
+            "and links to save both", markup=False, title="Sent to your browser")
 
     def action_explain_scroll(self, direction: int) -> None:
         panel = self.query_one(ExplainPanel)
