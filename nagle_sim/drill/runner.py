@@ -522,6 +522,17 @@ class _Runner:
             if name not in _NOT_TCP_INFO and isinstance(value, int)}
         values["tcpi_state"] = _TCP_STATES[info.state.value]
         values["tcpi_advmss"] = self._opt_cfg().advmss     # the MSS our SYN advertised
+        # what the SYNs agreed (tcp_get_info: tcpi_options from rx_opt, once connected)
+        agreed = info.state.value not in ("CLOSED", "LISTEN", "SYN_SENT", "SYN_RCVD")
+        nego = self.nego if agreed else Negotiated(False, False, 0, 0)
+        ws = agreed and self.peer_syn is not None and self.peer_syn.wscale is not None \
+            and self.opt_cfg.window_scaling
+        values["tcpi_options"] = ((code_blocks.CONSTANTS["TCPI_OPT_TIMESTAMPS"]
+                                   if nego.timestamps else 0)
+                                  | (code_blocks.CONSTANTS["TCPI_OPT_SACK"] if nego.sack else 0)
+                                  | (code_blocks.CONSTANTS["TCPI_OPT_WSCALE"] if ws else 0))
+        values["tcpi_snd_wscale"] = nego.peer_wscale
+        values["tcpi_rcv_wscale"] = nego.wscale
         values["tcpi_pacing_rate"] = int(info.pacing_rate)
         return values
 

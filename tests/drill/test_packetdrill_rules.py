@@ -346,3 +346,15 @@ def test_cli_strict_segments() -> None:
                              script], capture_output=True, text=True, timeout=120)
     assert strict.returncode == 1
     assert "burst_merged.pkt:18: fail: payload expected 10000 bytes" in strict.stderr
+
+
+def test_tcp_info_reports_what_the_syns_agreed() -> None:
+    """tcpi_options, tcpi_snd_wscale, tcpi_rcv_wscale (tcp_get_info). packetdrill on the
+    kernel: passes (peer SYN with SACK-permitted and window scale 7, no timestamps;
+    tcp_rmem[2] = 6 MB)."""
+    r = play("`sysctl -q net.ipv4.tcp_congestion_control=cubic "
+             "net.ipv4.tcp_rmem=\"4096 131072 6291456\"`\n" +
+             HANDSHAKE.replace("<mss 1000,nop,wscale 7>", "<mss 1000,nop,nop,sackOK,nop,wscale 7>")
+             + "   +0 %{ assert tcpi_options == TCPI_OPT_SACK | TCPI_OPT_WSCALE, tcpi_options;"
+             " assert tcpi_snd_wscale == 7 and tcpi_rcv_wscale == 7 }%\n")
+    assert r.status is Status.PASS, r.one_line()
