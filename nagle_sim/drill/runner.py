@@ -751,6 +751,8 @@ class _Runner:
             if opt not in _IGNORED_SOCKET_OPTS:
                 raise _Stop(Status.UNSUPPORTED, line, f"socket option {opt} is not modelled")
             self.notes.append(f"line {line}: {opt} has no effect on the model")
+            if opt in ("SO_SNDBUF", "SO_RCVBUF"):      # buffers the model does not bound
+                self.caveats.append(opt)
             return
         if opt == "TCP_MAXSEG":
             value = _int(args[3])

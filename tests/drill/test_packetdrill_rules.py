@@ -358,3 +358,9 @@ def test_tcp_info_reports_what_the_syns_agreed() -> None:
              + "   +0 %{ assert tcpi_options == TCPI_OPT_SACK | TCPI_OPT_WSCALE, tcpi_options;"
              " assert tcpi_snd_wscale == 7 and tcpi_rcv_wscale == 7 }%\n")
     assert r.status is Status.PASS, r.one_line()
+
+
+def test_a_pass_names_the_buffers_it_did_not_bound() -> None:
+    r = play(CUBIC + HANDSHAKE + "   +0 setsockopt(4, SOL_SOCKET, SO_SNDBUF, [4096], 4) = 0\n")
+    assert r.status is Status.PASS
+    assert r.one_line() == "r.pkt: pass (1 outbound packets matched; not modelled: SO_SNDBUF)"
