@@ -364,3 +364,9 @@ def test_a_pass_names_the_buffers_it_did_not_bound() -> None:
     r = play(CUBIC + HANDSHAKE + "   +0 setsockopt(4, SOL_SOCKET, SO_SNDBUF, [4096], 4) = 0\n")
     assert r.status is Status.PASS
     assert r.one_line() == "r.pkt: pass (1 outbound packets matched; not modelled: SO_SNDBUF)"
+
+
+def test_a_backslash_escapes_a_backtick_inside_a_command() -> None:
+    """packetdrill's lexer: `(\\.|[^`])*` — an escaped backtick does not end the command."""
+    script = parse("`echo a\\`b`\n" + HANDSHAKE, "e.pkt")
+    assert [c.text for c in script.init_commands] == ["echo a\\`b"]
