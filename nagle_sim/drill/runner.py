@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import errno
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -838,18 +839,25 @@ class _Runner:
     def _so_error(self, line: int, args: tuple[Expr, ...]) -> None:
         """getsockopt(SO_ERROR) (sock_getsockopt: sock_error): the error a reset left on
         the socket (tcp_reset: ECONNREFUSED in SYN_SENT, EPIPE in CLOSE_WAIT, else
-        ECONNRESET), or 0; reading it clears it."""
+        ECONNRESET), or 0; reading it clears it. packetdrill compares the numbers (Linux's
+        errno values), however the script writes them."""
         want = args[3] if len(args) > 3 else None
         got, self.sock_error = self.sock_error, None
         if isinstance(want, List) and len(want.items) == 1 and isinstance(want.items[0], Word):
-            expected: str | None = want.items[0].names[0]
+            name = want.items[0].names[0]
+            expected = getattr(errno, name, None) if name.startswith("E") else None
+            if expected is None:
+                raise _Stop(Status.ERROR, line, f"getsockopt SO_ERROR: {name} is not an "
+                            "errno name")
         elif (n := _int(want) if want is not None else None) is not None:
-            expected = None if n == 0 else str(n)
+            expected = n
         else:
             return                                   # [...]: not checked
-        if expected != got:
-            raise _Stop(Status.FAIL, line, f"getsockopt SO_ERROR: expected "
-                        f"[{expected or 0}], the model's socket has [{got or 0}]")
+        number = getattr(errno, got) if got else 0
+        if expected != number:
+            shown = errno.errorcode.get(expected, str(expected)) if expected else "0"
+            raise _Stop(Status.FAIL, line, f"getsockopt SO_ERROR: expected [{shown}], the "
+                        f"model's socket has [{got or 0}]")
 
     def _send(self, line: int, call: Syscall, fd: int | None) -> None:
         name = call.name

@@ -370,3 +370,14 @@ def test_a_backslash_escapes_a_backtick_inside_a_command() -> None:
     """packetdrill's lexer: `(\\.|[^`])*` — an escaped backtick does not end the command."""
     script = parse("`echo a\\`b`\n" + HANDSHAKE, "e.pkt")
     assert [c.text for c in script.init_commands] == ["echo a\\`b"]
+
+
+def test_so_error_compares_numbers_as_packetdrill_does() -> None:
+    """packetdrill resolves ECONNRESET to 104 and compares integers: either spelling."""
+    r = play(CUBIC + HANDSHAKE + "+.01 < R. 1:1(0) ack 1 win 512\n"
+             "   +0 getsockopt(4, SOL_SOCKET, SO_ERROR, [104], [4]) = 0\n")
+    assert r.status is Status.PASS, r.one_line()
+    bad = play(CUBIC + HANDSHAKE + "   +0 getsockopt(4, SOL_SOCKET, SO_ERROR, [111], [4]) = 0\n")
+    assert bad.status is Status.FAIL
+    assert bad.message == ("getsockopt SO_ERROR: expected [ECONNREFUSED], the model's socket "
+                           "has [0]")
