@@ -62,11 +62,10 @@ S32_MAX = (1 << 31) - 1               # packetdrill reads a call's byte count as
 MAX_IO_BYTES = 1_000_000_000
 """The most bytes one write or read may move, as a scenario's ``write`` size limit: the
 model spends time per segment, so a bigger count would run for many seconds."""
-NETNS_RMEM_MAX = 33_554_432
-"""net.ipv4.tcp_rmem[2] in a new network namespace here (copied from the host's), as the
-model's profile has it (`StackProfile.rcv_buf_max`); the window scale follows from it."""
 NETNS_CORE_RMEM_MAX = 4_194_304
-"""net.core.rmem_max on this machine (global): tcp_select_initial_window takes the larger."""
+"""net.core.rmem_max on this machine (global): tcp_select_initial_window takes the larger of
+it and tcp_rmem[2] (a new network namespace copies the host's tcp_rmem, as the profile's
+`StackProfile.rcv_buf_max` has it)."""
 
 
 class Status(Enum):
@@ -312,7 +311,9 @@ class _Runner:
         self.opt_cfg = OptionConfig(
             timestamps=run.get("timestamps", True), sack=run.get("sack", True),
             window_scaling=run.get("window_scaling", True),
-            wscale=commands.wscale(run, NETNS_RMEM_MAX, NETNS_CORE_RMEM_MAX))
+            # the profile's own scale unless the script sets the buffers it comes from
+            wscale=(commands.wscale(run, profile.rcv_buf_max, NETNS_CORE_RMEM_MAX)
+                    if "rmem_max" in run or "core_rmem_max" in run else profile.rcv_wscale))
         self.peer_syn = self._prescan_peer_syn()
         self.nego = Negotiated.of(self.opt_cfg, self.peer_syn)
         tune = dict(effect.tune)
@@ -670,7 +671,10 @@ class _Runner:
                 problems.append(f"win expected {p.window}, got {merged.window >> shift}")
         if problems:
             raise _Stop(Status.FAIL, ev.line, f"{'; '.join(problems)} (the model sent {sent})")
-        if p.options is not None:
+        if p.options is not None and not self.profile.name.startswith("linux"):
+            # the option layout worked out here is Linux's (tcp_options_write)
+            self.caveats.append(f"TCP options (profile {self.profile.name})")
+        elif p.options is not None:
             actual = self._model_options(at, last)
             ts_want, ts_got = _option(p, "TS"), _ts(actual)
             if self.ts_offset is None and ts_want is not None and ts_got is not None:
