@@ -167,6 +167,13 @@ class RunScreen(Screen[None]):
             yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="progress")
         yield Footer(compact=True)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key that reaches this screen while it is still being composed (typed just
+        after the key that opened it) runs nothing: the screen's actions act on its
+        ladder and panels, which are not there yet (a key storm in a classroom tab ended
+        the app with NoMatches for the Ladder). Back (esc) always works."""
+        return action == "app.pop_screen" or bool(self.query(Ladder))
+
     def on_mount(self) -> None:
         self._ui = (asyncio.get_running_loop(), contextvars.copy_context())
         self.sub_title = self.title_text
@@ -234,6 +241,8 @@ class RunScreen(Screen[None]):
         with nothing to show yet, how long it has run and how to stop it (a big run takes
         seconds; leaving the screen cancels its worker, which the simulator checks every
         few thousand events)."""
+        if not self.is_attached or not self.query("#progress"):
+            return  # the screen is being composed or taken down: nothing to show on
         bar = self.query_one("#progress")
         if not self.simulating():
             if self._sim_clock is not None:

@@ -28,6 +28,7 @@ from ...errors import UserError
 from ...lessons import LessonSweep
 from ...sweep import CellResult, SweepResult, build_cells, fmt, measure, note_of, table
 from ..runners import Runner, run_cancellable
+from .closing import ClosesOnce
 from .lesson import LessonScreen
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ class SweepPlot(Widget):
         return bar_chart(self.result, metric, size.width, size.height)
 
 
-class SweepScreen(Screen[None]):
+class SweepScreen(ClosesOnce, Screen[None]):
     """The table and the plot of a lesson's sweep; the grid runs while it shows progress."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
