@@ -130,8 +130,8 @@ def seed(text: str) -> int:
 
 
 def random_count(text: str) -> int:
-    """``validate --random``: 1 to `nagle_sim.compare_run.MAX_RANDOM`."""
-    from ..compare_run import MAX_RANDOM
+    """``validate --random``: 1 to `nagle_sim.compare.validate.MAX_RANDOM`."""
+    from ..compare.validate import MAX_RANDOM
     value = count(text)
     if not 1 <= value <= MAX_RANDOM:
         raise argparse.ArgumentTypeError(f"{text!r} is not between 1 and {MAX_RANDOM}")

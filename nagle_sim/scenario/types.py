@@ -197,7 +197,7 @@ class Link:
         """Whether these delays describe a real path whose round trip measured ``rtt_us``:
         they add up to it within max(`DECLARED_PATH_TOLERANCE_US`, 25 %). One rule for a
         remote run's clock estimate (which then takes the declared asymmetry out) and for
-        the model's link when it is compared with that run (`nagle_sim.compare_run`)."""
+        the model's link when it is compared with that run (`nagle_sim.compare.run`)."""
         declared = self.to_server_delay + self.to_client_delay
         return declared > 0 and abs(rtt_us - declared) <= max(DECLARED_PATH_TOLERANCE_US,
                                                                0.25 * declared)
