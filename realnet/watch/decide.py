@@ -237,6 +237,9 @@ class Engine:
         self.keep = keep
         self.wire_kept = 0
         self.wire_dropped = 0
+        self.fresh_stalls: list[Stall] = []
+        """Stalls named since the caller last emptied this list (a live view shows them
+        as they end; `stalls` has them all)."""
         self.conns: dict[int, Conn] = {}
         self.by_tuple: dict[tuple[str, int, str, int], Conn] = {}
         self.all_conns: list[Conn] = []
@@ -622,7 +625,10 @@ class Engine:
                     break
         if h.duration_us >= STALL_MIN_US:
             if len(c.stalls) < MAX_STALLS:
-                c.stalls.append(self._name_stall(c, h, peer))
+                stall = self._name_stall(c, h, peer)
+                c.stalls.append(stall)
+                if len(self.fresh_stalls) < MAX_STALLS:
+                    self.fresh_stalls.append(stall)
             else:
                 c.stalls_dropped += 1
 
