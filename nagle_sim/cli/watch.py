@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_OK, UserError
+from ..model.events import short
 from . import options
 
 _KIND_STYLE = {"hold": "bold yellow", "timer_armed": "magenta", "timer_fired": "magenta",
@@ -239,12 +240,15 @@ class _TerminalView:
         self.live: Any = None
 
     def __enter__(self) -> _TerminalView:
-        if self.console.is_terminal and not self.quiet:
+        return self
+
+    def _start_live(self) -> None:
+        """The footer, once watch is attached (its start-up line printed first)."""
+        if self.console.is_terminal and not self.quiet and self.live is None:
             from rich.live import Live
             self.live = Live(self._footer(), console=self.console, refresh_per_second=4,
                              transient=True, auto_refresh=True)
             self.live.__enter__()
-        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.live is not None:
@@ -256,10 +260,11 @@ class _TerminalView:
         table = Table(box=None, header_style="bold", pad_edge=False, expand=False)
         for col in ("socket", "side", "queued", "in flight", "quick", "ping-pong", "ato",
                     "holds", "stalls"):
-            table.add_column(col, justify="left" if col in ("socket", "side") else "right")
+            table.add_column(col, justify="left" if col in ("socket", "side") else "right",
+                             no_wrap=True)
         for number, s in list(self.socks.items())[-8:]:
             st = s["state"]
-            table.add_row(f"#{number} {s['conn']}", s["side"], f"{st.get('queued', 0)} B",
+            table.add_row(f"#{number}", s["side"], f"{st.get('queued', 0)} B",
                           f"{st.get('in_flight', 0)} B", str(st.get("quick", 0)),
                           str(st.get("pingpong", 0)),
                           f"{st.get('ato_j', 0) * 1000 // max(self.hz, 1)} ms",
@@ -267,7 +272,11 @@ class _TerminalView:
         return table
 
     def _print(self, renderable: Any) -> None:
-        (self.live.console if self.live is not None else self.console).print(renderable)
+        if self.live is not None:
+            # one decision, one line: the footer stays put and the timeline readable
+            self.live.console.print(renderable, no_wrap=True, overflow="ellipsis")
+        else:
+            self.console.print(renderable)
 
     def info(self, text: str) -> None:
         from rich.text import Text
@@ -276,6 +285,7 @@ class _TerminalView:
     def start(self, rep: Any) -> None:
         self.hz = rep.hz or 250
         self.info(rep.summary())
+        self._start_live()
 
     def _sock_tag(self, d: Any) -> Any:
         from rich.text import Text
@@ -301,11 +311,15 @@ class _TerminalView:
             s["holds"] += 1
         line = Text(f"{d.t_us / 1000:10.3f} ms  ")
         line.append_text(tag)
-        line.append(f" {d.kind:<12} ", style=_KIND_STYLE.get(d.kind, ""))
-        sentence = d.reason
-        line.append(sentence or d.detail, style=_KIND_STYLE.get(d.kind, ""))
-        if sentence and d.detail:
-            line.append(f" ({d.detail})", style="dim")
+        style = _KIND_STYLE.get(d.kind, "")
+        line.append(f" {d.kind:<12} ", style=style)
+        # on a terminal the model's short label (the ladder's words) keeps a line to a
+        # line; piped, the whole sentence
+        label = short(d.code) if self.live is not None else d.reason
+        line.append(label or d.reason or d.detail, style=style)
+        if (label or d.reason) and d.detail:
+            line.append(f" ({d.detail})" if self.live is None else f": {d.detail}",
+                        style="dim")
         self._print(line)
         if self.live is not None:
             self.live.update(self._footer())
