@@ -581,6 +581,10 @@ class Engine:
                 # handler), TCP_QUICKACK=1, or tcp_enter_quickack_mode on arrival
                 reason = {raw.CTX_DELACK_TIMER: Reason.PINGPONG_EXIT,
                           raw.CTX_SETSOCKOPT: Reason.QUICKACK_ON}.get(e.ctx)
+            elif opp == 0 and e.ctx == raw.CTX_SETSOCKOPT:
+                reason = Reason.QUICKACK_OFF     # TCP_QUICKACK=0: inet_csk_enter_pingpong_mode
+            elif opp == 0 and e.state == raw.TCP_CLOSE_WAIT:
+                reason = Reason.FIN_ACK          # tcp_fin enters ping-pong on the peer's FIN
             elif opp == 0:
                 reason = Reason.PINGPONG_ENTER
             else:
