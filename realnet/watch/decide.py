@@ -594,8 +594,11 @@ class Engine:
                 words += " (quick-ACK mode entered on an arriving segment)"
             out.append(self._decision(c, e, Kind.MODE, reason, words))
         if e.ato != oato:
-            reason = Reason.ATO_INFLATE if e.ato > oato and e.ctx == raw.CTX_SOFTIRQ and \
-                not e.pingpong and oato else Reason.ATO_UPDATE
+            # tcp_delack_timer_handler doubles ato (up to the RTO) when the timer fires
+            # outside ping-pong: an increase seen in the timer's own run is that; any
+            # other change is tcp_event_data_recv's estimate or a reset to ATO_MIN
+            reason = Reason.ATO_INFLATE if e.ato > oato and \
+                e.ctx == raw.CTX_DELACK_TIMER and oato else Reason.ATO_UPDATE
             out.append(self._decision(c, e, Kind.MODE, reason,
                                       f"ato {self.j_ms(oato)} → {self.j_ms(e.ato)} "
                                       f"({oato} → {e.ato} jiffies)"))

@@ -683,12 +683,15 @@ int nw_timer_done(struct bpf_raw_tracepoint_args *ctx)
 	if (!cc || !cc->sk)
 		return 0;
 	struct sock *sk = (struct sock *)cc->sk;
+	__u8 kind = cc->kind;
 	cc->sk = 0;
 	cc->kind = 0;
 	__u64 key = (__u64)sk;
 	struct sockval *v = bpf_map_lookup_elem(&socks, &key);
+	/* what the timer changed and sent nothing to show (a delayed-ACK fire outside
+	 * ping-pong inflates ato) is the timer's: stamped with its context */
 	if (v)
-		check_mode(sk, v, NW_CTX_SOFTIRQ);     /* a fire outside ping-pong inflates ato */
+		check_mode(sk, v, kind ? kind : NW_CTX_SOFTIRQ);
 	return 0;
 }
 
