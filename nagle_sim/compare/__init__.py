@@ -13,6 +13,7 @@ The package's modules, each owning one concern:
   write/segment ties) and `aligned_model_run`;
 - `tables`: the comparison's rows and Markdown report;
 - `run`: running both executors (`run_both`, `model_against`), each passed in as a runner;
+- `reasons`: the model's decisions against the kernel's own (watch's, in real traces);
 - `validate`: the loops of ``nagle-sim validate`` (every lesson, random scenarios);
   imported by the command line, not by this package.
 
@@ -35,6 +36,7 @@ from .align import (
 )
 from .hosts import host_differences, profiles_of, version_profile
 from .match import Match, flags_class, without_kernel_events
+from .reasons import ReasonComparison, ReasonPair, compare_reasons
 from .run import Both, model_against, model_scenario, not_comparable, run_both
 from .saved import check_meta, check_same_scenario, check_same_title, load_model, load_real
 from .tables import comparison_markdown, iteration_rows, match_rows, stall_rows
@@ -42,6 +44,7 @@ from .timing import TOLERANCE_FLOOR, TOLERANCE_FRACTION, TOLERANCE_TEXT, toleran
 from .verdict import Comparison, IterationPair, StallPair, compare
 
 __all__ = [
+    "ReasonComparison", "ReasonPair", "compare_reasons",
     "TOLERANCE_FLOOR", "TOLERANCE_FRACTION", "TOLERANCE_TEXT", "WRITE_TIE_ROUNDS",
     "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Match", "SimRunner",
     "StallPair", "WriteTie", "aligned_model_run", "check_meta", "check_same_scenario",

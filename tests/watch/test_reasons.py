@@ -1,6 +1,6 @@
 """Reasons compared: the model's decisions against the kernel's (no root).
 
-Hand-made traces for each rule of `nagle_sim.compare_reasons`, and lesson 07's model run
+Hand-made traces for each rule of `nagle_sim.compare.reasons`, and lesson 07's model run
 against a real run of it recorded on this kernel (tests/watch/fixtures/lesson07-*.json:
 `nagle-sim run --json` and `nagle-sim realnet run --json` as root, Linux 6.18, HZ=250).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nagle_sim.compare_reasons import compare_reasons
+from nagle_sim.compare.reasons import compare_reasons
 from nagle_sim.model.events import Side
 from nagle_sim.trace import EventRecord, Trace
 
