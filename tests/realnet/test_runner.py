@@ -353,6 +353,22 @@ def test_a_gigabyte_write_sends_from_a_bounded_buffer() -> None:
     assert big - small < 64, (small, big)
 
 
+def test_the_longest_writev_the_loader_accepts_runs_on_real_sockets() -> None:
+    """Issue 29.9: `realnet run` failed such a writev ("unreadable report: an op argument is
+    not a short string"), though the loader accepts it and the model runs it. Here the
+    server reads one byte and closes, so the client's writev of 1024 × 10^9 bytes ends in a
+    reset: the run reports that (one short line) with the writev op and its whole
+    argument."""
+    sizes = " ".join(["1000000000"] * 1024)
+    trace = run_real(loads(f'[client]\nscript = "writev {sizes}"\n'
+                           '[server]\nscript = "read 1"\n', "wv.toml"))
+    writev = [o for o in trace.ops if o.op == "writev"]
+    assert len(writev) == 1 and writev[0].arg == sizes, trace.message
+    assert "unreadable" not in trace.message
+    assert "client writev 1000000000 1000000000" in trace.message
+    assert len(trace.message) < 300 and "\n" not in trace.message, trace.message
+
+
 def test_side_records_are_streamed_not_held() -> None:
     """Issue 9: 30,000 ops cost a side no more memory than 300 (records go to a memfd)."""
     few = _side_peak_mib('[client]\nscript = "repeat 300 { write 1 }"\n'
