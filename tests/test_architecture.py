@@ -14,10 +14,11 @@ import realnet
 from nagle_sim.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py",
+PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py", "realnet/watchdog.py",
                         "realnet/watch/__main__.py", "realnet/watch/demo.py",
                         "realnet/watch/build.py"}
-"""Modules that start a process of their own (``python -m realnet``, the link relay,
+"""Modules that start a process of their own (``python -m realnet``, the link relay, the
+realnet watchdog,
 ``python -m realnet.watch`` until `nagle-sim watch` has its command, watch's demo program
 and the BPF object's build): they parse their own command lines."""
 
