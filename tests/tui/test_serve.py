@@ -8,6 +8,7 @@ except in the end-to-end test, which starts the real command and its real app.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -58,7 +59,7 @@ async def _gone(pid: int, within: float) -> bool:
 async def _client(options: ServeOptions, argv: list[str]) -> tuple[ClassroomServer,
                                                                     TestClient]:
     server = ClassroomServer(options)
-    server.argv = argv
+    server.use_command(argv)
     client = TestClient(TestServer(await server._make_app()))
     await client.start_server()
     return server, client
@@ -168,14 +169,14 @@ async def test_a_warm_process_serves_the_next_tab_and_is_replaced() -> None:
     try:
         server.pool.refill()
         assert await _warm_ready(server)
-        warm_pid = server.pool.ready[0].pid
+        warm_pid = server.pool.ready[0].process.pid
         ws = await client.ws_connect("/ws")
         await _wait_sessions(server, 1)
         (service, _), = server.sessions.values()
         assert service.pid == warm_pid
         assert await _warm_ready(server)
-        assert server.pool.ready[0].pid != warm_pid
-        spare = server.pool.ready[0].pid
+        assert server.pool.ready[0].process.pid != warm_pid
+        spare = server.pool.ready[0].process.pid
         await ws.close()
         await client.server.close()
         assert await _gone(warm_pid, within=5.0) and await _gone(spare, within=5.0)
@@ -512,3 +513,317 @@ def test_serve_answers_two_host_headers_400_without_a_traceback() -> None:
         proc.send_signal(signal.SIGINT)
         out = proc.communicate(timeout=30)[0]
     assert "Traceback" not in out and "Duplicate 'Host'" in out, out
+
+
+# ------------------------------------------------------------------ the class (issue 24)
+import json  # noqa: E402
+
+from nagle_sim.tui.serve import AppProcess, ExecStarter, spawn_app  # noqa: E402
+
+LESSON_7 = "07-write-write-read"
+
+
+class ChannelStarter(ExecStarter):
+    """Stand-in apps (POLITE) whose end of the class channel the test keeps: the test
+    speaks as each app, in the order the apps were started."""
+
+    def __init__(self, environment: dict[str, str]) -> None:
+        super().__init__(POLITE, environment)
+        self.app_ends: list[socket.socket] = []
+        self.started = asyncio.Event()
+
+    async def start(self, width: int, height: int) -> AppProcess:
+        ours, theirs = socket.socketpair()
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # fills up quickly
+        process = await spawn_app(self.argv, self.environment)
+        self.app_ends.append(theirs)
+        self.started.set()
+        return AppProcess(process, ours)
+
+
+class AppEnd:
+    """One stand-in app's side of its channel."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.got: list[dict[str, object]] = []
+
+    def send(self, message: object) -> None:
+        text = message if isinstance(message, str) else json.dumps(message)
+        self.writer.write(text.encode() + b"\n")
+
+    async def next(self, kind: str, within: float = 10.0) -> dict[str, object]:
+        while True:
+            line = await asyncio.wait_for(self.reader.readline(), within)
+            assert line, "the channel closed"
+            message = json.loads(line)
+            self.got.append(message)
+            if message["t"] == kind:
+                return message
+
+    async def drain(self, within: float = 0.3) -> None:
+        """Read whatever arrives within `within` seconds."""
+        with contextlib.suppress(TimeoutError):
+            while True:
+                line = await asyncio.wait_for(self.reader.readline(), within)
+                if not line:
+                    return
+                self.got.append(json.loads(line))
+
+
+async def _class(**options: object) -> tuple[ClassroomServer, TestClient, ChannelStarter]:
+    server = ClassroomServer(ServeOptions(token="class-token-1", kill_grace_s=0.5, warm=0,
+                                          **options))  # type: ignore[arg-type]
+    starter = ChannelStarter(server.environment)
+    server.starter = server.pool.starter = starter
+    client = TestClient(TestServer(await server._make_app()))
+    await client.start_server()
+    return server, client, starter
+
+
+async def _student(client: TestClient, starter: ChannelStarter, browser: str
+                   ) -> tuple[aiohttp.ClientWebSocketResponse, AppEnd]:
+    known = len(starter.app_ends)
+    ws = await client.ws_connect(f"/ws/class-token-1?width=80&height=24&student={browser}")
+    deadline = time.monotonic() + 30
+    while len(starter.app_ends) <= known:
+        assert time.monotonic() < deadline, "no app was started"
+        await asyncio.sleep(0.02)
+    sock = starter.app_ends[known]
+    sock.setblocking(False)
+    end = AppEnd(*await asyncio.open_connection(sock=sock))
+    await end.next("class")  # serve tells each app its view when the session starts
+    return ws, end
+
+
+async def _teacher(client: TestClient, server: ClassroomServer
+                   ) -> aiohttp.ClientWebSocketResponse:
+    ws = await client.ws_connect(f"/teacher/ws?key={server.teacher_token}")
+    assert (await ws.receive_json(timeout=10))["t"] == "hello"
+    return ws
+
+
+async def _state(ws: aiohttp.ClientWebSocketResponse, check: object = None,
+                 within: float = 10.0) -> dict[str, object]:
+    """The next teacher snapshot (that passes `check`)."""
+    while True:
+        message = await ws.receive_json(timeout=within)
+        if message["t"] == "state" and (check is None or check(message)):  # type: ignore[operator]
+            return message  # type: ignore[no-any-return]
+
+
+def _browser(n: int) -> str:
+    return f"test-browser-{n:08d}"
+
+
+async def test_the_teacher_link_has_a_secret_of_its_own() -> None:
+    """Not derivable from the class link: random for each serve, never the class token;
+    the class token opens neither the teacher's page, its socket nor the results."""
+    server, client, _ = await _class()
+    try:
+        other = ClassroomServer(ServeOptions(token="class-token-1", warm=0))
+        teacher = server.teacher_token
+        assert teacher != other.teacher_token and len(teacher) >= 20
+        assert "class-token-1" not in teacher
+        page = await client.get("/?token=class-token-1")
+        assert teacher not in await page.text()
+        for key in ("class-token-1", "", teacher[:-1], teacher + "x"):
+            for path in ("/teacher", "/teacher/results.csv", "/teacher/results.md"):
+                answer = await client.get(f"{path}?key={key}")
+                assert answer.status == 403, (path, key)
+            with pytest.raises(aiohttp.WSServerHandshakeError):
+                await client.ws_connect(f"/teacher/ws?key={key}")
+        assert (await client.get(f"/?token={teacher}")).status == 403
+        page = await client.get(f"/teacher?key={teacher}")
+        assert page.status == 200
+        policy = page.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+        body = await page.text()
+        assert re.findall(r"<script[^>]*>", body) == ['<script src="/teacher/teacher.js" defer>']
+        assert "<style" not in body and " style=" not in body
+        script = await client.get("/teacher/teacher.js")
+        assert script.status == 200 and "innerHTML" not in await script.text()
+        assert (await client.get("/teacher/../serve.py")).status == 404
+    finally:
+        await client.close()
+
+
+async def test_a_students_connections_cannot_call_a_teacher_action() -> None:
+    """Neither the student's page socket nor the student's app channel reaches the
+    teacher's commands, whatever they send."""
+    server, client, starter = await _class()
+    try:
+        teacher = await _teacher(client, server)
+        await teacher.send_json({"do": "ask", "lesson": LESSON_7, "question": 0})
+        await _state(teacher, lambda s: s["poll"] is not None)
+        ws, app = await _student(client, starter, _browser(1))
+        for message in ('{"do": "next"}', '["do", {"do": "phase", "phase": "reveal"}]',
+                        '["phase", "reveal"]', '["next"]', '["free"]',
+                        '["ask", {"lesson": "01-why-nagle-exists", "question": 0}]',
+                        '["stdin", "{\\"do\\": \\"free\\"}"]'):
+            await ws.send_str(message)
+        for message in ({"t": "phase", "phase": "reveal"}, {"do": "next"},
+                        {"t": "next"}, {"t": "free"}, {"t": "open", "lesson": "x"},
+                        {"t": "ask", "lesson": LESSON_7, "question": 0},
+                        {"t": "vote", "poll": 1, "round": 2, "choice": 0}):
+            app.send(message)
+        await ws.send_str('["ping", "after"]')
+        assert (await _next_text(ws)) == ["pong", "after"]
+        await app.drain()
+        state = server.classroom
+        assert state.lead == LESSON_7 and state.poll is not None
+        assert state.poll.phase == "vote" and len(state.polls) == 1
+        assert state.poll.ballots[1] == {}  # the re-vote was not open: refused
+        await ws.close()
+        await teacher.close()
+    finally:
+        await client.close()
+
+
+async def test_a_student_cannot_read_anothers_vote() -> None:
+    """What a student's app is told while others vote: its own ballots and nothing else;
+    once the round closes, the class's counts (aggregates), never who voted what; the
+    page socket carries no class data at all."""
+    server, client, starter = await _class()
+    try:
+        teacher = await _teacher(client, server)
+        ada_ws, ada = await _student(client, starter, _browser(1))
+        bob_ws, bob = await _student(client, starter, _browser(2))
+        await teacher.send_json({"do": "ask", "lesson": LESSON_7, "question": 0})
+        ada_poll = (await ada.next("class"))["poll"]
+        await bob.next("class")
+        assert isinstance(ada_poll, dict)
+        ada.send({"t": "vote", "poll": ada_poll["id"], "round": 1, "choice": 3})
+        assert (await ada.next("ballot"))["ok"] is True
+        counted = await _state(teacher, lambda s: bool(s["poll"]) and s["poll"]["ballots"][0] == 1)
+        assert counted["poll"]["counts"] == []  # the teacher sees how many, not what
+        await teacher.send_json({"do": "phase", "phase": "show"})
+        shown = await bob.next("class")
+        await bob.drain()
+        for message in bob.got:
+            text = json.dumps(message)
+            poll = message.get("poll")
+            assert "Ada" not in text and ada_ws is not None
+            if isinstance(poll, dict):
+                assert poll["mine"] == [None, None]
+                assert poll["counts"] in ([], [[0, 0, 0, 1]])
+        assert shown["poll"]["counts"] == [[0, 0, 0, 1]]  # type: ignore[index]
+        await bob_ws.send_str('["ping", "end"]')
+        while True:  # the page socket: the app's screen (binary) and pongs, nothing else
+            message = await bob_ws.receive(timeout=10)
+            if message.type == aiohttp.WSMsgType.TEXT:
+                assert message.json() == ["pong", "end"]
+                break
+            assert message.type == aiohttp.WSMsgType.BINARY
+    finally:
+        await client.close()
+
+
+async def test_a_student_cannot_vote_twice_in_a_phase_even_after_a_reload() -> None:
+    server, client, starter = await _class()
+    try:
+        teacher = await _teacher(client, server)
+        await teacher.send_json({"do": "ask", "lesson": LESSON_7, "question": 0})
+        ws, app = await _student(client, starter, _browser(5))
+        app.send({"t": "vote", "poll": 1, "round": 1, "choice": 1})
+        assert (await app.next("ballot"))["ok"] is True
+        app.send({"t": "vote", "poll": 1, "round": 1, "choice": 0})
+        second = await app.next("ballot")
+        assert second["ok"] is False and "voted" in str(second["why"])
+        await ws.close()  # the tab reloads: a new session, a new app, the same browser
+        ws, app = await _student(client, starter, _browser(5))
+        assert app.got[-1]["poll"]["mine"] == [1, None]  # type: ignore[index]
+        app.send({"t": "vote", "poll": 1, "round": 1, "choice": 0})
+        assert (await app.next("ballot"))["ok"] is False
+        assert server.classroom.poll is not None
+        assert server.classroom.poll.counts(0) == [0, 1, 0, 0]
+        await teacher.send_json({"do": "phase", "phase": "revote"})
+        await app.next("class")
+        app.send({"t": "vote", "poll": 1, "round": 2, "choice": 0})
+        assert (await app.next("ballot"))["ok"] is True  # one in each round
+        await ws.close()
+    finally:
+        await client.close()
+
+
+async def test_a_misbehaving_app_channel_does_not_stall_the_class(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An app that never reads its channel, and one that sends a line over the limit:
+    both channels end (those apps work on alone), the others and the teacher go on."""
+    import nagle_sim.tui.serve as serve_module
+    monkeypatch.setattr(serve_module, "CHANNEL_BUFFER_LIMIT", 16 * 1024)
+    server, client, starter = await _class()
+    try:
+        teacher = await _teacher(client, server)
+        deaf_ws, deaf = await _student(client, starter, _browser(1))
+        loud_ws, loud = await _student(client, starter, _browser(2))
+        good_ws, good = await _student(client, starter, _browser(3))
+        loud.writer.write(b"x" * 20_000 + b"\n")
+        await teacher.send_json({"do": "ask", "lesson": LESSON_7, "question": 0})
+        deadline = time.monotonic() + 60
+        i = 0
+        while len(server.channels) > 1:  # views until the deaf app's buffers are full
+            assert time.monotonic() < deadline, f"{len(server.channels)} channels left"
+            i += 1
+            await teacher.send_json({"do": "phase", "phase": "show" if i % 2 else "vote"})
+            if i % 20 == 0:
+                await good.drain(0.01)
+        assert [c.student.number for c in server.channels] == [3]
+        await teacher.send_json({"do": "phase", "phase": "reveal"})
+        assert (await good.next("class"))["poll"] is not None
+        await _state(teacher, lambda s: bool(s["poll"]) and s["poll"]["phase"] == "reveal")
+        for ws in (deaf_ws, loud_ws, good_ws):  # every session still lives
+            await ws.send_str('["ping", "alive"]')
+            assert (await _next_text(ws)) == ["pong", "alive"]
+    finally:
+        await client.close()
+
+
+async def test_a_flooding_tab_is_held_to_its_rate() -> None:
+    """A tab that sends messages as fast as it can: beyond the burst they are dropped
+    (the flood's pings go unanswered), and the teacher's commands are still carried out
+    and reported."""
+    server, client, starter = await _class()
+    try:
+        teacher = await _teacher(client, server)
+        ws, _ = await _student(client, starter, _browser(1))
+        for i in range(3000):
+            await ws.send_str(f'["ping", "{i}"]')
+        await teacher.send_json({"do": "open", "lesson": LESSON_7})
+        await _state(teacher, lambda s: s["lead"] == LESSON_7)
+        pongs = 0
+        with contextlib.suppress(TimeoutError):
+            while True:
+                message = await ws.receive(timeout=2)
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    pongs += 1
+        assert 400 <= pongs < 3000, pongs
+        await ws.send_str('["ping", "later"]')
+        assert (await _next_text(ws)) == ["pong", "later"]
+    finally:
+        await client.close()
+
+
+async def test_results_export_counts_and_nicknames_only_when_asked() -> None:
+    server, client, starter = await _class()
+    try:
+        teacher = await _teacher(client, server)
+        await teacher.send_json({"do": "ask", "lesson": LESSON_7, "question": 0})
+        sessions = [await _student(client, starter, _browser(n)) for n in range(3)]
+        for n, ((ws, app), choice) in enumerate(zip(sessions, (1, 1, 0), strict=True)):
+            await ws.send_str(json.dumps(["name", f"Student-{n}"]))
+            app.send({"t": "vote", "poll": 1, "round": 1, "choice": choice})
+            assert (await app.next("ballot"))["ok"] is True
+        key = server.teacher_token
+        csv_text = await (await client.get(f"/teacher/results.csv?key={key}")).text()
+        assert "Student-" not in csv_text
+        assert "\r\n1,07-write-write-read,7. The write-write-read stall,1," in csv_text
+        rows = [line.split(",")[-3:] for line in csv_text.splitlines()[1:]]
+        assert rows == [["no", "1", "0"], ["yes", "2", "0"], ["no", "0", "0"],
+                        ["no", "0", "0"]]
+        named = await client.get(f"/teacher/results.md?key={key}&names=1")
+        assert named.headers["Content-Disposition"].startswith("attachment;")
+        text = await named.text()
+        assert "| Student-0 | 2 |  |" in text and "| Student-2 | 1 |  |" in text
+    finally:
+        await client.close()
