@@ -36,6 +36,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from ..classroom.channel import FD_ENV, LINE_LIMIT, decode, encode
+from .widgets.ladder import Ladder
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -266,6 +267,11 @@ class ClassLink:
         self.ballot = ballot = ClassBallot(self, poll)
         screen.asked.update(range(number))  # the class has moved past the earlier ones
         screen.ask(number, screen.lesson.questions[number], ballot=ballot)
+        # behind the question, the run up to its horizon, the cursor on its last row
+        screen.refresh_view()
+        ladder = screen.query_one(Ladder)
+        if ladder.rows:
+            ladder.cursor = len(ladder.rows) - 1
 
     def lesson_ready(self, screen: LessonScreen) -> None:
         """A lesson's run arrived: ask the class question that was waiting for it."""
@@ -283,7 +289,7 @@ class ClassLink:
         ladder_rows = screen.result.rows if screen.result is not None else []
         if not ladder_rows:
             return
-        screen.move_to(screen.query_one("Ladder").cursor + 1)  # type: ignore[attr-defined]
+        screen.move_to(screen.query_one(Ladder).cursor + 1)
         if getattr(screen, "_play", None) is None:
             screen.action_play()
 
@@ -396,6 +402,10 @@ class ClassBallot:
             text.append(f"\nVote {round_}: press a number.", style="yellow")
         if self.note:
             text.append("\n" + self.note, style="bold red")
+        if self.may_close():
+            votes = [f"vote {r + 1}: {m + 1}" for r, m in enumerate(self.mine) if m is not None]
+            text.append("\nYour votes: " + (", ".join(votes) if votes else "none"),
+                        style="bold")
         counts = self.poll.get("counts") or []
         if counts:
             text.append("\n")
@@ -466,7 +476,7 @@ def where_am_i(app: App[Any]) -> dict[str, Any]:
         where["lesson"] = lesson.lesson.slug
         if lesson.result is not None:
             with contextlib.suppress(Exception):
-                ladder = lesson.query_one("Ladder")
-                where["step"] = int(ladder.cursor) + 1  # type: ignore[attr-defined]
+                ladder = lesson.query_one(Ladder)
+                where["step"] = ladder.cursor + 1
                 where["steps"] = len(lesson.result.rows)
     return where

@@ -15,6 +15,8 @@
     play: "The answer; every ladder plays on",
   };
   let lessons = [];
+  let joinLink = "";
+  let joinQr = "";
   let state = null;
   let socket = null;
   let retry = 500;
@@ -62,8 +64,10 @@
 
   function hello(message) {
     lessons = message.lessons || [];
-    $("class-link").textContent = message.classLink || "";
-    if (message.qr) { $("qr").src = message.qr; } else { $("qr").hidden = true; }
+    joinLink = message.classLink || "";
+    joinQr = message.qr || "";
+    $("class-link").textContent = joinLink;
+    if (joinQr) { $("qr").src = joinQr; } else { $("qr").hidden = true; }
     const select = $("lesson");
     const keep = select.value;
     select.textContent = "";
@@ -104,16 +108,17 @@
     const lesson = lessonOf(slug);
     if (!lesson) { return slug; }
     const number = /^(\d+)\./.exec(lesson.title);
-    return number ? "lesson " + number[1] : lesson.title;
+    return number ? "L" + number[1] : lesson.title;
   }
 
+  // where a student is, short enough for the roster: "L7 · 28/202", "L7 · question"
   function where(student) {
     const parts = [];
     if (student.lesson) { parts.push(lessonLabel(student.lesson)); }
     if (student.screen === "question") { parts.push("question"); }
     else if (student.screen === "sandbox") { parts.push("sandbox"); }
     else if (student.screen === "list") { parts.push("lesson list"); }
-    else if (student.step) { parts.push("step " + student.step + "/" + (student.steps || "?")); }
+    else if (student.step) { parts.push(student.step + "/" + (student.steps || "?")); }
     return parts.join(" · ") || "starting…";
   }
 
@@ -194,6 +199,19 @@
         "a question when they have read it." : "Pick a lesson below and open it for " +
         "everyone, or move the class straight to one of its questions.";
       $("phase-line").textContent = "";
+      if (!lead && joinQr) {  // nothing led yet: the way in, large, for the room
+        const welcome = el("div", "welcome");
+        const qr = el("img");
+        qr.src = joinQr;
+        qr.alt = "QR code of the class link";
+        welcome.appendChild(qr);
+        const words = el("div");
+        words.appendChild(el("div", "how", "Scan, or type the class link:"));
+        words.appendChild(el("div", "link", joinLink));
+        words.appendChild(el("div", "how", "then choose a name (or none) and press Join."));
+        welcome.appendChild(words);
+        chart.appendChild(welcome);
+      }
       return;
     }
     $("prompt").textContent = poll.prompt;
