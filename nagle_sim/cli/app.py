@@ -24,8 +24,12 @@ def cmd_tui(args: argparse.Namespace) -> int:
     run_real = runners.real_runner() if not blocker else None
     run_sim = runners.simulate
     classroom = None
+    class_link = None
     if getattr(args, "classroom", False):  # started by `nagle-sim serve`, one per tab
         from pathlib import Path
+
+        from ..tui.classlink import ClassLink
+        class_link = ClassLink.from_environment()  # serve's channel to the class, if any
         classroom = Classroom(allow_real=args.allow_real, real_timeout_s=args.real_timeout,
                               real_lock=Path(args.real_lock) if args.real_lock else None)
         if run_real is not None and args.allow_real:
@@ -34,7 +38,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
         # CLASSROOM_RECORD_LIMIT records (~200 MB), and a superseded run is cancelled
         run_sim = runners.classroom_simulator()
     return run_app(None if classroom else getattr(args, "file", None), run_sim=run_sim,
-                   run_real=run_real, classroom=classroom, real_blocker=blocker)
+                   run_real=run_real, classroom=classroom, real_blocker=blocker,
+                   class_link=class_link)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
