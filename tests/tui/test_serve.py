@@ -827,3 +827,147 @@ async def test_results_export_counts_and_nicknames_only_when_asked() -> None:
         assert "| Student-0 | 2 |  |" in text and "| Student-2 | 1 |  |" in text
     finally:
         await client.close()
+
+
+def _tree(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(_children(p))
+    return found
+
+
+async def _first_screen(port: int, token: str = "") -> tuple[aiohttp.ClientSession,
+                                                               aiohttp.ClientWebSocketResponse]:
+    session = aiohttp.ClientSession()
+    path = f"/ws/{token}" if token else "/ws"
+    ws = await session.ws_connect(f"ws://127.0.0.1:{port}{path}?width=100&height=30")
+    got = b""
+    while b"Pick a lesson" not in got:
+        message = await ws.receive(timeout=60)
+        assert message.type == aiohttp.WSMsgType.BINARY, message
+        got += message.data
+    return session, ws
+
+
+def _serve_process(*args: str) -> tuple[subprocess.Popen[str], int]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nagle_sim", "serve", "--port", str(port),
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, port
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_sigkilled_serve_leaves_no_app_and_no_fork_server() -> None:
+    """The fork server notices its socket close (serve is gone, even by SIGKILL, which
+    runs none of serve's own clean-up) and kills every app it forked, then itself."""
+    proc, port = _serve_process("--warm", "2")
+
+    async def open_two() -> list[int]:
+        held = [await _first_screen(port) for _ in range(2)]
+        pids = _tree(proc.pid)
+        for session, ws in held:
+            await ws.close()
+            await session.close()
+        return pids
+
+    try:
+        pids = asyncio.run(open_two())
+        # serve, the fork server, two apps for the tabs and at least one warm one
+        assert len(pids) >= 4, pids
+        alive = [p for p in _tree(proc.pid) if p != proc.pid]
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in alive):
+            assert time.monotonic() < deadline, [p for p in alive if _alive(p)]
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.slow
+def test_when_the_fork_server_dies_new_tabs_still_get_an_app() -> None:
+    """A fork server that is gone (killed) is replaced by starting each app on its own,
+    with one line on the teacher's console and no traceback."""
+    proc, port = _serve_process("--warm", "0")
+
+    async def before_and_after() -> None:
+        session, ws = await _first_screen(port)  # forked
+        await ws.close()
+        await session.close()
+        fork_server = next(p for p in _children(proc.pid)
+                           if "forkserver" in open(f"/proc/{p}/cmdline").read())
+        os.kill(fork_server, signal.SIGKILL)
+        await asyncio.sleep(0.5)
+        session, ws = await _first_screen(port)  # started on its own
+        assert not any("forkserver" in open(f"/proc/{p}/cmdline").read()
+                       for p in _children(proc.pid) if _alive(p))
+        await ws.close()
+        await session.close()
+
+    try:
+        asyncio.run(before_and_after())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=30)[0]
+    assert "each app starts on its own instead" in out, out
+    assert "Traceback" not in out, out
+
+
+@pytest.mark.slow
+def test_the_fork_server_reports_exits_and_kills_its_apps_when_serve_goes() -> None:
+    """The fork server alone: a fork per request with the four descriptors given, an
+    exit report for an app that ends, and — when serve's socket closes — every app it
+    forked killed, even one whose stdin is still open (a busy app would not notice)."""
+    import json as json_module
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    from nagle_sim.tui.serve import ClassroomServer
+    environment = ClassroomServer(ServeOptions(warm=0)).environment
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nagle_sim.cli.forkserver"], pass_fds=[theirs.fileno()],
+        env={**environment, "NAGLE_SIM_FORK_FD": str(theirs.fileno()),
+             "NAGLE_SIM_FORK_CONFIG": "{}"}, stdin=subprocess.DEVNULL)
+    theirs.close()
+    held: list[int] = []
+    try:
+        ours.settimeout(60)
+        assert json_module.loads(ours.recv(4096)) == {"ready": True}
+
+        def fork(ident: int) -> int:
+            pipes = [os.pipe() for _ in range(3)]
+            app_end, class_end = socket.socketpair()
+            given = [pipes[0][0], pipes[1][1], pipes[2][1], class_end.fileno()]
+            socket.send_fds(ours, [json_module.dumps({"id": ident, "columns": 80,
+                                                      "rows": 24}).encode()], given)
+            for fd in given[:3]:
+                os.close(fd)
+            class_end.close()
+            held.extend([pipes[0][1], pipes[1][0], pipes[2][0], app_end.detach()])
+            answer = json_module.loads(ours.recv(4096))
+            assert answer["id"] == ident
+            return int(answer["pid"])
+
+        first, second = fork(1), fork(2)
+        assert _alive(first) and _alive(second)
+        assert os.getpgid(first) == first  # its own session: serve kills its group
+        os.kill(first, signal.SIGKILL)
+        assert json_module.loads(ours.recv(4096)) == {"exit": first, "code": -9}
+        ours.close()  # serve is gone
+        assert server.wait(timeout=20) == 0
+        assert not _alive(second)
+    finally:
+        for fd in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if server.poll() is None:
+            server.kill()
