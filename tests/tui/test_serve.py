@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -895,6 +896,13 @@ def test_a_sigkilled_serve_leaves_no_app_and_no_fork_server() -> None:
             proc.kill()
 
 
+def _is_fork_server(pid: int) -> bool:
+    try:
+        return "forkserver" in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return False
+
+
 @pytest.mark.slow
 def test_when_the_fork_server_dies_new_tabs_still_get_an_app() -> None:
     """A fork server that is gone (killed) is replaced by starting each app on its own,
@@ -905,13 +913,11 @@ def test_when_the_fork_server_dies_new_tabs_still_get_an_app() -> None:
         session, ws = await _first_screen(port)  # forked
         await ws.close()
         await session.close()
-        fork_server = next(p for p in _children(proc.pid)
-                           if "forkserver" in open(f"/proc/{p}/cmdline").read())
+        fork_server = next(p for p in _children(proc.pid) if _is_fork_server(p))
         os.kill(fork_server, signal.SIGKILL)
         await asyncio.sleep(0.5)
         session, ws = await _first_screen(port)  # started on its own
-        assert not any("forkserver" in open(f"/proc/{p}/cmdline").read()
-                       for p in _children(proc.pid) if _alive(p))
+        assert not any(_is_fork_server(p) for p in _children(proc.pid) if _alive(p))
         await ws.close()
         await session.close()
 
