@@ -20,6 +20,8 @@ from typing import Any
 
 FD_ENV = "NAGLE_SIM_CLASS_FD"
 """Environment variable holding the app's end of the channel (a descriptor number)."""
+VIEW_ENV = "NAGLE_SIM_CLASS_VIEW"
+"""The class view at the app's start (JSON), so it opens the teacher's lesson first."""
 
 LINE_LIMIT = 8192
 """Longest line either side accepts; a longer one ends the channel (the app works on

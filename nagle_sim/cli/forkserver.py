@@ -13,8 +13,10 @@ serve (`nagle_sim.tui.serve.ForkServer`) starts this module with one end of a
 ``SOCK_SEQPACKET`` socket pair (descriptor in ``NAGLE_SIM_FORK_FD``) and the classroom
 policy as JSON (``NAGLE_SIM_FORK_CONFIG``). Messages, one JSON object per packet:
 
-- serve → here: ``{"id": n, "columns": w, "rows": h}`` with four descriptors attached
-  (SCM_RIGHTS): the child's stdin, stdout, stderr and its class channel;
+- serve → here: ``{"id": n, "columns": w, "rows": h, "view": "…"}`` with four
+  descriptors attached (SCM_RIGHTS): the child's stdin, stdout, stderr and its class
+  channel; ``view`` is the class as the teacher leads it (JSON, may be empty), so the
+  app opens the lead's lesson first;
 - here → serve: ``{"ready": true}`` once prepared, ``{"id": n, "pid": p}`` per fork,
   ``{"exit": p, "code": c}`` when a child ends (negative: killed by that signal).
 
@@ -82,7 +84,7 @@ def prepare(config: dict[str, Any]) -> Callable[[], int]:
 
 
 def _child(run_one: Callable[[], int], fds: list[int], columns: int, rows: int,
-           keep_closed: list[int]) -> None:
+           view: str, keep_closed: list[int]) -> None:
     """In the forked child: become the tab's app process. Never returns."""
     code = 1
     try:
@@ -104,6 +106,7 @@ def _child(run_one: Callable[[], int], fds: list[int], columns: int, rows: int,
         os.environ["COLUMNS"] = str(columns)
         os.environ["ROWS"] = str(rows)
         os.environ["NAGLE_SIM_CLASS_FD"] = "3"
+        os.environ["NAGLE_SIM_CLASS_VIEW"] = view  # the teacher's lead at this start
         code = run_one()
     except BaseException as error:  # the tab sees its session end; serve's console one line
         with contextlib.suppress(Exception):
@@ -161,6 +164,7 @@ def serve_forks(control: socket.socket, run_one: Callable[[], int]) -> None:
                 request = json.loads(data)
                 ident = int(request["id"])
                 columns, rows = int(request["columns"]), int(request["rows"])
+                view = str(request.get("view") or "")
                 if len(fds) != CHILD_FDS:
                     raise ValueError("descriptors missing")
             except (ValueError, KeyError, TypeError):
@@ -169,7 +173,7 @@ def serve_forks(control: socket.socket, run_one: Callable[[], int]) -> None:
                 continue
             pid = os.fork()
             if pid == 0:
-                _child(run_one, fds, columns, rows, [control.fileno(), wake_r, wake_w])
+                _child(run_one, fds, columns, rows, view, [control.fileno(), wake_r, wake_w])
             children.add(pid)
             for fd in fds:
                 os.close(fd)

@@ -107,13 +107,13 @@ class NagleApp(App[int]):
     def on_mount(self) -> None:
         self.register_theme(HIGH_CONTRAST)
         self.push_screen(LessonListScreen())
+        if self.class_link is not None:
+            self.class_link.attach(self)  # a class led already: its lesson comes first
         if self.start_path is not None:
             if self.classroom is not None:  # a served session never opens server files
                 self.notify(NO_FILES, severity="warning")
             else:
                 self.push_screen(SandboxScreen(self.start_path))
-        if self.class_link is not None:
-            self.class_link.attach(self)
 
     def on_unmount(self) -> None:
         if self.class_link is not None:

@@ -35,7 +35,7 @@ from rich.text import Text
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from ..classroom.channel import FD_ENV, LINE_LIMIT, decode, encode
+from ..classroom.channel import FD_ENV, LINE_LIMIT, VIEW_ENV, decode, encode
 from .widgets.ladder import Ladder
 
 if TYPE_CHECKING:
@@ -93,12 +93,35 @@ class ClassLink:
             sock.detach()
             return None
         sock.set_inheritable(False)
-        return cls(sock)
+        link = cls(sock)
+        # the class as it was when this app was started: an app started while the teacher
+        # leads opens the lead's lesson as its first screen, not the lesson list first
+        first = decode(environ.get(VIEW_ENV, "").encode()[:LINE_LIMIT])
+        if isinstance(environ, os._Environ):
+            os.environ.pop(VIEW_ENV, None)
+        if first is not None and first["t"] == "class" and _view_ok(first):
+            link.view = first
+        return link
+
+    def starts_on(self) -> str | None:
+        """The lesson this app should open at once (the lead's, when started while the
+        teacher leads), or None."""
+        view = self.view or {}
+        poll = view.get("poll")
+        return poll.get("lesson") if isinstance(poll, dict) else view.get("lead")
 
     # ---------------------------------------------------------------- running
     def attach(self, app: App[Any]) -> None:
         """Start reading and reporting, inside `app`'s event loop (from its on_mount)."""
         self.app = app
+        first = self.starts_on()
+        if first is not None:
+            from .screens.lesson import LessonScreen
+            lessons, _ = app.lesson_list()  # type: ignore[attr-defined]
+            lesson = next((item for item in lessons if item.slug == first), None)
+            if lesson is not None:  # pushed now: the first frame is the lesson
+                app.push_screen(LessonScreen(lesson))
+            self._wake.set()
         # a task, not a Textual worker: it lives as long as the app (tests and Textual
         # wait for workers to finish), and `close` ends it when the app unmounts
         self._task = asyncio.get_running_loop().create_task(self._run())

@@ -44,6 +44,7 @@ from textual_serve.server import Server
 
 from ..classroom.channel import FD_ENV as CLASS_FD_ENV
 from ..classroom.channel import LINE_LIMIT as CHANNEL_LINE_LIMIT
+from ..classroom.channel import VIEW_ENV as CLASS_VIEW_ENV
 from ..classroom.channel import app_message, encode
 from ..classroom.results import results_csv, results_markdown
 from ..classroom.state import (
@@ -179,6 +180,8 @@ class AppProcess:
     process: Any
     """An `asyncio.subprocess.Process`, or a `ForkedProcess` (the same interface)."""
     channel: socket.socket
+    version: int = -1
+    """The class state's `student_version` the app was started with (its lead)."""
 
 
 async def spawn_app(argv: Sequence[str], environment: dict[str, str],
@@ -202,11 +205,11 @@ class ExecStarter:
         self.argv = list(argv)
         self.environment = environment
 
-    async def start(self, width: int, height: int) -> AppProcess:
+    async def start(self, width: int, height: int, view: str = "") -> AppProcess:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             environment = {**self.environment, "COLUMNS": str(width), "ROWS": str(height),
-                           CLASS_FD_ENV: str(theirs.fileno())}
+                           CLASS_FD_ENV: str(theirs.fileno()), CLASS_VIEW_ENV: view}
             process = await spawn_app(self.argv, environment, pass_fds=[theirs.fileno()])
         except BaseException:
             ours.close()
@@ -349,7 +352,7 @@ class ForkServer:
         self._children.clear()
         self._fail("the fork server ended")
 
-    async def start(self, width: int, height: int) -> AppProcess:
+    async def start(self, width: int, height: int, view: str = "") -> AppProcess:
         if not self.ready.is_set():
             await asyncio.wait_for(self.ready.wait(), FORK_SERVER_START_S)
         if self.failed is not None or self.control is None:
@@ -366,7 +369,8 @@ class ForkServer:
         future: asyncio.Future[int] = loop.create_future()
         self._waiting[ident] = future
         try:
-            request = json.dumps({"id": ident, "columns": width, "rows": height}).encode()
+            request = json.dumps({"id": ident, "columns": width, "rows": height,
+                                  "view": view if len(view) < 3000 else ""}).encode()
             while True:
                 try:
                     socket.send_fds(self.control, [request], given)
@@ -419,13 +423,13 @@ class FallbackStarter:
         if self.fork is not None:
             await self.fork.launch()
 
-    async def start(self, width: int, height: int) -> AppProcess:
+    async def start(self, width: int, height: int, view: str = "") -> AppProcess:
         if self.fork is not None and self.fork.failed is None:
             try:
-                return await self.fork.start(width, height)
+                return await self.fork.start(width, height, view)
             except (OSError, TimeoutError) as error:
                 self.fork._fail(f"the fork server failed ({error})")
-        return await self.exec.start(width, height)
+        return await self.exec.start(width, height, view)
 
     async def close(self) -> None:
         if self.fork is not None:
@@ -467,8 +471,11 @@ class WarmPool:
     """App processes started before anyone asks, handed to the next tab that opens.
 
     A warm app has drawn its first screen at 80×24 into its stdout pipe; the tab that takes
-    it replays that and sends its real size at once. Refilled one process at a time, so
-    warming never competes with a class for more than one core."""
+    it replays that and sends its real size at once. Each starts with the class as the
+    teacher leads it then (the lead's lesson and question already on its screen); when
+    the teacher moves the class on, the warm apps are replaced one by one with apps
+    started on the new lead. Refilled one process at a time, so warming never competes
+    with a class for more than one core."""
 
     def __init__(self, starter: Any, size: int) -> None:
         self.starter = starter
@@ -477,6 +484,8 @@ class WarmPool:
         self._filling: asyncio.Task[None] | None = None
         self.room: Any = None
         """Callable returning how many more processes the class may still use."""
+        self.lead: Any = lambda: (-1, "")
+        """Callable returning the class's (student_version, view JSON) to start apps with."""
 
     def take(self) -> AppProcess | None:
         while self.ready:
@@ -492,13 +501,28 @@ class WarmPool:
         if self.size and (self._filling is None or self._filling.done()):
             self._filling = asyncio.create_task(self._fill())
 
+    def _stale(self) -> AppProcess | None:
+        version = self.lead()[0]
+        return next((started for started in self.ready if started.version != version), None)
+
     async def _fill(self) -> None:
-        while len(self.ready) < self.size and (self.room is None or self.room() > 0):
+        while True:
+            stale = None
+            if len(self.ready) >= self.size or (self.room is not None and self.room() <= 0):
+                stale = self._stale()
+                if stale is None:
+                    return
+            version, view = self.lead()
             try:
-                started = await self.starter.start(80, 24)
+                started = await self.starter.start(80, 24, view)
             except (OSError, TimeoutError) as error:
                 log.warning("could not start an app ahead of the class: %s", error)
                 return
+            started.version = version
+            if stale is not None and stale in self.ready:  # replaced by one on the lead
+                self.ready.remove(stale)
+                kill_group(stale.process)
+                stale.channel.close()
             self.ready.append(started)
             await _settled(started.process.pid)  # one start-up at a time: ≤ 1 core
 
@@ -520,9 +544,11 @@ class ClassroomAppService(AppService):
     """One app process per tab, in its own process group, killed if it will not quit."""
 
     def __init__(self, starter: Any, *, kill_grace_s: float,
-                 pool: WarmPool | None = None, **kwargs: Any) -> None:
+                 pool: WarmPool | None = None, view: str = "", **kwargs: Any) -> None:
         super().__init__("nagle-sim tui --classroom", **kwargs)
         self.starter = starter
+        self.view = view
+        """The class view a new app starts with (the lead's lesson first)."""
         self.kill_grace_s = kill_grace_s
         self.pool = pool
         self.last_activity = time.monotonic()
@@ -532,7 +558,8 @@ class ClassroomAppService(AppService):
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> Any:
         warm = self.pool.take() if self.pool is not None else None
-        started = warm if warm is not None else await self.starter.start(width, height)
+        started = (warm if warm is not None
+                   else await self.starter.start(width, height, self.view))
         self._process = process = started.process
         self.channel = started.channel
         assert process.stdin is not None
@@ -716,11 +743,19 @@ class ClassroomServer(Server):
         self.teacher_token = options.teacher_token or new_token(16)
         self.classroom = ClassState(lesson_catalogue())
         self.classroom.on_change = self._class_changed
+        self.pool.lead = self.start_view
         self.channels: set[AppChannel] = set()
         self.teachers: set[TeacherFeed] = set()
         self._teacher_dirty = asyncio.Event()
         self._students_dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+
+    def start_view(self) -> tuple[int, str]:
+        """What a new app starts with: the class's lead as any student sees it."""
+        state = self.classroom
+        if state.lead is None:
+            return state.student_version, ""
+        return state.student_version, json.dumps(state.student_view(None))
 
     def use_command(self, argv: Sequence[str]) -> None:
         """Start every app with `argv` (tests' stand-in programs), not the fork server."""
@@ -984,6 +1019,7 @@ class ClassroomServer(Server):
             self._students_dirty.clear()
             for channel in list(self.channels):
                 channel.send(self.classroom.student_view(channel.student))
+            self.pool.refill()  # warm apps on an old lead are replaced, one at a time
             await asyncio.sleep(0)
 
     # ---------------------------------------------------------------- sessions
@@ -1012,6 +1048,7 @@ class ClassroomServer(Server):
             await websocket.prepare(request)
             service = ClassroomAppService(
                 self.starter, kill_grace_s=self.options.kill_grace_s, pool=self.pool,
+                view=self.start_view()[1],
                 write_bytes=websocket.send_bytes,
                 write_str=websocket.send_str, close=websocket.close,
                 download_manager=self.download_manager, debug=self.debug)

@@ -533,7 +533,7 @@ class ChannelStarter(ExecStarter):
         self.app_ends: list[socket.socket] = []
         self.started = asyncio.Event()
 
-    async def start(self, width: int, height: int) -> AppProcess:
+    async def start(self, width: int, height: int, view: str = "") -> AppProcess:
         ours, theirs = socket.socketpair()
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # fills up quickly
         process = await spawn_app(self.argv, self.environment)
