@@ -62,7 +62,16 @@ log = logging.getLogger("nagle-sim.serve")
 
 STDIN_LIMIT = 64 * 1024
 """The most text one browser message may type into an app (a paste): a scenario is a few
-KB; 40 MB pasted once took an app 42 s of CPU and 140 MB to digest."""
+KB; 40 MB pasted once took an app 42 s of CPU and 140 MB to digest (issue 29.7). The page
+refuses a longer paste itself (`webpages.student_page`); serve refuses what gets past it."""
+PASTE_LIMIT = STDIN_LIMIT - 64
+"""The page's own limit (characters of the clipboard): under STDIN_LIMIT by the terminal's
+bracketed-paste marks, and counted in UTF-16 units, never fewer than Python's."""
+TYPED_RATE, TYPED_BURST = 16 * 1024, 2 * STDIN_LIMIT
+"""Characters per second one tab may type, with this burst: pastes one after another are
+held to it, so no tab can keep its app digesting text (a hand types ~10 a second)."""
+NOTICE_EVERY_S = 5.0
+"""At most one 'not typed' notice per tab in this time, however many pastes are refused."""
 
 HEADER_TIMEOUT_S = 10.0
 """A connection gets this long to send its first whole request, and may idle this long
@@ -833,7 +842,7 @@ class ClassroomServer(Server):
         font_size = _size(request.query.get("fontsize"), 16, low=8, high=48)
         response = _html(200, webpages.student_page(
             ws_url=self._ws_url(request, self.options.token or ""), font_size=font_size,
-            title=self.title))
+            title=self.title, paste_limit=PASTE_LIMIT))
         response.headers["Content-Security-Policy"] = webpages.PAGE_CSP
         return response
 
@@ -1092,9 +1101,13 @@ class ClassroomServer(Server):
         ``["stdin", text]``, ``["resize", {width, height}]``, ``["ping", stamp]``, and the
         one-element ``["focus"]`` and ``["blur"]``), noting activity for the idle limit
         (pings are not activity). Anything else is ignored: a message this server does
-        not know is never a reason to end a student's session."""
+        not know is never a reason to end a student's session. Typed text is bounded per
+        message (`STDIN_LIMIT`) and per second (`TYPED_RATE`): what is over is dropped
+        with one notice to the page, and does not count as activity."""
         assert isinstance(app_service, ClassroomAppService)
         bucket = Bucket(BROWSER_RATE, BROWSER_BURST, time.monotonic)
+        typed = Bucket(TYPED_RATE, TYPED_BURST, time.monotonic)
+        told = -NOTICE_EVERY_S
         async for message in websocket:
             if message.type != WSMsgType.TEXT or not bucket.take():
                 continue  # beyond the rate a tab's messages are dropped, not queued
@@ -1110,10 +1123,21 @@ class ClassroomServer(Server):
             if kind == "ping":
                 await websocket.send_json(["pong", data])
                 continue
-            app_service.last_activity = time.monotonic()
             if kind == "stdin":
-                await app_service.send_bytes(str(data).encode("utf-8"))
-            elif kind == "resize":
+                text = str(data)
+                if len(text) > STDIN_LIMIT or not typed.take(len(text)):
+                    # refused: not typed, and not activity (the idle limit runs on); the
+                    # student is told once, in the page (its script shows the notice)
+                    now = time.monotonic()
+                    if now - told >= NOTICE_EVERY_S:
+                        told = now
+                        await websocket.send_json(["notice", refused_text(len(text))])
+                    continue
+                app_service.last_activity = time.monotonic()
+                await app_service.send_bytes(text.encode("utf-8"))
+                continue
+            app_service.last_activity = time.monotonic()
+            if kind == "resize":
                 assert isinstance(data, tuple)
                 await app_service.set_terminal_size(*data)
             elif kind == "blur":
@@ -1287,13 +1311,24 @@ def browser_message(text: str) -> BrowserMessage | None:
         return (kind, data[:200]) if isinstance(data, str) else None
     if kind == "ping":
         return kind, str(data)[:64] if isinstance(data, str | int) else ""
-    if kind == "stdin":
-        if not isinstance(data, str) or not data or len(data) > STDIN_LIMIT:
+    if kind == "stdin":  # its length is checked by the caller, which tells the student
+        if not isinstance(data, str) or not data:
             return None
         return kind, data
     if kind == "resize" and isinstance(data, dict):
         return kind, (_size(data.get("width"), 80), _size(data.get("height"), 24))
     return None
+
+
+def refused_text(length: int) -> str:
+    """The notice a student's page shows when typed text is refused (`length` characters
+    in one message)."""
+    if length > STDIN_LIMIT:
+        size = (f"{length / 2**20:.1f} MB" if length >= 2**20 else f"{length // 1024} KB")
+        return (f"Not pasted: that text is {size}, and the app takes at most "
+                f"{STDIN_LIMIT // 1024} KB at once. Nothing of it was typed.")
+    return ("Not typed: too much text in a short time (a paste after paste). Wait a few "
+            "seconds, then paste again.")
 
 
 def teacher_command(text: str) -> dict[str, Any] | None:

@@ -66,6 +66,10 @@ body.-joined .join-dialog { display: none; }
   background: #0c181f; color: #fff; border: 2px solid #5e0ba7; }
 .join-dialog .lead { font-size: 24px; font-weight: bold; margin: 0 0 0.5em; }
 .join-dialog .small { font-size: 14px; color: #aab; }
+.notice { position: fixed; top: 12px; left: 50%; transform: translateX(-50%); z-index: 30;
+  max-width: 44em; padding: 0.7em 1.2em; background: #f0c040; color: #000; font-size: 18px;
+  font-weight: bold; border-radius: 4px; box-shadow: 0 2px 12px #000; }
+.notice[hidden] { display: none; }
 """
 
 # Runs before textual.js creates its socket: adds this browser's own id to the socket's
@@ -75,6 +79,7 @@ body.-joined .join-dialog { display: none; }
 # class ended), or that the page never got through.
 _WATCH_SOCKET = """
 (function () {
+  const PASTE_LIMIT = PASTE_LIMIT_CHARACTERS;
   const Native = window.WebSocket;
   let appSocket = null;
   let pendingName = null;
@@ -97,12 +102,52 @@ _WATCH_SOCKET = """
     }
   }
   window.nagleJoin = function (name) { pendingName = name; sendName(); };
+  // Typed text has a size limit (serve's STDIN_LIMIT): a longer paste is stopped here,
+  // before the terminal turns it into one huge message, and said once, in the page.
+  let noticeTimer = null;
+  function notice(text) {
+    const box = document.getElementById("notice");
+    if (!box) { return; }
+    box.textContent = String(text).slice(0, 300);
+    box.hidden = false;
+    window.clearTimeout(noticeTimer);
+    noticeTimer = window.setTimeout(function () { box.hidden = true; }, 10000);
+  }
+  function tooLong(length) {
+    const size = length >= 1048576 ? (length / 1048576).toFixed(1) + " MB" :
+      Math.floor(length / 1024) + " KB";
+    notice("Not pasted: that text is " + size + ", and the app takes at most " +
+      Math.round(PASTE_LIMIT / 1024) + " KB at once. Nothing of it was typed.");
+  }
+  window.addEventListener("paste", function (event) {
+    if (event.target && event.target.id === "nickname") { return; }
+    const data = event.clipboardData ? event.clipboardData.getData("text/plain") : "";
+    if (data.length > PASTE_LIMIT) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      tooLong(data.length);
+    }
+  }, true);
   function Watched(url, protocols) {
     if (appSocket === null) {
       url = url + (url.indexOf("?") < 0 ? "?" : "&") + "student=" + browserId();
     }
     const ws = protocols === undefined ? new Native(url) : new Native(url, protocols);
-    if (appSocket === null) { appSocket = ws; }
+    if (appSocket === null) {
+      appSocket = ws;
+      const send = ws.send.bind(ws);
+      ws.send = function (data) {  // what gets past the paste check (a drop, say)
+        if (typeof data === "string" && data.length > PASTE_LIMIT + 64 &&
+            data.startsWith('["stdin"')) { tooLong(data.length); return; }
+        return send(data);
+      };
+      ws.addEventListener("message", function (event) {
+        if (typeof event.data !== "string" || !event.data.startsWith('["notice"')) {
+          return;
+        }
+        try { notice(JSON.parse(event.data)[1]); } catch (e) { /* not ours */ }
+      });
+    }
     let opened = false;
     ws.addEventListener("open", function () { opened = true; sendName(); });
     ws.addEventListener("close", function (event) {
@@ -153,6 +198,7 @@ votes). Leave it empty to stay anonymous.</p>
 <div class="dialog closed-dialog"><div class="box"><p>Session ended.</p>
 <p id="closed-reason"></p>
 <button type="button" onclick="location.reload()">Start again</button></div></div>
+<div id="notice" class="notice" role="alert" hidden></div>
 <div id="terminal" class="textual-terminal" data-session-websocket-url="{ws_url}"
  data-font-size="{font_size}"></div>
 <script>{join}</script>
@@ -180,10 +226,13 @@ _JOIN = """
 """
 
 
-def student_page(*, ws_url: str, font_size: int, title: str = "nagle-sim") -> str:
-    """The page a student's browser opens: xterm.js connected to `ws_url`."""
+def student_page(*, ws_url: str, font_size: int, title: str = "nagle-sim",
+                 paste_limit: int = 64 * 1024 - 64) -> str:
+    """The page a student's browser opens: xterm.js connected to `ws_url`; a paste of
+    more than `paste_limit` characters is refused in the page, with a notice."""
+    watch = _WATCH_SOCKET.replace("PASTE_LIMIT_CHARACTERS", str(int(paste_limit)))
     return STUDENT_PAGE.format(title=html.escape(title), icon=ICON, style=_STYLE,
-                               watch=_WATCH_SOCKET, ws_url=html.escape(ws_url),
+                               watch=watch, ws_url=html.escape(ws_url),
                                font_size=int(font_size), join=_JOIN)
 
 

@@ -242,6 +242,7 @@ def open_student(browser: Any, url: str, *, width: int = 1280, height: int = 720
     screen = Screen()
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
+    page.on("websocket", lambda websocket: requests.append(websocket.url))
     page.on("websocket", screen.attach)
     page.goto(url)
     page.fill("#nickname", name)
