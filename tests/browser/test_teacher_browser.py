@@ -155,3 +155,60 @@ def test_a_teacher_leads_three_students_through_a_poll(
 
     hosts = {urlsplit(u).netloc for u in everything if not u.startswith(("data:", "blob:"))}
     assert hosts == {f"127.0.0.1:{served.port}"}, sorted(set(everything))
+
+
+def test_a_late_student_votes_in_the_current_phase_and_the_teacher_skips_phases(
+        browser: Any, class_with_teacher: ServeProcess, tmp_path: Path) -> None:
+    """A student who opens the class link while the class is in its re-vote gets the
+    question on their first screen and votes in that round; the teacher goes from vote
+    straight to the re-vote (skipping show and discuss) and from the re-vote straight to
+    the reveal; the roster names each student with the lesson and where in it they are."""
+    served = class_with_teacher
+    from nagle_sim.lessons import load_lessons
+    lesson = next(item for item in load_lessons() if item.slug == LESSON_7)
+    question = lesson.questions[0]
+    right = str(question.answer + 1)
+    wrong = "1" if right != "1" else "2"
+
+    teacher = open_teacher(browser, served.teacher_url())
+    early = open_student(browser, served.url(), name="Early")
+    early.wait_for("Pick a lesson", what="the first screen")
+    teacher.select_option("#lesson", LESSON_7)
+    teacher.click("#questions button >> nth=0")
+    early.wait_for("Predict (1/1)", what="the question, brought by the teacher")
+    _vote(early, right, 1)
+
+    teacher.click("[data-phase=revote]")  # show and discuss skipped
+    early.wait_for("Vote 2: press a number", what="the re-vote, straight after vote 1")
+    late = open_student(browser, served.url(), name="Late")
+    late.wait_for("Vote 2: press a number", what="the re-vote on a late student's screen")
+    _vote(late, wrong, 2)
+    teacher.wait_for_function(
+        "document.querySelector('#chart .big-count') && "
+        "document.querySelector('#chart .big-count').firstChild.textContent === '1'")
+    assert "of 2 have voted" in teacher.inner_text("#chart")
+
+    teacher.wait_for_function(
+        "[...document.querySelectorAll('#roster .name')].map(n => n.textContent).join()"
+        " === 'Early,Late'")
+    teacher.wait_for_function(
+        "[...document.querySelectorAll('#roster .where')].every(n => "
+        "n.textContent === 'L7 · question')")
+    screenshot(teacher, "teacher-late-revote", tmp_path)
+    late.shot("student-late-revote", tmp_path)
+
+    teacher.click("[data-phase=reveal]")  # nobody needs to vote again
+    want = [[0] * len(question.choices), [0] * len(question.choices)]
+    want[0][question.answer] = 1
+    want[1][int(wrong) - 1] = 1
+    _wait_bars(teacher, want)
+    late.wait_for("Not quite", what="the verdict on the late student's re-vote")
+    early.wait_for("Your votes: vote 1: " + right, what="the early student's own vote")
+
+    # after the reveal, the roster follows each student stepping on alone
+    late.press("Enter")
+    late.wait_for(lambda text: "Predict (" not in text, what="the question closed")
+    late.press("n", pause_ms=400)
+    teacher.wait_for_function(
+        "/^L7 · \\d+\\/\\d+$/.test([...document.querySelectorAll('#roster .where')]"
+        ".map(n => n.textContent)[1])", timeout=30_000)
