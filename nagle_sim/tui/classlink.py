@@ -450,11 +450,11 @@ def histogram_text(counts: list[list[int]], answer: int | None, width: int = 22)
     for i in range(max(len(c) for c in rounds)):
         right = answer == i
         text.append(f"{i + 1:>2}{'✓' if right else ' '} ", style="bold green" if right else "")
-        for c in rounds:
-            n = c[i] if i < len(c) else 0
+        for c in rounds:  # each count just after its own bar (at 1280×720 a count at the
+            n = c[i] if i < len(c) else 0  # column's end read as the next column's)
             bar = "█" * round(width * n / top)
-            text.append(f"{bar:<{width}}", style="green" if right else "cyan")
-            text.append(f"{n:>3}  ")
+            text.append(bar, style="green" if right else "cyan")
+            text.append(f" {n}".ljust(width + 5 - len(bar)), style="bold")
         text.rstrip()
         text.append("\n")
     text.rstrip()

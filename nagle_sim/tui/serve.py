@@ -189,8 +189,8 @@ class AppProcess:
     process: Any
     """An `asyncio.subprocess.Process`, or a `ForkedProcess` (the same interface)."""
     channel: socket.socket
-    version: int = -1
-    """The class state's `student_version` the app was started with (its lead)."""
+    lead: str = "-"
+    """What the app was started to open first (`ClassroomServer.start_view`'s key)."""
 
 
 async def spawn_app(argv: Sequence[str], environment: dict[str, str],
@@ -493,8 +493,9 @@ class WarmPool:
         self._filling: asyncio.Task[None] | None = None
         self.room: Any = None
         """Callable returning how many more processes the class may still use."""
-        self.lead: Any = lambda: (-1, "")
-        """Callable returning the class's (student_version, view JSON) to start apps with."""
+        self.lead: Any = lambda: ("", "")
+        """Callable returning (key, view JSON) to start apps with: the key names what an
+        app opens first, so only a new lesson or question makes a warm app stale."""
 
     def take(self) -> AppProcess | None:
         while self.ready:
@@ -511,8 +512,8 @@ class WarmPool:
             self._filling = asyncio.create_task(self._fill())
 
     def _stale(self) -> AppProcess | None:
-        version = self.lead()[0]
-        return next((started for started in self.ready if started.version != version), None)
+        key = self.lead()[0]
+        return next((started for started in self.ready if started.lead != key), None)
 
     async def _fill(self) -> None:
         while True:
@@ -521,13 +522,13 @@ class WarmPool:
                 stale = self._stale()
                 if stale is None:
                     return
-            version, view = self.lead()
+            key, view = self.lead()
             try:
                 started = await self.starter.start(80, 24, view)
             except (OSError, TimeoutError) as error:
                 log.warning("could not start an app ahead of the class: %s", error)
                 return
-            started.version = version
+            started.lead = key
             if stale is not None and stale in self.ready:  # replaced by one on the lead
                 self.ready.remove(stale)
                 kill_group(stale.process)
@@ -759,12 +760,17 @@ class ClassroomServer(Server):
         self._students_dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    def start_view(self) -> tuple[int, str]:
-        """What a new app starts with: the class's lead as any student sees it."""
+    def start_view(self) -> tuple[str, str]:
+        """What a new app starts with: a key naming what it opens first (the lead's lesson
+        and question), and the class as any student sees it. Only the lesson and question
+        are in the key: a phase change reaches a started app over its channel, and
+        replacing every warm app at each of the teacher's clicks cost a core all lesson."""
         state = self.classroom
         if state.lead is None:
-            return state.student_version, ""
-        return state.student_version, json.dumps(state.student_view(None))
+            return "", ""
+        poll = state.poll
+        key = f"{state.lead}#{poll.number if poll is not None else ''}"
+        return key, json.dumps(state.student_view(None))
 
     def use_command(self, argv: Sequence[str]) -> None:
         """Start every app with `argv` (tests' stand-in programs), not the fork server."""

@@ -191,6 +191,38 @@ async def test_a_warm_process_serves_the_next_tab_and_is_replaced() -> None:
         await client.close()
 
 
+async def test_warm_apps_are_replaced_for_a_new_question_not_for_a_new_phase() -> None:
+    """A warm app starts on the class's lead (its lesson and question first); when the
+    teacher moves to another question the warm apps are replaced by ones on it, but a
+    phase change (a click every minute of a poll) reaches apps over their channel and
+    restarts none: replacing them cost up to a core for the whole lesson."""
+    server, client = await _client(ServeOptions(warm=2, kill_grace_s=0.3), POLITE)
+    try:
+        server.pool.refill()
+        deadline = time.monotonic() + 60
+        while len(server.pool.ready) < 2:
+            assert time.monotonic() < deadline, "the pool did not fill"
+            await asyncio.sleep(0.05)
+        before = {started.process.pid for started in server.pool.ready}
+        server.classroom.ask("07-write-write-read", 0)
+        server.pool.refill()
+        key = server.start_view()[0]
+        deadline = time.monotonic() + 30
+        while not (len(server.pool.ready) == 2
+                   and all(started.lead == key for started in server.pool.ready)):
+            assert time.monotonic() < deadline, "warm apps not replaced for the question"
+            await asyncio.sleep(0.05)
+        asked = {started.process.pid for started in server.pool.ready}
+        assert not asked & before
+        for phase in ("show", "discuss", "revote", "reveal"):
+            server.classroom.set_phase(phase)
+            server.pool.refill()
+            await asyncio.sleep(0.3)
+        assert {started.process.pid for started in server.pool.ready} == asked
+    finally:
+        await client.close()
+
+
 async def test_an_idle_session_ends() -> None:
     server, client = await _client(ServeOptions(idle_s=0.3, kill_grace_s=0.3), POLITE)
     try:
