@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -49,8 +50,9 @@ import aiohttp
 
 TOKEN = "bench-class-token"
 TEACHER = "bench-teacher-token"
-FIRST_SCREEN = (b"Pick a lesson", b"client \xe2\x87\x84 server")
 QUESTION = b"Predict ("
+FIRST_SCREEN = (b"Pick a lesson", b"client \xe2\x87\x84 server", QUESTION)
+"""The lesson list, a lesson, or (an app started while the teacher asks) the question."""
 LESSON_OPEN = "client ⇄ server".encode()
 LESSON_7 = "07-write-write-read"
 GOAL_FIRST_S = 3.0
@@ -106,6 +108,21 @@ def _memory(serve_pid: int) -> tuple[int, int]:
     """(PSS, RSS) in KiB, summed over serve and everything below it."""
     pids = _tree(serve_pid)
     return sum(_pss_kib(p) for p in pids), sum(_status_kib(p, "VmRSS:") for p in pids)
+
+
+def _cpu_s(serve_pid: int) -> float:
+    """CPU seconds (user + system) used so far by serve and every live process below it
+    (the fork server, the apps): the cost of the class, whatever else the machine runs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in _tree(serve_pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / tick
 
 
 def _fmt(values: list[float]) -> str:
@@ -169,30 +186,46 @@ class Room:
             self.all_done.set()
 
 
+async def _drain(ws: aiohttp.ClientWebSocketResponse) -> None:
+    with contextlib.suppress(aiohttp.ClientError, OSError):  # the session's end is seen
+        async for _ in ws:                                    # by the student's own sends
+            pass
+
+
 async def _student(port: int, started: float, timeout: float, room: Room,
-                   vote_at: float, sent: list[float]) -> tuple[float, float]:
+                   vote_at: float, sent: list[float], ended: list[str]) -> tuple[float, float]:
+    """One student: (first screen, question) in seconds from `started`; why the session
+    ended early, if it did, goes to `ended`."""
     first = asked = INF
-    counted_in = False
+    counted_in = voted = False
     try:
         async with aiohttp.ClientSession() as session:
             async with session.get(f"http://127.0.0.1:{port}/?token={TOKEN}") as page:
                 body = await page.text()
             found = re.search(r'data-session-websocket-url="([^"]+)"', body)
             if page.status != 200 or found is None:
+                ended.append(f"page {page.status}")
                 return first, asked
             url = (found.group(1).replace("0.0.0.0", "127.0.0.1")
                    + f"?width=120&height=40&student={secrets.token_hex(12)}")
             async with session.ws_connect(url, max_msg_size=0) as ws:
                 got = b""
-                while asked == INF:
-                    message = await ws.receive(timeout=timeout)
+                deadline = started + timeout  # for the whole wait, not each message: an
+                while asked == INF:            # app that redraws never times a read out
+                    message = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
                     if message.type != aiohttp.WSMsgType.BINARY:
-                        return first, asked
+                        if message.type != aiohttp.WSMsgType.TEXT:
+                            ended.append(f"socket {message.type.name} {message.extra}")
+                            return first, asked
+                        continue
                     got = (got + message.data)[-200_000:]
                     if first == INF and any(mark in got for mark in FIRST_SCREEN):
                         first = time.monotonic() - started
                     if QUESTION in got:
                         asked = time.monotonic() - started
+                # keep reading, as a browser does: aiohttp answers serve's heartbeat pings
+                # only inside receive(), and serve closes a socket that stops answering
+                drain = asyncio.create_task(_drain(ws))
                 await ws.send_json(["name", f"s{secrets.token_hex(2)}"])
                 room.question()
                 counted_in = True
@@ -201,13 +234,16 @@ async def _student(port: int, started: float, timeout: float, room: Room,
                 sent.append(time.monotonic())
                 await ws.send_json(["stdin", "2"])
                 room.finished()
+                voted = True
                 await room.all_done.wait()
                 await asyncio.sleep(1.5)  # the last memory readings, everyone in
-    except (aiohttp.ClientError, TimeoutError):
-        pass
+                drain.cancel()
+    except (aiohttp.ClientError, OSError, TimeoutError) as error:
+        ended.append(type(error).__name__)
     finally:
         if not counted_in:
             room.question()
+        if not voted:
             room.finished()
     return first, asked
 
@@ -223,11 +259,15 @@ def _vote_latencies(sent: list[float], counts: list[tuple[float, int]]) -> list[
 
 
 def _start_serve(port: int, n: int, method: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "nagle_sim", "serve", "--host", "0.0.0.0", "--port", str(port),
-         "--token", TOKEN, "--teacher-token", TEACHER, "--max-sessions", str(max(40, n)),
-         "--start-method", method],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """serve as a teacher starts it; its console goes to $BENCH_SERVE_LOG (appended) when
+    set, else nowhere."""
+    where = os.environ.get("BENCH_SERVE_LOG")
+    with open(where or os.devnull, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "nagle_sim", "serve", "--host", "0.0.0.0", "--port",
+             str(port), "--token", TOKEN, "--teacher-token", TEACHER, "--max-sessions",
+             str(max(40, n)), "--start-method", method],
+            stdout=log, stderr=subprocess.STDOUT)
 
 
 def _wait_up(port: int, limit_s: float = 60) -> float:
@@ -260,12 +300,17 @@ async def _class(port: int, serve_pid: int, n: int, timeout: float, arrive_after
     room = Room(n)
     sent: list[float] = []
     started = time.monotonic()
+    ended: list[str] = []
     tasks = [asyncio.create_task(_student(port, started, timeout, room,
-                                          rng.uniform(0, vote_window), sent))
+                                          rng.uniform(0, vote_window), sent, ended))
              for _ in range(n)]
     peak_pss = peak_rss = 0
+    cpu_before = _cpu_s(serve_pid)
+    cpu_arrival = -1.0
     while not all(t.done() for t in tasks):
         await asyncio.sleep(0.5)
+        if cpu_arrival < 0 and room.all_asked.is_set():
+            cpu_arrival = _cpu_s(serve_pid) - cpu_before
         pss, rss = _memory(serve_pid)
         peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
     results = [t.result() for t in tasks]
@@ -274,12 +319,14 @@ async def _class(port: int, serve_pid: int, n: int, timeout: float, arrive_after
     await teacher_task
     return {"first": [r[0] for r in results], "asked": [r[1] for r in results],
             "votes": _vote_latencies(sent, teacher.counts), "pss": peak_pss, "rss": peak_rss,
-            "counted": teacher.counts[-1][1] if teacher.counts else 0}
+            "counted": teacher.counts[-1][1] if teacher.counts else 0,
+            "cpu": cpu_arrival, "ended": ended}
 
 
 def run_class(n: int, method: str, arrive_after: float, timeout: float, vote_window: float
               ) -> str:
     port = _free_port()
+    load_before = os.getloadavg()[0]
     serve = _start_serve(port, n, method)
     try:
         up = _wait_up(port)
@@ -291,13 +338,20 @@ def run_class(n: int, method: str, arrive_after: float, timeout: float, vote_win
     assert isinstance(firsts, list) and isinstance(votes, list)
     pss, rss = got["pss"], got["rss"]
     assert isinstance(pss, int) and isinstance(rss, int)
+    cpu = got["cpu"]
+    cpu_text = (f"{cpu:.1f} s" if isinstance(cpu, float) and cpu >= 0
+                else "n/a (apps ended before every student had it)")
     ok = (all(f <= GOAL_FIRST_S for f in firsts) and all(v <= GOAL_VOTE_S for v in votes)
           and pss / 2**20 <= GOAL_MEMORY_GIB)
     return (f"N={n:3d} {method:4s} arrive {arrive_after:4.1f} s after serve listened "
             f"(up in {up:.1f} s) | first screen: {_fmt(firsts)} | question: "
             f"{_fmt(got['asked'])} | vote→teacher: {_fmt(votes)} ({got['counted']}/{n} "
             f"counted) | memory: PSS {pss / 1024:5.0f} MiB (RSS sum {rss / 1024:5.0f} MiB)"
-            f" | goals met: {'yes' if ok else 'no'}")
+            f" | CPU of the arrival (serve + apps, until every student had the question)"
+            f" {cpu_text}"
+            f" | load (1 min) {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+            f" | goals met: {'yes' if ok else 'no'}"
+            + (f" | sessions lost: {got['ended']}" if got["ended"] else ""))
 
 
 async def _open_student(port: int, started: float, timeout: float) -> tuple[float, float]:

@@ -88,6 +88,15 @@ FORK_SERVER_START_S = 60.0
 """How long a tab waits for the fork server to be ready, or for one fork, before its app
 is started on its own instead."""
 
+APP_NICENESS = 5
+"""Student apps run this much nicer than serve: when a class arrives at once their
+start-ups take every core, and serve (pages, heartbeats, votes, the teacher's page) must
+still get its turn (60 students starting at once on a 2-core machine under load closed
+47 of their own sockets: heartbeat pongs not read in time)."""
+HEARTBEAT_S = 30.0
+"""WebSocket ping interval; a pong has half of it to come back. 15 s left 7.5 s, which a
+loaded machine's start-up rush exceeded."""
+
 BROWSER_RATE, BROWSER_BURST = 200.0, 400.0
 """Messages per second one tab may send (keys, pastes, resizes); more are dropped, so a
 tab that floods serve cannot take the time of the class."""
@@ -220,6 +229,9 @@ class ExecStarter:
             environment = {**self.environment, "COLUMNS": str(width), "ROWS": str(height),
                            CLASS_FD_ENV: str(theirs.fileno()), CLASS_VIEW_ENV: view}
             process = await spawn_app(self.argv, environment, pass_fds=[theirs.fileno()])
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, process.pid,
+                               os.getpriority(os.PRIO_PROCESS, 0) + APP_NICENESS)
         except BaseException:
             ours.close()
             raise
@@ -743,6 +755,7 @@ class ClassroomServer(Server):
         environment.update(options.extra_env)
         self.environment = environment
         config = {"allow_real": options.allow_real, "real_timeout_s": options.real_timeout_s,
+                  "nice": APP_NICENESS,
                   "real_lock": str(real_lock) if real_lock is not None else None}
         fork = (ForkServer(environment, config)
                 if options.start_method == "fork" and ForkServer.available() else None)
@@ -951,7 +964,8 @@ class ClassroomServer(Server):
             raise web.HTTPForbidden(text="nagle-sim: requests from other sites are refused")
         if not self._teacher_ok(request.query.get("key")):
             raise web.HTTPForbidden(text="nagle-sim: this is not the teacher's key")
-        websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=TEACHER_MESSAGE_LIMIT)
+        websocket = web.WebSocketResponse(heartbeat=HEARTBEAT_S,
+                                          max_msg_size=TEACHER_MESSAGE_LIMIT)
         if not websocket.can_prepare(request).ok:
             raise web.HTTPUpgradeRequired(headers={"Upgrade": "websocket"},
                                           text="nagle-sim: the teacher page's socket")
@@ -1043,7 +1057,7 @@ class ClassroomServer(Server):
             raise web.HTTPForbidden(text="nagle-sim: requests from other sites are refused")
         if not self._token_ok(request.match_info.get("token")):
             raise web.HTTPForbidden(text="nagle-sim: wrong or missing class token")
-        websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=1 << 20)
+        websocket = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=1 << 20)
         if not websocket.can_prepare(request).ok:
             # a plain GET of the socket's address (a link followed, a scanner)
             raise web.HTTPUpgradeRequired(headers={"Upgrade": "websocket"},

@@ -223,6 +223,21 @@ async def test_warm_apps_are_replaced_for_a_new_question_not_for_a_new_phase() -
         await client.close()
 
 
+async def test_student_apps_run_nicer_than_serve(polite) -> None:  # type: ignore[no-untyped-def]
+    """A class arriving at once takes every core with app start-ups; serve (heartbeats,
+    votes, the teacher's page) must still be scheduled first: 60 students at once on a
+    loaded 2-core machine lost 47 sessions to unanswered heartbeats before this."""
+    from nagle_sim.tui.serve import APP_NICENESS
+    server, client = polite
+    ws = await client.ws_connect("/ws/class-token-1")
+    await _wait_sessions(server, 1)
+    (service, _), = server.sessions.values()
+    assert service.pid is not None
+    assert (os.getpriority(os.PRIO_PROCESS, service.pid)
+            == os.getpriority(os.PRIO_PROCESS, 0) + APP_NICENESS)
+    await ws.close()
+
+
 async def test_an_idle_session_ends() -> None:
     server, client = await _client(ServeOptions(idle_s=0.3, kill_grace_s=0.3), POLITE)
     try:
