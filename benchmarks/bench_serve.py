@@ -305,13 +305,15 @@ async def _class(port: int, serve_pid: int, n: int, timeout: float, arrive_after
                                           rng.uniform(0, vote_window), sent, ended))
              for _ in range(n)]
     peak_pss = peak_rss = 0
-    cpu_before = _cpu_s(serve_pid)
+    # readings of /proc take long on a loaded machine: in a thread, or they would stall
+    # this loop and with it every student's timing and the teacher's counts
+    cpu_before = await asyncio.to_thread(_cpu_s, serve_pid)
     cpu_arrival = -1.0
     while not all(t.done() for t in tasks):
         await asyncio.sleep(0.5)
         if cpu_arrival < 0 and room.all_asked.is_set():
-            cpu_arrival = _cpu_s(serve_pid) - cpu_before
-        pss, rss = _memory(serve_pid)
+            cpu_arrival = await asyncio.to_thread(_cpu_s, serve_pid) - cpu_before
+        pss, rss = await asyncio.to_thread(_memory, serve_pid)
         peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
     results = [t.result() for t in tasks]
     await asyncio.sleep(0.5)
