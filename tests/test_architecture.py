@@ -79,6 +79,8 @@ NOT_BAD_INPUT = {
     "realnet.child._SideFailure": "a side's failure, recorded in the trace",
     "realnet.remote.protocol.ProtocolError": "a malformed peer message, turned into a RealnetError",
     "nagle_sim.tui.classroom.RealQueueBusy": "the app's message, never the CLI's",
+    "nagle_sim.classroom.state.Refused": "a vote or teacher command refused: told to the "
+                                         "student's app or the teacher's page, never the CLI",
     "nagle_sim.drill.code.CodeFailed": "a script's assertion failed: its result, exit 1",
     "nagle_sim.drill.code.CodeUnsupported": "the script is unsupported: its result",
     "nagle_sim.drill.commands.CommandUnsupported": "the script is unsupported: its result",
