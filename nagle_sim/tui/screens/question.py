@@ -12,6 +12,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -76,15 +77,19 @@ class QuestionScreen(ClosesOnce, ModalScreen[int | None]):
         self.choice = index
         right = index == self.question.answer
         correct = self.question.choices[self.question.answer]
-        verdict = (Text("Right. ", style="bold green") if right
-                   else Text.assemble(("Not quite", "bold red"),
-                                      f" — the answer is {self.question.answer + 1}. "
-                                      f"{correct}. "))
-        verdict.append(self.question.explain)
+        # theme colours (Content's $variables), not Rich's fixed green and red: "bold
+        # green" read at 3.3:1 on the dialog's surface
+        verdict = (Content.from_markup("[b $text-success]Right.[/] ") if right
+                   else Content.from_markup("[b $text-error]Not quite[/] — the answer is "
+                                            "$n. $correct. ", n=self.question.answer + 1,
+                                            correct=correct))
+        verdict += Content(self.question.explain)
         self.query_one("#verdict", Static).update(verdict)
         for i, button in enumerate(self.query(Button).results(Button)):
             if button.id and button.id.startswith("choice-"):
-                button.disabled = True
+                # not disabled: a disabled button's text is faded to ~2:1, and the right
+                # answer is what the student must read now (action_answer ignores a
+                # second press)
                 if i == self.question.answer:
                     button.variant = "success"
                 elif i == index:
