@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from platformdirs import user_downloads_path
 from textual import events
 from textual.actions import parse
 from textual.app import App, SystemCommand
@@ -202,6 +203,29 @@ class NagleApp(App[int]):
         for screen in self.screen_stack:
             if isinstance(screen, RunScreen):
                 screen.set_projector(self.projector)
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Textual's screenshot (palette: "Save screenshot"), saved where the user can
+        find it. Textual saves to the downloads folder and said only "Failed to save
+        screenshot" where that folder did not exist yet (a fresh account, a server):
+        it is created, or the current directory is used when it cannot be."""
+        if path is None and not self.is_web:
+            folder = user_downloads_path()
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = str(folder)
+            except OSError:
+                path = str(Path.cwd())
+        return super().deliver_screenshot(filename, path, time_format)
+
+    def offers(self, action: str, screen: Screen[object] | None) -> bool:
+        """Whether help lists the app's key for ``action`` over ``screen``: ``w`` only on
+        a lesson with a sweep (elsewhere it only says why not, and help listing "w Sweep"
+        over the sandbox promised what it cannot do)."""
+        if action == "sweep":
+            return getattr(getattr(screen, "lesson", None), "sweep", None) is not None
+        return True
 
     def action_sweep(self) -> None:
         open_sweep(self)

@@ -14,7 +14,7 @@ shows is not measured (it is meant to recede), only the modal itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from rich.segment import Segment
@@ -22,6 +22,9 @@ from textual.pilot import Pilot
 from textual.screen import ModalScreen
 
 from nagle_sim.tui.app import DARK, HIGH_CONTRAST, NagleApp
+from nagle_sim.tui.screens.help import HelpScreen
+from nagle_sim.tui.screens.question import QuestionScreen
+from nagle_sim.tui.screens.questions import QuestionsScreen
 from nagle_sim.tui.widgets.ladder import Ladder
 
 from .conftest import settle
@@ -77,25 +80,35 @@ def _low_pairs(app: NagleApp, where: str) -> list[str]:
             for (fg, bg), text in found.items()]
 
 
-async def _walk(pilot: Pilot[object], low: list[str]) -> None:
+async def _walk_lesson(pilot: Pilot[object], low: list[str]) -> None:
+    """Lesson list, a lesson, its ladder at a stall, help (questions off)."""
     app = pilot.app
     assert isinstance(app, NagleApp)
     low += _low_pairs(app, "lesson list")
     await pilot.press("enter")
     await settle(pilot)
+    lesson = app.screen
     low += _low_pairs(app, "lesson")
     await pilot.press("n")
     await pilot.pause()
-    app.screen.query_one(Ladder).focus()
+    lesson.query_one(Ladder).focus()
     await pilot.pause()
     low += _low_pairs(app, "ladder at a stall")
     await pilot.press("question_mark")
     await settle(pilot)
+    assert isinstance(app.screen, HelpScreen)
     low += _low_pairs(app, "help")
-    await pilot.press("escape")
+
+
+async def _walk_questions(pilot: Pilot[object], low: list[str]) -> None:
+    """A question, its feedback after a wrong answer, the question list."""
+    app = pilot.app
+    assert isinstance(app, NagleApp)
+    await pilot.press("enter")
     await settle(pilot)
     await pilot.press("end")
     await settle(pilot)
+    assert isinstance(app.screen, QuestionScreen)
     low += _low_pairs(app, "question")
     await pilot.press("2")
     await settle(pilot)
@@ -104,13 +117,16 @@ async def _walk(pilot: Pilot[object], low: list[str]) -> None:
     await settle(pilot)
     await pilot.press("q")
     await settle(pilot)
+    assert isinstance(app.screen, QuestionsScreen)
     low += _low_pairs(app, "question list")
 
 
+@pytest.mark.parametrize("walk", [_walk_lesson, _walk_questions], ids=["lesson", "questions"])
 @pytest.mark.parametrize("high_contrast", [False, True], ids=["dark", "high-contrast"])
-async def test_every_screen_reads_at_4_5_to_1(make_app: Callable[..., NagleApp],
-                                              high_contrast: bool) -> None:
-    app = make_app()
+async def test_every_screen_reads_at_4_5_to_1(
+        make_app: Callable[..., NagleApp], high_contrast: bool,
+        walk: Callable[[Pilot[object], list[str]], Awaitable[None]]) -> None:
+    app = make_app(ask_questions=walk is _walk_questions)
     low: list[str] = []
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -121,5 +137,5 @@ async def test_every_screen_reads_at_4_5_to_1(make_app: Callable[..., NagleApp],
             await pilot.press("f2")
             await settle(pilot)
             assert app.theme == HIGH_CONTRAST.name
-        await _walk(pilot, low)
+        await walk(pilot, low)
     assert not low, "text below 4.5:1:\n" + "\n".join(low)

@@ -67,8 +67,11 @@ class QuestionsScreen(ClosesOnce, ModalScreen[int | None]):
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
         reachable = sorted(self.asked)
-        if reachable:
-            options.highlighted = reachable[-1]
+        # the first one to revisit: skipped or wrong (the last asked sat under the cursor
+        # even when it was right and an earlier one was skipped)
+        revisit = [n for n in reachable if self.answers.get(n) != self.questions[n].answer]
+        if revisit or reachable:
+            options.highlighted = (revisit or reachable)[0 if revisit else -1]
         options.focus()
 
     @on(OptionList.OptionSelected)
