@@ -14,6 +14,13 @@ from . import options
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    file = None if getattr(args, "classroom", False) else getattr(args, "file", None)
+    if file is not None:
+        # a file that cannot be read is one line and exit 2 before the full-screen app
+        # starts (it opened an empty sandbox); one that reads but does not parse still
+        # opens, so its errors are shown beside the text to fix
+        from ..scenario import read_text
+        read_text(file)
     try:
         from ..tui.app import run_app
         from ..tui.classroom import Classroom, queued_runner
@@ -81,7 +88,9 @@ def cmd_lessons(args: argparse.Namespace) -> int:
 
 
 def fill_tui(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", nargs="?")
+    p.add_argument("file", nargs="?",
+                   help="a scenario file (.toml) to open in the sandbox; without it the "
+                   "app opens on the lesson list")
     # set by `serve` for each browser tab (hidden: not for people)
     p.add_argument("--classroom", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--allow-real", action="store_true", help=argparse.SUPPRESS)
@@ -95,7 +104,8 @@ def fill_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; "
                    "0.0.0.0 opens it to the class, with a token)")
-    p.add_argument("--port", type=options.bounded_int(1, 65535), default=8000)
+    p.add_argument("--port", type=options.bounded_int(1, 65535), default=8000,
+                   help="TCP port to listen on (default 8000)")
     p.add_argument("--token", type=options.class_token,
                    help="the class's key in the URL (default: random when not on loopback)")
     p.add_argument("--teacher-token", type=options.class_token, metavar="TOKEN",
@@ -123,4 +133,6 @@ def fill_serve(p: argparse.ArgumentParser) -> None:
 
 
 def fill_lessons(p: argparse.ArgumentParser) -> None:
+    p.description = ("List the installed lessons: number, title and summary. Open one in "
+                     "the app with `nagle-sim tui` (Enter on its row).")
     p.set_defaults(func=cmd_lessons)

@@ -173,7 +173,8 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     notes = _notes(rows, opts)
     bars = [b for b in build_bars(trace) if keep(b.start)]
     if until is not None:
-        bars = [Bar(b.side, b.start, Micros(min(b.end, until)), b.what, b.label) for b in bars]
+        bars = [Bar(b.side, b.start, Micros(min(b.end, until)), b.what, b.label, b.began)
+                for b in bars]
 
     # ---- vertical layout
     times_set: set[int] = set()

@@ -115,8 +115,11 @@ class _Parser:
             else:
                 body.append(stmt)
         if open_blocks:
+            # the line that opened it is where the fix goes (the script's end was named)
             last = self.tokens[-1][1] if self.tokens else 0
-            raise self.error(last, "'repeat {' is never closed with '}'")
+            opened = open_blocks[-1][0]
+            raise self.error(opened.line, "this 'repeat {' is never closed with '}' (the "
+                                          f"script ends at line {last})")
         return tuple(body)
 
     def _words(self) -> tuple[list[str], int]:

@@ -75,16 +75,8 @@ class LessonScreen(RunScreen):
         text = Text("What-ifs: ", style="bold")
         if not self.variants:
             text.append("none in this lesson (the keys in help still work)", style="dim")
-        start = self.variant_page * 9
-        # scripts are numbered across pages, so "another script (3)" is the same one
-        scripts = sum(1 for v in self.variants[:start] if "script:" in v.label)
-        for i, variant in enumerate(self.variants[start:start + 9]):
+        for i, (variant, label) in enumerate(self.page_labels()):
             on = self._variant_on(variant)
-            label = variant.label
-            if "script:" in label and self.current_horizon() is not None:
-                # a script spells out writes and reads: shown after the predictions
-                scripts += 1
-                label = f"another script ({scripts}), shown after the questions"
             text.append(f"\n {i + 1} ", style="reverse" if on else "bold")
             text.append(" " + label, style="bold" if on else "")
         if len(self.variants) > 9:
@@ -101,6 +93,37 @@ class LessonScreen(RunScreen):
                         f"answered, {right} right", style="bold")
             text.append("  q lists them (reopen a skipped one)", style="dim")
         return text
+
+    def page_labels(self) -> list[tuple[Variant, str]]:
+        """The what-ifs keys 1-9 switch now, each with the words shown for it."""
+        start = self.variant_page * 9
+        # scripts are numbered across pages, so "script 3" is the same one on every page
+        scripts = sum(1 for v in self.variants[:start] if "script:" in v.label)
+        out = []
+        for variant in self.variants[start:start + 9]:
+            label = variant.label
+            if "script:" in label and self.current_horizon() is not None:
+                # a script spells out writes and reads: shown after the predictions; the
+                # what-if's other changes stay named ("another script (1)" alone hid
+                # that lesson 23's fourth what-if also turns NODELAY on)
+                scripts += 1
+                parts = [p if "script:" not in p else
+                         f"{p.partition(' script:')[0]} script {scripts}" for p in
+                         label.split("; ")]
+                label = "; ".join(parts) + " (its script is shown after the questions)"
+            out.append((variant, label))
+        return out
+
+    def binding_tooltip(self, binding: Binding) -> str | None:
+        """Help's line for a what-if key: the what-if it switches now (help listed "What-if
+        2" with no name)."""
+        if not binding.action.startswith("variant("):
+            return None
+        index = int(binding.action[len("variant("):-1])
+        labels = self.page_labels()
+        if not 0 <= index < len(labels):
+            return None
+        return f"Switch what-if {index + 1} on or off: {labels[index][1]}"
 
     def _variant_on(self, variant: Variant) -> bool:
         if variant.overrides:

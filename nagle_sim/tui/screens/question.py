@@ -16,6 +16,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -68,6 +69,8 @@ class QuestionScreen(ClosesOnce, ModalScreen[int | None]):
         self.total = total
         self.choice: int | None = None
         self.ballot = ballot
+        self.revealed = False
+        """The answer is shown: the choices no longer take a press."""
 
     def compose(self) -> ComposeResult:
         # compact buttons and a scroll area: prompt, choices, verdict and explanation stay
@@ -100,6 +103,8 @@ class QuestionScreen(ClosesOnce, ModalScreen[int | None]):
         """The student chose choice `index` (canonical: its place in the lesson file)."""
         if not 0 <= index < len(self.question.choices):
             return
+        if self.revealed:   # the choices stay pressable-looking after the reveal only
+            return
         if self.ballot is not None:  # a class vote: the ballot decides what follows
             self.ballot.cast(index)
             return
@@ -122,26 +127,29 @@ class QuestionScreen(ClosesOnce, ModalScreen[int | None]):
         if index is None:
             self.choice = None
             correct = self.question.choices[self.question.answer]
-            verdict = Text.assemble(("The answer", "bold"),
-                                    f" is {self.question.answer + 1}. {correct}. ")
-            verdict.append(self.question.explain)
-            self._verdict(verdict, None)
+            verdict = Content.from_markup("[b]The answer[/] is $n. $correct. ",
+                                          n=self.question.answer + 1, correct=correct)
+            self._verdict(verdict + Content(self.question.explain), None)
             return
         self.choice = index
         right = index == self.question.answer
         correct = self.question.choices[self.question.answer]
-        verdict = (Text("Right. ", style="bold green") if right
-                   else Text.assemble(("Not quite", "bold red"),
-                                      f" — the answer is {self.question.answer + 1}. "
-                                      f"{correct}. "))
-        verdict.append(self.question.explain)
-        self._verdict(verdict, index)
+        # theme colours (Content's $variables), not Rich's fixed green and red: "bold
+        # green" read at 3.3:1 on the dialog's surface
+        verdict = (Content.from_markup("[b $text-success]Right.[/] ") if right
+                   else Content.from_markup("[b $text-error]Not quite[/] — the answer is "
+                                            "$n. $correct. ", n=self.question.answer + 1,
+                                            correct=correct))
+        self._verdict(verdict + Content(self.question.explain), index)
 
-    def _verdict(self, verdict: Text, index: int | None) -> None:
+    def _verdict(self, verdict: Content, index: int | None) -> None:
+        self.revealed = True
         self.query_one("#verdict", Static).update(verdict)
         for button in self.query(Button).results(Button):
             if button.id and button.id.startswith("choice-"):
-                button.disabled = True
+                # enabled: a disabled button's text is faded to ~2:1, and the right answer
+                # is what the student must read now (action_answer ignores presses)
+                button.disabled = False
                 choice = int(button.id.split("-")[1])
                 if choice == self.question.answer:
                     button.variant = "success"

@@ -33,7 +33,7 @@ from ...scenario import Scenario, ScenarioError, loads
 from ...trace import Trace
 from ...trace.units import ms_text
 from ..classroom import export_stem
-from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
+from ..horizon import trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, measured_delta, measured_twins
@@ -354,7 +354,8 @@ class RunScreen(Screen[None]):
         self.measured = None
         self._twins = {}
         assert self.whatif is not None
-        self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms)
+        self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms,
+                              own_delay_ms=self.whatif.own_delay_ms)
         self.query_one(WhatIfBar).show(self.whatif, new.scenario)
         self._stall_rows = [i for i, _ in new.stall_rows()]
         times = row_times(new.rows)
@@ -506,11 +507,10 @@ class RunScreen(Screen[None]):
         horizon = self.horizon
         lines: list[str] = []
         for bar in self.result.bars_at(row.t):
-            if bar.what in ("hold", "delack", "probe0"):
+            if bar.what in ("hold", "delack", "probe0") and (
+                    horizon is None or bar.end <= horizon):   # pending: the answer
                 who = "holds data" if bar.what == "hold" else "waits"
-                label = bar.label if horizon is None or bar.end <= horizon \
-                    else running_label(bar)
-                lines.append(f"{bar.side.value} {who}: {label} "
+                lines.append(f"{bar.side.value} {who}: {bar.label} "
                              f"(from {ms_text(bar.start)} ms)")
         stall = self.result.stall_at(row.t)
         if stall is not None:
