@@ -300,7 +300,9 @@ class Variant:
     overrides: tuple[str, ...] = ()
 
 
-def _pretty(override: str) -> str:
+def describe_override(override: str) -> str:
+    """A ``--set`` string in a student's words: ``client.nodelay=true`` is "client NODELAY
+    on", ``client.script=…`` is "client script: …"."""
     key, _, value = override.partition("=")
     value = value.strip().strip("'\"")
     side, _, rest = key.partition(".")
@@ -314,7 +316,7 @@ def _pretty(override: str) -> str:
 def variants(lesson: Lesson) -> list[Variant]:
     """The lesson's what-ifs, in order: its toggles, then each distinct claim variant that
     is not just one of those toggles switched on."""
-    out = [Variant(label=_pretty(f"{t}=true").replace(" on", ""), toggle=t)
+    out = [Variant(label=describe_override(f"{t}=true").replace(" on", ""), toggle=t)
            for t in lesson.toggles]
     same_as_toggle = {(f"{t}=true",) for t in lesson.toggles}
     seen: set[tuple[str, ...]] = set()
@@ -326,7 +328,7 @@ def variants(lesson: Lesson) -> list[Variant]:
         if key in seen or key in same_as_toggle:
             continue
         seen.add(key)
-        out.append(Variant(label="; ".join(_pretty(w) for w in key), overrides=key))
+        out.append(Variant(label="; ".join(describe_override(w) for w in key), overrides=key))
     return out
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from nagle_sim.render.rows import build_bars
+from nagle_sim.trace.rows import build_bars
 
 from nagle_sim.lessons import load_lessons
 from nagle_sim.sim.driver import run_sim

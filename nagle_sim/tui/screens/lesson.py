@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
-from ...lessons import Lesson, Question, Variant, variants
+from ...lessons import Lesson, Question, Variant, describe_override, variants
 from ...model.events import Side
 from ...scenario import ScenarioError, loads
 from ..whatif import Knob
@@ -106,10 +106,11 @@ class LessonScreen(RunScreen):
                 # a script spells out writes and reads: shown after the predictions; the
                 # what-if's other changes stay named ("another script (1)" alone hid
                 # that lesson 23's fourth what-if also turns NODELAY on)
+                # (built from the overrides: a script's own text holds "; ")
                 scripts += 1
-                parts = [p if "script:" not in p else
-                         f"{p.partition(' script:')[0]} script {scripts}" for p in
-                         label.split("; ")]
+                parts = [describe_override(o) if not o.partition("=")[0].endswith(".script")
+                         else f"{o.partition('.')[0]} script {scripts}"
+                         for o in variant.overrides]
                 label = "; ".join(parts) + " (its script is shown after the questions)"
             out.append((variant, label))
         return out
