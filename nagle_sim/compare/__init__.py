@@ -35,7 +35,16 @@ from .align import (
 )
 from .hosts import host_differences, profiles_of, version_profile
 from .match import Match, flags_class, without_kernel_events
-from .run import Both, model_against, model_scenario, not_comparable, run_both
+from .run import (
+    Both,
+    Profile,
+    ProfileChoice,
+    model_against,
+    model_scenario,
+    not_comparable,
+    profile_choice,
+    run_both,
+)
 from .saved import check_meta, check_same_scenario, check_same_title, load_model, load_real
 from .tables import comparison_markdown, iteration_rows, match_rows, stall_rows
 from .timing import TOLERANCE_FLOOR, TOLERANCE_FRACTION, TOLERANCE_TEXT, tolerance
@@ -43,11 +52,12 @@ from .verdict import Comparison, IterationPair, StallPair, compare
 
 __all__ = [
     "TOLERANCE_FLOOR", "TOLERANCE_FRACTION", "TOLERANCE_TEXT", "WRITE_TIE_ROUNDS",
-    "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Match", "SimRunner",
+    "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Match", "Profile", "ProfileChoice",
+    "SimRunner",
     "StallPair", "WriteTie", "aligned_model_run", "check_meta", "check_same_scenario",
     "check_same_title", "compare", "comparison_markdown", "first_write_tie", "flags_class",
     "host_differences", "iteration_rows", "load_model", "load_real", "match_rows",
     "measured_jiffy_phase", "measured_sleep_runs", "model_against", "model_scenario",
-    "not_comparable", "profiles_of", "run_both", "stall_rows", "tolerance",
+    "not_comparable", "profile_choice", "profiles_of", "run_both", "stall_rows", "tolerance",
     "version_profile", "with_jiffy_phase", "with_measured_sleeps", "without_kernel_events",
 ]
