@@ -85,18 +85,23 @@ def segments_from_tuns(packets: dict[Side, list[Any]], offset: dict[Side, int],
 
 
 
-def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[Seg],
-                meta: dict[str, Any], outcome: RunEnd) -> Trace:
-    """Relative times (µs from the client's SYN), relative seq/ack, ops, TCP_INFO events."""
+def trace_origin_ns(logs: dict[Side, SideLog], segs: list[Seg]) -> int:
+    """A real trace's time 0 on CLOCK_MONOTONIC (perf_counter_ns): the client's SYN
+    leaving, else its first call, else any side's first call."""
     syn = next((s for s in segs if s.src is Side.CLIENT and "S" in s.flags
                 and "A" not in s.flags), None)
     client_ops = logs[Side.CLIENT].ops
     if syn is not None:
-        t0 = syn.t_ns
-    elif client_ops:
-        t0 = client_ops[0].start_ns
-    else:
-        t0 = min((o.start_ns for log in logs.values() for o in log.ops), default=0)
+        return syn.t_ns
+    if client_ops:
+        return client_ops[0].start_ns
+    return min((o.start_ns for log in logs.values() for o in log.ops), default=0)
+
+
+def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[Seg],
+                meta: dict[str, Any], outcome: RunEnd) -> Trace:
+    """Relative times (µs from the client's SYN), relative seq/ack, ops, TCP_INFO events."""
+    t0 = trace_origin_ns(logs, segs)
 
     def rel(ns: int | None) -> Micros | None:
         return None if ns is None else Micros(max(0, round((ns - t0) / 1000)))

@@ -32,6 +32,7 @@ from realnet.assemble import (
     report_retransmissions,
     segments_from_lo,
     segments_from_tuns,
+    trace_origin_ns,
 )
 from realnet.host import (
     Progress,
@@ -206,6 +207,9 @@ class _LocalRun:
             port = self._prepare_sockets(stack, path)
             sides = self._start_sides(stack, path, port)
             captures = self._start_captures(stack, path, port)
+            recorder = _kernel_recorder(port, self.say)
+            if recorder is not None:
+                stack.callback(recorder.stop)
             # The server is in accept() before the client connects, as in the simulator.
             sides[Side.SERVER].go()
             sides[Side.SERVER].ready()
@@ -218,6 +222,8 @@ class _LocalRun:
             # Let the last FIN / ACK cross the link before the captures stop.
             time.sleep(rtt_s(sc) + (0.03 if self.emulated else 0.01))
             packets = {side: cap.stop() for side, cap in captures}
+            if recorder is not None:
+                recorder.stop()
             for side, cap in captures:
                 if cap.stats is not None and cap.stats.kernel_drops:
                     self.meta.setdefault("capture_drops", {})[side.value] = cap.stats.kernel_drops
@@ -232,6 +238,8 @@ class _LocalRun:
         else:
             segs = []
         trace = build_trace(sc, logs, segs, self.meta, outcome)
+        if recorder is not None:
+            _add_kernel_decisions(trace, recorder, trace_origin_ns(logs, segs))
         report_retransmissions(trace, self.say)
         return trace
 
@@ -398,6 +406,24 @@ class _LocalRun:
         if isinstance(dirs, dict) and sc.link.faults:
             self.meta["link_lost"] = sum(int(d.get("lost", 0)) for d in dirs.values()
                                          if isinstance(d, dict))
+
+
+def _kernel_recorder(port: int, say: Progress) -> Any:
+    """watch attached to the run's port (the kernel's own decisions, `"by": "kernel"` in
+    the trace), or None with the reason said once when it cannot load here."""
+    from realnet.watch.record import KernelRecorder
+    recorder = KernelRecorder(port)
+    why = recorder.start()
+    if why is not None:
+        say(f"realnet: the kernel's decisions are not recorded ({why})")
+    return recorder
+
+
+def _add_kernel_decisions(trace: Trace, recorder: Any, t0_ns: int) -> None:
+    events = recorder.events(t0_ns)
+    trace.meta["kernel_decisions"] = recorder.meta(len(events))
+    if events:
+        trace.events = sorted([*trace.events, *events], key=lambda e: e.t)
 
 
 def _stop_quietly(cap: Any) -> None:

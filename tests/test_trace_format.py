@@ -76,6 +76,12 @@ def _odd_trace() -> Trace:
             EventRecord(t=5, side=Side.CLIENT, kind="timer_armed", code="Y",
                         reason="only in events", timer="delack", deadline=44_000,
                         data={"cwnd": 10, "négatif": -3}),
+            # a decision the kernel was observed taking (nagle-sim watch, real runs)
+            EventRecord(t=6, side=Side.SERVER, kind="ack_delayed", code="DELACK_WAIT",
+                        reason="the kernel's", timer="delack", deadline=46_000,
+                        data={"ato_j": 10}, by="kernel"),
+            EventRecord(t=7, side=Side.CLIENT, kind="hold", code="X", reason="first sentence",
+                        by="kernel"),
         ])
 
 
@@ -183,12 +189,13 @@ def test_v2_states_each_sentence_once(s1: Trace) -> None:
 
 def test_v2_keeps_a_second_sentence_for_one_code_in_the_record() -> None:
     doc = json.loads(_odd_trace().dumps())
-    assert doc["reasons"] == {"X": "first sentence", "Y": "only in events", "EMPTY": ""}
+    assert doc["reasons"] == {"X": "first sentence", "Y": "only in events", "EMPTY": "",
+                              "DELACK_WAIT": "the kernel's"}
     whys = [s.get("why") for s in doc["segments"]]
     assert whys[1] is None and whys[2].startswith("second") and whys[3] == "no code"
     odd = _odd_trace().title
     assert [e.get("reason") for e in doc["events"]] == [None, "other " + odd, "no code",
-                                                        None, None]
+                                                        None, None, None, None]
 
 
 def _v2_doc(**changes: object) -> dict[str, object]:
@@ -385,3 +392,17 @@ def test_flag_predicates_read_tcpdumps_letters(flags: str, length: int,
     names = ("has_syn", "has_ack", "has_fin", "has_rst", "has_psh", "is_pure_ack", "is_data")
     assert {n for n in names if getattr(seg, n)} == want
     assert seg.is_control == bool(want & {"has_syn", "has_fin", "has_rst"})
+
+
+def test_a_kernel_decision_is_marked_and_reads_back() -> None:
+    """``"by": "kernel"`` marks a decision the running kernel took (docs/trace.md); a
+    model event has no ``by``; both readers keep it."""
+    trace = _odd_trace()
+    doc = json.loads(trace.dumps())
+    by = [e.get("by") for e in doc["events"]]
+    assert by == [None, None, None, None, None, "kernel", "kernel"]
+    back = Trace.loads(trace.dumps(), "k.json")
+    assert [e.by for e in back.events] == ["", "", "", "", "", "kernel", "kernel"]
+    doc["events"][5]["by"] = ["kernel"]
+    with pytest.raises(TraceError, match=r"events\[5\]\.by: expected text"):
+        Trace.loads(json.dumps(doc), "k.json")

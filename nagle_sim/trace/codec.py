@@ -388,6 +388,8 @@ class _RecordWriter:
             deadline_whole, deadline_part = self.ms(deadline)
         data = e.data
         end_text = self.data(data) if data else "}"
+        if e.by:
+            end_text = f', "by": {self.quote(e.by)}{end_text}'
         return (f'{{"t_ms": {t_whole}{t_part}{middle}'
                 f'{deadline_key}{deadline_whole}{deadline_part}{end_text}')
 
@@ -511,7 +513,7 @@ def _event_fast(e: Any, reasons: dict[str, str] | None,
     except KeyError:
         return None
     code, detail, timer = e.get("code", ""), e.get("detail", ""), e.get("timer")
-    deadline, data = e.get("deadline_ms"), e.get("data", NO_DATA)
+    deadline, data, by = e.get("deadline_ms"), e.get("data", NO_DATA), e.get("by", "")
     if not (type(t) in _NUMBER and -MAX_MS <= t <= MAX_MS
             and (deadline is None or type(deadline) in _NUMBER
                  and -MAX_MS <= deadline <= MAX_MS)
@@ -520,6 +522,7 @@ def _event_fast(e: Any, reasons: dict[str, str] | None,
             and type(code) is str and (code in ok or _fresh(code, ok))
             and type(detail) is str and (detail in ok or _fresh(detail, ok))
             and (timer is None or type(timer) is str and (timer in ok or _fresh(timer, ok)))
+            and type(by) is str and (by in ok or _fresh(by, ok))
             and type(data) is dict
             and all(type(k) is str and (k in ok or _fresh(k, ok)) and type(v) is int
                     and -MAX_NUMBER <= v <= MAX_NUMBER for k, v in data.items())):
@@ -533,7 +536,7 @@ def _event_fast(e: Any, reasons: dict[str, str] | None,
     return EventRecord(t=Micros(round(t * 1000)), side=_SIDES[side], kind=kind, code=code,
                        reason=reason, detail=detail, timer=timer,
                        deadline=None if deadline is None else Micros(round(deadline * 1000)),
-                       data=dict(data) if data else NO_DATA)
+                       data=dict(data) if data else NO_DATA, by=by)
 
 
 def _segment_checked(s: Any, reasons: dict[str, str] | None, at: str) -> SegmentRecord:
@@ -597,7 +600,8 @@ def _event_checked(e: Any, reasons: dict[str, str] | None, at: str) -> EventReco
             deadline=None if deadline is None else _us(deadline, f"{at}.deadline_ms"),
             data={_text(k, f"{at}.data"): _int(v, f"{at}.data.{_text(k, at)[:40]}",
                                                -MAX_NUMBER)
-                  for k, v in data.items()} or NO_DATA)
+                  for k, v in data.items()} or NO_DATA,
+            by=_text(e.get("by"), f"{at}.by"))
     except KeyError as exc:
         raise TraceError(f"{at}: missing {exc}") from None
 

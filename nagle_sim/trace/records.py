@@ -243,10 +243,14 @@ class EventRecord:
     timer: str | None = None
     deadline: Micros | None = None
     data: dict[str, int] = field(default_factory=dict)
+    by: str = ""
+    """Who decided: "" for the executor's own record (the model's decisions in a
+    simulated trace), ``"kernel"`` for a decision the running kernel was observed taking
+    (`nagle-sim watch`, real runs where watch can load; docs/watch.md)."""
 
     def __init__(self, *, t: Micros, side: Side, kind: str, code: str, reason: str,
                  detail: str = "", timer: str | None = None, deadline: Micros | None = None,
-                 data: dict[str, int] | None = None) -> None:
+                 data: dict[str, int] | None = None, by: str = "") -> None:
         self.t = t
         self.side = side
         self.kind = kind
@@ -256,6 +260,7 @@ class EventRecord:
         self.timer = timer
         self.deadline = deadline
         self.data = {} if data is None else data
+        self.by = by
 
     @classmethod
     def from_model(cls, e: TraceEvent) -> EventRecord:
@@ -277,6 +282,8 @@ class EventRecord:
             out["timer"] = self.timer
         if self.deadline is not None:
             out["deadline_ms"] = ms(self.deadline)
+        if self.by:
+            out["by"] = self.by
         if self.data:
             out["data"] = self.data
         return out
