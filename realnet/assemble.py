@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from nagle_sim.model.events import Micros, Side
-from nagle_sim.scenario import HANDSHAKE_OPS, Scenario, real_run_caveats, trace_meta
+from nagle_sim.scenario import (
+    HANDSHAKE_OPS,
+    Scenario,
+    clip,
+    real_run_caveats,
+    trace_meta,
+)
 from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord, Source, Trace
 from realnet.host import Progress
 from realnet.records import SideLog
@@ -127,7 +133,7 @@ def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[Seg],
                                 loop=o.loop, result=o.result))
         for info in log.infos:
             op = log.ops[info.op_index] if 0 <= info.op_index < len(log.ops) else None
-            after = f"{op.op} {op.arg}".strip() if op else "?"
+            after = f"{op.op} {clip(op.arg)}".strip() if op else "?"
             trace.events.append(EventRecord(
                 t=rel(info.t_ns) or Micros(0), side=side, kind=TCP_INFO_KIND, code="TCP_INFO",
                 reason="kernel TCP_INFO snapshot", detail=f"after {after}", data=info.data))

@@ -41,6 +41,7 @@ from nagle_sim.scenario import (
     Statement,
     Write,
     Writev,
+    clip,
 )
 from nagle_sim.scenario.steps import (
     after_close,
@@ -292,13 +293,14 @@ class SideProgram:
         except OSError as exc:
             if not self._aborted:
                 op = self._current
-                what = f"{op.op} {op.arg}".strip() if op else "connect"
+                # a writev's argument runs to 11,264 characters: cut for the message
+                what = f"{op.op} {clip(op.arg)}".strip() if op else "connect"
                 line = op.line if op else 0
                 self.log.error = (f"{self.where}:{line}: {self.side.value} {what} failed: "
                                   f"{exc.strerror or exc}")
         except MemoryError:
             op = self._current
-            what = f" ({op.op} {op.arg}, line {op.line})" if op else ""
+            what = f" ({op.op} {clip(op.arg)}, line {op.line})" if op else ""
             self.log.error = (f"{self.where}: {self.side.value}: out of memory{what}: the "
                               "host could not allocate what the script needs")
         except Exception as exc:  # pragma: no cover - a bug; surface it, never hang

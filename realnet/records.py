@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from nagle_sim.scenario.script import MAX_SIZE, MAX_WRITEV_PARTS
 from nagle_sim.scenario.steps import HANDSHAKE_OPS
 
 OP_NAMES = HANDSHAKE_OPS | {"write", "writev", "read", "sleep", "set", "get", "close"}
-MAX_ARG_CHARS = 10_000
+MAX_ARG_CHARS = MAX_WRITEV_PARTS * (len(str(MAX_SIZE)) + 1)
+"""The longest op argument the loader lets a script have: a writev of `MAX_WRITEV_PARTS`
+sizes of `MAX_SIZE`, space-separated (11,264 characters). A fixed 10,000 refused a writev
+the loader accepts and the model runs (issue 29.9)."""
 MAX_LOOP_DEPTH = 64
 
 

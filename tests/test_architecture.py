@@ -14,10 +14,11 @@ import realnet
 from nagle_sim.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py",
+PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py", "realnet/watchdog.py",
                         "realnet/watch/__main__.py", "realnet/watch/demo.py",
                         "realnet/watch/build.py"}
-"""Modules that start a process of their own (``python -m realnet``, the link relay,
+"""Modules that start a process of their own (``python -m realnet``, the link relay, the
+realnet watchdog,
 ``python -m realnet.watch`` until `nagle-sim watch` has its command, watch's demo program
 and the BPF object's build): they parse their own command lines."""
 
@@ -78,6 +79,8 @@ NOT_BAD_INPUT = {
     "realnet.child._SideFailure": "a side's failure, recorded in the trace",
     "realnet.remote.protocol.ProtocolError": "a malformed peer message, turned into a RealnetError",
     "nagle_sim.tui.classroom.RealQueueBusy": "the app's message, never the CLI's",
+    "nagle_sim.classroom.state.Refused": "a vote or teacher command refused: told to the "
+                                         "student's app or the teacher's page, never the CLI",
     "nagle_sim.drill.code.CodeFailed": "a script's assertion failed: its result, exit 1",
     "nagle_sim.drill.code.CodeUnsupported": "the script is unsupported: its result",
     "nagle_sim.drill.commands.CommandUnsupported": "the script is unsupported: its result",
@@ -233,7 +236,7 @@ NOT_YET_SPLIT = {
     "nagle_sim/explain/causes.py:_data": "explain's branch owns the file this round",
     "nagle_sim/explain/causes.py:classify": "explain's branch owns the file this round",
     "nagle_sim/tui/screens/sweep.py:bar_chart": "the app's branch owns the file this round",
-    "realnet/remote/client.py:_run_remote": "the remote branch owns the file this round",
+    "realnet/remote/client.py:_run_data": "the remote branch owns the file this round",
     "realnet/watch/session.py:run": "the watch branch owns the file this round",
 }
 """Functions still over `LONGEST_LINES`, and why (this list only shrinks)."""

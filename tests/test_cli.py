@@ -329,3 +329,59 @@ def test_scenario_and_trace_errors_are_still_one_line_and_2(
     assert main(["run", str(bad_scenario), "--json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {bad_scenario}:2") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["rn", "x.toml"], "no command 'rn' (did you mean 'run'?"),
+    (["exlpain"], "did you mean 'explain'?"),
+    (["realnet", "rnu"], "nagle-sim realnet: no command 'rnu' (did you mean 'run'?"),
+    (["run", "--detail", "normall", "x.toml"], "no choice 'normall' (did you mean 'normal'?"),
+])
+def test_a_mistyped_command_or_choice_gets_a_suggestion(
+        argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31.9: `nagle-sim rn` listed twelve commands and no guess."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+
+
+def test_tui_on_a_missing_file_is_one_line_not_an_empty_app(tmp_path: Path) -> None:
+    """Issue 31.9: `tui nosuch.toml` opened the full-screen app on an empty sandbox."""
+    missing = tmp_path / "nosuch.toml"
+    done = subprocess.run([sys.executable, "-m", "nagle_sim", "tui", str(missing)],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {missing}: no such file"
+    assert "\x1b[" not in done.stdout, "the full-screen app started"
+
+
+@pytest.mark.parametrize("command", ["tui", "lessons", "serve"])
+def test_every_option_and_command_has_help_text(command: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31.9: `tui --help`, `lessons --help` and `serve --port` had no text."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    usage, _, rest = out.partition("\n\n")
+    # every argument line of the help ("  file", "  --port PORT") carries words after it
+    lines = rest.splitlines() + [""]
+    bare = [line for line, after in zip(lines, lines[1:], strict=False)
+            if re.match(r"^  (-\S+|\w+)( [A-Z_]+)?(, --\S+( [A-Z_]+)?)?$", line)
+            and not after.startswith(" " * 8)]   # argparse puts long ones' help below
+    assert not bare, f"{command}: arguments without help: {bare}"
+    if command == "lessons":
+        assert "List the installed lessons" in out
+
+
+def test_an_unclosed_repeat_names_the_line_that_opened_it(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """Issue 31.9: it named the script's last line (the closing triple quote)."""
+    path = tmp_path / "s.toml"
+    path.write_text('title = "x"\n[client]\nscript = """\nwrite 1\nrepeat 3 {\n  write 2\n'
+                    'read 3\n"""\n[server]\nscript = "read 4"\n', "utf-8")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:5: this 'repeat {{' is never closed" in err, err

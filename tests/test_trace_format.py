@@ -406,3 +406,17 @@ def test_a_kernel_decision_is_marked_and_reads_back() -> None:
     doc["events"][5]["by"] = ["kernel"]
     with pytest.raises(TraceError, match=r"events\[5\]\.by: expected text"):
         Trace.loads(json.dumps(doc), "k.json")
+
+
+def test_a_syn_is_labelled_by_its_sequence_not_an_ack_it_does_not_carry() -> None:
+    """Issue 31.6: "S ack 0" everywhere (ladder, exports, compare, explain) read as an ACK
+    of 0; only a segment with the ACK flag shows an ack number."""
+    from nagle_sim.scenario import load
+    from nagle_sim.sim.driver import run_sim
+
+    trace = run_sim(load("tests/export/data/s1.toml"))
+    syn, synack, third = [s for s in trace.segments][:3]
+    assert (syn.flags, syn.label()) == ("S", "S seq 0")
+    assert synack.label() == "S. ack 1"
+    assert third.label() == ". ack 1"
+    assert not any(" ack " in s.label() for s in trace.segments if "A" not in s.flags)

@@ -14,6 +14,13 @@ from . import options
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    file = None if getattr(args, "classroom", False) else getattr(args, "file", None)
+    if file is not None:
+        # a file that cannot be read is one line and exit 2 before the full-screen app
+        # starts (it opened an empty sandbox); one that reads but does not parse still
+        # opens, so its errors are shown beside the text to fix
+        from ..scenario import read_text
+        read_text(file)
     try:
         from ..tui.app import run_app
         from ..tui.classroom import Classroom, queued_runner
@@ -24,8 +31,12 @@ def cmd_tui(args: argparse.Namespace) -> int:
     run_real = runners.real_runner() if not blocker else None
     run_sim = runners.simulate
     classroom = None
+    class_link = None
     if getattr(args, "classroom", False):  # started by `nagle-sim serve`, one per tab
         from pathlib import Path
+
+        from ..tui.classlink import ClassLink
+        class_link = ClassLink.from_environment()  # serve's channel to the class, if any
         classroom = Classroom(allow_real=args.allow_real, real_timeout_s=args.real_timeout,
                               real_lock=Path(args.real_lock) if args.real_lock else None)
         if run_real is not None and args.allow_real:
@@ -34,7 +45,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
         # CLASSROOM_RECORD_LIMIT records (~200 MB), and a superseded run is cancelled
         run_sim = runners.classroom_simulator()
     return run_app(None if classroom else getattr(args, "file", None), run_sim=run_sim,
-                   run_real=run_real, classroom=classroom, real_blocker=blocker)
+                   run_real=run_real, classroom=classroom, real_blocker=blocker,
+                   class_link=class_link)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -45,10 +57,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = args.token
     if token is None and not is_loopback(args.host):
         token = new_token()  # open to a network: never without a key
+    if args.teacher_token is not None and args.teacher_token == token:
+        raise UserError("serve --teacher-token: must differ from the class token (anyone "
+                        "with the class link would lead the class)")
     serve_options = ServeOptions(
         host=args.host, port=args.port, token=token, max_sessions=args.max_sessions,
         idle_s=args.idle_minutes * 60, allow_real=args.allow_real,
         real_timeout_s=args.real_timeout, public_url=args.public_url,
+        teacher_token=args.teacher_token, start_method=args.start_method,
         warm=args.warm if args.warm is not None
         else (1 if is_loopback(args.host) else args.max_sessions))
     try:
@@ -72,7 +88,9 @@ def cmd_lessons(args: argparse.Namespace) -> int:
 
 
 def fill_tui(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", nargs="?")
+    p.add_argument("file", nargs="?",
+                   help="a scenario file (.toml) to open in the sandbox; without it the "
+                   "app opens on the lesson list")
     # set by `serve` for each browser tab (hidden: not for people)
     p.add_argument("--classroom", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--allow-real", action="store_true", help=argparse.SUPPRESS)
@@ -86,9 +104,13 @@ def fill_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; "
                    "0.0.0.0 opens it to the class, with a token)")
-    p.add_argument("--port", type=options.bounded_int(1, 65535), default=8000)
+    p.add_argument("--port", type=options.bounded_int(1, 65535), default=8000,
+                   help="TCP port to listen on (default 8000)")
     p.add_argument("--token", type=options.class_token,
                    help="the class's key in the URL (default: random when not on loopback)")
+    p.add_argument("--teacher-token", type=options.class_token, metavar="TOKEN",
+                   help="the key of the teacher's page (default: random each start; it is "
+                   "never derived from the class's)")
     p.add_argument("--max-sessions", type=options.bounded_int(1, 500), default=40,
                    help="browser sessions at once (default 40); more get a 'class is full' "
                    "page")
@@ -101,10 +123,16 @@ def fill_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warm", type=options.bounded_int(0, 500), metavar="N",
                    help="app processes started ahead of students (default: --max-sessions "
                    "when open to a class, 1 on loopback; each ~50 MiB)")
+    p.add_argument("--start-method", choices=("fork", "exec"), default="fork",
+                   help="how each tab's app starts: forked from a process that has loaded "
+                   "the app once (default, where the system can fork), or as a new "
+                   "process each (slower, more memory)")
     p.add_argument("--public-url", metavar="URL",
                    help="the base URL students use, if not http://<this host>:<port>")
     p.set_defaults(func=cmd_serve)
 
 
 def fill_lessons(p: argparse.ArgumentParser) -> None:
+    p.description = ("List the installed lessons: number, title and summary. Open one in "
+                     "the app with `nagle-sim tui` (Enter on its row).")
     p.set_defaults(func=cmd_lessons)

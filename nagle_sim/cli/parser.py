@@ -11,7 +11,9 @@ explain's, sweep's or the app's option helpers; adding a command is one row here
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -104,8 +106,21 @@ class Parser(argparse.ArgumentParser):
         return super().format_help()
 
     def error(self, message: str) -> NoReturn:
+        wrong = _INVALID_CHOICE.match(message)
+        if wrong is not None:
+            # a mistyped command or choice: argparse lists them all; say the likely one
+            what, given = wrong.group(1), wrong.group(2)
+            listed = re.findall(r"'([^']*)'", wrong.group(3))
+            close = difflib.get_close_matches(given, listed, n=1, cutoff=0.5)
+            guess = f"did you mean '{close[0]}'? " if close else ""
+            head = (f"no command '{given}'" if what.endswith("command")
+                    else f"argument {what}: no choice '{given}'")
+            message = f"{head} ({guess}choose from {', '.join(listed)})"
         print_error(f"{self.prog}: {message} (see {self.prog} --help)")
         raise SystemExit(EXIT_BAD_INPUT)
+
+
+_INVALID_CHOICE = re.compile(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$")
 
 
 def add_commands(parser: argparse.ArgumentParser, dest: str, required: bool,

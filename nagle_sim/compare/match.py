@@ -264,9 +264,12 @@ def stall_key(trace: Trace, stall: Stall) -> SegmentRecord | None:
     return None
 
 def without_kernel_events(trace: Trace) -> Trace:
-    """Real traces carry TCP_INFO snapshots as events; stall analysis wants model events."""
+    """Real traces carry TCP_INFO snapshots and the kernel's own decisions (``by``
+    "kernel", recorded by watch) as events; stall and segment analysis read the wire as
+    before (the reasons are compared on their own: `nagle_sim.compare.reasons`)."""
     return Trace(source=trace.source, title=trace.title, segments=trace.segments,
-                 ops=trace.ops, events=[e for e in trace.events if e.kind != "tcp_info"],
+                 ops=trace.ops, events=[e for e in trace.events
+                                        if e.kind != "tcp_info" and e.by != "kernel"],
                  meta=trace.meta, outcome=trace.outcome, message=trace.message)
 
 def excuse_ack_thinning(matches: list[Match], sim: Trace, real: Trace) -> None:

@@ -22,10 +22,6 @@ difference.
 
 Pure: traces in, a result out; no executor, no terminal.
 
-Its home is `nagle_sim.compare.reasons` once the compare package lands (structure stage
-4): `compare` then carries a `ReasonComparison` and `validate` a reasons column (the
-hooks: /work/scratch/watch2/reasons-integration.patch, tried on a merge of the structure
-branch). Until then `compare_reasons` is called on two traces directly.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def lesson_verdict(res: LessonResult) -> str:
             else "agree" if res.cmp.agree else "DISAGREE")
 
 
-LESSON_HEADERS = ["lesson", "verdict", "model", "real", "difference"]
+LESSON_HEADERS = ["lesson", "verdict", "model", "real", "difference", "reasons"]
 RANDOM_HEADERS = ["seed", "scenario", "verdict", "first difference"]
 
 
@@ -100,7 +100,21 @@ def validate_lessons(lessons: Iterable[Lesson], run_both: Callable[[Scenario], B
 
 def lesson_rows(results: list[LessonResult]) -> list[list[str]]:
     """`LESSON_HEADERS` rows: slug, verdict, the key numbers of each run, the difference."""
-    return [[res.slug, lesson_verdict(res), *res.key_numbers()] for res in results]
+    return [[res.slug, lesson_verdict(res), *res.key_numbers(), reason_cell(res)]
+            for res in results]
+
+
+def reason_cell(res: LessonResult) -> str:
+    """The reasons' verdict in a few words: matched of the model's, differences."""
+    r = res.cmp.reasons if res.cmp is not None else None
+    if r is None:
+        return ""
+    if r.unavailable is not None:
+        return "not recorded"
+    unseen = r.model_total - r.matched - sum(1 for p in r.pairs if p.model is not None
+                                              and not p.ok)
+    words = f"{r.matched}/{r.model_total} matched" + (f", {unseen} unseen" if unseen else "")
+    return words + (f", {len(r.problems)} differ" if r.problems else ", agree")
 
 
 def validate_random(first: int, count: int, run_both: Callable[[Scenario], Both],

@@ -28,6 +28,7 @@ from .match import (
     stall_key,
     without_kernel_events,
 )
+from .reasons import ReasonComparison, compare_reasons
 from .timing import (
     TIMER_CODES,
     TIMER_LATE_JIFFIES,
@@ -87,6 +88,10 @@ class Comparison:
     wire_unknown: str | None = None
     """Why the real trace has no segments (its capture), when it has none: then only the
     ops (iterations, outcome) were compared and no verdict is about segments."""
+    reasons: ReasonComparison | None = None
+    """The model's decisions against the kernel's own (`nagle_sim.compare.reasons`): a
+    verdict of its own, its differences listed apart from the segments' (``problems``
+    stays the segments', ops' and hosts')."""
 
     @property
     def agree(self) -> bool:
@@ -116,7 +121,8 @@ class Comparison:
                 "max_error_ms": round(self.max_error() / 1000, 3),
                 "matches": [m.to_json() for m in self.matches],
                 "stalls": [s.to_json() for s in self.stalls],
-                "iterations": [i.to_json() for i in self.iterations]}
+                "iterations": [i.to_json() for i in self.iterations],
+                "reasons": self.reasons.to_json() if self.reasons is not None else None}
 
 def _pair_stalls(sim: Trace, real: Trace, matches: list[Match],
                  late_ok: dict[Side, Micros] | None = None) -> list[StallPair]:
@@ -217,6 +223,12 @@ def _pair_iterations(sim: Trace, real: Trace) -> list[IterationPair]:
         out.append(IterationPair(k, s, r, tol, ok))
     return out
 
+def resolved_hz(profiles: dict[Side, StackProfile]) -> int:
+    """The model's tick rate (the reasons' default where a host's HZ is unknown)."""
+    ticks = [p.tick_us for p in profiles.values() if p.tick_us]
+    return 1_000_000 // ticks[0] if ticks else 250
+
+
 def compare(sim: Trace, real: Trace, *,
             profiles: dict[Side, StackProfile] | None = None) -> Comparison:
     """Match every real segment with its simulated twin and judge the timings.
@@ -265,7 +277,8 @@ def compare(sim: Trace, real: Trace, *,
     return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
                       iterations=iters, problems=problems, notes=notes,
                       sim_outcome=sim.outcome, real_outcome=real.outcome, host=host,
-                      wire_unknown=unknown)
+                      wire_unknown=unknown,
+                      reasons=compare_reasons(sim, real, resolved_hz(resolved)))
 
 
 def _match_segments(sim: Trace, real: Trace) -> list[Match]:

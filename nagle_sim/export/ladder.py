@@ -232,7 +232,8 @@ def _content(trace: Trace, overlay: Trace | None, opts: LadderOptions) -> _Conte
     notes = _notes(rows, opts)
     bars = [b for b in build_bars(trace) if keep(b.start)]
     if until is not None:
-        bars = [Bar(b.side, b.start, Micros(min(b.end, until)), b.what, b.label) for b in bars]
+        bars = [Bar(b.side, b.start, Micros(min(b.end, until)), b.what, b.label, b.began)
+                for b in bars]
     return _Content(rows, segs, over, notes, bars)
 
 

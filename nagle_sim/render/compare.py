@@ -65,6 +65,19 @@ def print_comparison(cmp: Comparison, console: Console, *, limit: int = 200) -> 
     if len(cmp.problems) > 40:
         console.print(f"… {len(cmp.problems) - 40} more differences (see --json)")
     console.print(Text(cmp.verdict, style="bold green" if cmp.agree else "bold red"))
+    r = cmp.reasons
+    if r is not None:
+        for note in r.notes[:5]:
+            console.print(f"reason note: {note}", markup=False, style="dim")
+        if len(r.notes) > 5:
+            console.print(f"… {len(r.notes) - 5} more reason notes (see --json)",
+                          style="dim")
+        for problem in r.problems[:40]:
+            console.print(f"reason difference: {problem}", markup=False, style="red")
+        if len(r.problems) > 40:
+            console.print(f"… {len(r.problems) - 40} more reason differences (see --json)")
+        console.print(Text(r.verdict, style="bold green" if r.agree else
+                           "bold yellow" if r.unavailable else "bold red"))
 
 
 def verdict_table(title: str, headers: list[str], rows: list[list[str]], *,
@@ -89,4 +102,11 @@ def print_lesson_problems(results: Iterable[LessonResult], console: Console,
             console.print(Text(res.slug, style="bold") + Text(
                 f": {len(res.cmp.problems)} difference(s)"))
             for p in res.cmp.problems[:limit]:
+                console.print(f"  - {p}", markup=False)
+    for res in results:
+        r = res.cmp.reasons if res.cmp is not None else None
+        if r is not None and r.problems:
+            console.print(Text(res.slug, style="bold") + Text(
+                f": {len(r.problems)} reason difference(s)"))
+            for p in r.problems[:limit]:
                 console.print(f"  - {p}", markup=False)

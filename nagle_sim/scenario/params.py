@@ -61,6 +61,16 @@ _SUBSTITUTED = ("link", "client", "server", "expect")
 """The tables whose strings may use parameters (titles and prose keep their braces)."""
 
 
+def _names(names: Any, most: int = 8) -> str:
+    """The first ``most`` names, comma-separated, and how many more (a file may declare
+    thousands: the error stays one short line)."""
+    names = list(names)
+    if not names:
+        return "none"
+    more = f", … {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def _text_of(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -76,27 +86,30 @@ def _resolve(declared: dict[str, Any], given: dict[str, Any], text: str,
     for name in given:
         if name not in declared:
             raise ParamError(f"--param {name}: {where} declares no parameter {name!r} "
-                             f"(declared: {', '.join(declared) or 'none'})")
+                             f"(declared: {_names(declared)})")
     for name, spec in declared.items():
-        here = _declared_at(where, text, name)
+        # where the parameter is declared costs a pass over the file: only for an error
+        # (once per parameter made checking quadratic in their count, issue 29.3)
+        def here(name: str = name) -> str:
+            return _declared_at(where, text, name)
         if not _NAME.fullmatch(name):
-            raise ParamError(f"{here}: params.{name}: a parameter name is letters, digits "
+            raise ParamError(f"{here()}: params.{name}: a parameter name is letters, digits "
                              "and _, not starting with a digit")
         if isinstance(spec, _SCALAR):
             value = given.get(name, spec)
             if not isinstance(value, _SCALAR):
-                raise ParamError(f"{here}: params.{name}: must be a string, number or boolean")
+                raise ParamError(f"{here()}: params.{name}: must be a string, number or boolean")
             values[name] = value
             must_use.add(name)
             continue
         if not isinstance(spec, dict):
-            raise ParamError(f"{here}: params.{name}: must be a string, number, boolean or "
+            raise ParamError(f"{here()}: params.{name}: must be a string, number, boolean or "
                              "a table of choices")
         entries = {k: v for k, v in spec.items() if k != "default"}
         chosen = given.get(name, spec.get("default"))
         if not entries or not isinstance(chosen, str) or chosen not in entries:
-            raise ParamError(f"{here}: params.{name}: choose one of "
-                             f"{', '.join(entries) or '(no entries)'}, got {chosen!r}")
+            raise ParamError(f"{here()}: params.{name}: choose one of "
+                             f"{_names(entries) if entries else '(no entries)'}, got {chosen!r}")
         entry = entries[chosen]
         if isinstance(entry, dict):
             values[name] = chosen
@@ -113,7 +126,7 @@ def _resolve(declared: dict[str, Any], given: dict[str, Any], text: str,
             values[name] = entry
             must_use.add(name)
         else:
-            raise ParamError(f"{here}: params.{name}.{chosen}: must be a value or a table")
+            raise ParamError(f"{here()}: params.{name}.{chosen}: must be a value or a table")
     return values, must_use
 
 
@@ -148,7 +161,7 @@ def apply_params(doc: dict[str, Any], text: str, where: str,
         name = m.group(1)
         if name not in values:
             raise ParamError(f"{_where(where, text, m.group(0))}: unknown parameter {name!r} "
-                             f"(declared: {', '.join(values) or 'none'}; a script block "
+                             f"(declared: {_names(values)}; a script block "
                              "needs spaces inside its braces)")
         used.add(name)
         return _text_of(values[name])

@@ -45,6 +45,9 @@ MAX_NESTING: Final = 64
 """``repeat`` blocks nest at most this deep (TOML and JSON values likewise)."""
 MAX_WRITEV_PARTS: Final = 1024
 """As Linux's IOV_MAX: the most buffers one ``writev`` takes."""
+MAX_SIZE: Final = 1_000_000_000
+"""The largest whole number a script takes: a write, writev part or read size, a repeat
+count (a write of 1 GB)."""
 MAX_SLEEP_US: Final = 10 * 86_400 * 1_000_000   # ten days: far beyond any run's time limit
 
 
@@ -112,8 +115,11 @@ class _Parser:
             else:
                 body.append(stmt)
         if open_blocks:
+            # the line that opened it is where the fix goes (the script's end was named)
             last = self.tokens[-1][1] if self.tokens else 0
-            raise self.error(last, "'repeat {' is never closed with '}'")
+            opened = open_blocks[-1][0]
+            raise self.error(opened.line, "this 'repeat {' is never closed with '}' (the "
+                                          f"script ends at line {last})")
         return tuple(body)
 
     def _words(self) -> tuple[list[str], int]:
@@ -211,7 +217,7 @@ class _Parser:
         if value < 0 or (value == 0 and not allow_zero):
             raise self.error(line, f"{what} must be {'≥ 0' if allow_zero else '> 0'}, "
                                    f"got {value}")
-        if value > 1_000_000_000:
+        if value > MAX_SIZE:
             raise self.error(line, f"{what} {value} is too large")
         return value
 

@@ -12,7 +12,6 @@ rich.
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
@@ -66,7 +65,8 @@ MAX_DEPTH: Final = 64
 def _us(value: Any, where: str) -> Micros:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TraceError(f"{where}: expected a number of milliseconds, got {_shown(value)}")
-    if not (math.isfinite(value) and abs(value) <= MAX_MS):
+    # compared before any float conversion: math.isfinite(10**400) raises OverflowError
+    if not (-MAX_MS <= value <= MAX_MS):
         raise TraceError(f"{where}: time {_shown(value)} ms is not a finite number of at "
                          f"most {MAX_MS:g} ms")
     return Micros(round(value * 1000))
@@ -127,6 +127,8 @@ def _shown(value: Any) -> str:
     """``repr(value)`` clipped for a one-line message."""
     if isinstance(value, list | dict):
         return "an array" if isinstance(value, list) else "an object"
+    if isinstance(value, int) and value.bit_length() > 200:   # not converted to text
+        return "a number of more than 60 digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:60] + "…"
 
@@ -647,7 +649,8 @@ def read_fields(doc: Any, where: str = "<trace>") -> dict[str, Any]:
     most `MAX_TEXT` characters, /2 codes in the ``reasons`` table); anything else raises
     `TraceError` naming the record, e.g. ``t.json: segments[3].t_ms: …``. Keys a record
     does not use are ignored."""
-    if not isinstance(doc, dict) or doc.get("format") not in VERSIONS:
+    if not isinstance(doc, dict) or not isinstance(doc.get("format"), str) \
+            or doc["format"] not in VERSIONS:
         raise TraceError(f"{where}: not a {FORMAT_V1} or {FORMAT_V2} trace")
     # The records' fields are typed (their nesting is bounded by their checks, unknown
     # keys are dropped); the rest, meta above all, is free-form: measure that. Scanning

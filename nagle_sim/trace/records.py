@@ -172,6 +172,10 @@ class SegmentRecord:
         flags = self.flags.replace("A", ".") or "."
         if self.length:
             return f"{flags} {self.seq}:{self.seq + self.length}({self.length})"
+        if "A" not in self.flags:
+            # a SYN (or a bare RST) carries no acknowledgment: its ack field is not one, so
+            # "S ack 0" claimed an ACK that never was; tcpdump prints its seq instead
+            return f"{flags} seq {self.seq}"
         return f"{flags} ack {self.ack}"
 
     def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:

@@ -50,6 +50,9 @@ class Bar:
     end: Micros
     what: str                        # "hold" (data) | "delack" | "probe0" | "rto"
     label: str
+    began: str = ""
+    """What was known when the period began ("Nagle holds 1 B"): a cut view (a question
+    pending) shows only this, never the length or the bytes at release."""
 
 
 _EVENT_KINDS = {
@@ -154,6 +157,12 @@ def build_rows(trace: Trace, detail: str = "normal") -> list[Row]:
     return [make_row(item) for _, item in row_items(trace, detail)]
 
 
+def _length(us: int) -> str:
+    """A bar's length in ms: one decimal, or three below 0.1 ms (a timer cancelled within
+    microseconds, a cork released at once, read "0.0 ms")."""
+    return ms_text(us, 1) if us >= 100 else ms_text(us)
+
+
 def build_bars(trace: Trace, detail: str = "all") -> list[Bar]:
     """Hold periods (data held by Nagle/cork/…) and delayed-ACK/probe timer periods.
 
@@ -171,9 +180,11 @@ def build_bars(trace: Trace, detail: str = "all") -> list[Bar]:
             if start is not None and e.t > start.t:
                 name = "delayed ACK" if e.timer == "delack" else "probe timer"
                 bars.append(Bar(side=e.side, start=start.t, end=e.t, what=e.timer,
-                                label=f"{name} {ms_text(e.t - start.t, 1)} ms"))
+                                label=f"{name} {_length(e.t - start.t)} ms"))
     # A hold lasts until that side next sends data; later holds inside it are the same bar.
     sends = {side: [s.t for s in trace.segments if s.src is side and s.is_data] for side in Side}
+    lengths = {side: [s.length for s in trace.segments if s.src is side and s.is_data]
+               for side in Side}
     periods: dict[Side, tuple[EventRecord, int, EventRecord | None]] = {}
     """Per side, the open period: its first hold, its end, its first teaching hold."""
 
@@ -181,8 +192,24 @@ def build_bars(trace: Trace, detail: str = "all") -> list[Bar]:
         first, end, teaching = periods.pop(side)
         shown = teaching if teaching is not None else (first if detail == "all" else None)
         if shown is not None and end > first.t:
+            label = _event_label(shown)
+            began = int(shown.data.get("length") or 0)
+            released = released_at(side, end)
+            if began and released > began:
+                # the queue grows while held (lesson 1: 1 B held, 31 B leave as one
+                # segment): "holds 1 B" alone hid the lesson's point
+                label += f" ({released} B when released)"
             bars.append(Bar(side=side, start=first.t, end=Micros(end), what="hold",
-                            label=f"{_event_label(shown)} for {ms_text(end - first.t, 1)} ms"))
+                            label=f"{label} for {_length(end - first.t)} ms",
+                            began=_event_label(shown)))
+
+    def released_at(side: Side, t: int) -> int:
+        """Payload bytes ``side`` sent at the release instant ``t`` (a burst of segments
+        leaves at one time)."""
+        times = sends[side]
+        i = bisect.bisect_left(times, t)
+        j = bisect.bisect_right(times, t)
+        return sum(lengths[side][i:j])
 
     for e in trace.events:
         if e.kind != "hold":

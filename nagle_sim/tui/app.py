@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from platformdirs import user_downloads_path
 from textual import events
 from textual.actions import parse
 from textual.app import App, SystemCommand
@@ -24,6 +25,7 @@ from textual.theme import Theme
 
 from ..lessons import Lesson, load_lessons
 from ..scenario import ScenarioError
+from .classlink import ClassLink
 from .classroom import NO_FILES, REAL_OFF, Classroom
 from .commands import binding_commands, own_bindings
 from .runners import Runner
@@ -34,11 +36,33 @@ from .screens.run import RunScreen
 from .screens.sandbox import SandboxScreen
 from .screens.sweep import open_sweep
 
+DARK = Theme(
+    name="nagle-dark",
+    primary="#0A5CA8",
+    secondary="#004578",
+    warning="#ffa62b",
+    error="#ba3c5b",
+    success="#4EBF71",
+    accent="#ffa62b",
+    foreground="#e0e0e0",
+    dark=True,
+    variables={
+        # Textual's dark theme puts text on its primary blue #0178D4 (3.6-3.8:1) and
+        # draws headings in it (4.1:1 on the background): a deeper blue under text, a
+        # deeper still under the highlighted row (whose summary is dimmed) and the
+        # lighter text shade for headings keep every pair at WCAG's 4.5:1 for text
+        "block-cursor-background": "#083A68",
+        "markdown-h1-color": "#57A5E2",
+    },
+)
+"""The default: Textual's dark theme with every text/background pair at 4.5:1 or more
+(tests/tui/test_contrast.py measures each screen)."""
+
 HIGH_CONTRAST = Theme(
     name="nagle-high-contrast",
     primary="#FFFFFF",
     secondary="#00FFFF",
-    accent="#0050FF",
+    accent="#3D8BFF",
     foreground="#FFFFFF",
     background="#000000",
     surface="#000000",
@@ -48,6 +72,12 @@ HIGH_CONTRAST = Theme(
     warning="#FFFF00",
     error="#FF4040",
     dark=True,
+    variables={
+        # the ladder's cursor row is $primary-muted: white at 30 % (#4c4c4c) left the
+        # client's blue arrows at 3.2:1; a near-black row keeps every hue above 4.5:1
+        "primary-muted": "#262626",
+        "footer-key-foreground": "#00FFFF",
+    },
 )
 """Pure black and white with saturated signal colours (projectors, low vision)."""
 
@@ -74,10 +104,13 @@ class NagleApp(App[int]):
     def __init__(self, *, run_sim: Runner, run_real: Runner | None = None,
                  lessons: Sequence[Lesson] | None = None, lessons_root: Path | None = None,
                  path: str | None = None, ask_questions: bool = True,
-                 classroom: Classroom | None = None, real_blocker: str = "") -> None:
+                 classroom: Classroom | None = None, real_blocker: str = "",
+                 class_link: ClassLink | None = None) -> None:
         super().__init__()
         self.run_sim = run_sim
         self.classroom = classroom
+        self.class_link = class_link
+        """The served app's link to its class (`classlink`): follows the teacher."""
         if classroom is not None and not classroom.allow_real:
             run_real, real_blocker = None, REAL_OFF
         self.run_real = run_real
@@ -89,7 +122,7 @@ class NagleApp(App[int]):
         self.start_path = path
         self._lessons = list(lessons) if lessons is not None else None
         self._lessons_root = lessons_root
-        self._plain_theme = "textual-dark"
+        self._plain_theme = DARK.name
 
     def lesson_list(self) -> tuple[list[Lesson], str]:
         if self._lessons is None:
@@ -101,13 +134,26 @@ class NagleApp(App[int]):
         return self._lessons, ""
 
     def on_mount(self) -> None:
-        self.register_theme(HIGH_CONTRAST)
+        # only the app's own themes, each measured for contrast: Textual's built-in ones
+        # (offered by the palette's "Change theme") put text below 4.5:1
+        for theme in (DARK, HIGH_CONTRAST):
+            self.register_theme(theme)
+        self.theme = DARK.name
+        for name in list(self.available_themes):
+            if name not in (DARK.name, HIGH_CONTRAST.name):
+                self.unregister_theme(name)
         self.push_screen(LessonListScreen())
+        if self.class_link is not None:
+            self.class_link.attach(self)  # a class led already: its lesson comes first
         if self.start_path is not None:
             if self.classroom is not None:  # a served session never opens server files
                 self.notify(NO_FILES, severity="warning")
             else:
                 self.push_screen(SandboxScreen(self.start_path))
+
+    def on_unmount(self) -> None:
+        if self.class_link is not None:
+            self.class_link.close()
 
     def on_ready(self) -> None:
         """Take the size the terminal last reported, once more. Textual's web driver posts
@@ -168,6 +214,29 @@ class NagleApp(App[int]):
             if isinstance(screen, RunScreen):
                 screen.set_projector(self.projector)
 
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Textual's screenshot (palette: "Save screenshot"), saved where the user can
+        find it. Textual saves to the downloads folder and said only "Failed to save
+        screenshot" where that folder did not exist yet (a fresh account, a server):
+        it is created, or the current directory is used when it cannot be."""
+        if path is None and not self.is_web:
+            folder = user_downloads_path()
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = str(folder)
+            except OSError:
+                path = str(Path.cwd())
+        return super().deliver_screenshot(filename, path, time_format)
+
+    def offers(self, action: str, screen: Screen[object] | None) -> bool:
+        """Whether help lists the app's key for ``action`` over ``screen``: ``w`` only on
+        a lesson with a sweep (elsewhere it only says why not, and help listing "w Sweep"
+        over the sandbox promised what it cannot do)."""
+        if action == "sweep":
+            return getattr(getattr(screen, "lesson", None), "sweep", None) is not None
+        return True
+
     def action_sweep(self) -> None:
         open_sweep(self)
 
@@ -205,13 +274,15 @@ class NagleApp(App[int]):
 
 
 def run_app(path: str | None = None, *, run_sim: Runner, run_real: Runner | None = None,
-            classroom: Classroom | None = None, real_blocker: str = "") -> int:
+            classroom: Classroom | None = None, real_blocker: str = "",
+            lessons: Sequence[Lesson] | None = None,
+            class_link: ClassLink | None = None) -> int:
     """Run the TUI: the lesson list, or the sandbox on ``path``. Returns an exit code.
 
     The executors are injected: the CLI passes the simulator, and realnet's runner when it
     can run here. The app itself never imports either (an import contract checks it)."""
     app = NagleApp(run_sim=run_sim, run_real=run_real, path=path, classroom=classroom,
-                   real_blocker=real_blocker)
+                   real_blocker=real_blocker, lessons=lessons, class_link=class_link)
     result = app.run()
     return result if isinstance(result, int) else 0
 

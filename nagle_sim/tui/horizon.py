@@ -1,9 +1,11 @@
 """Predict, then reveal: a finished run cut at a time horizon, so nothing later shows.
 
 While a lesson's question is pending, the app draws the run only up to the question's
-``at_ms``: later rows are dropped, and rows, bars and segments that reach past the horizon
-lose the parts that speak of the future (a read's result and duration, a hold's length,
-a segment's arrival, when an armed timer will fire). Pure functions; must not import
+``at_ms``: later rows are dropped; holds and delayed-ACK/probe timers still pending at
+the horizon are not drawn (rows, bars, context), since their mere presence answers the
+question; other rows and segments that reach past the horizon lose the parts that speak
+of the future (a read's result and duration, a segment's arrival, when a retransmission
+timer will fire). Pure functions; must not import
 textual, simpy or realnet.
 """
 
@@ -13,18 +15,41 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..model.events import Micros
-from ..trace import Outcome, SegmentRecord, Trace
+from ..trace import EventRecord, Outcome, SegmentRecord, Trace
 from ..trace.rows import Bar, Row, RowKind
 from .rows import row_times
 
 
 def visible_rows(rows: Sequence[Row], horizon: int | None) -> Sequence[Row]:
-    """The rows at or before ``horizon``, each told only what was known then."""
+    """The rows at or before ``horizon``, each told only what was known then; the
+    decisions still pending at the horizon (`pending`) are not shown at all."""
     if horizon is None:
         return rows
     cut = bisect.bisect_right(row_times(rows), horizon)
-    return [_row_at(r, horizon) for r in rows[:cut]]
+    shown = rows[:cut]
+    return [_row_at(r, horizon) for i, r in enumerate(shown) if not pending(shown, i, horizon)]
+
+
+PENDING_TIMERS = ("delack", "probe0")
+"""Timers whose firing is what a lesson's question asks about."""
+
+
+def pending(rows: Sequence[Row], index: int, horizon: int) -> bool:
+    """Row ``index`` is a decision whose outcome lies past the horizon: a hold whose data
+    has not left by then, or a delayed-ACK or probe timer still running. Even without
+    its length, such a row answers "when does it leave?" (a purple delayed-ACK bar under
+    lesson 7's question, "Nagle holds" under lesson 1's), so it waits for the answer."""
+    row = rows[index]
+    event = row.event
+    if event is None:
+        return False
+    if event.kind == "hold":
+        return not any(r.side is row.side and r.segment is not None and r.segment.is_data
+                       for r in rows[index + 1:])
+    if event.kind == "ack_delayed" or (event.kind == "timer_armed"
+                                       and event.timer in PENDING_TIMERS):
+        return event.deadline is None or event.deadline > horizon
+    return False
 
 
 _ARMED_NOW = {
@@ -56,26 +81,13 @@ def _row_at(row: Row, horizon: int) -> Row:
 
 
 def visible_bars(bars: list[Bar], horizon: int | None) -> list[Bar]:
-    """Bars started by ``horizon``; one still running is cut there and loses its length."""
+    """Bars that ended by ``horizon``; one still running then is the question's answer
+    (how long the hold or the timer lasts, and that there is one: see `pending`)."""
     if horizon is None:
         return bars
-    out = []
-    for bar in bars:
-        if bar.start > horizon:
-            continue
-        if bar.end > horizon:
-            bar = replace(bar, end=Micros(horizon), label=running_label(bar))
-        out.append(bar)
-    return out
+    return [bar for bar in bars if bar.end <= horizon]
 
 
-def running_label(bar: Bar) -> str:
-    """A bar's label without its (future) length: "delayed ACK running"."""
-    if bar.what == "delack":
-        return "delayed ACK timer running"
-    if bar.what == "probe0":
-        return "probe timer running"
-    return bar.label.rsplit(" for ", 1)[0] + " (still held)"
 
 
 def visible_segments(segments: list[SegmentRecord] | None, horizon: int | None
@@ -98,5 +110,17 @@ def trace_until(trace: Trace, horizon: int | None) -> Trace:
         ops=[op if op.end is not None and op.end <= horizon
              else replace(op, end=None, result=None)
              for op in trace.ops if op.start <= horizon],
-        events=[e for e in trace.events if e.t <= horizon],
+        events=[e for e in trace.events if e.t <= horizon
+                and not _pending_event(trace, e, horizon)],
         outcome=Outcome.OK, message="")
+
+
+def _pending_event(trace: Trace, e: EventRecord, horizon: int) -> bool:
+    """`pending` for a trace's event: an export made while a question waits shows no
+    more than the ladder does."""
+    if e.kind == "hold":
+        return not any(s.src is e.side and s.is_data and e.t < s.t <= horizon
+                       for s in trace.segments)
+    if e.kind == "ack_delayed" or (e.kind == "timer_armed" and e.timer in PENDING_TIMERS):
+        return e.deadline is None or e.deadline > horizon
+    return False

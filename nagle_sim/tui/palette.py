@@ -16,7 +16,8 @@ HOLD = "#ff5a6e"
 DELACK = "#b68cff"
 PROBE = "#e0a93a"
 OVERLAY = "#ff9330"
-GHOST = "#5c6370"
+GHOST = "#80868f"
+"""Fainter than every other mark yet 4:1 on the dark surface (WCAG asks 3:1 of graphics)."""
 GAP = "#e0a93a"
 
 LEGEND: tuple[tuple[str, str, str], ...] = (
@@ -31,7 +32,7 @@ LEGEND: tuple[tuple[str, str, str], ...] = (
     ("──▶", CLIENT, "…then its arrival stub: \"… arrives\" (several: \"…:2401,3601\")"),
     ("…:2401 ●", CLIENT, "a segment's label beside its sender's axis (the wire row is full)"),
     ("┄┄▶", OVERLAY, "measured on real sockets (orange, dashed)"),
-    ("──▶", f"dim {GHOST}", "the previous run, before your last what-if (ghost)"),
+    ("──▶", GHOST, "the previous run, before your last what-if (ghost)"),
     ("◆ ◇", "bold", "the application writes / reads"),
     ("→ mode", "italic dim", "grey italic: a mode, state or option change (a note)"),
     ("+44.0ms", f"italic {GAP}", "a silent gap, compressed (z: linear time)"),
@@ -61,6 +62,6 @@ def ladder_css() -> str:
         & > .ladder--delack {{ color: {DELACK}; text-style: bold; }}
         & > .ladder--timer {{ color: {PROBE}; }}
         & > .ladder--measured {{ color: {OVERLAY}; }}
-        & > .ladder--ghost {{ color: {GHOST}; text-style: dim; }}
+        & > .ladder--ghost {{ color: {GHOST}; }}
         & > .ladder--gap {{ color: {GAP}; text-style: italic; }}
     """

@@ -6,7 +6,7 @@ the same loader and validation as the CLI. Must not import textual, simpy or rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ..model.config import PROFILES
@@ -41,6 +41,9 @@ class WhatIf:
     server: SideChoice
     delay_ms: float | None = None
     """None: the scenario's own link delays."""
+    own_delay_ms: float | None = field(default=None, compare=False)
+    """The scenario's own one-way delay when both directions share it (None: they differ),
+    so the cycle never offers it again as a what-if."""
 
     @classmethod
     def of(cls, scenario: Scenario) -> WhatIf:
@@ -48,7 +51,10 @@ class WhatIf:
             spec = scenario.side(s)
             return SideChoice(nodelay=spec.options.nodelay, cork=spec.options.cork,
                               quickack=spec.options.quickack, profile=spec.profile.name)
-        return cls(client=side(Side.CLIENT), server=side(Side.SERVER))
+        link = scenario.link
+        own = (link.to_server_delay / 1000 if link.to_server_delay == link.to_client_delay
+               else None)
+        return cls(client=side(Side.CLIENT), server=side(Side.SERVER), own_delay_ms=own)
 
     def side(self, side: Side) -> SideChoice:
         return self.client if side is Side.CLIENT else self.server
@@ -70,7 +76,10 @@ class WhatIf:
         return replace(self, client=new) if side is Side.CLIENT else replace(self, server=new)
 
     def next_delay(self) -> WhatIf:
-        options: list[float | None] = [None, *DELAYS_MS]
+        """The next link delay of the cycle (the scenario's own, 0, 1, 10, 40, 200 ms),
+        skipping the value the scenario already has: the first `l` on a loopback lesson
+        re-ran the same 0 ms."""
+        options: list[float | None] = [None, *(d for d in DELAYS_MS if d != self.own_delay_ms)]
         i = options.index(self.delay_ms) if self.delay_ms in options else 0
         return replace(self, delay_ms=options[(i + 1) % len(options)])
 

@@ -16,8 +16,9 @@ Protocol ``nagle-sim-realnet/2``: one JSON object per line, each with ``"v": 2``
     {"type": "hello", "nonce": C,         {"type": "hello", "proof": P', "kernel": ...}
      "proof": P}                          (P, P' = HMAC-SHA256 of the token over both nonces)
     {"type": "clock"}            (×N)     {"type": "clock", "perf_ns": ...}
-    {"type": "run", "scenario": TEXT,     {"type": "ready", "port": P}   (data listener)
-     "where": NAME}
+    {"type": "run", "scenario": TEXT,     {"type": "ready", "port": P}   (data listener,
+     "where": NAME,                        hearing only data_from: a BPF socket filter)
+     "data_from": [ADDR, PORT]}            (the client's bound data socket)
     {"type": "status"}        (polling)   {"type": "status", "blocked": ..., ...}
                                           or, once the server side is done,
                                           {"type": "log", "records": [...]}  (×k, chunked)

@@ -347,7 +347,27 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
                 proof, token_proof(token, "server", nonce, client_nonce)):
             raise ProtocolError("the server could not prove it knows the token")
     offset_ns, rtt_ns = _clock_offset(chan)
-    chan.send({"type": "run", "scenario": scenario_text(scenario), "where": scenario.source})
+    # the data socket is bound before the run is asked for: the serve accepts the data
+    # connection from this address and port only (named on the authenticated channel)
+    local_addr = ctl.getsockname()[0]
+    client = socket.socket(ctl.family, socket.SOCK_STREAM)
+    try:
+        client.bind((local_addr, 0))
+        chan.send({"type": "run", "scenario": scenario_text(scenario),
+                   "where": scenario.source,
+                   "data_from": [local_addr, client.getsockname()[1]]})
+        return _run_data(scenario, remote, host, hello, chan, client, local_addr, say,
+                         timeout_s, capture_cls, offset_ns, rtt_ns)
+    finally:
+        client.close()
+
+
+def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
+              chan: Channel, client: socket.socket, local_addr: str, say: Progress,
+              timeout_s: float | None, capture_cls: Any, offset_ns: int,
+              rtt_ns: int) -> Trace:
+    """The run after its request: wait for the serve's data port, run the client side on
+    ``client`` (bound, unconnected) and merge both sides."""
     ready = chan.recv(REPLY_TIMEOUT_S)
     _raise_error(ready)
     data_port = ready.get("port")
@@ -362,14 +382,12 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
         meta.setdefault("notes", []).append(
             "link delays are not emulated on a remote run: the real path's delays apply "
             "(the model uses the scenario's)")
-    client = socket.socket(ctl.family, socket.SOCK_STREAM)
     sockopts.set_maxseg(client, maxseg_for(scenario.link.mss))
     opts = scenario.client.options
     note = sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork,
                                   quickack=opts.quickack,
                                   congestion=hostfacts.profile_congestion(
                                       scenario.client.profile))
-    local_addr = ctl.getsockname()[0]
     client_facts = hostfacts.collect(local_addr=local_addr)
     client_facts["congestion"] = {"client": hostfacts.congestion_of(client)}
     if note:

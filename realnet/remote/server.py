@@ -10,6 +10,7 @@ Must not import simpy, textual or rich.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hmac
 import ipaddress
 import json
@@ -18,6 +19,7 @@ import platform
 import secrets
 import select
 import socket
+import struct
 import sys
 import threading
 import time
@@ -353,18 +355,48 @@ class _Session:
         if too_big:
             self.error(f"scenario rejected: {where}: {too_big}")
             return
+        peer = self.data_peer(msg.get("data_from"))
+        if peer is None:
+            return
         if not self.server.run_lock.acquire(blocking=False):
             self.error("busy: another run is in progress on this server; try again later")
             return
         try:
-            self.execute(scenario, where)
+            self.execute(scenario, where, peer)
         finally:
             self.server.run_lock.release()
 
-    def execute(self, scenario: Scenario, where: str) -> None:
+    def data_peer(self, value: Any) -> tuple[str, int] | None:
+        """The one address the run's data connection may come from: the client's address
+        as this end of the control connection sees it, and the source port the client bound
+        its data socket to and named in its (authenticated) run request. None, after an
+        error reply, when the request names none or an address that is not the client's
+        (a NAT between the hosts: the data connection could not be told apart)."""
+        peer_addr = self.conn.getpeername()[0]
+        if (not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], str)
+                or type(value[1]) is not int or not 0 < value[1] < 65536):
+            self.error("run: 'data_from' must be [the client's address, its data port] "
+                       "(this serve accepts the data connection from that port only: "
+                       "update the client)")
+            return None
+        try:
+            said = _plain_ip(value[0])
+        except ValueError:
+            self.error(f"run: 'data_from': {printable(value[0], 60)!r} is not an IP address")
+            return None
+        seen = _plain_ip(peer_addr)
+        if said != seen:
+            self.error(f"run: the client says it is {said}, this serve sees {seen}: "
+                       "a NAT or proxy between the hosts hides which data connection is "
+                       "the client's; remote runs need a direct path")
+            return None
+        return peer_addr, value[1]
+
+    def execute(self, scenario: Scenario, where: str, peer: tuple[str, int]) -> None:
         addr = self.conn.getsockname()[0]
         listener = socket.socket(self.conn.family, socket.SOCK_STREAM)
         try:
+            _accept_only(listener, *peer)
             sockopts.set_maxseg(listener, maxseg_for(scenario.link.mss))
             listener.bind((addr, 0))
             listener.listen(1)
@@ -474,6 +506,53 @@ class _Session:
                 [p.t_ns, p.sport, p.dport, p.seq, p.ack, p.flags, p.payload_len, p.window,
                  int(p.outgoing)] for p in packets[i:i + PACKETS_PER_CHUNK]]})
         self.chan.send({"type": "result", "meta": meta})
+
+
+def _plain_ip(text: str) -> str:
+    """An IP address in one spelling (an IPv4-mapped IPv6 address as IPv4)."""
+    ip = ipaddress.ip_address(text.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+SO_ATTACH_FILTER = 26
+_SKF_NET_OFF = -0x100000
+"""Classic BPF's offset of the network header (a TCP socket's filter starts at TCP's)."""
+
+
+def _accept_only(listener: socket.socket, addr: str, port: int) -> None:
+    """Let ``listener`` hear TCP segments from ``addr``:``port`` only (issue 29.8).
+
+    The run's data port used to accept whoever connected first. A classic BPF socket
+    filter is checked by the kernel on every segment that reaches the socket, the
+    listener included (``tcp_filter()`` in ``tcp_v4_rcv``/``tcp_v6_rcv``), so a
+    stranger's SYN is dropped before any connection exists, and the accepted socket
+    inherits the filter (``sk_clone_lock``). The data stream stays the scenario's bytes
+    only: nothing is added to the measured exchange (a secret sent on the data
+    connection would be). The port is the one the client bound before naming it on the
+    authenticated control connection, so no other program can use it meanwhile."""
+    ip = ipaddress.ip_address(_plain_ip(addr))
+    prog = [(0x28, 0, 0, 0),                                      # ldh [0]: source port
+            (0x15, 0, 0, port)]                                   # jeq #port
+    if isinstance(ip, ipaddress.IPv4Address):
+        words = [(12, int(ip))]                                   # IPv4 saddr
+    else:
+        packed = ip.packed
+        words = [(8 + 4 * i, int.from_bytes(packed[4 * i:4 * i + 4], "big"))
+                 for i in range(4)]                               # IPv6 saddr
+    for offset, value in words:
+        prog += [(0x20, 0, 0, (_SKF_NET_OFF + offset) & 0xFFFFFFFF),   # ld [net + off]
+                 (0x15, 0, 0, value)]                                  # jeq #value
+    prog += [(0x06, 0, 0, 0xFFFFFFFF),                            # ret #all: accept
+             (0x06, 0, 0, 0)]                                     # ret #0: drop
+    # each jeq jumps to the drop on a mismatch: its jf is the distance to the last insn
+    last = len(prog) - 1
+    prog = [(code, 0, last - i - 1, k) if code == 0x15 else (code, jt, jf, k)
+            for i, (code, jt, jf, k) in enumerate(prog)]
+    buf = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in prog))
+    fprog = struct.pack("HL", len(prog), ctypes.addressof(buf))
+    listener.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
 
 
 def _start_capture(addr: str, port: int) -> tuple[Any, str]:

@@ -42,6 +42,8 @@ from realnet.runner import RealnetError, run_real
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 TOKEN = "test-token-0123456789"
+NEVER_CONNECTS = ["127.0.0.1", 9]
+"""A run request's ``data_from`` for runs whose data connection is never made."""
 
 
 def _free_port() -> int:
@@ -252,13 +254,89 @@ def _send_run_of(serve: Serve, where: str) -> None:
     vanishes and the serve aborts it after the client's silence."""
     s, read, _hello = _authenticated(serve)
     with s:
-        _send(s, {"type": "run", "where": where,
+        _send(s, {"type": "run", "where": where, "data_from": NEVER_CONNECTS,
                   "scenario": '[server]\nscript = "sleep 1ms"\n[client]\nscript = "sleep 1ms"\n'})
         reply = read()
         assert reply["type"] == "ready", reply
         _send(s, {"type": "abort"})
         while read()["type"] != "result":
             pass
+
+
+def _finish_run(s: socket.socket, read: Callable[[], dict[str, object]]
+                ) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """Poll a started run until its result: (the server side's records, the result)."""
+    records: list[dict[str, object]] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        _send(s, {"type": "status"})
+        reply = read()
+        while reply["type"] in ("log", "packets"):
+            records += reply.get("records", [])     # type: ignore[arg-type]
+            reply = read()
+        if reply["type"] == "result":
+            return records, reply
+        assert reply["type"] == "status", reply
+        time.sleep(0.05)
+    raise AssertionError("the run did not finish")
+
+
+def test_a_stranger_connecting_first_to_the_data_port_is_refused(server: Serve) -> None:
+    """Issue 29.8: the run's data port accepted whoever connected first, without the token
+    (a third party received the server's 100 B and answered 5 B). Now the serve's kernel
+    hears only the address and port the client named in its authenticated run request:
+    the stranger's connect gets no answer, the client still runs."""
+    s, read, _hello = _authenticated(server)
+    real = socket.socket()
+    with s, real:
+        real.bind(("127.0.0.1", 0))
+        _send(s, {"type": "run", "where": "data.toml",
+                  "data_from": ["127.0.0.1", real.getsockname()[1]],
+                  "scenario": '[server]\nscript = "write 100; read 5"\n'
+                              '[client]\nscript = "read 100; write 5"\n'})
+        ready = read()
+        assert ready["type"] == "ready", ready
+        port = int(ready["port"])      # type: ignore[call-overload]
+        with socket.socket() as stranger:
+            stranger.settimeout(1.5)
+            with pytest.raises(OSError):      # TimeoutError: its SYN is dropped
+                stranger.connect(("127.0.0.1", port))
+                stranger.recv(100)            # before: the server's 100 B arrived
+        real.settimeout(10)
+        real.connect(("127.0.0.1", port))
+        got = b""
+        while len(got) < 100:
+            chunk = real.recv(100 - len(got))
+            assert chunk, "the data connection closed early"
+            got += chunk
+        real.sendall(b"x" * 5)
+        records, result = _finish_run(s, read)
+    assert result["type"] == "result"
+    ops = [r["op"][:2] for r in records if "op" in r]         # type: ignore[index]
+    assert ops == [["accept", ""], ["write", "100"], ["read", "5"]], ops
+    end = next(r["end"] for r in records if "end" in r)
+    assert end["done"] is True and end["error"] is None, end   # type: ignore[index]
+
+
+@pytest.mark.parametrize("data_from, words", [
+    (None, "'data_from' must be"),
+    (["127.0.0.1"], "'data_from' must be"),
+    (["127.0.0.1", 0], "'data_from' must be"),
+    (["not an ip", 4000], "is not an IP address"),
+    (["10.1.2.3", 4000], "a NAT or proxy between the hosts"),
+], ids=["missing", "short", "port-0", "not-ip", "other-address"])
+def test_a_run_request_must_name_where_its_data_connection_comes_from(
+        server: Serve, data_from: object, words: str) -> None:
+    s, read, _hello = _authenticated(server)
+    with s:
+        msg: dict[str, object] = {"type": "run", "where": "d.toml",
+                                  "scenario": '[server]\nscript = "read 1"\n'}
+        if data_from is not None:
+            msg["data_from"] = data_from
+        _send(s, msg)
+        reply = read()
+    assert reply["type"] == "error" and words in str(reply["error"]), reply
+    _healthy(server)
 
 
 def test_printable_strips_escapes() -> None:
@@ -301,12 +379,12 @@ def test_idle_client_is_dropped_after_the_handshake_timeout(server: Serve) -> No
 def test_second_run_is_told_busy_at_once(server: Serve) -> None:
     first, read_first, _ = _authenticated(server)
     with first:
-        _send(first, {"type": "run", "where": "long.toml",
+        _send(first, {"type": "run", "where": "long.toml", "data_from": NEVER_CONNECTS,
                       "scenario": '[server]\nscript = "sleep 3s"\n[client]\nscript = "sleep 3s"'})
         assert read_first()["type"] == "ready"
         second, read_second, _ = _authenticated(server)
         with second:
-            _send(second, {"type": "run", "where": "second.toml",
+            _send(second, {"type": "run", "where": "second.toml", "data_from": NEVER_CONNECTS,
                            "scenario": '[server]\nscript = "sleep 1ms"\n'})
             start = time.monotonic()
             reply = read_second()

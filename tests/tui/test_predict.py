@@ -169,7 +169,12 @@ def test_an_armed_timer_under_a_horizon_does_not_say_when_it_fires() -> None:
         armed = [r for r in visible_rows(result.rows, at)
                  if r.event is not None and r.event.kind in ("ack_delayed", "timer_armed")
                  and r.event.timer != "rto"]
-        assert armed, slug
+        # issue 31.1: one still running is not drawn at all (its presence is the answer)
+        assert all(r.event is not None and r.event.deadline is not None
+                   and r.event.deadline <= at for r in armed), slug
+        assert [r for r in result.rows if r.t <= at and r.event is not None
+                and r.event.kind in ("ack_delayed", "timer_armed")], \
+            f"{slug}: the check must see timers armed before the question"
         for row in armed:
             for said in ("fires in", "timer 200 ms", "max(RTO", "RTO 210"):
                 assert said not in row.explain, (slug, row.explain)
@@ -281,3 +286,55 @@ async def test_the_time_column_widens_when_the_horizon_lifts() -> None:
         line = "".join(seg.text for seg in ladder._render_full(y, width))
         last = f"{ladder.rows[-1].t / 1000:.3f}"
         assert len(last) >= 8 and f"▶{last}" in line.replace(" ", ""), line
+
+
+@pytest.mark.parametrize("lesson", [x for x in SHIPPED if x.questions], ids=lambda x: x.slug)
+def test_a_pending_hold_or_timer_is_not_drawn_before_its_question(lesson: Lesson) -> None:
+    """Issue 31.1: even without its length, a running delayed-ACK bar under lesson 7's
+    "when does world leave?" or "Nagle holds" under lesson 1's first question answers it.
+    Holds whose data has not left, and delayed-ACK/probe timers that have not fired, by
+    the question's time are neither rows nor bars, nor events of an export of the cut
+    run; those that ended before it stay."""
+    from nagle_sim.render.rows import build_bars, build_rows
+
+    from nagle_sim.tui.horizon import trace_until, visible_bars, visible_rows
+
+    trace = run_sim(lesson.scenario)
+    rows, bars = build_rows(trace), build_bars(trace, "normal")
+    for q in lesson.questions:
+        at = round(q.at_ms * 1000)
+        sends = [s for s in trace.segments if s.is_data and s.t <= at]
+        for row in visible_rows(rows, at):
+            e = row.event
+            if e is None:
+                continue
+            if e.kind == "hold":
+                assert any(s.src is e.side and s.t > e.t for s in sends), \
+                    f"{lesson.slug} Q at {q.at_ms} ms: {row.label!r} still held"
+            if e.kind == "ack_delayed" or (e.kind == "timer_armed"
+                                           and e.timer in ("delack", "probe0")):
+                assert e.deadline is not None and e.deadline <= at, \
+                    f"{lesson.slug} Q at {q.at_ms} ms: {row.label!r} still running"
+        assert all(b.end <= at for b in visible_bars(bars, at))
+        cut = trace_until(trace, at)
+        assert all(b.end <= at for b in build_bars(cut, "all") if b.what != "hold"
+                   ), f"{lesson.slug}: an export of the cut run draws a running timer"
+        assert not [e for e in cut.events if e.kind == "hold"
+                    and not any(s.src is e.side and s.t > e.t for s in sends)]
+
+
+def test_lessons_1_and_7_hide_exactly_what_the_issue_saw() -> None:
+    from nagle_sim.render.rows import build_bars, build_rows
+
+    from nagle_sim.tui.horizon import visible_bars, visible_rows
+
+    for slug, hidden in (("01-", "Nagle holds"), ("07-", "delayed ACK")):
+        lesson = next(x for x in SHIPPED if x.slug.startswith(slug))
+        trace = run_sim(lesson.scenario)
+        at = round(lesson.questions[0].at_ms * 1000)
+        shown = [r.label for r in visible_rows(build_rows(trace), at)]
+        shown += [b.label for b in visible_bars(build_bars(trace, "normal"), at)]
+        assert not [x for x in shown if hidden in x], (slug, shown[-6:])
+        after = [r.label for r in build_rows(trace) if r.t <= at]
+        assert [x for x in after if hidden in x], \
+            "the check must see what it hides when no question is pending"

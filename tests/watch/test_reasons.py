@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nagle_sim.compare import compare_reasons
+from nagle_sim.compare.reasons import compare_reasons
 from nagle_sim.model.events import Side
 from nagle_sim.trace import EventRecord, Trace
 

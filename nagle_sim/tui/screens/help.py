@@ -8,6 +8,7 @@ No simpy, no realnet.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -38,9 +39,11 @@ def key_label(binding: Binding) -> str:
     return " / ".join(names.get(k, k) for k in binding.key.split(","))
 
 
-def binding_table(title: str, bindings: list[BindingType], width: int = 116) -> Text:
+def binding_table(title: str, bindings: list[BindingType], width: int = 116,
+                  tooltip_of: Callable[[Binding], str | None] | None = None) -> Text:
     """One section of keys as plain styled lines (a rich Table here cost ~0.5 s to lay
-    out; help must open in < 150 ms). Tooltips wrap under themselves, not under the key."""
+    out; help must open in < 150 ms). Tooltips wrap under themselves, not under the key;
+    ``tooltip_of`` (the screen's ``binding_tooltip``) may give a binding's line now."""
     text = Text()
     text.append(f"\n{title}\n", style="bold underline")
     indent = 12 + 1 + 16 + 1
@@ -49,7 +52,8 @@ def binding_table(title: str, bindings: list[BindingType], width: int = 116) -> 
         if isinstance(b, Binding):
             text.append(f"{key_label(b):>12} ", style="bold")
             text.append(f"{b.description:<16}")
-            lines = textwrap.wrap(b.tooltip or "", wrap) or [""]
+            tip = (tooltip_of(b) if tooltip_of is not None else None) or b.tooltip
+            lines = textwrap.wrap(tip or "", wrap) or [""]
             text.append(" " + ("\n" + " " * indent).join(lines) + "\n", style="dim")
     return text
 
@@ -124,7 +128,9 @@ class HelpScreen(ClosesOnce, Screen[None]):
         screen = self.underneath
         width = min(120, self.app.size.width) - 6  # border and padding
         offered = tuple(screen_bindings(screen)) if screen is not None else ()
-        key = (type(screen), offered, width)
+        tooltip_of = getattr(screen, "binding_tooltip", None)
+        tips = tuple(tooltip_of(b) for b in offered) if tooltip_of is not None else ()
+        key = (type(screen), offered, tips, width)   # a lesson's what-ifs are its own
         if key == self._shown_for:
             return
         self._shown_for = key
@@ -132,11 +138,14 @@ class HelpScreen(ClosesOnce, Screen[None]):
         if screen is not None:
             if offered:
                 parts.append(binding_table(f"This screen ({type(screen).__name__})",
-                                           list(offered), width))
+                                           list(offered), width, tooltip_of))
             ladder_bindings = [
                 b for b in _ladder_bindings() if isinstance(b, Binding)]
             parts.append(binding_table("Ladder (when focused)", list(ladder_bindings), width))
-        parts.append(binding_table("Everywhere", list(type(self.app).BINDINGS), width))
+        offers = getattr(self.app, "offers", None)
+        everywhere = [b for b in type(self.app).BINDINGS if not isinstance(b, Binding)
+                      or offers is None or offers(b.action, screen)]
+        parts.append(binding_table("Everywhere", everywhere, width))
         self.source = "\n".join(t.plain for t in parts)
         keys = Text("\n").join(parts)
         keys.append("\nPress ctrl+p for the command palette (every main action is there).",

@@ -19,7 +19,7 @@ from ...model.events import Side
 from ...scenario import ScenarioError, loads
 from ..whatif import Knob
 from ..widgets.ladder import Ladder
-from .question import QuestionScreen
+from .question import Ballot, QuestionScreen
 from .run import RunScreen
 
 
@@ -63,6 +63,8 @@ class LessonScreen(RunScreen):
         self.answers: dict[int, int] = {}
         self.reopened: int | None = None
         """A question reopened from the list (q): its time is the horizon while it is open."""
+        self.class_pending: dict[str, object] | None = None
+        """A class question that arrived before the lesson's run (`classlink`)."""
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
@@ -73,16 +75,8 @@ class LessonScreen(RunScreen):
         text = Text("What-ifs: ", style="bold")
         if not self.variants:
             text.append("none in this lesson (the keys in help still work)", style="dim")
-        start = self.variant_page * 9
-        # scripts are numbered across pages, so "another script (3)" is the same one
-        scripts = sum(1 for v in self.variants[:start] if "script:" in v.label)
-        for i, variant in enumerate(self.variants[start:start + 9]):
+        for i, (variant, label) in enumerate(self.page_labels()):
             on = self._variant_on(variant)
-            label = variant.label
-            if "script:" in label and self.current_horizon() is not None:
-                # a script spells out writes and reads: shown after the predictions
-                scripts += 1
-                label = f"another script ({scripts}), shown after the questions"
             text.append(f"\n {i + 1} ", style="reverse" if on else "bold")
             text.append(" " + label, style="bold" if on else "")
         if len(self.variants) > 9:
@@ -99,6 +93,37 @@ class LessonScreen(RunScreen):
                         f"answered, {right} right", style="bold")
             text.append("  q lists them (reopen a skipped one)", style="dim")
         return text
+
+    def page_labels(self) -> list[tuple[Variant, str]]:
+        """The what-ifs keys 1-9 switch now, each with the words shown for it."""
+        start = self.variant_page * 9
+        # scripts are numbered across pages, so "script 3" is the same one on every page
+        scripts = sum(1 for v in self.variants[:start] if "script:" in v.label)
+        out = []
+        for variant in self.variants[start:start + 9]:
+            label = variant.label
+            if "script:" in label and self.current_horizon() is not None:
+                # a script spells out writes and reads: shown after the predictions; the
+                # what-if's other changes stay named ("another script (1)" alone hid
+                # that lesson 23's fourth what-if also turns NODELAY on)
+                scripts += 1
+                parts = [p if "script:" not in p else
+                         f"{p.partition(' script:')[0]} script {scripts}" for p in
+                         label.split("; ")]
+                label = "; ".join(parts) + " (its script is shown after the questions)"
+            out.append((variant, label))
+        return out
+
+    def binding_tooltip(self, binding: Binding) -> str | None:
+        """Help's line for a what-if key: the what-if it switches now (help listed "What-if
+        2" with no name)."""
+        if not binding.action.startswith("variant("):
+            return None
+        index = int(binding.action[len("variant("):-1])
+        labels = self.page_labels()
+        if not 0 <= index < len(labels):
+            return None
+        return f"Switch what-if {index + 1} on or off: {labels[index][1]}"
 
     def _variant_on(self, variant: Variant) -> bool:
         if variant.overrides:
@@ -142,6 +167,9 @@ class LessonScreen(RunScreen):
 
     def on_result(self, result: object) -> None:
         self.query_one("#variants", Static).update(self.variants_text())
+        link = self.services.class_link
+        if link is not None:
+            link.lesson_ready(self)
 
     def done(self) -> int:
         """How many questions, in time order, the student has answered: the reveals of
@@ -219,6 +247,15 @@ class LessonScreen(RunScreen):
         at_end = self.result is not None and last == len(self.result.rows) - 1
         if pending is not None and self.result is not None and (
                 index > last or (at_end and index >= last)):
+            link = self.services.class_link
+            if link is not None and link.holds(self.lesson.slug, pending[0]):
+                # a class led by its teacher answers this question together
+                if ladder.rows:
+                    ladder.cursor = len(ladder.rows) - 1
+                self.pause()
+                self.say("The class answers the next question together: your teacher "
+                         "opens it.", timeout=4)
+                return
             # the move would pass the pending question's time: ask first. A jump to a
             # later stall then stops on the first row the answer reveals, not past what
             # the student just predicted; End goes on (and asks the next question).
@@ -229,7 +266,9 @@ class LessonScreen(RunScreen):
         if ladder.rows:
             ladder.cursor = ladder.validate_cursor(index)
 
-    def ask(self, number: int, question: Question, then: int | None = None) -> None:
+    def ask(self, number: int, question: Question, then: int | None = None, *,
+            ballot: Ballot | None = None) -> None:
+        """Ask question `number`, alone or (`ballot`) as a class vote."""
         self.pause()
         if self.result is not None and (self.result.overrides or self.simulating()):
             # a question is about the lesson's own run, never about a what-if variant drawn
@@ -256,6 +295,9 @@ class LessonScreen(RunScreen):
             self.refresh_view()
             if then is not None:
                 self.move_to(then)
+            if ballot is not None:
+                ballot.answered(self)
 
         self.app.push_screen(QuestionScreen(question, number=number + 1,
-                                            total=len(self.lesson.questions)), answered)
+                                            total=len(self.lesson.questions), ballot=ballot),
+                             answered)

@@ -66,12 +66,15 @@ class LessonListScreen(Screen[None]):
         for i, lesson in enumerate(self.lessons):
             text = Text()
             if lesson.number is not None:
-                text.append(f"{lesson.number:>2}  ", style="bold cyan")
+                # plain bold, no fixed colours: the highlighted row is white in the
+                # high-contrast theme and blue in the dark one, and cyan, green or yellow
+                # text fails one of them (tests/tui/test_contrast.py)
+                text.append(f"{lesson.number:>2}  ", style="bold")
             text.append(lesson.title, style="bold")
             if lesson.slug in scores:
                 right, total = scores[lesson.slug]
-                text.append(f"   {right}/{total} right",
-                            style="bold green" if right == total else "bold yellow")
+                text.append(f"   {'✓' if right == total else '·'} {right}/{total} right",
+                            style="bold")
             if lesson.summary:
                 text.append("\n" + lesson.summary, style="dim")
             options.add_option(Option(text, id=f"lesson-{i}"))

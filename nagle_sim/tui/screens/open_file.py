@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from textual import on
@@ -35,12 +36,16 @@ class OpenFileScreen(ClosesOnce, ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Open scenario file (TOML):")
+            yield Static(f"Open scenario file (TOML); a relative path starts at {Path.cwd()}",
+                         markup=False)
             yield Input(value=self.current, placeholder="path/to/scenario.toml", id="path")
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        typed = event.value.strip()
+        # the absolute path: an error then says where it looked ("x.toml: no such file"
+        # named no directory)
+        self.dismiss(str(Path(typed).expanduser().absolute()) if typed else None)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -55,12 +55,11 @@ class QuestionsScreen(ClosesOnce, ModalScreen[int | None]):
                     options.add_option(Option(text, id=f"q-{number}", disabled=True))
                     continue
                 choice = self.answers.get(number)
-                if choice is None:
-                    text.append("skipped  ", style="bold yellow")
-                elif choice == q.answer:
-                    text.append("right  ", style="bold green")
-                else:
-                    text.append("wrong  ", style="bold red")
+                # a mark and a word, no fixed colour: green on the high-contrast theme's
+                # white cursor row read at 1.6:1 (tests/tui/test_contrast.py)
+                verdict = ("– skipped" if choice is None
+                           else "✓ right" if choice == q.answer else "✗ wrong")
+                text.append(f"{verdict}  ", style="bold")
                 text.append(q.prompt)
                 options.add_option(Option(text, id=f"q-{number}"))
             yield options
@@ -68,8 +67,11 @@ class QuestionsScreen(ClosesOnce, ModalScreen[int | None]):
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
         reachable = sorted(self.asked)
-        if reachable:
-            options.highlighted = reachable[-1]
+        # the first one to revisit: skipped or wrong (the last asked sat under the cursor
+        # even when it was right and an earlier one was skipped)
+        revisit = [n for n in reachable if self.answers.get(n) != self.questions[n].answer]
+        if revisit or reachable:
+            options.highlighted = (revisit or reachable)[0 if revisit else -1]
         options.focus()
 
     @on(OptionList.OptionSelected)

@@ -33,7 +33,7 @@ from ...scenario import Scenario, ScenarioError, loads
 from ...trace import Trace
 from ...trace.units import ms_text
 from ..classroom import export_stem
-from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
+from ..horizon import trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
 from ..messages import RealRunFailed, RealRunFinished, SimFailed, SimFinished
 from ..result import RunResult, compare_text, measured_delta, measured_twins
@@ -141,6 +141,8 @@ class RunScreen(Screen[None]):
         """The option state of the scenario with `extra` applied (what toggles flip from)."""
         self.horizon: int | None = None
         """While a question is pending: the time (µs) after which nothing is shown."""
+        self._ladder: Ladder | None = None
+        """The ladder once mounted (`check_action`)."""
         self.detail = "normal"
         """Which rows the ladder shows (trace.rows.DETAIL_LEVELS), as the CLI's --detail."""
         self.export_name = Path(where).stem
@@ -171,10 +173,15 @@ class RunScreen(Screen[None]):
         """A key that reaches this screen while it is still being composed (typed just
         after the key that opened it) runs nothing: the screen's actions act on its
         ladder and panels, which are not there yet (a key storm in a classroom tab ended
-        the app with NoMatches for the Ladder). Back (esc) always works."""
-        return action == "app.pop_screen" or bool(self.query(Ladder))
+        the app with NoMatches for the Ladder). Back (esc) always works. The ladder is
+        remembered at mount rather than queried: the footer asks this of every binding at
+        each of its many rebuilds, and the DOM query was 11 % of the CPU a classroom app
+        spent following its teacher into a lesson (cProfile, issue 24)."""
+        ladder = self._ladder
+        return action == "app.pop_screen" or (ladder is not None and ladder.is_attached)
 
     def on_mount(self) -> None:
+        self._ladder = self.query_one(Ladder)
         self._ui = (asyncio.get_running_loop(), contextvars.copy_context())
         self.sub_title = self.title_text
         self.query_one("#progress").display = False
@@ -347,7 +354,8 @@ class RunScreen(Screen[None]):
         self.measured = None
         self._twins = {}
         assert self.whatif is not None
-        self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms)
+        self.whatif = replace(WhatIf.of(new.scenario), delay_ms=self.whatif.delay_ms,
+                              own_delay_ms=self.whatif.own_delay_ms)
         self.query_one(WhatIfBar).show(self.whatif, new.scenario)
         self._stall_rows = [i for i, _ in new.stall_rows()]
         times = row_times(new.rows)
@@ -499,11 +507,10 @@ class RunScreen(Screen[None]):
         horizon = self.horizon
         lines: list[str] = []
         for bar in self.result.bars_at(row.t):
-            if bar.what in ("hold", "delack", "probe0"):
+            if bar.what in ("hold", "delack", "probe0") and (
+                    horizon is None or bar.end <= horizon):   # pending: the answer
                 who = "holds data" if bar.what == "hold" else "waits"
-                label = bar.label if horizon is None or bar.end <= horizon \
-                    else running_label(bar)
-                lines.append(f"{bar.side.value} {who}: {label} "
+                lines.append(f"{bar.side.value} {who}: {bar.label} "
                              f"(from {ms_text(bar.start)} ms)")
         stall = self.result.stall_at(row.t)
         if stall is not None:

@@ -1,0 +1,143 @@
+"""Issue 31's smaller app defects, each checked where a student meets it (items 2 and 6):
+hold labels that say how much was held by the end, sub-0.1 ms timer bars, what-if names
+in help, `w` listed only where it works, `q` opening on the question to revisit, the
+first `l` changing something, lesson 23's what-if names while a question waits, and a
+screenshot saved where no downloads folder existed yet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from nagle_sim.render.rows import build_bars
+
+from nagle_sim.lessons import load_lessons
+from nagle_sim.sim.driver import run_sim
+from nagle_sim.tui import app as app_module
+from nagle_sim.tui.app import NagleApp
+from nagle_sim.tui.screens.help import HelpScreen
+from nagle_sim.tui.screens.lesson import LessonScreen
+from nagle_sim.tui.screens.questions import QuestionsScreen
+from nagle_sim.tui.whatif import WhatIf
+
+from .conftest import settle
+
+SHIPPED = load_lessons()
+
+
+def _lesson(prefix: str):  # type: ignore[no-untyped-def]
+    return next(x for x in SHIPPED if x.slug.startswith(prefix))
+
+
+def test_a_hold_says_how_many_bytes_left_when_it_ended() -> None:
+    """31.2: lesson 1 held 1 B, then about 30 more were written and left as one segment;
+    the bar said "Nagle holds 1 B for 60.4 ms"."""
+    trace = run_sim(_lesson("01-").scenario)
+    holds = [b.label for b in build_bars(trace, "normal") if b.what == "hold"]
+    assert holds and all(h.startswith("Nagle holds 1 B (") for h in holds), holds
+    released = [int(h.split("(")[1].split(" B")[0]) for h in holds]
+    # ~30 characters typed during each round trip; the last hold ends with the input
+    assert min(released[:-1]) >= 20 and min(released) > 1, holds
+    # a hold that sends what it held says nothing more (lesson 7: 7 B held, 7 B sent)
+    trace7 = run_sim(_lesson("07-").scenario)
+    assert {b.label.split(" for ")[0] for b in build_bars(trace7, "normal")
+            if b.what == "hold"} == {"Nagle holds 7 B"}
+
+
+def test_no_timer_bar_reads_zero_milliseconds() -> None:
+    """31.6: "delayed ACK 0.0 ms" for a timer cancelled within microseconds."""
+    short = []
+    for lesson in SHIPPED:
+        for bar in build_bars(run_sim(lesson.scenario), "all"):
+            assert " 0.0 ms" not in bar.label, (lesson.slug, bar.label)
+            if bar.what == "delack" and bar.end - bar.start < 100:
+                short.append(bar.label)
+    assert short, "no lesson has a sub-0.1 ms timer bar: the check saw nothing"
+
+
+def test_the_link_delay_cycle_never_repeats_the_scenarios_own() -> None:
+    """31.6: the first `l` on a 0 ms lesson re-ran the same 0 ms."""
+    whatif = WhatIf.of(_lesson("07-").scenario)
+    assert whatif.own_delay_ms == 0
+    seen = []
+    for _ in range(6):
+        whatif = whatif.next_delay()
+        seen.append(whatif.delay_ms)
+    assert seen[0] == 1 and 0 not in seen and None in seen
+
+
+async def test_help_names_each_what_if_and_lists_w_only_with_a_sweep() -> None:
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert "Sweep" not in app.screen.source          # the lesson list has none
+        await pilot.press("escape")
+        await app.push_screen(LessonScreen(_lesson("01-")))
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        help_text = app.screen.source
+        assert "Switch what-if 1 on or off: client NODELAY" in help_text
+        assert "What-if 2" in help_text and "Switch what-if 2 on or off: client" in help_text
+        swept = next(x for x in SHIPPED if x.sweep is not None)
+        await pilot.press("escape")
+        await app.push_screen(LessonScreen(swept))
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert "Sweep" in app.screen.source
+
+
+async def test_q_opens_on_the_first_question_to_revisit() -> None:
+    """31.6: the list opened on the last answered question, even when it was right and
+    an earlier one was skipped."""
+    lesson = _lesson("18-")
+    assert len(lesson.questions) == 2
+    screen = QuestionsScreen(list(lesson.questions), asked={0, 1},
+                             answers={1: lesson.questions[1].answer})
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await app.push_screen(screen)
+        await pilot.pause()
+        from textual.widgets import OptionList
+        assert screen.query_one(OptionList).highlighted == 0
+
+
+async def test_lesson_23_names_what_a_hidden_script_what_if_also_changes() -> None:
+    """31.6: while a question waited, "client NODELAY on; link tx_complete_us = 20;
+    client script: …" was shown as "another script (1)"."""
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        screen = LessonScreen(_lesson("23-"))
+        await app.push_screen(screen)
+        await settle(pilot)
+        assert screen.current_horizon() is not None
+        labels = [label for _, label in screen.page_labels()]
+        assert any(x.startswith("client NODELAY on; link tx_complete_us = 20; client script")
+                   for x in labels), labels
+        assert not any("repeat" in x for x in labels), "a script is shown before the questions"
+
+
+@pytest.mark.parametrize("exists", [False, True], ids=["no-downloads-folder", "folder"])
+async def test_a_screenshot_is_saved_even_without_a_downloads_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exists: bool,
+        make_app: Callable[..., NagleApp]) -> None:
+    folder = tmp_path / "home" / "Downloads"
+    if exists:
+        folder.mkdir(parents=True)
+    monkeypatch.setattr(app_module, "user_downloads_path", lambda: folder)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.deliver_screenshot("shot.svg")
+        for _ in range(50):
+            await pilot.pause(0.02)
+            if (folder / "shot.svg").exists():
+                break
+    assert (folder / "shot.svg").read_text("utf-8").startswith("<svg")
