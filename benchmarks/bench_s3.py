@@ -53,8 +53,11 @@ from nagle_sim import scenario
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Outcome, Trace, TraceError
 
-_HOT = (nagle_sim.model.endpoint, nagle_sim.sim.driver, nagle_sim.trace.records,
-        nagle_sim.trace.codec, nagle_sim.scenario.loader, nagle_sim.scenario.steps)
+# by module name: `nagle_sim.scenario.steps` as an attribute is the package's re-exported
+# `steps` function, not the module
+_HOT = tuple(sys.modules[name] for name in (
+    "nagle_sim.model.endpoint", "nagle_sim.sim.driver", "nagle_sim.trace.records",
+    "nagle_sim.trace.codec", "nagle_sim.scenario.loader", "nagle_sim.scenario.steps"))
 
 
 def build() -> str:

@@ -21,7 +21,7 @@ from nagle_sim.scenario import (
     real_run_caveats,
     trace_meta,
 )
-from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord, Trace
+from nagle_sim.trace import EventRecord, OpRecord, SegmentRecord, Source, Trace
 from realnet.host import Progress
 from realnet.records import SideLog
 from realnet.supervise import RunEnd
@@ -116,7 +116,7 @@ def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[Seg],
     for s in segs:
         if "S" in s.flags and s.src not in isn:
             isn[s.src] = s.seq
-    trace = Trace(source="realnet", title=scenario.title, meta=meta,
+    trace = Trace(source=Source.REALNET, title=scenario.title, meta=meta,
                   outcome=outcome.outcome, message=outcome.message)
     for s in segs:
         mine, theirs = isn.get(s.src, 0), isn.get(s.src.peer, 0)

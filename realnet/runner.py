@@ -18,6 +18,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from nagle_sim.model.config import NAMESPACE_SYSCTL_FIELDS
@@ -174,6 +175,18 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@dataclass(slots=True)
+class _Path:
+    """The path a local run crosses: its two sockets and the server's address, and the
+    emulated link or private namespace they live in (None for this host's loopback)."""
+
+    listener: socket.socket
+    client: socket.socket
+    server_addr: str
+    link: Any = None
+    private: Any = None
+
+
 class _LocalRun:
     def __init__(self, scenario: Scenario, say: Progress, emulated: bool,
                  timeout_s: float | None) -> None:
@@ -184,135 +197,19 @@ class _LocalRun:
         self.meta: dict[str, Any] = base_meta(scenario)
 
     def run(self) -> Trace:
-        from realnet.capture import Capture
-
+        """In phases: the path (an emulated link, a private loopback namespace or this
+        host's loopback) and its two sockets; their options; the two sides forked; the
+        captures; the run supervised; then the trace assembled from the sides' logs and
+        the captured segments. Everything opened is closed on the way out."""
         sc = self.scenario
         with contextlib.ExitStack() as stack:
-            captures: list[tuple[Side, Any]] = []
-            private = None
-            if self.emulated:
-                from realnet.netns import EmulatedLink
-
-                mtu = max(1500, min(65535, maxseg_for(sc.link.mss, True) + 40))
-                # A packet stays charged to its socket until the relay reads it from the
-                # TUN queue, which autocork sees as a busy device queue. Keep autocork only
-                # when the scenario models such a queue (tx_complete_us); otherwise it would
-                # merge writes the model (a queue-less link) sends one by one.
-                autocork = sc.link.tx_complete > 0
-                self.say(f"realnet: emulated link, {sc.link.to_server_delay / 1000:g} ms to "
-                         f"server / {sc.link.to_client_delay / 1000:g} ms to client, autocorking "
-                         + ("on (the scenario models a device queue)" if autocork
-                            else "off in both namespaces"))
-                if sc.link.faults:
-                    self.say("realnet: scripted faults in the relay: "
-                             + ", ".join(f.spec() for f in sc.link.faults))
-                if sc.link.rate_bps:
-                    self.say(f"realnet: link rate {sc.link.rate_bps / 1e6:g} Mbit/s each way, "
-                             f"drop-tail queue of {sc.link.queue} packets (in the relay)")
-                link = stack.enter_context(EmulatedLink(
-                    sc.link.to_server_delay, sc.link.to_client_delay, mtu=mtu,
-                    sysctls=None if autocork else NO_AUTOCORK,
-                    side_sysctls={side.value: v for side, v in namespace_sysctls(sc).items()},
-                    rate_bps=sc.link.rate_bps, queue=sc.link.queue,
-                    quickack=sc.link.quickack,
-                    faults=[f.spec() for f in sc.link.faults]))
-                listener = link.socket_in("server")
-                client = link.socket_in("client")
-                server_addr = link.server_addr
-                self.meta.update(link="emulated", link_mtu=mtu,
-                                 tcp_autocorking=1 if autocork else 0)
-                if link.relay_pid:
-                    self.meta["relay_pid"] = link.relay_pid
-            elif needs_private_namespace(sc):
-                from realnet.netns import PrivateLoopback, in_namespace
-
-                sysctls = next(iter(namespace_sysctls(sc).values()), {})
-                private = stack.enter_context(PrivateLoopback(
-                    sysctls={"net.ipv4.tcp_autocorking": _read_sysctl(
-                        "net.ipv4.tcp_autocorking") or "1", **sysctls},
-                    quickack=sc.link.quickack))
-                self.say(f"realnet: loopback in a private namespace ({private.ns_name}): "
-                         + ", ".join([*(f"{k} = {v}" for k, v in sysctls.items()),
-                                      *(["route quickack 1"] if sc.link.quickack else [])]))
-                listener = private.socket()
-                client = private.socket()
-                server_addr = "127.0.0.1"
-                with in_namespace(private.ns_name):
-                    autocorking = _int(_read_sysctl("net.ipv4.tcp_autocorking"))
-                self.meta.update(link="loopback", netns=private.ns_name,
-                                 tcp_autocorking=autocorking)
-            else:
-                listener = socket.socket()
-                client = socket.socket()
-                server_addr = "127.0.0.1"
-                self.meta.update(link="loopback",
-                                 tcp_autocorking=_int(_read_sysctl("net.ipv4.tcp_autocorking")))
-            applied = namespace_sysctls(sc)
-            if applied:
-                self.meta["namespace_sysctls"] = {side.value: v for side, v in applied.items()}
-            if sc.link.quickack:
-                self.meta["route_quickack"] = True
-            stack.callback(listener.close)
-            stack.callback(client.close)
-            for s in (listener, client):
-                sockopts.set_maxseg(s, maxseg_for(sc.link.mss, self.emulated))
-            listener.bind((server_addr, 0))
-            listener.listen(1)
-            port = listener.getsockname()[1]
-            # The model's congestion control (CUBIC by default, or the side's
-            # `congestion`) is set per socket so both executors agree.
-            notes = [sockopts.apply_initial(
-                listener, nodelay=sc.server.options.nodelay, cork=False,
-                quickack=sc.server.options.quickack,
-                congestion=sc.server.profile.congestion)]
-            notes.append(sockopts.apply_initial(
-                client, nodelay=sc.client.options.nodelay, cork=sc.client.options.cork,
-                quickack=sc.client.options.quickack,
-                congestion=sc.client.profile.congestion))
-            self.meta["congestion_control"] = {
-                side.value: sc.side(side).profile.congestion
-                for side in Side}
-            for note in filter(None, notes):
-                self.say(f"realnet: {note}")
-                self.meta.setdefault("notes", []).append(note)
-
-            rt = rt_priority_available()
-            self.meta["sched"] = f"SCHED_FIFO {rt}" if rt else "normal (not root)"
-            sides = {
-                Side.SERVER: SideRunner(Side.SERVER, sc.server, sc.source, listener=listener,
-                                        rt_priority=rt),
-                Side.CLIENT: SideRunner(Side.CLIENT, sc.client, sc.source, sock=client,
-                                        address=(server_addr, port), rt_priority=rt),
-            }
-            for r in sides.values():
-                stack.callback(r.cleanup)
-            sides[Side.SERVER].start(foreign=(client,))
-            sides[Side.CLIENT].start(foreign=(listener,))
-            why_not = capture_unavailable()
-            if why_not:
-                self.meta["capture"] = f"unavailable: {why_not}"
-                self.say(f"realnet: no packet capture ({why_not}): recording application "
-                         "timings and TCP_INFO only")
-            elif self.emulated:
-                for side in Side:
-                    cap = Capture(link.ifname, netns=link.ns(side.value), filter_ports={port},
-                                  outgoing_only=False)
-                    captures.append((side, cap))
-                self.meta["capture"] = (f"AF_PACKET on {link.ifname} in each namespace "
-                                        "(send and arrival times)")
-            else:
-                captures.append((Side.CLIENT, Capture(
-                    "lo", netns=private.ns_name if private else None, filter_ports={port})))
-                self.meta["capture"] = "AF_PACKET on lo (outgoing copies, port-filtered)"
-                self.meta["gso"] = ("loopback passes GSO super-segments unsplit: a captured "
-                                    "segment may carry several MSS; compare bytes")
-            for _, cap in captures:
-                cap.start()
-                stack.callback(_stop_quietly, cap)
+            path = self._open_path(stack)
+            port = self._prepare_sockets(stack, path)
+            sides = self._start_sides(stack, path, port)
+            captures = self._start_captures(stack, path, port)
             recorder = _kernel_recorder(port, self.say)
             if recorder is not None:
                 stack.callback(recorder.stop)
-
             # The server is in accept() before the client connects, as in the simulator.
             sides[Side.SERVER].go()
             sides[Side.SERVER].ready()
@@ -331,15 +228,8 @@ class _LocalRun:
                 if cap.stats is not None and cap.stats.kernel_drops:
                     self.meta.setdefault("capture_drops", {})[side.value] = cap.stats.kernel_drops
             offset = {side: cap.clock_offset_ns for side, cap in captures}
-        if self.emulated and isinstance(link.relay_stats, dict):
-            # the relay reports its drop-tail drops when it exits (after the with block)
-            dirs = link.relay_stats.get("directions")
-            if isinstance(dirs, dict) and sc.link.rate_bps:
-                self.meta["link_drops"] = sum(int(d.get("dropped", 0)) for d in dirs.values()
-                                              if isinstance(d, dict))
-            if isinstance(dirs, dict) and sc.link.faults:
-                self.meta["link_lost"] = sum(int(d.get("lost", 0)) for d in dirs.values()
-                                             if isinstance(d, dict))
+        if self.emulated:
+            self._relay_counts(path.link)
         logs = {side: r.log for side, r in sides.items()}
         if self.emulated and packets:
             segs = segments_from_tuns(packets, offset, port)
@@ -352,6 +242,170 @@ class _LocalRun:
             _add_kernel_decisions(trace, recorder, trace_origin_ns(logs, segs))
         report_retransmissions(trace, self.say)
         return trace
+
+    def _open_path(self, stack: contextlib.ExitStack[Any]) -> _Path:
+        if self.emulated:
+            return self._emulated_link(stack)
+        if needs_private_namespace(self.scenario):
+            return self._private_loopback(stack)
+        self.meta.update(link="loopback",
+                         tcp_autocorking=_int(_read_sysctl("net.ipv4.tcp_autocorking")))
+        return _Path(socket.socket(), socket.socket(), "127.0.0.1")
+
+    def _emulated_link(self, stack: contextlib.ExitStack[Any]) -> _Path:
+        """Two namespaces joined by TUN devices and the relay (delays, rate, faults)."""
+        from realnet.netns import EmulatedLink
+
+        sc = self.scenario
+        mtu = max(1500, min(65535, maxseg_for(sc.link.mss, True) + 40))
+        # A packet stays charged to its socket until the relay reads it from the
+        # TUN queue, which autocork sees as a busy device queue. Keep autocork only
+        # when the scenario models such a queue (tx_complete_us); otherwise it would
+        # merge writes the model (a queue-less link) sends one by one.
+        autocork = sc.link.tx_complete > 0
+        self.say(f"realnet: emulated link, {sc.link.to_server_delay / 1000:g} ms to "
+                 f"server / {sc.link.to_client_delay / 1000:g} ms to client, autocorking "
+                 + ("on (the scenario models a device queue)" if autocork
+                    else "off in both namespaces"))
+        if sc.link.faults:
+            self.say("realnet: scripted faults in the relay: "
+                     + ", ".join(f.spec() for f in sc.link.faults))
+        if sc.link.rate_bps:
+            self.say(f"realnet: link rate {sc.link.rate_bps / 1e6:g} Mbit/s each way, "
+                     f"drop-tail queue of {sc.link.queue} packets (in the relay)")
+        link = stack.enter_context(EmulatedLink(
+            sc.link.to_server_delay, sc.link.to_client_delay, mtu=mtu,
+            sysctls=None if autocork else NO_AUTOCORK,
+            side_sysctls={side.value: v for side, v in namespace_sysctls(sc).items()},
+            rate_bps=sc.link.rate_bps, queue=sc.link.queue,
+            quickack=sc.link.quickack,
+            faults=[f.spec() for f in sc.link.faults]))
+        self.meta.update(link="emulated", link_mtu=mtu,
+                         tcp_autocorking=1 if autocork else 0)
+        if link.relay_pid:
+            self.meta["relay_pid"] = link.relay_pid
+        return _Path(link.socket_in("server"), link.socket_in("client"), link.server_addr,
+                     link=link)
+
+    def _private_loopback(self, stack: contextlib.ExitStack[Any]) -> _Path:
+        """Loopback in a namespace of its own, for per-namespace sysctls or a route's
+        quickack."""
+        from realnet.netns import PrivateLoopback, in_namespace
+
+        sc = self.scenario
+        sysctls = next(iter(namespace_sysctls(sc).values()), {})
+        private = stack.enter_context(PrivateLoopback(
+            sysctls={"net.ipv4.tcp_autocorking": _read_sysctl(
+                "net.ipv4.tcp_autocorking") or "1", **sysctls},
+            quickack=sc.link.quickack))
+        self.say(f"realnet: loopback in a private namespace ({private.ns_name}): "
+                 + ", ".join([*(f"{k} = {v}" for k, v in sysctls.items()),
+                              *(["route quickack 1"] if sc.link.quickack else [])]))
+        listener = private.socket()
+        client = private.socket()
+        with in_namespace(private.ns_name):
+            autocorking = _int(_read_sysctl("net.ipv4.tcp_autocorking"))
+        self.meta.update(link="loopback", netns=private.ns_name,
+                         tcp_autocorking=autocorking)
+        return _Path(listener, client, "127.0.0.1", private=private)
+
+    def _prepare_sockets(self, stack: contextlib.ExitStack[Any], path: _Path) -> int:
+        """Both sockets' MSS and initial options (the model's congestion control per
+        socket, so both executors agree); the listener bound. Returns its port."""
+        sc = self.scenario
+        listener, client = path.listener, path.client
+        applied = namespace_sysctls(sc)
+        if applied:
+            self.meta["namespace_sysctls"] = {side.value: v for side, v in applied.items()}
+        if sc.link.quickack:
+            self.meta["route_quickack"] = True
+        stack.callback(listener.close)
+        stack.callback(client.close)
+        for s in (listener, client):
+            sockopts.set_maxseg(s, maxseg_for(sc.link.mss, self.emulated))
+        listener.bind((path.server_addr, 0))
+        listener.listen(1)
+        port: int = listener.getsockname()[1]
+        # The model's congestion control (CUBIC by default, or the side's
+        # `congestion`) is set per socket so both executors agree.
+        notes = [sockopts.apply_initial(
+            listener, nodelay=sc.server.options.nodelay, cork=False,
+            quickack=sc.server.options.quickack,
+            congestion=sc.server.profile.congestion)]
+        notes.append(sockopts.apply_initial(
+            client, nodelay=sc.client.options.nodelay, cork=sc.client.options.cork,
+            quickack=sc.client.options.quickack,
+            congestion=sc.client.profile.congestion))
+        self.meta["congestion_control"] = {
+            side.value: sc.side(side).profile.congestion
+            for side in Side}
+        for note in filter(None, notes):
+            self.say(f"realnet: {note}")
+            self.meta.setdefault("notes", []).append(note)
+        return port
+
+    def _start_sides(self, stack: contextlib.ExitStack[Any], path: _Path,
+                     port: int) -> dict[Side, SideRunner]:
+        """Both sides forked, each closing the other's socket, waiting for `go`."""
+        sc = self.scenario
+        rt = rt_priority_available()
+        self.meta["sched"] = f"SCHED_FIFO {rt}" if rt else "normal (not root)"
+        sides = {
+            Side.SERVER: SideRunner(Side.SERVER, sc.server, sc.source, listener=path.listener,
+                                    rt_priority=rt),
+            Side.CLIENT: SideRunner(Side.CLIENT, sc.client, sc.source, sock=path.client,
+                                    address=(path.server_addr, port), rt_priority=rt),
+        }
+        for r in sides.values():
+            stack.callback(r.cleanup)
+        sides[Side.SERVER].start(foreign=(path.client,))
+        sides[Side.CLIENT].start(foreign=(path.listener,))
+        return sides
+
+    def _start_captures(self, stack: contextlib.ExitStack[Any], path: _Path,
+                        port: int) -> list[tuple[Side, Any]]:
+        """AF_PACKET captures of the run's port (none where capture is unavailable)."""
+        from realnet.capture import Capture
+
+        captures: list[tuple[Side, Any]] = []
+        why_not = capture_unavailable()
+        if why_not:
+            self.meta["capture"] = f"unavailable: {why_not}"
+            self.say(f"realnet: no packet capture ({why_not}): recording application "
+                     "timings and TCP_INFO only")
+        elif self.emulated:
+            link = path.link
+            for side in Side:
+                cap = Capture(link.ifname, netns=link.ns(side.value), filter_ports={port},
+                              outgoing_only=False)
+                captures.append((side, cap))
+            self.meta["capture"] = (f"AF_PACKET on {link.ifname} in each namespace "
+                                    "(send and arrival times)")
+        else:
+            private = path.private
+            captures.append((Side.CLIENT, Capture(
+                "lo", netns=private.ns_name if private else None, filter_ports={port})))
+            self.meta["capture"] = "AF_PACKET on lo (outgoing copies, port-filtered)"
+            self.meta["gso"] = ("loopback passes GSO super-segments unsplit: a captured "
+                                "segment may carry several MSS; compare bytes")
+        for _, cap in captures:
+            cap.start()
+            stack.callback(_stop_quietly, cap)
+        return captures
+
+    def _relay_counts(self, link: Any) -> None:
+        """The relay's drop-tail drops and scripted losses, reported when it exits (after
+        the run's ``with`` block)."""
+        sc = self.scenario
+        if not isinstance(link.relay_stats, dict):
+            return
+        dirs = link.relay_stats.get("directions")
+        if isinstance(dirs, dict) and sc.link.rate_bps:
+            self.meta["link_drops"] = sum(int(d.get("dropped", 0)) for d in dirs.values()
+                                          if isinstance(d, dict))
+        if isinstance(dirs, dict) and sc.link.faults:
+            self.meta["link_lost"] = sum(int(d.get("lost", 0)) for d in dirs.values()
+                                         if isinstance(d, dict))
 
 
 def _kernel_recorder(port: int, say: Progress) -> Any:

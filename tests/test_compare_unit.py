@@ -13,7 +13,7 @@ import pytest
 
 from nagle_sim.compare import compare, measured_jiffy_phase, tolerance
 from nagle_sim.model.events import Micros, Side
-from nagle_sim.trace import OpRecord, Outcome, SegmentRecord, Trace
+from nagle_sim.trace import OpRecord, Outcome, SegmentRecord, Source, Trace
 
 C, S = Side.CLIENT, Side.SERVER
 
@@ -29,7 +29,7 @@ def handshake() -> list[SegmentRecord]:
 
 
 def trace(source: str, segments: list[SegmentRecord], **meta: object) -> Trace:
-    return Trace(source=source, title="t", segments=handshake() + segments,
+    return Trace(source=Source(source), title="t", segments=handshake() + segments,
                  meta={"mss": 1448, **meta})
 
 
@@ -323,7 +323,7 @@ def test_a_real_trace_without_segments_never_reports_no_stalls() -> None:
 
     from nagle_sim.render.terminal import summary_renderable
 
-    real = Trace(source="realnet", title="t", segments=[], meta={
+    real = Trace(source=Source.REALNET, title="t", segments=[], meta={
         "capture": "unavailable: AF_PACKET capture needs CAP_NET_RAW (run as root)"},
         ops=[OpRecord(side=C, op="write", arg="1", start=Micros(0), end=Micros(45_000))])
     console = Console(width=200, record=True)
@@ -341,7 +341,7 @@ def test_the_model_sleeps_as_long_as_the_real_sleeps_took() -> None:
 
     sc = loads('[client]\nscript = """\nrepeat 3 {\n  write 1\n  sleep 300ms\n}\n"""\n'
                '[server]\nscript = "repeat 3 { read 1 }"\n', "s.toml")
-    real = Trace(source="realnet", title="t", ops=[
+    real = Trace(source=Source.REALNET, title="t", ops=[
         OpRecord(side=C, op="sleep", arg="300ms", start=Micros(s), end=Micros(s + d), line=5)
         for s, d in ((0, 300_400), (400_000, 300_600), (800_000, 300_500))])
     modelled, changed = with_measured_sleeps(sc, real)
@@ -350,7 +350,7 @@ def test_the_model_sleeps_as_long_as_the_real_sleeps_took() -> None:
     sleep = loop.body[1]
     assert isinstance(sleep, Sleep) and sleep.duration == 300_500
     assert changed == {"client:5": "300000 µs → 300500 µs"}
-    exact = Trace(source="realnet", title="t", ops=[
+    exact = Trace(source=Source.REALNET, title="t", ops=[
         OpRecord(side=C, op="sleep", arg="300ms", start=Micros(0), end=Micros(300_010),
                  line=5)])
     assert with_measured_sleeps(sc, exact) == (sc, {})
@@ -385,7 +385,7 @@ SMALL = ('title = "small"\n[client]\nscript = "write 1"\n[server]\nscript = "rea
 
 
 def _small_real(segments: list[SegmentRecord], **meta: object) -> Trace:
-    return Trace(source="realnet", title="small", segments=segments, meta={
+    return Trace(source=Source.REALNET, title="small", segments=segments, meta={
         "mss": 1448, "link": "remote", **meta}, ops=[
         OpRecord(side=C, op="connect", arg="", start=Micros(0), end=Micros(100)),
         OpRecord(side=S, op="accept", arg="", start=Micros(0), end=Micros(100)),
@@ -426,7 +426,7 @@ def test_a_real_trace_without_segments_gets_no_segment_verdict(
     real.meta["capture"] = "\x1b[2J" + "x" * 10_000
     assert compare(sim, real).wire_unknown == "?[2J" + "x" * 196
     # nothing at all to compare: one line, exit 2
-    empty = Trace(source="realnet", title="small", meta={"mss": 1448})
+    empty = Trace(source=Source.REALNET, title="small", meta={"mss": 1448})
     with open(saved, "w") as f:
         empty.write_json(f)
     assert main(["compare", str(scen), str(saved)]) == 2
@@ -456,7 +456,7 @@ def test_bad_meta_in_a_saved_real_trace_is_one_line(
     doc["meta"].update(meta)
     saved.write_text(json.dumps(doc))       # NaN / Infinity as Python's json writes them
     with open(model, "w") as f:
-        Trace(source="sim", title="small", segments=[seg(1, C, 1, 1, "PA")]).write_json(f)
+        Trace(source=Source.SIM, title="small", segments=[seg(1, C, 1, 1, "PA")]).write_json(f)
     for argv in ([str(scen), str(saved)], [str(model), str(saved)]):
         assert main(["compare", *argv]) == 2, argv
         err = capsys.readouterr().err
@@ -535,7 +535,7 @@ def test_the_model_link_and_the_clock_estimate_share_one_asymmetry_rule() -> Non
                '[server]\nscript = "read 1"\n')
     assert sc.link.describes_path(3_500) and not sc.link.describes_path(4_500)
     notes: list[str] = []
-    real = Trace(source="realnet", title="t", meta={
+    real = Trace(source=Source.REALNET, title="t", meta={
         "link": "remote", "clock_offset": {"handshake_rtt_us": 3_500.0,
                                            "one_way_to_client_us": 1_750.0}})
     assert _path_delays(sc, real, notes) is sc and notes == []
@@ -638,7 +638,7 @@ def _kernel_with_faster_acks(early_us: int) -> tuple[object, Trace]:
     sc = loads(TIE_SCENARIO, "tie.toml")
     link = replace(sc.link, to_client_delay=Micros(sc.link.to_client_delay - early_us))
     real = run_sim(replace(sc, link=link))
-    real.source = "realnet"
+    real.source = Source.REALNET
     real.meta["link"] = "loopback"
     return sc, real
 

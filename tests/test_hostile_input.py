@@ -31,7 +31,7 @@ from nagle_sim.scenario import (
 )
 from nagle_sim.scenario.steps import steps
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import MAX_TEXT, Outcome, Trace, TraceError
+from nagle_sim.trace import MAX_TEXT, Outcome, Source, Trace, TraceError
 
 DATA = Path(__file__).parent / "data"
 S1 = DATA / "s1_write_write_read.toml"
@@ -397,7 +397,7 @@ def test_two_outputs_to_one_path_are_refused(tmp_path: Path,
     assert not a.exists()
     (tmp_path / "alias.svg").symlink_to(a)
     with pytest.raises(ExportError, match="both write"):
-        export_cli(Trace(source="sim", title="x"), svg=a, tseq=tmp_path / "alias.svg")
+        export_cli(Trace(source=Source.SIM, title="x"), svg=a, tseq=tmp_path / "alias.svg")
 
 
 def test_an_over_long_export_path_is_a_one_line_error(tmp_path: Path,
@@ -413,7 +413,7 @@ def test_a_tiny_png_scale_is_refused(capsys: pytest.CaptureFixture[str]) -> None
     _one_line_error(["export", str(S1), "--png", "x.png", "--png-scale", "0.0001"], capsys,
                     "argument --png-scale: expected 0.25 to 8, got 0.0001")
     with pytest.raises(ExportError, match="PNG scale must be from 0.25 to 8"):
-        export_cli(Trace(source="sim", title="x"), png="/tmp/never.png", png_scale=0.01)
+        export_cli(Trace(source=Source.SIM, title="x"), png="/tmp/never.png", png_scale=0.01)
 
 
 def test_png_size_is_bounded_before_any_pixel_is_allocated() -> None:

@@ -25,7 +25,7 @@ from nagle_sim.sweep import (
     writes_alone,
 )
 from nagle_sim.sweep.run import run_sweep
-from nagle_sim.trace import OpRecord, SegmentRecord, Trace
+from nagle_sim.trace import OpRecord, SegmentRecord, Source, Trace
 
 DATA = Path(__file__).parent / "data"
 S1 = DATA / "s1_write_write_read.toml"
@@ -88,7 +88,7 @@ def _op(side: Side, op: str, arg: str, start: int, end: int,
 
 
 def _trace(segments: list[SegmentRecord], ops: list[OpRecord]) -> Trace:
-    return Trace(source="test", title="t", segments=segments, ops=ops)
+    return Trace(source=Source.SIM, title="t", segments=segments, ops=ops)
 
 
 C, S = Side.CLIENT, Side.SERVER

@@ -25,6 +25,7 @@ from nagle_sim.trace import (
     OpRecord,
     Outcome,
     SegmentRecord,
+    Source,
     Trace,
     TraceError,
 )
@@ -44,7 +45,7 @@ def _odd_trace() -> Trace:
     with a sentence but no code and a code but no sentence."""
     odd = 'quote " backslash \\ tab \t newline \n é ✓ 𝄞'
     return Trace(
-        source="realnet", title=odd, message=odd, outcome=Outcome.ERROR,
+        source=Source.REALNET, title=odd, message=odd, outcome=Outcome.ERROR,
         meta={"nested": {"list": [1, 2.5, None, True]}, "text": odd},
         segments=[
             SegmentRecord(t=0, src=Side.CLIENT, seq=0, ack=0, length=0, flags="S"),
@@ -108,7 +109,7 @@ def test_streamed_writer_batches_many_records() -> None:
     """More records than one write batch: the joins between batches are right too."""
     seg = SegmentRecord(t=1, src=Side.CLIENT, seq=1, ack=1, length=2, flags="PA",
                         arrive=3, why="w", code="W")
-    trace = Trace(source="sim", title="many", segments=[seg] * 5000)
+    trace = Trace(source=Source.SIM, title="many", segments=[seg] * 5000)
     out = io.StringIO()
     trace.write_json(out)
     assert out.getvalue() == trace.dumps()
@@ -136,7 +137,7 @@ def _cache_trace() -> Trace:
         return EventRecord(t=t, side=side, kind=kind, code=code, reason=reason,
                            detail=detail, timer=timer, data=data)
     return Trace(
-        source="sim", title="caches",
+        source=Source.SIM, title="caches",
         segments=[seg(999, "s", "A"), seg(1000, "s", "B"), seg(1001, "s", "A"),
                   seg(1002, "t", "A"), seg(1003, "s", ""), seg(10**15 + 5, "s", "A")],
         ops=[op(1, (0, 1), 1), op(2, (0, 1), 1), op(3, (0, 2), 1), op(4, (0, 2), 2),
@@ -162,7 +163,7 @@ def test_the_writers_caches_never_reuse_one_records_text_for_another(version: in
     assert out.getvalue() == trace.dumps(version=version)
     assert '"data": {"cwnd": 12}' in out.getvalue()
     # an op with empty text first: nothing cached yet may pass for its text
-    empty = Trace(source="sim", title="", ops=[
+    empty = Trace(source=Source.SIM, title="", ops=[
         OpRecord(side=Side.CLIENT, op="", arg="", start=0, end=0),
         OpRecord(side=Side.SERVER, op="", arg="", start=0, end=0)])
     out = io.StringIO()
@@ -347,6 +348,50 @@ def test_event_records_share_equal_details_and_data() -> None:
     flag = record("", {"ato": True})            # type: ignore[dict-item]
     assert flag.data is not a.data and json.dumps(flag.data) == '{"ato": true}'
     assert record("", {}).data == {} and record("", {}).data is record("x", {}).data
+
+
+def test_the_source_is_an_enum_and_its_json_text_is_unchanged() -> None:
+    """`Trace.source` is a `Source`; the document still says ``"source": "sim"`` (and a
+    real run ``"realnet"``), and reading it back gives the member, not a string."""
+    trace = Trace(source=Source.SIM, title="t")
+    assert trace.dumps().startswith('{"format": "nagle-sim-trace/2", "source": "sim", ')
+    for source in Source:
+        back = Trace.loads(Trace(source=source, title="t").dumps())
+        assert back.source is source
+    assert [t.measured for t in (Trace(source=s, title="") for s in Source)] == [
+        s in (Source.REALNET, Source.CAPTURE) for s in Source]
+
+
+def test_a_trace_without_a_source_reads_as_unknown_and_an_unknown_one_is_refused() -> None:
+    doc = {"format": "nagle-sim-trace/2", "title": "t", "segments": [], "ops": [],
+           "events": []}
+    trace = Trace.from_json(doc, "x.json")
+    assert trace.source is Source.UNKNOWN and not trace.measured
+    assert json.loads(trace.dumps())["source"] == "?"       # as it was read
+    for bad in ("simulated", 3, ["sim"]):
+        with pytest.raises(TraceError, match=r"^x\.json: source: expected one of "
+                           r'"sim", "realnet", "capture", "model", got '):
+            Trace.from_json({**doc, "source": bad}, "x.json")
+
+
+@pytest.mark.parametrize(("flags", "length", "want"), [
+    ("S", 0, {"has_syn"}),
+    ("SA", 0, {"has_syn", "has_ack"}),
+    ("A", 0, {"has_ack", "is_pure_ack"}),
+    ("PA", 0, {"has_psh", "has_ack", "is_pure_ack"}),
+    ("PA", 10, {"has_psh", "has_ack", "is_data"}),
+    ("FA", 0, {"has_fin", "has_ack"}),
+    ("FPA", 5, {"has_fin", "has_psh", "has_ack", "is_data"}),
+    ("R", 0, {"has_rst"}),
+    ("RA", 0, {"has_rst", "has_ack"}),
+    ("EA", 0, {"has_ack", "is_pure_ack"}),
+])
+def test_flag_predicates_read_tcpdumps_letters(flags: str, length: int,
+                                               want: set[str]) -> None:
+    seg = SegmentRecord(t=0, src=Side.CLIENT, seq=1, ack=1, length=length, flags=flags)
+    names = ("has_syn", "has_ack", "has_fin", "has_rst", "has_psh", "is_pure_ack", "is_data")
+    assert {n for n in names if getattr(seg, n)} == want
+    assert seg.is_control == bool(want & {"has_syn", "has_fin", "has_rst"})
 
 
 def test_a_kernel_decision_is_marked_and_reads_back() -> None:

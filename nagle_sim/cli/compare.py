@@ -37,10 +37,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     are checked before anything runs: the right source on each side, meta the comparison
     can use, and the same scenario (`nagle_sim.compare.load_real`)."""
     from .. import runners
-    from ..compare import check_same_title, load_model, load_real
+    from ..compare import ProfileChoice, check_same_title, load_model, load_real, profile_choice
     options.check_output(args.markdown)
     options.check_output(args.csv)
-    options.check_profile(args.profile)
+    args.profile = profile_choice(args.profile)
     args.model_trace = None
     args.real_trace = None
     if args.real is not None and args.remote:
@@ -53,7 +53,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if args.set or args.param:
             raise UserError(f"{args.file}: a saved trace is compared as it is; --set and "
                             "--param need a scenario file")
-        if args.profile not in (None, "auto"):
+        if args.profile is not ProfileChoice.AUTO:
             raise UserError(f"{args.file}: a saved model trace ran with its own profiles; "
                             "--profile needs a scenario file (compare SCENARIO REAL.json)")
         args.model_trace = load_model(args.file)
@@ -83,7 +83,7 @@ def _compare(scenario: Scenario | None, args: argparse.Namespace,
     reason = not_comparable(scenario) if scenario is not None else ""
     if reason:
         _progress(f"note: {reason}; comparing anyway, expect differences")
-    profile = args.profile or "auto"
+    profile = args.profile
     saved = args.real
     real = args.real_trace
     if saved and real is None:
@@ -127,10 +127,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     kernel and on the model; a table of verdicts; exit 1 if any disagrees (everything is
     printed first)."""
     from .. import runners
-    from ..compare import run_both
+    from ..compare import profile_choice, run_both
     from ..scenario.generator import MAX_SEED
     options.check_output(args.markdown)
-    options.check_profile(args.profile)
+    args.profile = profile_choice(args.profile)
     if args.random is None and (args.seed is not None or args.keep is not None):
         raise UserError("validate: --seed and --keep go with --random N")
     if args.random is not None:
@@ -145,7 +145,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise UserError(f"validate: {why}")
     both: BothRunner = partial(
         run_both, run_real=runners.real(args.remote, args.token, progress=_progress),
-        run_sim=runners.simulate, profile=args.profile or "auto")
+        run_sim=runners.simulate, profile=args.profile)
     where = f", server side on {_without_token(args.remote)}" if args.remote else ""
     if args.random is not None:
         return _validate_random(args, both, where)

@@ -17,8 +17,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import UserError
-
 if TYPE_CHECKING:
     from ..scenario import Scenario
 
@@ -252,10 +250,3 @@ def check_output(path: str | None) -> None:
     from ..export import check_writable
     check_writable(path)
 
-
-def check_profile(name: str | None) -> None:
-    """``--profile``: auto, scenario or one of the model's profiles."""
-    from ..model.config import PROFILES
-    if name not in (None, "auto", "scenario") and name not in PROFILES:
-        raise UserError(f"--profile {name!r}: use auto, scenario or one of "
-                        + ", ".join(sorted(PROFILES)))

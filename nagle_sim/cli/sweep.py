@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..export.scene import Scene, SceneTooBig
 from ..render.sweep import print_sweep
 from ..scenario import ScenarioError, read_text
-from ..sweep import SweepError, parse_metrics, parse_vary, table
+from ..sweep import Axis, SweepError, SweepResult, parse_metrics, parse_vary, table
 from ..sweep.run import run_sweep
 from . import options
 
@@ -61,6 +61,43 @@ def _cell_text(v: object) -> str | int | float | None:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """The command: check every option and output path, run the grid (a progress bar on
     a terminal's stderr), print the table and write the files asked for."""
+    named = _check_outputs(args)
+    axes = [parse_vary(v) for v in args.vary or []]
+    metrics = parse_metrics(args.metric or [])
+    text, where, title = read_text(args.file), args.file, args.title
+    if not axes and (declared := _lesson_sweep(args.file, text)) is not None:
+        # a lesson's scenario with no --vary: its own grid, as `w` shows it in the app
+        axes, text, where = list(declared.axes), declared.text, declared.where
+        if not args.metric:
+            metrics = declared.metrics
+        title = title or declared.title or None
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"the lesson's sweep ([lesson.sweep] in {args.file}): "
+            + " × ".join(f"{a.key}={','.join(a.values)}" for a in axes)
+            + "; give --vary for another grid", markup=False)
+    _check_grid(args, axes, plotted=bool(named["--png"] or named["--svg"]))
+    from ..runners import real, simulate
+    runner = real(args.remote, getattr(args, "token", None)) if args.real else None
+    err = Console(stderr=True, highlight=False)
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as progress:
+        task = progress.add_task("sweep", total=None)
+
+        def on_cell(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+        result = run_sweep(text, where, axes, metrics, model_runner=simulate, jobs=args.jobs,
+                           real=args.real, repeat=args.repeat, real_runner=runner,
+                           on_cell=on_cell,
+                           base=[*(args.set or []),
+                                 *(f"params.{p}" for p in args.param or [])])
+    _write_results(args, result, title, err)
+    return 0
+
+
+def _check_outputs(args: argparse.Namespace) -> dict[str, str | None]:
+    """Every output path (named, of the right kind, distinct, writable) and ``--set`` /
+    ``--param`` items' form, before anything runs. Returns the outputs by option."""
     named = {"--csv": args.csv, "--markdown-out": args.markdown_out, "--png": args.png,
              "--svg": args.svg}
     for option, path in named.items():
@@ -80,26 +117,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise SweepError("two outputs name the same file")
     for path in outputs:
         options.check_output(path)
-    axes = [parse_vary(v) for v in args.vary or []]
-    metrics = parse_metrics(args.metric or [])
-    text, where, title = read_text(args.file), args.file, args.title
-    if not axes and (declared := _lesson_sweep(args.file, text)) is not None:
-        # a lesson's scenario with no --vary: its own grid, as `w` shows it in the app
-        axes, text, where = list(declared.axes), declared.text, declared.where
-        if not args.metric:
-            metrics = declared.metrics
-        title = title or declared.title or None
-        Console(stderr=True, highlight=False, soft_wrap=True).print(
-            f"the lesson's sweep ([lesson.sweep] in {args.file}): "
-            + " × ".join(f"{a.key}={','.join(a.values)}" for a in axes)
-            + "; give --vary for another grid", markup=False)
+    return named
+
+
+def _check_grid(args: argparse.Namespace, axes: list[Axis], plotted: bool) -> None:
+    """The grid against the other options: no key both varied and fixed, a plot whose
+    lines can be told apart, real-run options only with ``--real``."""
     fixed = {item.partition("=")[0].strip() for item in args.set or []}
     fixed |= {"params." + item.partition("=")[0].strip() for item in args.param or []}
     for axis in axes:
         key = axis.key if "." in axis.key else f"params.{axis.key}"
         if key in fixed:
             raise SweepError(f"--vary {axis.key}: also fixed by --set/--param; give it once")
-    if args.png or args.svg:
+    if plotted:
         from ..export.plot import MAX_SERIES
         series = math.prod(len(a.values) for a in axes[1:])
         if series > MAX_SERIES:
@@ -107,21 +137,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                              f"first) cannot be told apart; at most {MAX_SERIES}")
     if (args.remote or args.repeat != 1 or getattr(args, "token", None)) and not args.real:
         raise SweepError("--remote, --token and --repeat go with --real")
-    from ..runners import real, simulate
-    runner = real(args.remote, getattr(args, "token", None)) if args.real else None
-    err = Console(stderr=True, highlight=False)
-    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=err, transient=True,
-                  disable=not err.is_terminal) as progress:
-        task = progress.add_task("sweep", total=None)
 
-        def on_cell(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-        result = run_sweep(text, where, axes, metrics, model_runner=simulate, jobs=args.jobs,
-                           real=args.real, repeat=args.repeat, real_runner=runner,
-                           on_cell=on_cell,
-                           base=[*(args.set or []),
-                                 *(f"params.{p}" for p in args.param or [])])
+
+def _write_results(args: argparse.Namespace, result: SweepResult, title: str | None,
+                   err: Console) -> None:
+    """The table on stdout (rich, or ``--markdown``), then the files asked for."""
     headers, rows = table(result)
     if args.markdown:
         from ..export.tables import render_markdown
@@ -145,7 +165,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             _write_plot(scene, args.svg, args.png, err)
         except SceneTooBig as exc:
             raise SweepError(f"the plot is too big: {exc}") from None
-    return 0
 
 
 def _write_plot(scene: Scene, svg: str | None, png: str | None, err: Console) -> None:

@@ -13,7 +13,8 @@ The package's modules, each owning one concern:
   write/segment ties) and `aligned_model_run`;
 - `tables`: the comparison's rows and Markdown report;
 - `run`: running both executors (`run_both`, `model_against`), each passed in as a runner;
-- `reasons`: the model's decisions against the kernel's own (watch's, in real traces);
+- `reasons`: the model's decisions against the kernel's own (``"by": "kernel"`` events a
+  real run records with watch): `compare_reasons`;
 - `validate`: the loops of ``nagle-sim validate`` (every lesson, random scenarios);
   imported by the command line, not by this package.
 
@@ -36,21 +37,31 @@ from .align import (
 )
 from .hosts import host_differences, profiles_of, version_profile
 from .match import Match, flags_class, without_kernel_events
-from .reasons import ReasonComparison, ReasonPair, compare_reasons
-from .run import Both, model_against, model_scenario, not_comparable, run_both
+from .reasons import ReasonComparison, ReasonPair, compare_reasons, kernel_decisions
+from .run import (
+    Both,
+    Profile,
+    ProfileChoice,
+    model_against,
+    model_scenario,
+    not_comparable,
+    profile_choice,
+    run_both,
+)
 from .saved import check_meta, check_same_scenario, check_same_title, load_model, load_real
 from .tables import comparison_markdown, iteration_rows, match_rows, stall_rows
 from .timing import TOLERANCE_FLOOR, TOLERANCE_FRACTION, TOLERANCE_TEXT, tolerance
 from .verdict import Comparison, IterationPair, StallPair, compare
 
 __all__ = [
-    "ReasonComparison", "ReasonPair", "compare_reasons",
     "TOLERANCE_FLOOR", "TOLERANCE_FRACTION", "TOLERANCE_TEXT", "WRITE_TIE_ROUNDS",
-    "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Match", "SimRunner",
-    "StallPair", "WriteTie", "aligned_model_run", "check_meta", "check_same_scenario",
-    "check_same_title", "compare", "comparison_markdown", "first_write_tie", "flags_class",
-    "host_differences", "iteration_rows", "load_model", "load_real", "match_rows",
-    "measured_jiffy_phase", "measured_sleep_runs", "model_against", "model_scenario",
-    "not_comparable", "profiles_of", "run_both", "stall_rows", "tolerance",
-    "version_profile", "with_jiffy_phase", "with_measured_sleeps", "without_kernel_events",
+    "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Match", "Profile",
+    "ProfileChoice", "ReasonComparison", "ReasonPair", "SimRunner", "StallPair", "WriteTie",
+    "aligned_model_run", "check_meta", "check_same_scenario", "check_same_title", "compare",
+    "compare_reasons", "comparison_markdown", "first_write_tie", "flags_class",
+    "host_differences", "iteration_rows", "kernel_decisions", "load_model", "load_real",
+    "match_rows", "measured_jiffy_phase", "measured_sleep_runs", "model_against",
+    "model_scenario", "not_comparable", "profile_choice", "profiles_of", "run_both",
+    "stall_rows", "tolerance", "version_profile", "with_jiffy_phase",
+    "with_measured_sleeps", "without_kernel_events",
 ]

@@ -82,11 +82,11 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
     so a difference in the matches can be traced to it."""
     lines: list[str] = []
     problems: list[str] = []
-    one_host = real.meta.get("link") != "remote"
     facts_by_side = real.meta.get("host_facts")
     if not isinstance(facts_by_side, dict):
         return lines, problems
     emulated = real.meta.get("link") == "emulated"
+    remote = real.meta.get("link") == "remote"
     applied = real.meta.get("namespace_sysctls")
     for side in Side:
         facts = facts_by_side.get(side.value)
@@ -94,65 +94,12 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
         if not isinstance(facts, dict) or profile is None:
             continue
         ns = applied.get(side.value) if isinstance(applied, dict) else None
-        if isinstance(ns, dict):
-            # the host facts are the host's own namespace; the run set these in its own
-            # namespace for this side, which is what the kernel under test used
-            facts = dict(facts)
-            for key, value in ns.items():
-                short = str(key).rsplit(".", 1)[-1]
-                if short in ("tcp_pingpong_thresh", "tcp_autocorking") and \
-                        isinstance(value, str) and value.isdigit() and len(value) < 6:
-                    facts[short] = int(value)
+        facts = _facts_as_run(facts, ns)
         who = f"{side.value} host"
-        name = profile.name
-        hz = facts.get("hz")
-        if isinstance(hz, int) and hz != profile.hz:
-            lines.append(f"{who}: HZ {hz}, profile {name} has HZ {profile.hz}: delayed-ACK "
-                         "and probe timers are whole jiffies of another length")
-        thresh = facts.get("tcp_pingpong_thresh")
-        if isinstance(thresh, int) and thresh != profile.pingpong_thresh:
-            lines.append(f"{who}: net.ipv4.tcp_pingpong_thresh = {thresh}, profile {name} has "
-                         f"{profile.pingpong_thresh}: delayed ACKs start after a different "
-                         "number of replies")
-        cork = facts.get("tcp_autocorking")
-        if isinstance(cork, int) and not emulated and bool(cork) != profile.autocorking:
-            lines.append(f"{who}: net.ipv4.tcp_autocorking = {cork}, profile {name} has "
-                         f"{int(profile.autocorking)}: small writes merge differently while "
-                         "a packet waits in the device queue")
-        for key, field_name in (("tcp_rmem", "rcv_buf"),):
-            value = facts.get(key)
-            model = getattr(profile, field_name, None)
-            if isinstance(value, list) and len(value) == 3 and isinstance(value[1], int) \
-                    and isinstance(model, int) and value[1] != model:
-                lines.append(f"{who}: net.ipv4.{key} default {value[1]} B, profile {name} has "
-                             f"{field_name} {model} B: the offered window differs")
-        wmem = facts.get("tcp_wmem")
-        if isinstance(wmem, list) and len(wmem) == 3 and wmem != STOCK_WMEM:
-            lines.append(f"{who}: net.ipv4.tcp_wmem = {' '.join(map(str, wmem))} (the model "
-                         "has no send-buffer limit: a write never blocks on it)")
-        want = profile.congestion    # what realnet sets per socket (TCP_CONGESTION)
-        used = facts.get("congestion", {}).get(side.value) \
-            if isinstance(facts.get("congestion"), dict) else None
-        why = facts.get("congestion_notes", {}).get(side.value) \
-            if isinstance(facts.get("congestion_notes"), dict) else None
-        if why or (isinstance(used, str) and used != want):
-            problems.append(f"{who}: congestion control {used or 'unknown'} in use where "
-                            f"profile {name} models {want}"
-                            + (f" ({why})" if why else "")
-                            + ": the senders follow different rules")
-        kernel = facts.get("kernel")
-        m = re.match(r"(\d+)\.(\d+)", kernel) if isinstance(kernel, str) else None
-        if m and name.startswith("linux-") and name != f"linux-{m.group(1)}.{m.group(2)}":
-            lines.append(f"{who}: kernel {kernel}, the model ran profile {name}")
-        offl = facts.get("offloads")
-        if isinstance(offl, dict) and real.meta.get("link") == "remote":
-            on = [k.upper() for k in ("tso", "gro") if offl.get(k)]
-            if on:
-                lines.append(f"{who}: {'/'.join(on)} on {facts.get('interface')}: the NIC cuts "
-                             "TSO bursts into MSS segments and GRO merges them on receipt, "
-                             "so the capture may see several MSS as one (compared by bytes "
-                             "on the MSS grid)")
-    if one_host:    # a local run: both sides are this host; say each fact once
+        lines += _tuning_lines(who, facts, profile, emulated)
+        problems += _congestion_problem(who, side, facts, profile)
+        lines += _platform_lines(who, facts, profile, remote)
+    if not remote:    # a local run: both sides are this host; say each fact once
         seen: list[str] = []
         for line in lines:
             text = line.replace("client host:", "this host:").replace("server host:",
@@ -161,3 +108,86 @@ def host_differences(real: Trace, profiles: dict[Side, StackProfile]
                 seen.append(text)
         lines = seen
     return lines, problems
+
+
+def _facts_as_run(facts: dict[str, Any], ns: Any) -> dict[str, Any]:
+    """The host facts are the host's own namespace; a run that set sysctls in its own
+    namespace for this side ran the kernel under test with those (``ns``)."""
+    if not isinstance(ns, dict):
+        return facts
+    facts = dict(facts)
+    for key, value in ns.items():
+        short = str(key).rsplit(".", 1)[-1]
+        if short in ("tcp_pingpong_thresh", "tcp_autocorking") and \
+                isinstance(value, str) and value.isdigit() and len(value) < 6:
+            facts[short] = int(value)
+    return facts
+
+
+def _tuning_lines(who: str, facts: dict[str, Any], profile: StackProfile,
+                  emulated: bool) -> list[str]:
+    """HZ, the ping-pong threshold, autocorking and the buffers against the profile."""
+    lines: list[str] = []
+    name = profile.name
+    hz = facts.get("hz")
+    if isinstance(hz, int) and hz != profile.hz:
+        lines.append(f"{who}: HZ {hz}, profile {name} has HZ {profile.hz}: delayed-ACK "
+                     "and probe timers are whole jiffies of another length")
+    thresh = facts.get("tcp_pingpong_thresh")
+    if isinstance(thresh, int) and thresh != profile.pingpong_thresh:
+        lines.append(f"{who}: net.ipv4.tcp_pingpong_thresh = {thresh}, profile {name} has "
+                     f"{profile.pingpong_thresh}: delayed ACKs start after a different "
+                     "number of replies")
+    cork = facts.get("tcp_autocorking")
+    if isinstance(cork, int) and not emulated and bool(cork) != profile.autocorking:
+        lines.append(f"{who}: net.ipv4.tcp_autocorking = {cork}, profile {name} has "
+                     f"{int(profile.autocorking)}: small writes merge differently while "
+                     "a packet waits in the device queue")
+    for key, field_name in (("tcp_rmem", "rcv_buf"),):
+        value = facts.get(key)
+        model = getattr(profile, field_name, None)
+        if isinstance(value, list) and len(value) == 3 and isinstance(value[1], int) \
+                and isinstance(model, int) and value[1] != model:
+            lines.append(f"{who}: net.ipv4.{key} default {value[1]} B, profile {name} has "
+                         f"{field_name} {model} B: the offered window differs")
+    wmem = facts.get("tcp_wmem")
+    if isinstance(wmem, list) and len(wmem) == 3 and wmem != STOCK_WMEM:
+        lines.append(f"{who}: net.ipv4.tcp_wmem = {' '.join(map(str, wmem))} (the model "
+                     "has no send-buffer limit: a write never blocks on it)")
+    return lines
+
+
+def _congestion_problem(who: str, side: Side, facts: dict[str, Any],
+                        profile: StackProfile) -> list[str]:
+    """A congestion control other than the profile's on the real socket: a problem."""
+    want = profile.congestion    # what realnet sets per socket (TCP_CONGESTION)
+    used = facts.get("congestion", {}).get(side.value) \
+        if isinstance(facts.get("congestion"), dict) else None
+    why = facts.get("congestion_notes", {}).get(side.value) \
+        if isinstance(facts.get("congestion_notes"), dict) else None
+    if why or (isinstance(used, str) and used != want):
+        return [f"{who}: congestion control {used or 'unknown'} in use where "
+                f"profile {profile.name} models {want}"
+                + (f" ({why})" if why else "")
+                + ": the senders follow different rules"]
+    return []
+
+
+def _platform_lines(who: str, facts: dict[str, Any], profile: StackProfile,
+                    remote: bool) -> list[str]:
+    """The kernel release against a version profile; a remote host's offloads."""
+    lines: list[str] = []
+    name = profile.name
+    kernel = facts.get("kernel")
+    m = re.match(r"(\d+)\.(\d+)", kernel) if isinstance(kernel, str) else None
+    if m and name.startswith("linux-") and name != f"linux-{m.group(1)}.{m.group(2)}":
+        lines.append(f"{who}: kernel {kernel}, the model ran profile {name}")
+    offl = facts.get("offloads")
+    if isinstance(offl, dict) and remote:
+        on = [k.upper() for k in ("tso", "gro") if offl.get(k)]
+        if on:
+            lines.append(f"{who}: {'/'.join(on)} on {facts.get('interface')}: the NIC cuts "
+                         "TSO bursts into MSS segments and GRO merges them on receipt, "
+                         "so the capture may see several MSS as one (compared by bytes "
+                         "on the MSS grid)")
+    return lines

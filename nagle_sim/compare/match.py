@@ -25,13 +25,13 @@ def arrow(side: Side) -> str:
 
 def flags_class(seg: SegmentRecord) -> str:
     """What a segment is, for matching: data, SYN, SYN-ACK, FIN, RST or a pure ACK."""
-    if "R" in seg.flags:
+    if seg.has_rst:
         return "RST"
-    if "S" in seg.flags:
-        return "SYN-ACK" if "A" in seg.flags else "SYN"
+    if seg.has_syn:
+        return "SYN-ACK" if seg.has_ack else "SYN"
     if seg.is_data:
         return "data"
-    if "F" in seg.flags:
+    if seg.has_fin:
         return "FIN"
     return "ACK"
 

@@ -169,7 +169,7 @@ def _repeated_holds(model: Trace, side: Side) -> dict[int, str]:
                     and (m := _BYTES.match(o.arg)) is not None)
     if not writes:
         return {}
-    segs = [sg for sg in model.segments if sg.src is side and (sg.length or "F" in sg.flags)]
+    segs = [sg for sg in model.segments if sg.src is side and (sg.length or sg.has_fin)]
 
     def written(t: int) -> int:
         return sum(n for start, n in writes if start <= t)
@@ -184,7 +184,7 @@ def _repeated_holds(model: Trace, side: Side) -> dict[int, str]:
             while i < len(segs) and segs[i].t <= e.t:
                 sg = segs[i]
                 i += 1
-                if sg.t >= open_since and ("F" in sg.flags or
+                if sg.t >= open_since and (sg.has_fin or
                                            sg.seq + sg.length - 1 >= written(sg.t)):
                     open_since = None
                     break

@@ -2,23 +2,51 @@
 
 Owns: `run_both` (the real run first, then the model with the profiles the real hosts
 call for), `model_against` (the model's run for a saved or just-made real trace),
-`model_scenario` (each side's profile: ``--profile auto`` takes each host's kernel
-version profile; a remote run's path delays and offloads), and why a scenario is not
-comparable on this machine (`not_comparable`). Both executors arrive as runners.
+`model_scenario` (each side's profile, `ProfileChoice`: ``--profile auto`` takes each
+host's kernel version profile; a remote run's path delays and offloads), and why a
+scenario is not comparable on this machine (`not_comparable`). Both executors arrive as
+runners.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
+from ..errors import UserError
 from ..model.config import PROFILES
 from ..model.events import Micros, Side
-from ..scenario import real_run_caveats
+from ..scenario import Scenario, SideSpec, real_run_caveats
 from ..trace import Runner, Trace
 from .align import SimRunner, aligned_model_run
 from .hosts import profiles_of, version_profile
 from .verdict import Comparison, compare
+
+
+class ProfileChoice(StrEnum):
+    """``--profile``'s choices besides naming a profile (which then runs on both sides)."""
+
+    AUTO = "auto"
+    """Each side whose profile is the default ``linux`` takes the version profile of its
+    host's kernel (``linux-6.1`` on a 6.1 host) where the model has one."""
+    SCENARIO = "scenario"
+    """The scenario's profiles as written."""
+
+
+Profile = ProfileChoice | str
+"""What a comparison runs the model with: a `ProfileChoice` or a profile's name."""
+
+
+def profile_choice(text: str | None) -> Profile:
+    """``--profile TEXT`` checked: a `ProfileChoice` (None is `ProfileChoice.AUTO`) or one
+    of the model's profile names; anything else is a `UserError` naming them."""
+    if text is None or text in ProfileChoice.__members__.values():
+        return ProfileChoice(text or ProfileChoice.AUTO)
+    if text not in PROFILES:
+        raise UserError(f"--profile {text!r}: use auto, scenario or one of "
+                        + ", ".join(sorted(PROFILES)))
+    return text
 
 
 @dataclass(slots=True)
@@ -27,7 +55,7 @@ class Both:
 
     sim: Trace
     real: Trace
-    scenario: Any
+    scenario: Scenario
     """The scenario the model ran (profiles chosen for the real hosts)."""
     notes: list[str]
 
@@ -37,50 +65,51 @@ class Both:
         return cmp
 
 
-def run_both(scenario: Any, *, run_real: Runner, run_sim: SimRunner,
-             profile: str = "auto") -> Both:
+def run_both(scenario: Scenario, *, run_real: Runner, run_sim: SimRunner,
+             profile: Profile = ProfileChoice.AUTO) -> Both:
     """The real run first (``run_real``: this host, or the server side on a remote serve),
     then the model with the profiles the real hosts call for (`model_scenario`) at the real
     run's measured jiffy phase."""
     real = run_real(scenario)
     return model_against(scenario, real, run_sim, profile)
 
-def model_against(scenario: Any, real: Trace, run_sim: SimRunner,
-                  profile: str = "auto") -> Both:
+def model_against(scenario: Scenario, real: Trace, run_sim: SimRunner,
+                  profile: Profile = ProfileChoice.AUTO) -> Both:
     """The model's run of ``scenario`` set up and aligned for the real trace ``real``."""
     modelled, notes = model_scenario(scenario, real, profile)
     return Both(aligned_model_run(modelled, real, run_sim), real, modelled, notes)
 
-def model_scenario(scenario: Any, real: Trace, profile: str = "auto"
-                   ) -> tuple[Any, list[str]]:
+def model_scenario(scenario: Scenario, real: Trace, profile: Profile = ProfileChoice.AUTO
+                   ) -> tuple[Scenario, list[str]]:
     """The scenario as the model should run it against ``real``.
 
-    ``profile``: "auto" gives each side whose profile is the default ``linux`` the version
-    profile of its host's kernel (``linux-6.1`` on a 6.1 host) when the model has one;
-    "scenario" keeps the scenario's profiles; any other name is used on both sides (its
-    ``tune`` settings stay). A remote run's link also takes the hosts' segmentation
-    offload (TSO/GSO) as its ``gso``. Returns (that scenario, what was chosen, one line
-    each)."""
-
-
+    ``profile`` (`profile_choice`): `ProfileChoice.AUTO` gives each side whose profile is
+    the default ``linux`` the version profile of its host's kernel (``linux-6.1`` on a 6.1
+    host) when the model has one; `ProfileChoice.SCENARIO` keeps the scenario's profiles;
+    a profile's name is used on both sides (its ``tune`` settings stay). A remote run's
+    link also takes the hosts' segmentation offload (TSO/GSO) as its ``gso``. Returns
+    (that scenario, what was chosen, one line each)."""
+    choice = profile_choice(profile)
     raw = real.meta.get("host_facts")
     facts: dict[str, Any] = raw if isinstance(raw, dict) else {}
     notes: list[str] = []
-    sides = {}
+    sides: dict[Side, SideSpec] = {}
     for side in Side:
         spec = scenario.side(side)
         name = spec.profile.name
-        if profile == "auto" and name == "linux":
+        if choice is ProfileChoice.AUTO and name == "linux":
             kernel = (facts.get(side.value) or {}).get("kernel")
             name, note = version_profile(kernel)
             notes.append(f"{side.value}: {note}")
-        elif profile not in ("auto", "scenario"):
-            name = profile
+        elif not isinstance(choice, ProfileChoice):
+            name = choice
         if name != spec.profile.name:
             base = PROFILES[name]
             tuned = base.with_overrides(**spec.tune) if spec.tune else base
-            sides[side.value] = replace(spec, profile=tuned)
-    out = replace(scenario, **sides) if sides else scenario
+            sides[side] = replace(spec, profile=tuned)
+    out = scenario if not sides else replace(
+        scenario, client=sides.get(Side.CLIENT, scenario.client),
+        server=sides.get(Side.SERVER, scenario.server))
     if real.meta.get("link") == "remote":
         out = _path_delays(out, real, notes)
         offl = [(f or {}).get("offloads") or {} for f in facts.values()

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..model.events import Side
 from ..scenario.steps import HANDSHAKE_OPS, steps
-from ..trace import Trace, TraceError
+from ..trace import Source, Trace, TraceError
 
 MAX_DELAY_US = 60_000_000
 """Longest one-way delay or round trip (µs) a saved trace's clock estimate may carry."""
@@ -128,7 +128,7 @@ def load_real(path: str, scenario: Any | None = None) -> Trace:
     one `TraceError` line naming the file and field."""
 
     real = Trace.load(path)
-    if real.source != "realnet":
+    if real.source is not Source.REALNET:
         raise TraceError(f"{path}: not a real trace (its source is {real.source[:20]!r}; "
                          "save one with `nagle-sim realnet run FILE --json > REAL.json`)")
     check_meta(real, path)
@@ -147,7 +147,7 @@ def load_model(path: str) -> Trace:
     """A saved model trace for `compare MODEL.json REAL.json` (source ``sim``)."""
 
     sim = Trace.load(path)
-    if sim.source != "sim":
+    if sim.source is not Source.SIM:
         raise TraceError(f"{path}: not a model trace (its source is {sim.source[:20]!r}; "
                          "compare a scenario or `nagle-sim run FILE --json > MODEL.json` "
                          "with the real trace)")

@@ -239,14 +239,54 @@ def compare(sim: Trace, real: Trace, *,
     on each interval. Stalls pair through the segment that ends them; iterations by index.
     ``profiles``: the model's profile per side (default: looked up by the names in the
     model trace's meta), against which the real hosts' facts are listed.
+
+    In phases: segments matched (`_match_segments`) and timed, then the verdicts of the
+    segments, stalls and iterations, then what the runs themselves note.
     """
-    mss = sim.meta.get("mss") or real.meta.get("mss")
-    gso_possible = real.meta.get("link", "loopback") == "loopback" or offloaded(real)
-    matches: list[Match] = []
     unknown = wire_unknown(real)
     # no capture: the model's segments have nothing to be matched against (every one
     # would be "missing"): compare the ops only and say so
-    for side in Side if unknown is None else ():
+    matches = _match_segments(sim, real) if unknown is None else []
+    excuse_ack_thinning(matches, sim, real)
+    resolved = profiles or profiles_of(sim)
+    late = {side: Micros(TIMER_LATE_JIFFIES * p.tick_us) for side, p in resolved.items()}
+    time_errors(matches, late, CallAnchors(sim, real))
+    matches.sort(key=lambda m: (m.sim_t if m.sim_t is not None else m.real_t or 0,
+                                m.real_t or 0))
+    problems: list[str] = []
+    notes: list[str] = []
+    if unknown is not None:
+        notes.append(f"the real trace has no captured segments ({unknown}): only ops are "
+                     "compared; segments and stalls on the wire are unknown")
+    _segment_verdicts(matches, problems, notes)
+    stall_pairs = _pair_stalls(sim, real, matches, late) if real.segments else []
+    problems += [f"stall: {p.note}" for p in stall_pairs if not p.ok]
+    iters = _pair_iterations(sim, real)
+    # An iteration spans several events whose (tolerated) errors add up, so with a capture
+    # the per-event rule above is the judge and iteration differences are reported as notes;
+    # without a capture the iterations are the only evidence and decide.
+    _iteration_verdicts(iters, problems if not real.segments else notes)
+    if len(iters) and any(it.sim_us is None or it.real_us is None for it in iters):
+        problems.append("the model and the kernel completed different numbers of iterations")
+    if sim.outcome != real.outcome:
+        problems.append(f"outcome: model {sim.outcome} ({sim.message or 'ok'}), real "
+                        f"{real.outcome} ({real.message or 'ok'})")
+    notes += _run_notes(sim, real)
+    host, host_problems = host_differences(real, resolved)
+    problems += host_problems
+    return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
+                      iterations=iters, problems=problems, notes=notes,
+                      sim_outcome=sim.outcome, real_outcome=real.outcome, host=host,
+                      wire_unknown=unknown,
+                      reasons=compare_reasons(sim, real, resolved_hz(resolved)))
+
+
+def _match_segments(sim: Trace, real: Trace) -> list[Match]:
+    """Every segment of both runs in a `Match`, per direction and kind of segment."""
+    mss = sim.meta.get("mss") or real.meta.get("mss")
+    gso_possible = real.meta.get("link", "loopback") == "loopback" or offloaded(real)
+    matches: list[Match] = []
+    for side in Side:
         by_class: dict[tuple[str, str], list[SegmentRecord]] = {}
         for which, trace in (("sim", sim), ("real", real)):
             for seg in trace.segments:
@@ -261,17 +301,12 @@ def compare(sim: Trace, real: Trace, *,
             if sim_list or real_list:
                 matches += control_matches(side, klass, sim_list, real_list,
                                     int(mss) if mss else 1448)
-    excuse_ack_thinning(matches, sim, real)
-    resolved = profiles or profiles_of(sim)
-    late = {side: Micros(TIMER_LATE_JIFFIES * p.tick_us) for side, p in resolved.items()}
-    time_errors(matches, late, CallAnchors(sim, real))
-    matches.sort(key=lambda m: (m.sim_t if m.sim_t is not None else m.real_t or 0,
-                                m.real_t or 0))
-    problems: list[str] = []
-    notes: list[str] = []
-    if unknown is not None:
-        notes.append(f"the real trace has no captured segments ({unknown}): only ops are "
-                     "compared; segments and stalls on the wire are unknown")
+    return matches
+
+
+def _segment_verdicts(matches: list[Match], problems: list[str], notes: list[str]) -> None:
+    """A segment beyond tolerance is a problem; an excused one (GSO, ACK thinning, a late
+    timer) a note."""
     for m in matches:
         if not m.ok:
             where = m.sim_t if m.sim_t is not None else m.real_t
@@ -280,16 +315,11 @@ def compare(sim: Trace, real: Trace, *,
         elif m.kind in ("gso", "ack-thinning", "timer-late"):
             where = m.real_t if m.real_t is not None else m.sim_t
             notes.append(f"{arrow(m.side)} at {ms_text(where or 0)} ms: {m.note}")
-    stall_pairs = _pair_stalls(sim, real, matches, late) if real.segments else []
-    for p in stall_pairs:
-        if not p.ok:
-            problems.append(f"stall: {p.note}")
-    iters = _pair_iterations(sim, real)
-    # An iteration spans several events whose (tolerated) errors add up, so with a capture
-    # the per-event rule above is the judge and iteration differences are reported as notes;
-    # without a capture the iterations are the only evidence and decide.
+
+
+def _iteration_verdicts(iters: list[IterationPair], judged: list[str]) -> None:
+    """The first five iterations beyond tolerance, and how many more, into ``judged``."""
     bad_iters = [it for it in iters if not it.ok]
-    judged = problems if not real.segments else notes
     for it in bad_iters[:5]:
         sim_ms = "—" if it.sim_us is None else f"{ms_text(it.sim_us)} ms"
         real_ms = "—" if it.real_us is None else f"{ms_text(it.real_us)} ms"
@@ -297,11 +327,12 @@ def compare(sim: Trace, real: Trace, *,
                       f"(beyond ±{ms_text(it.tol, 1)} ms for the whole iteration)")
     if len(bad_iters) > 5:
         judged.append(f"… and {len(bad_iters) - 5} more iterations beyond that")
-    if len(iters) and any(it.sim_us is None or it.real_us is None for it in iters):
-        problems.append("the model and the kernel completed different numbers of iterations")
-    if sim.outcome != real.outcome:
-        problems.append(f"outcome: model {sim.outcome} ({sim.message or 'ok'}), real "
-                        f"{real.outcome} ({real.message or 'ok'})")
+
+
+def _run_notes(sim: Trace, real: Trace) -> list[str]:
+    """What the runs record about themselves: the kernel's retransmissions, the real run's
+    notes, and what the model borrowed from the real run (sleeps, ties, jiffy phase)."""
+    notes: list[str] = []
     retrans = real.meta.get("retransmissions") or {}
     seen = real.meta.get("retransmitted_segments") or {}
     if any(retrans.values()) or seen:
@@ -321,10 +352,4 @@ def compare(sim: Trace, real: Trace, *,
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
                      "phase is arbitrary)")
-    host, host_problems = host_differences(real, resolved)
-    problems += host_problems
-    return Comparison(title=sim.title or real.title, matches=matches, stalls=stall_pairs,
-                      iterations=iters, problems=problems, notes=notes,
-                      sim_outcome=sim.outcome, real_outcome=real.outcome, host=host,
-                      wire_unknown=unknown,
-                      reasons=compare_reasons(sim, real, resolved_hz(resolved)))
+    return notes

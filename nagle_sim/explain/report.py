@@ -436,11 +436,12 @@ def write_pictures(ex: Explanation, svg: str | None, png: str | None,
     import dataclasses
 
     from ..export import export_cli
+    from ..trace import Source
     # the export's legend names a trace by its source: the capture is what the real
     # kernels did ("real"), the overlay is the model's re-run ("model trace")
-    overlay = (dataclasses.replace(ex.rebuilt.model, source="model")
+    overlay = (dataclasses.replace(ex.rebuilt.model, source=Source.MODEL)
                if ex.rebuilt and ex.rebuilt.model else None)
-    main = dataclasses.replace(ex.captured.trace, source="realnet")
+    main = dataclasses.replace(ex.captured.trace, source=Source.REALNET)
     line = ""
     if until_ms is None:
         window, line = picture_window(ex)

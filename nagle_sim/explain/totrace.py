@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.events import Micros, Side
-from ..trace import SegmentRecord, Trace
+from ..trace import SegmentRecord, Source, Trace
 from ..trace.summary import STALL_MIN
 from .causes import HIGH, LOW, MEDIUM, RetransmitMarker
 from .connections import Connection, format_endpoint
@@ -379,7 +379,7 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
             f"{fact['text']} (confidence {fact['confidence']:.1f})"
             for fact in inferred.values()) + f"; so no stall is named with a confidence "
             f"above {cap:.1f}")
-    trace = Trace(source="capture", title=f"{source_name}: {client_ep} → {server_ep}",
+    trace = Trace(source=Source.CAPTURE, title=f"{source_name}: {client_ep} → {server_ep}",
                   segments=segments, meta=meta)
     return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],
                     frames=[r[4] for r in rows], captured_on=captured_on,

@@ -70,7 +70,7 @@ def _arrive(seg: SegmentRecord) -> Micros:
 
 def _seg_label(seg: SegmentRecord) -> str:
     label = seg.label()
-    if seg.is_data and "A" in seg.flags:
+    if seg.is_data and seg.has_ack:
         label += f" ack {seg.ack}"
     return label
 
@@ -155,10 +155,69 @@ def _notes(rows: list[Row], opts: LadderOptions) -> list[_Note]:
     return notes
 
 
+@dataclass(slots=True)
+class _Content:
+    """What the picture shows: the rows up to ``until``, their segments, the overlay's
+    segments, the side notes and the hold/timer bars."""
+
+    rows: list[Row]
+    segs: list[SegmentRecord]
+    over: list[SegmentRecord]
+    notes: list[_Note]
+    bars: list[Bar]
+
+
+@dataclass(slots=True)
+class _Layout:
+    """Where everything goes: the title block, the time map (y), the columns (x)."""
+
+    title: str
+    sub: str
+    head_y: float
+    top: float
+    tmap: _TimeMap
+    lanes: list[int]
+    n_lanes: dict[Side, int]
+    x_time: float
+    x_of: dict[Side, float]
+    width: int
+    legend_top: float
+    legend_rows: list[list[_Sample]]
+
+    def note_x(self, side: Side) -> float:
+        """Where a side's notes start (outside its bar lanes)."""
+        return self.x_of[side] + _OUT[side] * (16 + self.n_lanes[side] * (LANE_W + 4))
+
+
+_OUT = {Side.CLIENT: -1.0, Side.SERVER: 1.0}
+"""The direction away from the wire, per side."""
+
+
 def build_ladder(trace: Trace, overlay: Trace | None = None,
                  opts: LadderOptions | None = None) -> Scene:
-    """The ladder picture of ``trace`` (and ``overlay`` dashed on top, when given)."""
+    """The ladder picture of ``trace`` (and ``overlay`` dashed on top, when given): the
+    content chosen, laid out, then drawn layer by layer (headers, compressed gaps, the
+    time column, bars, notes, arrows, legend)."""
     opts = opts or LadderOptions()
+    content = _content(trace, overlay, opts)
+    lay = _layout(content, trace, overlay, opts)
+    height = round(lay.legend_top + len(lay.legend_rows) * 34 + MARGIN)
+    scene = Scene(width=lay.width, height=height, title=lay.title)
+    _draw_headers(scene, lay)
+    _draw_gaps(scene, lay, opts)
+    _draw_times(scene, lay, content)
+    _draw_bars(scene, lay, content, opts)
+    _draw_notes(scene, lay, content.notes)
+    # the main trace's arrows and labels, then the overlay on top
+    for s in content.segs:
+        _arrow(scene, s, lay.tmap, lay.x_of, overlay=False)
+    for s in content.over:
+        _arrow(scene, s, lay.tmap, lay.x_of, overlay=True)
+    _draw_legend(scene, lay)
+    return scene
+
+
+def _content(trace: Trace, overlay: Trace | None, opts: LadderOptions) -> _Content:
     until = opts.until
 
     def keep(t: int) -> bool:
@@ -175,8 +234,14 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     if until is not None:
         bars = [Bar(b.side, b.start, Micros(min(b.end, until)), b.what, b.label, b.began)
                 for b in bars]
+    return _Content(rows, segs, over, notes, bars)
 
-    # ---- vertical layout
+
+def _layout(content: _Content, trace: Trace, overlay: Trace | None,
+            opts: LadderOptions) -> _Layout:
+    """Vertical layout (every instant drawn, room for stacked notes), then horizontal
+    layout from the content's widths."""
+    segs, over, notes, bars = content.segs, content.over, content.notes, content.bars
     times_set: set[int] = set()
     for s in segs + over:
         times_set.update((s.t, _arrive(s)))
@@ -198,7 +263,6 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     top = head_y + HEAD_SIZE + 30
     tmap = _TimeMap(times, top, opts, need)
 
-    # ---- horizontal layout (from content widths)
     lanes = _lanes(bars)
     n_lanes = {side: 1 + max([ln for b, ln in zip(bars, lanes, strict=True) if b.side is side],
                              default=-1) for side in Side}
@@ -217,36 +281,41 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     x_server = x_client + center
     right = x_server + 8 + n_lanes[Side.SERVER] * (LANE_W + 4) + 16 + note_w[Side.SERVER]
     width = round(max(right + MARGIN, text_width(title, TITLE_SIZE, bold=True) + 2 * MARGIN))
-    x_of = {Side.CLIENT: x_client, Side.SERVER: x_server}
-    out = {Side.CLIENT: -1.0, Side.SERVER: 1.0}      # direction away from the wire
+    legend_rows = _legend_rows(_legend(bars, overlay, trace), width - 2 * MARGIN)
+    return _Layout(title, sub, head_y, top, tmap, lanes, n_lanes, x_time,
+                   {Side.CLIENT: x_client, Side.SERVER: x_server}, width,
+                   tmap.bottom + 40, legend_rows)
 
-    legend_top = tmap.bottom + 40
-    legend_items = _legend(bars, overlay, trace)
-    legend_rows = _legend_rows(legend_items, width - 2 * MARGIN)
-    height = round(legend_top + len(legend_rows) * 34 + MARGIN)
-    scene = Scene(width=width, height=height, title=title)
 
-    # ---- title, headers
-    scene.add(Text(MARGIN, MARGIN + TITLE_SIZE, title, TITLE_SIZE, sc.INK, bold=True))
-    if sub:
-        scene.add(Text(MARGIN, MARGIN + TITLE_SIZE + 12 + SUB_SIZE, sub, SUB_SIZE, sc.MUTED))
-    scene.add(Text(x_time, head_y + HEAD_SIZE, "ms", TIME_SIZE + 2, sc.MUTED, anchor="end"))
+def _draw_headers(scene: Scene, lay: _Layout) -> None:
+    """The title, the subtitle, the time column's unit and the two sides' names."""
+    scene.add(Text(MARGIN, MARGIN + TITLE_SIZE, lay.title, TITLE_SIZE, sc.INK, bold=True))
+    if lay.sub:
+        scene.add(Text(MARGIN, MARGIN + TITLE_SIZE + 12 + SUB_SIZE, lay.sub, SUB_SIZE,
+                       sc.MUTED))
+    head_y = lay.head_y
+    scene.add(Text(lay.x_time, head_y + HEAD_SIZE, "ms", TIME_SIZE + 2, sc.MUTED,
+                   anchor="end"))
     for side, color in ((Side.CLIENT, sc.CLIENT), (Side.SERVER, sc.SERVER)):
         w = text_width(side.value, HEAD_SIZE, bold=True) + 28
-        scene.add(Rect(x_of[side] - w / 2, head_y - 4, w, HEAD_SIZE + 16, fill="#ffffff",
+        scene.add(Rect(lay.x_of[side] - w / 2, head_y - 4, w, HEAD_SIZE + 16, fill="#ffffff",
                        stroke=color, width=2.5),
-                  Text(x_of[side], head_y + HEAD_SIZE, side.value, HEAD_SIZE, color,
+                  Text(lay.x_of[side], head_y + HEAD_SIZE, side.value, HEAD_SIZE, color,
                        anchor="middle", bold=True))
 
-    # ---- compressed gaps: shading, dotted lifelines, duration label
-    bottom = tmap.bottom + 16
+
+def _draw_gaps(scene: Scene, lay: _Layout, opts: LadderOptions) -> None:
+    """Compressed gaps (shading and their duration), then the lifelines: solid, dotted
+    across a gap."""
+    x_client, x_server = lay.x_of[Side.CLIENT], lay.x_of[Side.SERVER]
+    bottom = lay.tmap.bottom + 16
     spans: list[tuple[float, float, bool]] = []     # (y0, y1, is_break) along the lifelines
-    cursor: float = top - 12
-    for t0, t1, y0, y1 in tmap.breaks:
+    cursor: float = lay.top - 12
+    for t0, t1, y0, y1 in lay.tmap.breaks:
         y0, y1 = y0 + 6, y1 - 6
         spans += [(cursor, y0, False), (y0, y1, True)]
         cursor = y1
-        scene.add(Rect(MARGIN, y0, width - 2 * MARGIN, y1 - y0, fill=sc.STALL_FILL,
+        scene.add(Rect(MARGIN, y0, lay.width - 2 * MARGIN, y1 - y0, fill=sc.STALL_FILL,
                        opacity=0.55))
         mid = (y0 + y1) / 2
         what = opts.gap_label(t0, t1) if opts.gap_label is not None else None
@@ -256,16 +325,21 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
                        sc.MUTED, anchor="middle", italic=True))
     spans.append((cursor, bottom, False))
     for side in Side:
+        x = lay.x_of[side]
         for y0, y1, broken in spans:
             if y1 > y0:
-                scene.add(Line(x_of[side], y0, x_of[side], y1, sc.MUTED if broken else sc.INK,
+                scene.add(Line(x, y0, x, y1, sc.MUTED if broken else sc.INK,
                                2.0 if broken else 3.0, dash=(3, 7) if broken else None))
 
-    # ---- time column
-    shown_times = sorted({s.t for s in segs + over} | {n.t for n in notes})
+
+def _draw_times(scene: Scene, lay: _Layout, content: _Content) -> None:
+    """The time column: one tick per instant with a segment or a note, never crowded."""
+    x_time = lay.x_time
+    shown_times = sorted({s.t for s in content.segs + content.over}
+                         | {n.t for n in content.notes})
     last_y = -1e9
     for t in shown_times:
-        y = tmap.y(t)
+        y = lay.tmap.y(t)
         if y - last_y < TIME_SIZE + 2:
             continue
         last_y = y
@@ -273,18 +347,21 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
                        anchor="end", mono=True))
         scene.add(Line(x_time + 6, y, x_time + 18, y, sc.GRID, 1.5))
 
-    # ---- bars (drawn under the arrows)
+
+def _draw_bars(scene: Scene, lay: _Layout, content: _Content, opts: LadderOptions) -> None:
+    """Hold and timer bars (under the arrows), each labelled where a note leaves room."""
+    tmap = lay.tmap
     # Tops of the note lines taken on each side, sorted (every line is NOTE_H tall), so
     # placing a note or a bar label looks only at its neighbours: linear-ish, not
     # quadratic, in the number of notes.
     taken: dict[Side, list[float]] = {Side.CLIENT: [], Side.SERVER: []}
-    for n_side, t in ((n.side, n.t) for n in notes):
+    for n_side, t in ((n.side, n.t) for n in content.notes):
         ty, tops = tmap.y(t), taken[n_side]
         k = bisect_left(tops, ty + 1) - bisect_right(tops, ty - 1)
         insort(tops, ty + k * NOTE_H)
-    for b, lane in zip(bars, lanes, strict=True):
+    for b, lane in zip(content.bars, lay.lanes, strict=True):
         color = _BAR_COLOR.get(b.what, sc.MUTED)
-        x = x_of[b.side] + out[b.side] * (10 + lane * (LANE_W + 4))
+        x = lay.x_of[b.side] + _OUT[b.side] * (10 + lane * (LANE_W + 4))
         x0 = x if b.side is Side.SERVER else x - LANE_W
         y0, y1 = tmap.y(b.start), tmap.y(b.end)
         scene.add(Rect(x0, y0, LANE_W, max(y1 - y0, 4), fill=color, opacity=0.85))
@@ -293,39 +370,34 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
             ly = _free_y(taken[b.side], (y0 + y1) / 2 - NOTE_H / 2, y0, y1)
             if ly is not None:
                 insort(taken[b.side], ly)
-                nx = x_of[b.side] + out[b.side] * (16 + n_lanes[b.side] * (LANE_W + 4))
-                scene.add(Text(nx, ly + NOTE_SIZE * 0.35 + NOTE_H / 2 - 4, b.label, NOTE_SIZE,
-                               color, anchor="start" if b.side is Side.SERVER else "end",
+                scene.add(Text(lay.note_x(b.side), ly + NOTE_SIZE * 0.35 + NOTE_H / 2 - 4,
+                               b.label, NOTE_SIZE, color,
+                               anchor="start" if b.side is Side.SERVER else "end",
                                bold=True))
 
-    # ---- side notes
+
+def _draw_notes(scene: Scene, lay: _Layout, notes: list[_Note]) -> None:
+    """Side notes (calls, causes, events), stacked where several share an instant."""
     stack: dict[tuple[int, Side], int] = {}
     for n in notes:
         k = stack.get((n.t, n.side), 0)
         stack[(n.t, n.side)] = k + 1
-        x = x_of[n.side] + out[n.side] * (16 + n_lanes[n.side] * (LANE_W + 4))
-        y = tmap.y(n.t) + k * NOTE_H + NOTE_SIZE * 0.35
+        y = lay.tmap.y(n.t) + k * NOTE_H + NOTE_SIZE * 0.35
         color = sc.INK if n.kind == "op" else sc.MUTED
-        scene.add(Text(x, y, n.text, NOTE_SIZE, color,
+        scene.add(Text(lay.note_x(n.side), y, n.text, NOTE_SIZE, color,
                        anchor="start" if n.side is Side.SERVER else "end",
                        bold=n.kind == "op", italic=n.kind != "op", mono=n.kind == "op"))
 
-    # ---- arrows and labels: the main trace, then the overlay on top
-    for s in segs:
-        _arrow(scene, s, tmap, x_of, overlay=False)
-    for s in over:
-        _arrow(scene, s, tmap, x_of, overlay=True)
 
-    # ---- legend
-    y = legend_top
-    for row in legend_rows:
+def _draw_legend(scene: Scene, lay: _Layout) -> None:
+    y = lay.legend_top
+    for row in lay.legend_rows:
         x = float(MARGIN)
         for sample, text in row:
             scene.add(*sample(x, y))
             scene.add(Text(x + 52, y + 6, text, SUB_SIZE, sc.INK))
             x += 52 + text_width(text, SUB_SIZE) + 36
         y += 34
-    return scene
 
 
 def _free_y(tops: list[float], want: float, lo: float, hi: float) -> float | None:
@@ -350,7 +422,7 @@ def _arrow(scene: Scene, s: SegmentRecord, tmap: _TimeMap, x_of: dict[Side, floa
     y1, y2 = tmap.y(s.t), tmap.y(_arrive(s))
     if y2 - y1 < ROW_H / 2:     # arrival unknown (or same µs): draw a visible slope
         y2 = y1 + ROW_H / 2
-    special = any(f in s.flags for f in "SFR")
+    special = s.is_control
     if overlay:
         color, width, dash = sc.OVERLAY, 2.5, (10.0, 6.0)
     else:
@@ -384,12 +456,12 @@ def _legend(bars: list[Bar], overlay: Trace | None, trace: Trace) -> list[_Sampl
     def bar(color: str) -> Callable[[float, float], tuple[Item]]:
         return lambda x, y: (Rect(x + 14, y - 12, LANE_W, 24, fill=color, opacity=0.85),)
 
-    src = "real" if trace.source == "realnet" else "simulated"
+    src = "real" if trace.measured else "simulated"
     items: list[_Sample] = [(line(sc.CLIENT, 3.5), f"client data ({src})"),
                             (line(sc.SERVER, 3.5), f"server data ({src})"),
                             (line(sc.INK, 2.0), "thin: pure ACK")]
     if overlay is not None:
-        osrc = "real kernel" if overlay.source == "realnet" else overlay.source
+        osrc = "real kernel" if overlay.measured else str(overlay.source)
         items.append((line(sc.OVERLAY, 2.5, (10, 6)), f"{osrc} trace (overlay)"))
     whats = {b.what for b in bars}
     names = {"hold": "data held back", "delack": "delayed-ACK timer", "probe0": "probe timer",
@@ -426,6 +498,6 @@ def _subtitle(trace: Trace, overlay: Trace | None, opts: LadderOptions) -> str:
     else:
         parts.append(f"time runs down, {opts.px_per_ms:g} px/ms")
     if overlay is not None:
-        parts.append("dashed orange: real kernel" if overlay.source == "realnet"
+        parts.append("dashed orange: real kernel" if overlay.measured
                      else "dashed orange: overlay")
     return " · ".join(parts)

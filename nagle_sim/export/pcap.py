@@ -86,7 +86,7 @@ def frame(seg: SegmentRecord, ip_id: int, wscale: int = 0, mss: int = 1460,
     carrying at most ``cap`` payload bytes (see `to_frames` for the lengths on the wire)."""
     src, dst = ENDPOINTS[seg.src], ENDPOINTS[seg.dst]
     opts = b""
-    syn = "S" in seg.flags
+    syn = seg.has_syn
     if syn:   # options are TLV bytes (dpkt parses but does not build them)
         opts = struct.pack("!BBH", dpkt.tcp.TCP_OPT_MSS, 4, mss)
         if wscale:
@@ -95,7 +95,7 @@ def frame(seg: SegmentRecord, ip_id: int, wscale: int = 0, mss: int = 1460,
     tcp = dpkt.tcp.TCP(
         sport=src.port, dport=dst.port,
         seq=(src.isn + seg.seq) & 0xFFFFFFFF,
-        ack=(dst.isn + seg.ack) & 0xFFFFFFFF if "A" in seg.flags else 0,
+        ack=(dst.isn + seg.ack) & 0xFFFFFFFF if seg.has_ack else 0,
         flags=_flags(seg.flags), win=min(max(window, 0), 0xFFFF), opts=opts,
         data=payload(min(seg.length, cap)))
     tcp.off = (20 + len(opts)) // 4

@@ -9,6 +9,7 @@ whisker. Must not import textual, simpy, asyncio or PIL.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .scene import GRID, INK, MUTED, Line, Polyline, Rect, Scene, Text, text_width
@@ -46,15 +47,14 @@ def _nice(lo: float, hi: float, target: int = 5) -> list[float]:
 
 
 def build_plot(result: SweepResult, title: str | None = None) -> Scene:
-    """The chart of ``result``: one panel per metric, stacked."""
+    """The chart of ``result``: one panel per metric, stacked, then the legend."""
     xs_text = list(result.axes[0].values) if result.axes else ["(one cell)"]
-    others = result.axes[1:]
     series_keys: list[tuple[tuple[str, str], ...]] = []
     for c in result.cells:
         key = c.cell.settings[1:]
         if key not in series_keys:
             series_keys.append(key)
-    legend_rows = len(series_keys) if others else 0
+    legend_rows = len(series_keys) if result.axes[1:] else 0
     legend_h = (legend_rows + (1 if result.real else 0)) * 28 + (16 if legend_rows else 0)
     height = TOP + len(result.metrics) * PANEL_H + legend_h + 30
     scene = Scene(WIDTH, height, title=title or result.source)
@@ -64,68 +64,87 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
         f"mean of {result.repeat}, whisker ±1 sd)" if result.repeat > 1 else "one run)"))
         if result.real else "")
     scene.add(Text(WIDTH / 2, 70, sub, size=LABEL, color=MUTED, anchor="middle"))
-    plot_w = WIDTH - LEFT - RIGHT
-
-    def x_at(i: int) -> float:
-        n = len(xs_text)
-        return LEFT + plot_w / 2 if n == 1 else LEFT + 40 + i * (plot_w - 80) / (n - 1)
-
     for p, metric in enumerate(result.metrics):
-        top = TOP + p * PANEL_H
-        bottom = top + PANEL_H - 90
-        values: list[float] = []
-        for c in result.cells:
-            if (v := c.model.get(metric)) is not None:
-                values.append(v)
-            if result.real:
-                mean, spread = c.real_stat(metric)
-                if mean is not None:
-                    values += [mean - (spread or 0), mean + (spread or 0)]
-        lo = min(0.0, min(values, default=0.0))
-        hi = max(values, default=1.0)
-        ticks = _nice(lo, hi)
-        lo, hi = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
+        _panel(scene, result, metric, TOP + p * PANEL_H, xs_text, series_keys)
+    _plot_legend(scene, result, series_keys, TOP + len(result.metrics) * PANEL_H)
+    return scene
 
-        def y_at(v: float, top: float = top, bottom: float = bottom,
-                 lo: float = lo, hi: float = hi) -> float:
-            return bottom - (v - lo) / (hi - lo) * (bottom - top - 10)
 
-        for t in ticks:
-            y = y_at(t)
-            scene.add(Line(LEFT, y, WIDTH - RIGHT, y, color=GRID, width=1),
-                      Text(LEFT - 10, y + 6, f"{t:g}", size=TICK, anchor="end", mono=True))
-        scene.add(Line(LEFT, bottom, WIDTH - RIGHT, bottom, color=INK, width=1.5),
-                  Text(LEFT, top - 8, metric, size=LABEL + 2, bold=True))
-        for i, label in enumerate(xs_text):
-            scene.add(Text(x_at(i), bottom + 26, label, size=TICK, anchor="middle", mono=True))
-        if result.axes:
-            scene.add(Text(LEFT + plot_w / 2, bottom + 56, result.axes[0].key, size=LABEL,
-                           anchor="middle", color=MUTED))
-        for s, key in enumerate(series_keys):
-            color = SERIES[s % len(SERIES)]
-            # Series that share a value would hide each other: dodge each a few pixels.
-            dodge = (s - (len(series_keys) - 1) / 2) * 7
+_PLOT_W = WIDTH - LEFT - RIGHT
 
-            def x_of(i: int, dodge: float = dodge) -> float:
-                return x_at(i) + dodge
-            cells = [c for c in result.cells if c.cell.settings[1:] == key]
-            model_pts = [(x_of(i), y_at(v)) for i, c in enumerate(cells)
-                         if (v := c.model.get(metric)) is not None]
-            _series(scene, model_pts, color, dash=None, shape=s)
-            if result.real:
-                real_pts = []
-                for i, c in enumerate(cells):
-                    mean, spread = c.real_stat(metric)
-                    if mean is None:
-                        continue
-                    x = x_of(i) + 4      # a little right of the model point: both stay visible
-                    real_pts.append((x, y_at(mean)))
-                    if spread:
-                        scene.add(Line(x, y_at(mean - spread), x, y_at(mean + spread),
-                                       color=color, width=2))
-                _series(scene, real_pts, color, dash=(8.0, 6.0), shape=s)
-    y = TOP + len(result.metrics) * PANEL_H
-    if others:
+
+def _x_at(i: int, n: int) -> float:
+    """Where the ``i``-th of ``n`` values of the first key sits, evenly spaced."""
+    return LEFT + _PLOT_W / 2 if n == 1 else LEFT + 40 + i * (_PLOT_W - 80) / (n - 1)
+
+
+def _panel(scene: Scene, result: SweepResult, metric: str, top: float, xs_text: list[str],
+           series_keys: list[tuple[tuple[str, str], ...]]) -> None:
+    """One metric's panel: its value axis from 0 (or below) to the largest value, the
+    first key's values along x, then each series."""
+    bottom = top + PANEL_H - 90
+    values: list[float] = []
+    for c in result.cells:
+        if (v := c.model.get(metric)) is not None:
+            values.append(v)
+        if result.real:
+            mean, spread = c.real_stat(metric)
+            if mean is not None:
+                values += [mean - (spread or 0), mean + (spread or 0)]
+    lo = min(0.0, min(values, default=0.0))
+    hi = max(values, default=1.0)
+    ticks = _nice(lo, hi)
+    lo, hi = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
+
+    def y_at(v: float) -> float:
+        return bottom - (v - lo) / (hi - lo) * (bottom - top - 10)
+
+    for t in ticks:
+        y = y_at(t)
+        scene.add(Line(LEFT, y, WIDTH - RIGHT, y, color=GRID, width=1),
+                  Text(LEFT - 10, y + 6, f"{t:g}", size=TICK, anchor="end", mono=True))
+    scene.add(Line(LEFT, bottom, WIDTH - RIGHT, bottom, color=INK, width=1.5),
+              Text(LEFT, top - 8, metric, size=LABEL + 2, bold=True))
+    for i, label in enumerate(xs_text):
+        scene.add(Text(_x_at(i, len(xs_text)), bottom + 26, label, size=TICK,
+                       anchor="middle", mono=True))
+    if result.axes:
+        scene.add(Text(LEFT + _PLOT_W / 2, bottom + 56, result.axes[0].key, size=LABEL,
+                       anchor="middle", color=MUTED))
+    for s, key in enumerate(series_keys):
+        # Series that share a value would hide each other: dodge each a few pixels.
+        dodge = (s - (len(series_keys) - 1) / 2) * 7
+        _panel_series(scene, result, metric, s, key, dodge, len(xs_text), y_at)
+
+
+def _panel_series(scene: Scene, result: SweepResult, metric: str, s: int,
+                  key: tuple[tuple[str, str], ...], dodge: float, n: int,
+                  y_at: Callable[[float], float]) -> None:
+    """Series ``s`` (the cells whose other keys are ``key``): the model's line, and with
+    real runs the kernel's mean dashed beside it with its spread as a whisker."""
+    color = SERIES[s % len(SERIES)]
+    cells = [c for c in result.cells if c.cell.settings[1:] == key]
+    model_pts = [(_x_at(i, n) + dodge, y_at(v)) for i, c in enumerate(cells)
+                 if (v := c.model.get(metric)) is not None]
+    _series(scene, model_pts, color, dash=None, shape=s)
+    if result.real:
+        real_pts = []
+        for i, c in enumerate(cells):
+            mean, spread = c.real_stat(metric)
+            if mean is None:
+                continue
+            x = _x_at(i, n) + dodge + 4   # a little right of the model point: both stay visible
+            real_pts.append((x, y_at(mean)))
+            if spread:
+                scene.add(Line(x, y_at(mean - spread), x, y_at(mean + spread),
+                               color=color, width=2))
+        _series(scene, real_pts, color, dash=(8.0, 6.0), shape=s)
+
+
+def _plot_legend(scene: Scene, result: SweepResult,
+                 series_keys: list[tuple[tuple[str, str], ...]], y: float) -> None:
+    """One line per series (when there are keys after the first), then model vs kernel."""
+    if result.axes[1:]:
         for s, key in enumerate(series_keys):
             color = SERIES[s % len(SERIES)]
             text = ", ".join(f"{k}={v}" for k, v in key)
@@ -141,7 +160,6 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
                        width=3, dash=(8.0, 6.0)),
                   Text(LEFT + 112 + text_width("model", LABEL) + 30, y, "kernel",
                        size=LABEL))
-    return scene
 
 
 TITLE_MAX, TITLE_MIN = 26.0, 15.0

@@ -120,7 +120,7 @@ def summary_tables(trace: Trace, summary: Summary | None = None) -> list[Table]:
 def summary_markdown(trace: Trace, summary: Summary | None = None) -> str:
     """The run summary as a Markdown document (a heading and three tables)."""
     s = summary or summarize(trace)
-    src = "real kernel" if trace.source == "realnet" else "simulated"
+    src = "real kernel" if trace.measured else "simulated"
     lat = [it.latency for it in s.iterations]
     lines = [f"# {trace.title or 'nagle-sim run'}", "",
              f"{src} run, {len(trace.segments)} segments, {ms(s.duration):.3f} ms"

@@ -57,7 +57,7 @@ def _ack_points(segs: list[SegmentRecord], sender: Side, end: int) -> list[tuple
     """(time, cumulative ACK) steps from the peer's segments, as the sender saw them."""
     steps: list[tuple[int, int]] = []
     best = -1
-    for s in sorted((s for s in segs if s.src is sender.peer and "A" in s.flags),
+    for s in sorted((s for s in segs if s.src is sender.peer and s.has_ack),
                     key=_ack_time):
         t = _ack_time(s)
         if t > end:
@@ -68,9 +68,28 @@ def _ack_points(segs: list[SegmentRecord], sender: Side, end: int) -> list[tuple
     return steps
 
 
+@dataclass(frozen=True, slots=True)
+class _Plot:
+    """The plot's scales: time 0..``end`` µs across, sequence numbers
+    ``bottom_seq``..``top_seq`` up."""
+
+    end: int
+    bottom_seq: int
+    top_seq: int
+
+    def x(self, t: float) -> float:
+        return LEFT + t / self.end * PLOT_W
+
+    def y(self, seq: float) -> float:
+        return TOP + PLOT_H - (seq - self.bottom_seq) / max(self.top_seq - self.bottom_seq,
+                                                            1) * PLOT_H
+
+
 def build_tseq(trace: Trace, overlay: Trace | None = None,
                opts: TseqOptions | None = None) -> Scene:
-    """The time-sequence plot of ``opts.sender``'s data in ``trace`` (``overlay`` dashed)."""
+    """The time-sequence plot of ``opts.sender``'s data in ``trace`` (``overlay`` dashed):
+    the data and ACK points chosen and scaled, then drawn layer by layer (stalls, grid,
+    hold/delayed-ACK strips, ACK lines and data I-beams, legend)."""
     opts = opts or TseqOptions()
     end = opts.until if opts.until is not None else max(
         trace.end, overlay.end if overlay else 0)
@@ -84,37 +103,51 @@ def build_tseq(trace: Trace, overlay: Trace | None = None,
                   + [1])
     bottom_seq = min([s.seq for s in data + odata] + [a for _, a in acks + oacks] + [0])
     top_seq += max(1, round((top_seq - bottom_seq) * 0.04))      # headroom for the last beam
+    plot = _Plot(end, bottom_seq, top_seq)
 
     title = opts.title if opts.title is not None else (
         f"{trace.title or 'nagle-sim trace'}: {opts.sender.value} → "
         f"{opts.sender.peer.value} data")
     width = LEFT + PLOT_W + 60
-    strips_top = TOP + PLOT_H + 8
-    height = strips_top + 2 * (STRIP_H + 6) + 70 + 70
+    height = TOP + PLOT_H + 8 + 2 * (STRIP_H + 6) + 70 + 70
     scene = Scene(width=width, height=height, title=title)
-
-    def x(t: float) -> float:
-        return LEFT + t / end * PLOT_W
-
-    def y(seq: float) -> float:
-        return TOP + PLOT_H - (seq - bottom_seq) / max(top_seq - bottom_seq, 1) * PLOT_H
-
     scene.add(Text(LEFT, 44, title, 28, sc.INK, bold=True))
-    src = "real kernel" if trace.source == "realnet" else "simulated"
+    src = "real kernel" if trace.measured else "simulated"
     scene.add(Text(LEFT, 74, f"{src} · relative sequence number vs time · shaded: stalls "
                    "(no segment for ≥ 10 ms)", 17, sc.MUTED))
+    _draw_stalls(scene, plot, trace)        # under everything
+    _draw_grid(scene, plot, height)
+    _draw_strips(scene, plot, trace, opts.sender)
+    # ACK line(s) then data I-beams
+    _ack_line(scene, acks, end, plot.x, plot.y,
+              sc.SERVER if opts.sender is Side.CLIENT else sc.CLIENT, None)
+    if overlay:
+        _ack_line(scene, oacks, end, plot.x, plot.y, sc.OVERLAY, (8, 5))
+    color = sc.CLIENT if opts.sender is Side.CLIENT else sc.SERVER
+    for s in data:
+        _ibeam(scene, plot.x(s.t), plot.y(s.seq), plot.y(s.seq + s.length), color, None)
+    for s in odata:
+        _ibeam(scene, plot.x(s.t) + 3, plot.y(s.seq), plot.y(s.seq + s.length), sc.OVERLAY,
+               (4, 3))
+    _draw_legend(scene, height, opts.sender, color, overlay is not None)
+    return scene
 
-    # stalls (under everything)
+
+def _draw_stalls(scene: Scene, plot: _Plot, trace: Trace) -> None:
+    """Each stall shaded across the plot, with its length where it fits."""
     for st in stalls(trace):
-        if st.start > end:
+        if st.start > plot.end:
             continue
-        x0, x1 = x(st.start), x(min(st.end, end))
+        x0, x1 = plot.x(st.start), plot.x(min(st.end, plot.end))
         scene.add(Rect(x0, TOP, max(x1 - x0, 1), PLOT_H, fill=sc.STALL_FILL, opacity=1.0))
         if x1 - x0 > text_width("00.0 ms", 15):
             scene.add(Text((x0 + x1) / 2, TOP + 20, f"{ms_text(st.duration, 1)} ms", 15,
                            sc.MUTED, anchor="middle"))
 
-    # axes, grid and ticks
+
+def _draw_grid(scene: Scene, plot: _Plot, height: float) -> None:
+    """Axes, grid lines and ticks in round steps, the frame and the axis names."""
+    x, y, end = plot.x, plot.y, plot.end
     t_step = _nice_step(end / 1000) * 1000
     t = 0.0
     while t <= end + 1e-9:
@@ -122,9 +155,9 @@ def build_tseq(trace: Trace, overlay: Trace | None = None,
                   Text(x(t), TOP + PLOT_H + 2 * (STRIP_H + 6) + 34, f"{t / 1000:g}",
                        TICK_SIZE, sc.INK, anchor="middle"))
         t += t_step
-    s_step = max(1.0, _nice_step(top_seq - bottom_seq, 6))
-    seq = math.ceil(bottom_seq / s_step) * s_step
-    while seq <= top_seq:
+    s_step = max(1.0, _nice_step(plot.top_seq - plot.bottom_seq, 6))
+    seq = math.ceil(plot.bottom_seq / s_step) * s_step
+    while seq <= plot.top_seq:
         scene.add(Line(LEFT, y(seq), LEFT + PLOT_W, y(seq), sc.GRID, 1.0),
                   Text(LEFT - 10, y(seq) + TICK_SIZE * 0.35, f"{seq:g}", TICK_SIZE, sc.INK,
                        anchor="end"))
@@ -134,44 +167,37 @@ def build_tseq(trace: Trace, overlay: Trace | None = None,
                    anchor="middle"),
               Text(LEFT - 10, TOP - 14, "seq (bytes)", LABEL_SIZE, sc.INK, anchor="middle"))
 
-    # hold / delayed-ACK strips under the plot
-    names = (("hold", opts.sender, sc.HOLD, f"{opts.sender.value} holds data"),
-             ("delack", opts.sender.peer, sc.DELACK, f"{opts.sender.peer.value} delays ACK"))
+
+def _draw_strips(scene: Scene, plot: _Plot, trace: Trace, sender: Side) -> None:
+    """The sender's holds and the receiver's delayed ACKs, as strips under the plot."""
+    strips_top = TOP + PLOT_H + 8
+    names = (("hold", sender, sc.HOLD, f"{sender.value} holds data"),
+             ("delack", sender.peer, sc.DELACK, f"{sender.peer.value} delays ACK"))
     bars = build_bars(trace)
     for i, (what, side, color, name) in enumerate(names):
         sy = strips_top + i * (STRIP_H + 6)
         scene.add(Text(LEFT - 10, sy + STRIP_H, name, 16, color, anchor="end"))
         scene.add(Rect(LEFT, sy, PLOT_W, STRIP_H, stroke=sc.GRID, width=1.0))
         for b in bars:
-            if b.what == what and b.side is side and b.start <= end:
-                x0, x1 = x(b.start), x(min(b.end, end))
+            if b.what == what and b.side is side and b.start <= plot.end:
+                x0, x1 = plot.x(b.start), plot.x(min(b.end, plot.end))
                 scene.add(Rect(x0, sy, max(x1 - x0, 1.5), STRIP_H, fill=color, opacity=0.85))
 
-    # ACK line(s) then data I-beams
-    _ack_line(scene, acks, end, x, y, sc.SERVER if opts.sender is Side.CLIENT else sc.CLIENT,
-              None)
-    if overlay:
-        _ack_line(scene, oacks, end, x, y, sc.OVERLAY, (8, 5))
-    color = sc.CLIENT if opts.sender is Side.CLIENT else sc.SERVER
-    for s in data:
-        _ibeam(scene, x(s.t), y(s.seq), y(s.seq + s.length), color, None)
-    for s in odata:
-        _ibeam(scene, x(s.t) + 3, y(s.seq), y(s.seq + s.length), sc.OVERLAY, (4, 3))
 
-    # legend
+def _draw_legend(scene: Scene, height: float, sender: Side, color: str,
+                 overlaid: bool) -> None:
     ly = height - 30
     items: list[tuple[str, tuple[float, float] | None, str]] = [
-        (color, None, f"{opts.sender.value} data segment (seq..seq+len)"),
-        (sc.SERVER if opts.sender is Side.CLIENT else sc.CLIENT, None,
-         f"{opts.sender.peer.value}'s cumulative ACK")]
-    if overlay:
+        (color, None, f"{sender.value} data segment (seq..seq+len)"),
+        (sc.SERVER if sender is Side.CLIENT else sc.CLIENT, None,
+         f"{sender.peer.value}'s cumulative ACK")]
+    if overlaid:
         items.append((sc.OVERLAY, (8.0, 5.0), "overlay (real kernel)"))
     lx = float(LEFT)
     for c, dash, text in items:
         scene.add(Line(lx, ly - 6, lx + 36, ly - 6, c, 3.0, dash=dash),
                   Text(lx + 46, ly, text, 17, sc.INK))
         lx += 46 + text_width(text, 17) + 36
-    return scene
 
 
 def _ack_line(scene: Scene, acks: list[tuple[int, int]], end: int,

@@ -128,9 +128,30 @@ def _parse_selector(text: str) -> Selector:
 
 
 def parse_metric(text: str) -> Metric:
-    """Parse a metric path; raises `MetricError` with a short message."""
+    """Parse a metric path; raises `MetricError` with a short message.
+
+    In phases: the path cut into ``name[selector]`` parts (`_tokens`), then the root's
+    own grammar — a run-wide scalar, segment/byte counts, reason/event counts, a side's
+    list of values, or records with a field and an aggregate."""
     if not isinstance(text, str) or not text.strip():
         raise MetricError("metric must be a non-empty string")
+    path = _Path(text, _tokens(text))
+    root, root_sel = path.rest.pop(0)
+    root = _ALIASES.get(root, root)
+    if root in ("duration_ms", "outcome"):
+        return _scalar(path, root, root_sel)
+    if root in ("segments", "bytes"):
+        return _counts(path, root, root_sel)
+    if root in ("reason", "events"):
+        return _reason_counts(path, root, root_sel)
+    if root in _VALUE_LISTS:
+        return _value_list(path, root, root_sel)
+    if root in _RECORDS:
+        return _records(path, root, root_sel)
+    raise MetricError(f"unknown metric {text!r} (known: {METRICS_HELP})")
+
+
+def _tokens(text: str) -> list[tuple[str, Selector | None]]:
     parts: list[tuple[str, Selector | None]] = []
     for raw in text.strip().split("."):
         m = _TOKEN.match(raw.strip())
@@ -138,109 +159,142 @@ def parse_metric(text: str) -> Metric:
             raise MetricError(f"bad metric part {raw!r} in {text!r}")
         sel = _parse_selector(m.group("sel")) if m.group("sel") is not None else None
         parts.append((m.group("name"), sel))
-    root, root_sel = parts[0]
-    root = _ALIASES.get(root, root)
-    rest = parts[1:]
+    return parts
 
-    def no_sel(name: str, sel: Selector | None) -> None:
+
+@dataclass(slots=True)
+class _Path:
+    """A metric path being read: its text (for messages) and the parts not read yet."""
+
+    text: str
+    rest: list[tuple[str, Selector | None]]
+
+    def no_sel(self, name: str, sel: Selector | None) -> None:
         if sel is not None:
-            raise MetricError(f"{name!r} takes no [selector] in {text!r}")
+            raise MetricError(f"{name!r} takes no [selector] in {self.text!r}")
 
-    def take_side() -> Side | None:
-        if rest and rest[0][0] in SIDES:
-            name, sel = rest.pop(0)
-            no_sel(name, sel)
+    def take_side(self) -> Side | None:
+        if self.rest and self.rest[0][0] in SIDES:
+            name, sel = self.rest.pop(0)
+            self.no_sel(name, sel)
             return SIDES[name]
         return None
 
-    def single_with_aggregate(sel: Selector | None, aggregate: str) -> None:
+    def single_with_aggregate(self, sel: Selector | None, aggregate: str) -> None:
         if sel is not None and sel.single and aggregate:
-            raise MetricError(f"{text!r}: .{aggregate} needs a list, but [i] picks one item")
+            raise MetricError(f"{self.text!r}: .{aggregate} needs a list, but [i] picks "
+                              "one item")
 
-    if root in ("duration_ms", "outcome"):
-        no_sel(root, root_sel)
-        if rest:
-            raise MetricError(f"{text!r}: {root!r} has no sub-fields")
-        return Metric(text, root)
-    if root in ("segments", "bytes"):
-        no_sel(root, root_sel)
-        side = take_side()
-        key = "all"
-        if root == "segments" and rest:
-            name, sel = rest.pop(0)
-            no_sel(name, sel)
-            if name not in ("all", "data", "pure_acks"):
-                raise MetricError(f"{text!r}: segments counts are all, data or pure_acks "
-                                  f"(for one segment use segment[.SIDE][i].FIELD)")
-            key = name
-        if rest:
-            raise MetricError(f"{text!r}: unexpected {rest[0][0]!r}")
-        return Metric(text, root, side=side, key=key)
-    if root in ("reason", "events"):
-        no_sel(root, root_sel)
-        side = take_side()
-        if len(rest) != 1 or rest[0][1] is not None:
-            raise MetricError(f"{text!r}: use {root}[.SIDE].CODE with a Reason code name")
-        code = rest[0][0]
-        if code not in REASON_CODES:
-            raise MetricError(f"{text!r}: unknown Reason code {code!r} "
-                              "(see nagle_sim/model/events.py)")
-        return Metric(text, root, side=side, key=code)
-    if root in _VALUE_LISTS:
-        no_sel(root, root_sel)
-        if not rest or rest[0][0] not in SIDES:
-            raise MetricError(f"{text!r}: name a side after {root!r} (client or server)")
+
+def _scalar(path: _Path, root: str, root_sel: Selector | None) -> Metric:
+    """``duration_ms``, ``outcome``: one value per run."""
+    path.no_sel(root, root_sel)
+    if path.rest:
+        raise MetricError(f"{path.text!r}: {root!r} has no sub-fields")
+    return Metric(path.text, root)
+
+
+def _counts(path: _Path, root: str, root_sel: Selector | None) -> Metric:
+    """``segments[.SIDE][.all|data|pure_acks]``, ``bytes[.SIDE]``."""
+    text, rest = path.text, path.rest
+    path.no_sel(root, root_sel)
+    side = path.take_side()
+    key = "all"
+    if root == "segments" and rest:
+        name, sel = rest.pop(0)
+        path.no_sel(name, sel)
+        if name not in ("all", "data", "pure_acks"):
+            raise MetricError(f"{text!r}: segments counts are all, data or pure_acks "
+                              f"(for one segment use segment[.SIDE][i].FIELD)")
+        key = name
+    if rest:
+        raise MetricError(f"{text!r}: unexpected {rest[0][0]!r}")
+    return Metric(text, root, side=side, key=key)
+
+
+def _reason_counts(path: _Path, root: str, root_sel: Selector | None) -> Metric:
+    """``reason[.SIDE].CODE``, ``events[.SIDE].CODE``: how often a `Reason` was given."""
+    text, rest = path.text, path.rest
+    path.no_sel(root, root_sel)
+    side = path.take_side()
+    if len(rest) != 1 or rest[0][1] is not None:
+        raise MetricError(f"{text!r}: use {root}[.SIDE].CODE with a Reason code name")
+    code = rest[0][0]
+    if code not in REASON_CODES:
+        raise MetricError(f"{text!r}: unknown Reason code {code!r} "
+                          "(see nagle_sim/model/events.py)")
+    return Metric(text, root, side=side, key=code)
+
+
+def _value_list(path: _Path, root: str, root_sel: Selector | None) -> Metric:
+    """A side's list of values (``get.SIDE.OPTION[i]`` and the other `_VALUE_LISTS`)."""
+    text, rest = path.text, path.rest
+    path.no_sel(root, root_sel)
+    if not rest or rest[0][0] not in SIDES:
+        raise MetricError(f"{text!r}: name a side after {root!r} (client or server)")
+    side_name, sel = rest.pop(0)
+    side = SIDES[side_name]
+    key = ""
+    if root == "get":
+        if sel is not None or not rest:
+            raise MetricError(f"{text!r}: use get.SIDE.OPTION[i]")
+        key, sel = rest.pop(0)
+        if key not in OPTIONS:
+            raise MetricError(f"{text!r}: option must be one of {', '.join(OPTIONS)}")
+    aggregate = _take_aggregate(rest, text)
+    path.single_with_aggregate(sel, aggregate)
+    return Metric(text, root, side=side, key=key, selector=sel, aggregate=aggregate)
+
+
+def _records(path: _Path, root: str, root_sel: Selector | None) -> Metric:
+    """Records (`_RECORDS`): which ones (side, op, selector), then a field and an
+    aggregate."""
+    text, rest = path.text, path.rest
+    fields = _RECORDS[root][0]
+    side, key, sel = _record_choice(path, root, root_sel)
+    fld = ""
+    if rest and rest[0][0] not in AGGREGATES:
+        name, fsel = rest.pop(0)
+        path.no_sel(name, fsel)
+        if name not in fields:
+            raise MetricError(f"{text!r}: {root} has no field {name!r} "
+                              f"(fields: {', '.join(fields)})")
+        fld = name
+    aggregate = _take_aggregate(rest, text)
+    if not fld and aggregate != "count":
+        raise MetricError(f"{text!r}: name a field of {root} "
+                          f"({', '.join(fields)}) or end with .count")
+    path.single_with_aggregate(sel, aggregate)
+    if aggregate in ("min", "max", "median", "mean", "sum") and fld in _TEXT_FIELDS:
+        raise MetricError(f"{text!r}: .{aggregate} of a text field {fld!r}")
+    return Metric(text, root, side=side, key=key, selector=sel, field=fld,
+                  aggregate=aggregate)
+
+
+def _record_choice(path: _Path, root: str, root_sel: Selector | None
+                   ) -> tuple[Side | None, str, Selector | None]:
+    """Which records of ``root``: (side, op name for ``ops``, selector)."""
+    text, rest = path.text, path.rest
+    _fields, side, side_required = _RECORDS[root]
+    sel = root_sel
+    key = ""
+    if root == "ops":
+        path.no_sel(root, root_sel)
+        if not rest or rest[0][0] not in SIDES or rest[0][1] is not None:
+            raise MetricError(f"{text!r}: use ops.SIDE.OP[i].FIELD")
+        side = SIDES[rest.pop(0)[0]]
+        if not rest or rest[0][0] not in OPS:
+            raise MetricError(f"{text!r}: OP must be one of {', '.join(OPS)}")
+        key, sel = rest.pop(0)
+    elif root != "stalls" and rest and rest[0][0] in SIDES:
+        if sel is not None:
+            raise MetricError(f"{text!r}: put the selector after the side, "
+                              f"e.g. {root}.client[0]")
         side_name, sel = rest.pop(0)
         side = SIDES[side_name]
-        key = ""
-        if root == "get":
-            if sel is not None or not rest:
-                raise MetricError(f"{text!r}: use get.SIDE.OPTION[i]")
-            key, sel = rest.pop(0)
-            if key not in OPTIONS:
-                raise MetricError(f"{text!r}: option must be one of {', '.join(OPTIONS)}")
-        aggregate = _take_aggregate(rest, text)
-        single_with_aggregate(sel, aggregate)
-        return Metric(text, root, side=side, key=key, selector=sel, aggregate=aggregate)
-    if root in _RECORDS:
-        fields, default_side, side_required = _RECORDS[root]
-        sel = root_sel
-        side = default_side
-        key = ""
-        if root == "ops":
-            no_sel(root, root_sel)
-            if not rest or rest[0][0] not in SIDES or rest[0][1] is not None:
-                raise MetricError(f"{text!r}: use ops.SIDE.OP[i].FIELD")
-            side = SIDES[rest.pop(0)[0]]
-            if not rest or rest[0][0] not in OPS:
-                raise MetricError(f"{text!r}: OP must be one of {', '.join(OPS)}")
-            key, sel = rest.pop(0)
-        elif root != "stalls" and rest and rest[0][0] in SIDES:
-            if sel is not None:
-                raise MetricError(f"{text!r}: put the selector after the side, "
-                                  f"e.g. {root}.client[0]")
-            side_name, sel = rest.pop(0)
-            side = SIDES[side_name]
-        elif side_required:
-            raise MetricError(f"{text!r}: name a side after {root!r}")
-        fld = ""
-        if rest and rest[0][0] not in AGGREGATES:
-            name, fsel = rest.pop(0)
-            no_sel(name, fsel)
-            if name not in fields:
-                raise MetricError(f"{text!r}: {root} has no field {name!r} "
-                                  f"(fields: {', '.join(fields)})")
-            fld = name
-        aggregate = _take_aggregate(rest, text)
-        if not fld and aggregate != "count":
-            raise MetricError(f"{text!r}: name a field of {root} "
-                              f"({', '.join(fields)}) or end with .count")
-        single_with_aggregate(sel, aggregate)
-        if aggregate in ("min", "max", "median", "mean", "sum") and fld in _TEXT_FIELDS:
-            raise MetricError(f"{text!r}: .{aggregate} of a text field {fld!r}")
-        return Metric(text, root, side=side, key=key, selector=sel, field=fld,
-                      aggregate=aggregate)
-    raise MetricError(f"unknown metric {text!r} (known: {METRICS_HELP})")
+    elif side_required:
+        raise MetricError(f"{text!r}: name a side after {root!r}")
+    return side, key, sel
 
 
 def _take_aggregate(rest: list[tuple[str, Selector | None]], text: str) -> str:
@@ -335,7 +389,7 @@ class MetricReader:
                 continue
             arrived = d.arrive if d.arrive is not None else d.t
             end = d.seq + d.length
-            ack = next((s for s in mine if s.t >= arrived and "A" in s.flags
+            ack = next((s for s in mine if s.t >= arrived and s.has_ack
                         and s.ack >= end), None)
             out.append(None if ack is None else ms(ack.t - arrived))
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, Final
 
 # ---------------------------------------------------------------- kernel constants
@@ -52,6 +52,20 @@ class NagleStyle(Enum):
 class AckStyle(Enum):
     LINUX = "linux"         # ato adaptation, quick-ACK budget, ping-pong, jiffies
     CLASSIC = "classic"     # RFC 1122: every Nth segment or a fixed timer
+
+
+class Congestion(StrEnum):
+    """The congestion controls the model has (net.ipv4.tcp_congestion_control /
+    TCP_CONGESTION names; a `StrEnum`, so each is its name). A scenario's ``congestion``
+    key becomes one of these; `StackProfile.congestion` stays typed ``str`` so that a
+    plain name still builds a profile (a member is one)."""
+
+    CUBIC = "cubic"
+    """tcp_cubic.c: the kernel's default since 2.6.19."""
+    RENO = "reno"
+    """tcp_cong.c's NewReno (tcp_reno_cong_avoid)."""
+    BBR = "bbr"
+    """tcp_bbr.c, with pacing: what this project's machines run."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +130,7 @@ class StackProfile:
     rto_initial_us: int = 1_000_000
     """TCP_TIMEOUT_INIT (RFC 6298)."""
     rto_max_us: int = 120_000_000
-    congestion: str = "cubic"
+    congestion: str = Congestion.CUBIC
     """net.ipv4.tcp_congestion_control / TCP_CONGESTION: "cubic" (the kernel default since
     2.6.19), "reno", or "bbr" (with pacing; what this project's machines run)."""
     hystart: bool = True
@@ -395,7 +409,7 @@ WINDOWS: Final = LINUX.with_overrides(
     rto_min_us=300_000,
     probe0_min_us=300_000,
     tail_loss_probe=False,
-    congestion="cubic",
+    congestion=Congestion.CUBIC,
     socket_timing_options=False,
     pingpong_sysctl=False,
 )
@@ -418,7 +432,7 @@ FREEBSD: Final = LINUX.with_overrides(
     classic_delack_us=40_000,
     autocorking=False,
     tail_loss_probe=False,
-    congestion="reno",
+    congestion=Congestion.RENO,
     socket_timing_options=False,
     pingpong_sysctl=False,
 )
@@ -443,7 +457,7 @@ MACOS: Final = LINUX.with_overrides(
     classic_ack_psh_at_once=True,
     autocorking=False,
     tail_loss_probe=False,
-    congestion="cubic",
+    congestion=Congestion.CUBIC,
     socket_timing_options=False,
     pingpong_sysctl=False,
 )
@@ -494,7 +508,7 @@ def timing_option_error(profile: StackProfile, option: str, us: int) -> str:
                 f"accepts {TCP_TIMEOUT_MIN_J} to {profile.hz // 5} ({lo:g} to 200 ms)")
     return ""
 
-CONGESTION_CONTROLS: Final = ("cubic", "reno", "bbr")
+CONGESTION_CONTROLS: Final = tuple(c.value for c in Congestion)
 """Values of `StackProfile.congestion` (and of a scenario side's `congestion` key)."""
 
 

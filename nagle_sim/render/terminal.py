@@ -38,7 +38,7 @@ def _wire(row: Row, width: int) -> Text:
     else:
         body = "◀" + "─" * left + label + "─" * right
     style = "bold" if seg.is_data else ""
-    if "S" in seg.flags or "F" in seg.flags or "R" in seg.flags:
+    if seg.is_control:
         style = "dim"
     return Text(body, style=style)
 
@@ -117,7 +117,7 @@ def summary_renderable(trace: Trace, summary: Summary | None = None) -> Renderab
                               f"{first.ended_by}" + (f" (first at {ms_text(first.start)} ms)"
                                                      if len(members) > 1 else
                                                      f" (at {ms_text(first.start)} ms)")))
-    elif trace.source == "realnet" and not trace.segments:
+    elif trace.measured and not trace.segments:
         # without a capture the wire is unknown: never claim it had no stall (issue 18)
         parts.append(Text("Stalls on the wire: unknown (no segment was captured: "
                           f"{trace.meta.get('capture', 'no capture')}).", style="bold yellow"))

@@ -20,6 +20,7 @@ from ..model.config import (
     PROFILES,
     TUNABLE,
     AckStyle,
+    Congestion,
     SocketOptions,
     StackProfile,
     timing_option_error,
@@ -263,7 +264,7 @@ class _Loader:
             raise self.fail(name, "congestion", f"unknown congestion control "
                             f"{shown(congestion)} (known: {', '.join(CONGESTION_CONTROLS)})")
         if congestion != profile.congestion:
-            changes["congestion"] = congestion
+            changes["congestion"] = Congestion(congestion)
         if changes:
             profile = profile.with_overrides(**changes)
         nodelay = self.boolean(name, data, "nodelay", False)

@@ -66,7 +66,7 @@ from ..scenario.steps import (
     steps,
     trace_meta,
 )
-from ..trace import OpRecord, Outcome, SegmentRecord, Trace, event_records
+from ..trace import OpRecord, Outcome, SegmentRecord, Source, Trace, event_records
 from .link import LinkFaults
 
 DEFAULT_TIME_LIMIT: Final = Micros(3_600_000_000)   # one simulated hour
@@ -221,7 +221,7 @@ class SimDriver:
         for ep in self.ep.values():
             ep.set_tx_complete(scenario.link.tx_complete)
             ep.set_gso_wire(scenario.link.gso)
-        self.trace = Trace(source="sim", title=scenario.title, meta=trace_meta(scenario))
+        self.trace = Trace(source=Source.SIM, title=scenario.title, meta=trace_meta(scenario))
         self.apps = {side: _App(side, steps(scenario.side(side).script)) for side in Side}
         self._hosts = {side: _Host(side, self.ep[side], self.apps[side],
                                    scenario.side(side).profile,

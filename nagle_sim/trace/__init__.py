@@ -4,8 +4,8 @@ reads and every executor writes.
 The package's modules, each owning one concern:
 
 - `records`: the records (`SegmentRecord` with flag predicates, `OpRecord`, `EventRecord`),
-  `Outcome`, the formats' names, and `Runner` (an executor as the rest of the program
-  sees it: a scenario in, its trace out);
+  `Outcome`, `Source` (which executor made the trace), the formats' names, and `Runner`
+  (an executor as the rest of the program sees it: a scenario in, its trace out);
 - `document`: `Trace`, a run's records with its title, outcome and meta, as one document;
 - `codec`: the JSON formats (docs/trace.md): writing /2 (or /1) streamed, reading both with
   every field checked; `TraceError`;
@@ -38,6 +38,7 @@ from .records import (
     Outcome,
     Runner,
     SegmentRecord,
+    Source,
     event_records,
 )
 from .units import ms, ms_text
@@ -45,5 +46,5 @@ from .units import ms, ms_text
 __all__ = [
     "FORMAT", "FORMAT_V1", "FORMAT_V2", "MAX_DEPTH", "MAX_MS", "MAX_NUMBER", "MAX_TEXT",
     "MAX_TRACE_BYTES", "VERSIONS", "EventRecord", "OpRecord", "Outcome", "Runner",
-    "SegmentRecord", "Trace", "TraceError", "event_records", "ms", "ms_text",
+    "SegmentRecord", "Source", "Trace", "TraceError", "event_records", "ms", "ms_text",
 ]

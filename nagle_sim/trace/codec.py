@@ -30,6 +30,7 @@ from .records import (
     OpRecord,
     Outcome,
     SegmentRecord,
+    Source,
 )
 from .units import ms
 
@@ -101,6 +102,16 @@ def _outcome(value: Any, where: str) -> Outcome:
         return Outcome(value)
     except (ValueError, TypeError):
         names = ", ".join(f'"{o}"' for o in Outcome)
+        raise TraceError(f"{where}: expected one of {names}, got {_shown(value)}") from None
+
+
+def _source(value: Any, where: str) -> Source:
+    if value is None:
+        return Source.UNKNOWN
+    try:
+        return Source(value)
+    except (ValueError, TypeError):
+        names = ", ".join(f'"{s}"' for s in Source if s is not Source.UNKNOWN)
         raise TraceError(f"{where}: expected one of {names}, got {_shown(value)}") from None
 
 
@@ -651,7 +662,7 @@ def read_fields(doc: Any, where: str = "<trace>") -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise TraceError(f"{where}: meta: expected an object, got {_shown(meta)}")
     fields: dict[str, Any] = {
-        "source": _text(doc.get("source"), f"{where}: source", "?"),
+        "source": _source(doc.get("source"), f"{where}: source"),
         "title": _text(doc.get("title"), f"{where}: title"), "meta": dict(meta),
         "outcome": _outcome(doc.get("outcome"), f"{where}: outcome"),
         "message": _text(doc.get("message"), f"{where}: message")}

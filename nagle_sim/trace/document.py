@@ -15,12 +15,12 @@ from typing import Any, TextIO
 
 from ..model.events import Micros
 from .codec import parse_json, read_fields, read_file, write_json
-from .records import EventRecord, OpRecord, Outcome, SegmentRecord, format_name
+from .records import MEASURED, EventRecord, OpRecord, Outcome, SegmentRecord, Source, format_name
 
 
 @dataclass(slots=True, kw_only=True)
 class Trace:
-    source: str                      # "sim" or "realnet"
+    source: Source
     title: str
     segments: list[SegmentRecord] = field(default_factory=list)
     ops: list[OpRecord] = field(default_factory=list)
@@ -28,6 +28,12 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
     outcome: Outcome = Outcome.OK
     message: str = ""
+
+    @property
+    def measured(self) -> bool:
+        """The segments were seen on a wire (a real run or a capture), not decided by the
+        model: views label it "real" and never read a missing capture as "no stall"."""
+        return self.source in MEASURED
 
     @property
     def end(self) -> Micros:

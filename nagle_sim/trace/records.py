@@ -58,6 +58,26 @@ class Outcome(StrEnum):
     """The run stopped at one of its bounds (time, segments, records)."""
 
 
+class Source(StrEnum):
+    """Which executor made a trace: the JSON ``source`` text (a `StrEnum`, so it prints and
+    compares as that). A view asks `Trace.measured` rather than naming a source."""
+
+    SIM = "sim"
+    """The model (`nagle_sim.sim`): every decision has its reason."""
+    REALNET = "realnet"
+    """Real sockets (`realnet`): the calls as timed, the segments as captured."""
+    CAPTURE = "capture"
+    """A pcap of real programs read by `explain`: segments only, no calls."""
+    MODEL = "model"
+    """The model's re-run of a capture beside it (explain's overlay)."""
+    UNKNOWN = "?"
+    """A saved trace that does not say (read as written, never written by us)."""
+
+
+MEASURED: Final = frozenset({Source.REALNET, Source.CAPTURE})
+"""The sources whose segments were seen on a wire rather than decided by the model."""
+
+
 def _compact(code: str, text: str, reasons: dict[str, str] | None) -> bool:
     """Whether a record may leave its sentence out: writing /2 (``reasons`` is the table)
     and the table holds exactly this sentence under the record's code. A code seen with
@@ -113,6 +133,33 @@ class SegmentRecord:
     def is_data(self) -> bool:
         """The segment carries payload (a retransmission included)."""
         return self.length > 0
+
+    # The flags are tcpdump's letters (S F R P A, and E W for ECN); callers ask these
+    # predicates instead of testing letters, so a record type of their own could answer.
+    @property
+    def has_syn(self) -> bool:
+        return "S" in self.flags
+
+    @property
+    def has_ack(self) -> bool:
+        return "A" in self.flags
+
+    @property
+    def has_fin(self) -> bool:
+        return "F" in self.flags
+
+    @property
+    def has_rst(self) -> bool:
+        return "R" in self.flags
+
+    @property
+    def has_psh(self) -> bool:
+        return "P" in self.flags
+
+    @property
+    def is_control(self) -> bool:
+        """SYN, FIN or RST: the segment opens, closes or resets the connection."""
+        return "S" in self.flags or "F" in self.flags or "R" in self.flags
 
     @property
     def is_pure_ack(self) -> bool:

@@ -149,7 +149,7 @@ def wire_unknown(trace: Trace) -> str | None:
     """Why the wire of ``trace`` is unknown (a real run with no captured segment: its
     capture's description), else None. Such a trace says nothing about segments or stalls,
     so a count of them would be a false 0."""
-    if trace.source == "realnet" and not trace.segments:
+    if trace.measured and not trace.segments:
         # from a saved file: one printable line, whatever the meta holds
         text = str(trace.meta.get("capture") or "no capture")[:200]
         return "".join(c if c.isprintable() else "?" for c in text)
@@ -242,7 +242,7 @@ def write_spans(trace: Trace, side: Side = Side.CLIENT) -> list[WriteSpan]:
     for s in trace.segments:
         if s.src is not side:
             continue
-        if "S" in s.flags and syn_seq is None:
+        if s.has_syn and syn_seq is None:
             syn_seq = s.seq
         if s.is_data and s.seq not in firsts:
             firsts[s.seq] = s

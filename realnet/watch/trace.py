@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from nagle_sim.model.events import Micros, Side
-from nagle_sim.trace import EventRecord, SegmentRecord, Trace
+from nagle_sim.trace import EventRecord, SegmentRecord, Source, Trace
 
 from . import raw
 from .decide import SEGMENT, Conn, Decision, Engine, Stall, WireSeg
@@ -197,7 +197,7 @@ def connection_traces(engine: Engine, *, host: dict[str, Any],
             caveats.append("sequence numbers are relative to the first segment seen, not "
                            "to the SYN (the watch began after the connection did)")
         meta["caveats"] = caveats
-        trace = Trace(source="realnet", title=f"watch: {name}", meta=meta,
+        trace = Trace(source=Source.REALNET, title=f"watch: {name}", meta=meta,
                       segments=_segments(pair, t0, isn, why),
                       events=kernel_events(pair, t0))
         traces.append(trace)

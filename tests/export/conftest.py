@@ -10,7 +10,7 @@ import pytest
 from nagle_sim import scenario
 from nagle_sim.model.events import Micros
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import Trace
+from nagle_sim.trace import Source, Trace
 
 DATA = Path(__file__).parent / "data"
 S1 = DATA / "s1.toml"
@@ -29,7 +29,7 @@ def _realish(t: int) -> Micros:
 @pytest.fixture(scope="session")
 def real(s1: Trace) -> Trace:
     """A trace shaped like realnet's: other times, no events, no reasons, no arrival."""
-    return Trace(source="realnet", title="S1 (real kernel)", meta={"kernel": "test"},
+    return Trace(source=Source.REALNET, title="S1 (real kernel)", meta={"kernel": "test"},
                  segments=[replace(s, t=_realish(s.t), arrive=None, why="", code="",
                                    seq=s.seq, ack=s.ack + 0)
                            for s in s1.segments[:20]])

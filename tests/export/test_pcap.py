@@ -13,7 +13,7 @@ import pytest
 from nagle_sim.export import export_cli
 from nagle_sim.export.pcap import ENDPOINTS, EPOCH, payload, to_pcap
 from nagle_sim.model.events import Side
-from nagle_sim.trace import Trace
+from nagle_sim.trace import Source, Trace
 
 
 def _frames(data: bytes) -> list[tuple[float, dpkt.ethernet.Ethernet]]:
@@ -49,7 +49,7 @@ def test_pcap_is_reproducible(s1: Trace) -> None:
 
 def test_large_windows_are_scaled(s1: Trace) -> None:
     from dataclasses import replace
-    big = Trace(source="realnet", title="big",
+    big = Trace(source=Source.REALNET, title="big",
                 segments=[replace(s, window=1_000_000) for s in s1.segments[:4]])
     frames = _frames(to_pcap(big))
     syn = frames[0][1].data.data

@@ -8,7 +8,7 @@ from nagle_sim import scenario
 from nagle_sim.model import PROFILES, Side, SocketOptions
 from nagle_sim.model.events import Timer
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import Outcome, Trace
+from nagle_sim.trace import Outcome, Source, Trace
 
 from .harness import Harness, connect, ms
 
@@ -340,7 +340,7 @@ def test_aligned_run_follows_each_real_sleep_where_the_median_would_drift() -> N
         ops.append(OpRecord(side=Side.CLIENT, op="sleep", arg="2ms", start=Micros(t + 50),
                             end=Micros(t + 50 + took), line=5))
         t += 50 + took + 30
-    real = Trace(source="realnet", title="t", ops=ops)
+    real = Trace(source=Source.REALNET, title="t", ops=ops)
     runs = measured_sleep_runs(real)
     assert runs == {(Side.CLIENT, 5): [2_078, 2_378, 2_048]}   # the last has no next call
     sim = run_sim(sc, sleeps=runs)
@@ -348,7 +348,7 @@ def test_aligned_run_follows_each_real_sleep_where_the_median_would_drift() -> N
     first = starts[0]
     # a write that sends costs syscall_us + tx_segment_us = 4 µs in the model
     assert [s - first for s in starts] == [0, 4 + 2_078, 4 + 2_078 + 4 + 2_378]
-    steady = Trace(source="realnet", title="t", ops=ops[:2])
+    steady = Trace(source=Source.REALNET, title="t", ops=ops[:2])
     assert measured_sleep_runs(steady) == {}
 
 

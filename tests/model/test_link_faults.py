@@ -11,7 +11,7 @@ import pytest
 from nagle_sim.model import Side
 from nagle_sim.scenario import LinkFault, ScenarioError, loads
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.trace import Outcome
+from nagle_sim.trace import Outcome, Source
 from realnet.relay import packet_kinds, parse_fault
 
 BASE = """[link]
@@ -110,7 +110,7 @@ def test_compare_pairs_retransmissions_both_executors_sent() -> None:
     from nagle_sim.compare import compare
 
     sim = run_sim(loads(BASE.format(link='drop = ["to_server data 2"]'), "x.toml"))
-    real = dataclasses.replace(sim, source="realnet", segments=list(sim.segments))
+    real = dataclasses.replace(sim, source=Source.REALNET, segments=list(sim.segments))
     assert compare(sim, real).agree
     again = [s for s in sim.segments if s.src is Side.CLIENT and s.length][-1]
     real.segments.append(dataclasses.replace(again, t=again.t + 1000))
