@@ -44,6 +44,6 @@ __all__ = [
     "COMPARATORS", "LESSONS_DIR", "METRICS_HELP", "Claim", "ClaimResult", "Lesson",
     "LessonSweep", "Metric", "MetricError", "Question", "Reveal", "Variant", "check",
     "check_text", "describe_override", "evaluate", "lesson_dirs", "load_lesson",
-    "load_lessons", "parse_claim", "parse_claims", "parse_metric", "parse_sweep", "show", "split_prose", "toggle_errors",
-    "variant", "variants",
+    "load_lessons", "parse_claim", "parse_claims", "parse_metric", "parse_sweep", "show",
+    "split_prose", "toggle_errors", "variant", "variants",
 ]

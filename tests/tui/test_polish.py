@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from nagle_sim.trace.rows import build_bars
 
 from nagle_sim.lessons import load_lessons
 from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace.rows import build_bars
 from nagle_sim.tui import app as app_module
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.screens.help import HelpScreen

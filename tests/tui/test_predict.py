@@ -296,7 +296,6 @@ def test_a_pending_hold_or_timer_is_not_drawn_before_its_question(lesson: Lesson
     the question's time are neither rows nor bars, nor events of an export of the cut
     run; those that ended before it stay."""
     from nagle_sim.trace.rows import build_bars, build_rows
-
     from nagle_sim.tui.horizon import trace_until, visible_bars, visible_rows
 
     trace = run_sim(lesson.scenario)
@@ -325,7 +324,6 @@ def test_a_pending_hold_or_timer_is_not_drawn_before_its_question(lesson: Lesson
 
 def test_lessons_1_and_7_hide_exactly_what_the_issue_saw() -> None:
     from nagle_sim.trace.rows import build_bars, build_rows
-
     from nagle_sim.tui.horizon import visible_bars, visible_rows
 
     for slug, hidden in (("01-", "Nagle holds"), ("07-", "delayed ACK")):
