@@ -27,7 +27,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..model import PROFILES, Endpoint, Micros, ModelError, Segment, Side, SocketOptions, SockOpt
+from ..model import (
+    PROFILES,
+    Endpoint,
+    Micros,
+    ModelError,
+    Segment,
+    Side,
+    SocketError,
+    SocketOptions,
+    SockOpt,
+)
 from ..model.config import StackProfile
 from ..model.events import flag_letters, parse_flags
 from .clock import ModelClock
@@ -338,8 +348,8 @@ _IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_SNDBUF", "SO_RCVBUF"
                         "SO_KEEPALIVE"}
 _SEND_CALLS = {"write", "send", "sendto", "sendmsg", "writev"}
 _RECV_CALLS = {"read", "recv", "recvfrom", "recvmsg", "readv"}
+_SHUT_HOW = {"SHUT_RD": "rd", "SHUT_WR": "wr", "SHUT_RDWR": "rdwr"}
 _UNSUPPORTED_CALLS = {
-    "shutdown": "shutdown() is not modelled (close() is)",
     "poll": "poll() is not modelled", "epoll_create": "epoll is not modelled",
     "epoll_ctl": "epoll is not modelled", "epoll_wait": "epoll is not modelled",
     "ioctl": "ioctl() is not modelled", "sendfile": "sendfile() is not modelled",
@@ -450,9 +460,33 @@ class _Runner:
     def _input(self, line: int, fn: Callable[[], Any]) -> Any:
         try:
             result = fn()
+        except SocketError as exc:
+            self.clock.collect()
+            raise _Stop(Status.FAIL, line, f"the model's call failed with {exc.errno} "
+                        f"({exc})") from None
         except ModelError as exc:
             raise _Stop(Status.FAIL, line, f"the model refused: {exc}") from None
         self.clock.collect()
+        return result
+
+    def _call(self, line: int, call: Syscall, fn: Callable[[], Any]) -> Any:
+        """One call whose failure the script may expect (``= -1 EPIPE``): its result, or
+        None when it failed with the errno the script names."""
+        try:
+            result = fn()
+        except SocketError as exc:
+            self.clock.collect()
+            if call.errno != exc.errno:
+                want = f"-1 {call.errno}" if call.errno else "success"
+                raise _Stop(Status.FAIL, line, f"{call.name}() expected {want}, the model "
+                            f"failed with {exc.errno} ({exc})") from None
+            return None
+        except ModelError as exc:
+            raise _Stop(Status.FAIL, line, f"the model refused: {exc}") from None
+        self.clock.collect()
+        if call.errno is not None:
+            raise _Stop(Status.FAIL, line, f"{call.name}() expected -1 {call.errno}, the "
+                        f"model returned {result if result is not None else 0}")
         return result
 
     # ------------------------------------------------------------ time
@@ -527,6 +561,7 @@ class _Runner:
         kernel's units (µs for times) and TCP state numbers (include/net/tcp_states.h)."""
         info = self._endpoint(line).tcp_info()
         names = {f"TCP_{state}": number for state, number in _TCP_STATES.items()}
+        names["TCP_CLOSE"] = _TCP_STATES["CLOSED"]     # the kernel's name for it
         return {**names, "tcpi_state": _TCP_STATES[info.state.value],
                 "tcpi_snd_cwnd": info.snd_cwnd, "tcpi_snd_ssthresh": info.snd_ssthresh,
                 "tcpi_snd_mss": info.snd_mss, "tcpi_rcv_mss": info.rcv_mss,
@@ -603,7 +638,8 @@ class _Runner:
         if name in _UNSUPPORTED_CALLS:
             raise _Stop(Status.UNSUPPORTED, line, _UNSUPPORTED_CALLS[name])
         expected = _int(call.result)
-        if call.errno is not None and name not in _RECV_CALLS | {"connect"}:
+        if call.errno is not None and name not in _RECV_CALLS | _SEND_CALLS | {
+                "connect", "shutdown"}:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() failing with {call.errno} is "
                         "not modelled")
         fd = _int(args[0]) if args else None
@@ -644,6 +680,13 @@ class _Runner:
             if fd is not None and self.fds.get(fd) == "conn":
                 ep = self._endpoint(line)
                 self._input(line, lambda: ep.app_close(Micros(self.now)))
+        elif name == "shutdown":
+            how = _words(args[1]) if len(args) > 1 else ()
+            if not how or how[0] not in _SHUT_HOW:
+                raise _Stop(Status.ERROR, line, "shutdown(fd, how): how must be SHUT_RD, "
+                            "SHUT_WR or SHUT_RDWR")
+            ep = self._endpoint(line)
+            self._call(line, call, lambda: ep.shutdown(Micros(self.now), _SHUT_HOW[how[0]]))
         else:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() is not modelled")
 
@@ -722,7 +765,7 @@ class _Runner:
             if flag not in ("MSG_MORE", "MSG_DONTWAIT", "MSG_NOSIGNAL", "0"):
                 raise _Stop(Status.UNSUPPORTED, line, f"{name}() flag {flag} is not modelled")
         expected = _int(call.result)
-        if expected is not None and expected != size:
+        if expected is not None and expected != size and call.errno is None:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() returning {expected} of {size} "
                         "bytes: the model's send buffer never fills")
         if "MSG_MORE" in flags and not self.profile.supports_cork:
@@ -731,7 +774,7 @@ class _Runner:
         ep = self._endpoint(line)
         if size:
             more = "MSG_MORE" in flags
-            self._input(line, lambda: ep.app_write(Micros(self.now), size, more=more))
+            self._call(line, call, lambda: ep.app_write(Micros(self.now), size, more=more))
 
     def _recv(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
         size, flags = _io_size(call)
@@ -751,8 +794,9 @@ class _Runner:
                             f"returned {got}")
             return
         if call.errno is not None:
-            raise _Stop(Status.UNSUPPORTED, ev.line, f"{call.name}() failing with "
-                        f"{call.errno} is not modelled")
+            # an error the read reports at once (a reset: ECONNRESET)
+            self._call(ev.line, call, lambda: ep.app_read(Micros(self.now), size))
+            return
         self._block(ev, call, size, want, offset,
                     blocking=fd not in self.nonblocking and "MSG_DONTWAIT" not in flags)
 

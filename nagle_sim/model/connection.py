@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from .config import AckStyle
-from .events import ACK, FIN, PSH, RST, SYN, Micros, Reason, Segment, Timer
+from .events import ACK, FIN, PSH, RST, SYN, Kind, Micros, Reason, Segment, Timer
 from .output import tcp_send_reset, tcp_transmit_control
 from .rate import tcp_cong_control, tcp_init_congestion_control, tcp_rtt_estimator
 from .recv import (
@@ -24,7 +24,17 @@ from .recv import (
 )
 from .send import tcp_push_pending_frames
 from .sock import Sock
-from .state import TRANSITIONS, AckPending, ConnEvent, ModelError, Nonagle, Skb, State
+from .state import (
+    TRANSITIONS,
+    AckPending,
+    ConnEvent,
+    ModelError,
+    Nonagle,
+    Shutdown,
+    Skb,
+    SocketError,
+    State,
+)
 from .timers import rto_at, tcp_rearm_rto, tcp_schedule_loss_probe
 
 _SYN_ACK: Final = SYN | ACK
@@ -52,9 +62,7 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         tcp_send_reset(sk, now, seg)
         return
     if seg.flags & RST:
-        sk.timers.clear()
-        sk.rcv.peer_fin = True
-        sk.transition(now, ConnEvent.ABORT)
+        tcp_reset(sk, now)
         return
     if sk.state is State.LISTEN:
         if seg.flags & SYN:
@@ -82,14 +90,18 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         tcp_init_congestion_control(sk, now)
         snd.snd_wnd = seg.window
         snd.max_window = max(snd.max_window, seg.window)
-    if (sk.state in (State.FIN_WAIT1, State.FIN_WAIT2) and seg.length > 0
-            and seg.seq + seg.length > sk.rcv.rcv_nxt):
-        # tcp_rcv_state_process, "process the segment text": close() set RCV_SHUTDOWN,
-        # so new data for it resets the connection (RFC 1122; TCPAbortOnData) and the
-        # caller answers with tcp_v4_send_reset (packetdrill found the model queued it)
+    if (sk.state in (State.FIN_WAIT1, State.FIN_WAIT2) and sk.shutdown & Shutdown.RCV
+            and seg.length > 0 and seg.seq + seg.length > sk.rcv.rcv_nxt):
+        # tcp_rcv_state_process, "process the segment text": after close() or
+        # shutdown(SHUT_RDWR) (RCV_SHUTDOWN) new data resets the connection (RFC 1122;
+        # TCPAbortOnData: tcp_reset, and the caller answers with tcp_v4_send_reset);
+        # after shutdown(SHUT_WR) alone it is taken in (a half close). Measured here:
+        # SHUT_RDWR then 100 B in FIN_WAIT2 → R 502:502, read() → ECONNRESET; SHUT_WR then
+        # 200 B → ACKed and read.
+        if seg.flags & ACK:
+            tcp_ack(sk, now, seg, len(sk.snd.rtx))
         tcp_send_reset(sk, now, seg)
-        sk.timers.clear()
-        sk.transition(now, ConnEvent.ABORT)
+        tcp_reset(sk, now)
         return
     tcp_rcv_established(sk, now, seg)
 
@@ -199,20 +211,23 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
 
 
 # ---------------------------------------------------------------- closing
-def tcp_close(sk: Sock, now: Micros) -> None:
-    """tcp_close: unread data means RST; otherwise queue a FIN and push it (tcp_send_fin)."""
-    if sk.state in (State.CLOSED, State.LISTEN, State.SYN_SENT):
-        sk.transition(now, ConnEvent.CLOSE)
+def tcp_reset(sk: Sock, now: Micros) -> None:
+    """tcp_reset (a reset received, or one we send for data after close): the error the
+    next call reports (ECONNREFUSED in SYN_SENT, EPIPE in CLOSE_WAIT, else ECONNRESET),
+    both directions shut (tcp_done), every timer stopped, CLOSED."""
+    if sk.state is State.CLOSED:
         return
+    sk.err = ("ECONNREFUSED" if sk.state is State.SYN_SENT
+              else "EPIPE" if sk.state is State.CLOSE_WAIT else "ECONNRESET")
+    sk.shutdown = Shutdown.MASK
+    sk.timers.clear()
+    sk.transition(now, ConnEvent.ABORT)
+
+
+def tcp_send_fin(sk: Sock, now: Micros, why: Reason) -> None:
+    """tcp_send_fin: the FIN rides on the last unsent skb, or goes in a skb of its own,
+    and everything queued is pushed with Nagle off."""
     snd = sk.snd
-    if sk.rcv.unread > 0:
-        tcp_transmit_control(sk, now, RST, snd.snd_nxt, Reason.RESET)
-        sk.timers.clear()
-        sk.transition(now, ConnEvent.ABORT)
-        return
-    if (sk.state, ConnEvent.CLOSE) not in TRANSITIONS:
-        return      # already closing
-    sk.transition(now, ConnEvent.CLOSE)
     tail = snd.queue[-1] if snd.queue else None
     if tail is not None and not tail.fin:
         tail.fin = True
@@ -220,4 +235,46 @@ def tcp_close(sk: Sock, now: Micros) -> None:
         snd.queue.append(Skb(seq=snd.write_seq, length=0, fin=True))
     snd.write_seq += 1
     snd.fin_queued = True
-    tcp_push_pending_frames(sk, now, Nonagle.OFF, Reason.CLOSE_PUSH)
+    tcp_push_pending_frames(sk, now, Nonagle.OFF, why)
+
+
+def tcp_shutdown(sk: Sock, now: Micros, how: int) -> None:
+    """inet_shutdown → tcp_shutdown (``how``: `Shutdown` bits). RCV only marks the socket
+    (reads return 0 once the queue is empty; data still arrives, is ACKed and can be read:
+    measured here); SEND sends the FIN after the queued data, as close() does, moving
+    ESTABLISHED to FIN_WAIT1 and CLOSE_WAIT to LAST_ACK (tcp_close_state), and later
+    writes fail with EPIPE. In a closed socket it fails with ENOTCONN; a connect still in
+    progress is abandoned (tcp_disconnect, nothing sent)."""
+    if sk.state is State.SYN_SENT:
+        sk.timers.clear()
+        sk.transition(now, ConnEvent.CLOSE)
+        return
+    if sk.state is State.CLOSED or sk.state is State.LISTEN:
+        sk.shutdown |= how
+        raise SocketError("ENOTCONN", "shutdown on a socket that is not connected")
+    sk.shutdown |= how
+    sk.event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET,
+             "shutdown(" + ("SHUT_RDWR" if how == Shutdown.MASK else
+                            "SHUT_RD" if how == Shutdown.RCV else "SHUT_WR") + ")")
+    if how & Shutdown.SEND and (sk.state, ConnEvent.SHUTDOWN_WR) in TRANSITIONS:
+        sk.transition(now, ConnEvent.SHUTDOWN_WR)
+        tcp_send_fin(sk, now, Reason.CLOSE_PUSH)
+
+
+def tcp_close(sk: Sock, now: Micros) -> None:
+    """tcp_close: both directions shut; unread data means RST; otherwise a FIN after the
+    queued data (tcp_send_fin), unless shutdown(SHUT_WR) sent it already (FIN_WAIT1/2,
+    LAST_ACK, CLOSING: nothing more is sent; new data for the orphan is reset)."""
+    if sk.state in (State.CLOSED, State.LISTEN, State.SYN_SENT):
+        sk.transition(now, ConnEvent.CLOSE)
+        return
+    sk.shutdown = Shutdown.MASK
+    if sk.rcv.unread > 0:
+        tcp_transmit_control(sk, now, RST, sk.snd.snd_nxt, Reason.RESET)
+        sk.timers.clear()
+        sk.transition(now, ConnEvent.ABORT)
+        return
+    if (sk.state, ConnEvent.CLOSE) not in TRANSITIONS:
+        return      # already closing
+    sk.transition(now, ConnEvent.CLOSE)
+    tcp_send_fin(sk, now, Reason.CLOSE_PUSH)

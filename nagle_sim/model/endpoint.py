@@ -68,10 +68,10 @@ from .config import (
 )
 from .events import Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
 from .sock import Sock
-from .state import ModelError, Nonagle, SockOpt, State
+from .state import SHUT_HOW, ModelError, Nonagle, Shutdown, SocketError, SockOpt, State
 from .timers import FIRED
 
-__all__ = ["Endpoint", "ModelError", "SockOpt", "State", "TcpInfo"]
+__all__ = ["SHUT_HOW", "Endpoint", "ModelError", "SockOpt", "SocketError", "State", "TcpInfo"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +167,10 @@ class Endpoint:
         """A snapshot of the connection's state (see `TcpInfo`)."""
         sk = self._sk
         cc = sk.cc
-        return TcpInfo(state=sk.state, snd_cwnd=cc.cwnd,
+        # tcp_time_wait hands the connection to a timewait mini-socket and closes the full
+        # one (tcp_done): getsockopt(TCP_INFO) on it says TCP_CLOSE (measured here)
+        state = State.CLOSED if sk.state is State.TIME_WAIT else sk.state
+        return TcpInfo(state=state, snd_cwnd=cc.cwnd,
                        snd_ssthresh=min(cc.ssthresh, 0x7FFFFFFF), snd_mss=sk.mss,
                        unacked=sk.packets_out,
                        rtt=cc.srtt_us, rto=cc.rto_us,
@@ -200,8 +203,15 @@ class Endpoint:
 
     @property
     def peer_fin(self) -> bool:
-        """The peer closed its side (FIN or RST received)."""
+        """The peer closed its side (its FIN arrived)."""
         return self._sk.rcv.peer_fin
+
+    @property
+    def readable(self) -> bool:
+        """A read would not block: data queued, end of stream, or an error to report."""
+        sk = self._sk
+        return bool(sk.rcv.unread) or sk.rcv.peer_fin or bool(sk.shutdown & Shutdown.RCV) \
+            or bool(sk.err)
 
     @property
     def snd_nxt(self) -> int:
@@ -217,8 +227,10 @@ class Endpoint:
 
     @property
     def eof(self) -> bool:
-        """A read would return end of stream."""
-        return self._sk.rcv.peer_fin and self._sk.rcv.unread == 0
+        """Nothing is queued and none will come: the peer's FIN, shutdown(SHUT_RD), a reset
+        (a read then returns 0, or the reset's error once)."""
+        sk = self._sk
+        return sk.rcv.unread == 0 and (sk.rcv.peer_fin or bool(sk.shutdown & Shutdown.RCV))
 
     # ---------------------------------------------------------------- link properties
     def set_tx_complete(self, us: int) -> None:
@@ -301,6 +313,14 @@ class Endpoint:
     def app_close(self, now: Micros) -> None:
         """close(): a FIN after the queued data, or a reset if data is left unread."""
         connection.tcp_close(self._sk, now)
+
+    def shutdown(self, now: Micros, how: str) -> None:
+        """shutdown(fd, SHUT_RD / SHUT_WR / SHUT_RDWR): ``how`` is "rd", "wr" or "rdwr".
+
+        Raises:
+            SocketError: ENOTCONN on a socket that is not connected.
+        """
+        connection.tcp_shutdown(self._sk, now, SHUT_HOW[how])
 
     def receive_segment(self, now: Micros, seg: Segment) -> None:
         """A segment from the peer arrives."""

@@ -23,7 +23,7 @@ from .output import (
     tcp_win_from_space,
 )
 from .sock import Sock
-from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, State
+from .state import TCP_RMEM_TO_WIN_SCALE, AckPending, ConnEvent, SocketError, State
 
 LOOPBACK_COALESCE_MAX: Final = 65536
 """SIMPLIFICATION of skb_try_coalesce's MAX_SKB_FRAGS limit: a loopback skb joins the
@@ -469,6 +469,10 @@ def tcp_recvmsg(sk: Sock, now: Micros, max_bytes: int) -> int:
     its end, and a FIN's own skb when the read still has room (found_fin_ok); then
     tcp_cleanup_rbuf."""
     rcv = sk.rcv
+    if not rcv.unread and not rcv.peer_fin and sk.err:
+        # tcp_recvmsg with nothing queued: a FIN (SOCK_DONE) reads as 0, else the pending
+        # error (a reset: ECONNRESET) is returned once (sock_error), then RCV_SHUTDOWN → 0
+        raise SocketError(sk.sock_error("ECONNRESET"), "read on a reset connection")
     copied = min(rcv.unread, max_bytes)
     rcv.unread -= copied
     rcv.copied += copied

@@ -31,7 +31,7 @@ from .rate import (
     tcp_tso_autosize,
 )
 from .sock import Sock
-from .state import ModelError, Nonagle, SendState, Skb, State
+from .state import ModelError, Nonagle, SendState, Shutdown, Skb, SocketError, State
 from .timers import rto_at, tcp_check_probe_timer, tcp_rearm_rto, tcp_schedule_loss_probe
 
 
@@ -97,7 +97,12 @@ def tcp_sendmsg(sk: Sock, now: Micros, nbytes: int, more: bool) -> None:
     if nbytes <= 0:
         raise ModelError("write size must be positive")
     if not sk.established:
-        raise ModelError(f"write on a socket in state {sk.state.value}")
+        # sk_stream_wait_connect: the pending error, else EPIPE
+        raise SocketError(sk.sock_error("EPIPE"),
+                          f"write on a socket in state {sk.state.value}")
+    if sk.err or sk.shutdown & Shutdown.SEND:
+        # "if (sk->sk_err || (sk->sk_shutdown & SEND_SHUTDOWN)) goto do_error"
+        raise SocketError(sk.sock_error("EPIPE"), "write after shutdown(SHUT_WR)")
     if more and not sk.profile.supports_cork:
         raise ModelError(f"profile {sk.profile.name} has no MSG_MORE")
     tcp_rate_check_app_limited(sk, now)

@@ -48,7 +48,8 @@ class Sock:
     """One side's TCP state. Rules read and change it; only `Endpoint` is public."""
 
     __slots__ = ("side", "profile", "mss", "state", "established", "snd", "rcv", "ack", "cc",
-                 "timers", "events", "out", "tick_us", "phase", "handshake_sent_at")
+                 "timers", "events", "out", "tick_us", "phase", "handshake_sent_at",
+                 "shutdown", "err")
 
     def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
                  mss: int) -> None:
@@ -69,6 +70,11 @@ class Sock:
         """Where in a tick time 0 falls (µs)."""
         self.handshake_sent_at = Micros(0)
         """When our SYN or SYN-ACK left (the first RTT sample)."""
+        self.shutdown = 0
+        """sk->sk_shutdown: `Shutdown` bits (shutdown(), close(), a reset)."""
+        self.err = ""
+        """sk->sk_err as its errno name ("" none): set by a reset or a timeout, reported
+        (and cleared) by the next call that fails on it (sock_error)."""
 
         nonagle = (Nonagle.OFF if options.nodelay else 0) | (Nonagle.CORK if options.cork else 0)
         self.snd = SendState(nonagle=nonagle)
@@ -141,6 +147,12 @@ class Sock:
     def cancel(self, now: Micros, timer: Timer, reason: Reason = Reason.TIMER_CLEARED) -> None:
         if self.disarm(timer):
             self.event(now, Kind.TIMER_CANCELLED, reason, timer=timer)
+
+    def sock_error(self, default: str) -> str:
+        """sock_error: take the pending error, if any, else ``default``."""
+        err = self.err or default
+        self.err = ""
+        return err
 
     def disarm(self, timer: Timer) -> bool:
         """Clear ``timer``'s slot without tracing it; whether it was armed. (``in`` and

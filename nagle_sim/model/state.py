@@ -50,6 +50,37 @@ class ModelError(Exception):
     """The application asked for something the socket cannot do in its state."""
 
 
+class SocketError(ModelError):
+    """A socket call failed as the kernel's would, with ``errno`` (its symbolic name:
+    "EPIPE", "ECONNRESET", "EAGAIN", …): what a packetdrill script's ``= -1 EPIPE`` checks
+    and what a scenario reports."""
+
+    def __init__(self, errno: str, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class Shutdown:
+    """sk->sk_shutdown bits (include/net/sock.h)."""
+
+    RCV: Final = 1     # RCV_SHUTDOWN: shutdown(SHUT_RD), close(), a reset
+    SEND: Final = 2    # SEND_SHUTDOWN: shutdown(SHUT_WR), close(), a reset
+    MASK: Final = 3    # SHUTDOWN_MASK
+
+
+SHUT_HOW: Final = {"rd": Shutdown.RCV, "wr": Shutdown.SEND, "rdwr": Shutdown.MASK}
+"""shutdown()'s ``how`` (SHUT_RD, SHUT_WR, SHUT_RDWR) as sk_shutdown bits (inet_shutdown
+maps how + 1)."""
+
+TCP_ERRORS: Final = {
+    "EPIPE": "Broken pipe", "ECONNRESET": "Connection reset by peer",
+    "ECONNREFUSED": "Connection refused", "ETIMEDOUT": "Connection timed out",
+    "ENOTCONN": "Transport endpoint is not connected", "EAGAIN":
+    "Resource temporarily unavailable",
+}
+"""The errors a model socket call can fail with, and strerror's words for them."""
+
+
 # ---------------------------------------------------------------- TCP states (RFC 793)
 class State(Enum):
     CLOSED = "CLOSED"
@@ -70,6 +101,7 @@ class ConnEvent(Enum):
 
     CONNECT = "connect()"
     CLOSE = "close()"
+    SHUTDOWN_WR = "shutdown(SHUT_WR)"
     ABORT = "reset sent or received"
     RECV_SYN = "SYN received"
     RECV_SYNACK = "SYN-ACK received"
@@ -96,6 +128,9 @@ TRANSITIONS: Final[dict[tuple[State, ConnEvent], State]] = {
     # closing second (passive close)
     (State.ESTABLISHED, ConnEvent.RECV_FIN): State.CLOSE_WAIT,
     (State.CLOSE_WAIT, ConnEvent.CLOSE): State.LAST_ACK,
+    # a half close sends the FIN as close() does (tcp_shutdown → tcp_close_state)
+    (State.ESTABLISHED, ConnEvent.SHUTDOWN_WR): State.FIN_WAIT1,
+    (State.CLOSE_WAIT, ConnEvent.SHUTDOWN_WR): State.LAST_ACK,
     (State.LAST_ACK, ConnEvent.OUR_FIN_ACKED): State.CLOSED,
     # close() before the connection exists just closes the socket
     **{(s, ConnEvent.CLOSE): State.CLOSED for s in _CLOSABLE},

@@ -29,7 +29,7 @@ from typing import Any, Final
 import simpy
 
 from ..model.config import StackProfile
-from ..model.endpoint import Endpoint, ModelError, SockOpt
+from ..model.endpoint import Endpoint, ModelError, SocketError, SockOpt
 from ..model.events import (
     REASON_CODE,
     REASON_TEXT,
@@ -40,6 +40,7 @@ from ..model.events import (
     Side,
     flag_letters,
 )
+from ..model.state import TCP_ERRORS
 from ..scenario import (
     Close,
     GetOpt,
@@ -412,7 +413,7 @@ class SimDriver:
         if ep.established and not was_established and not app.started:
             app.started = True
             self._schedule(now + wake, _START, to)
-        elif app.blocked is not None and app.reading is not None and (ep.unread or ep.peer_fin):
+        elif app.blocked is not None and app.reading is not None and ep.readable:
             app.blocked = None
             self._schedule(now + wake, _RESUME, to)
 
@@ -545,7 +546,14 @@ class SimDriver:
         app, ep = host.app, host.ep
         stmt = app.reading
         assert stmt is not None and app.record is not None
-        app.got += ep.app_read(Micros(app.vnow), stmt.size - app.got)
+        try:
+            app.got += ep.app_read(Micros(app.vnow), stmt.size - app.got)
+        except SocketError as exc:      # a reset: the read fails with its error
+            self._pump(host, app.vnow)
+            app.record.result = eof_result(app.got)
+            raise ModelError(f"read {stmt.size} failed after {app.got} B: {exc.errno} "
+                             f"({TCP_ERRORS.get(exc.errno, exc.errno)}): the "
+                             f"{app.side.peer.value} reset the connection") from None
         self._pump(host, app.vnow)
         if app.got >= stmt.size:
             app.reading = None
