@@ -171,7 +171,7 @@ class Endpoint:
         # one (tcp_done): getsockopt(TCP_INFO) on it says TCP_CLOSE (measured here)
         state = State.CLOSED if sk.state is State.TIME_WAIT else sk.state
         return TcpInfo(state=state, snd_cwnd=cc.cwnd,
-                       snd_ssthresh=min(cc.ssthresh, 0x7FFFFFFF), snd_mss=sk.mss,
+                       snd_ssthresh=cc.ssthresh, snd_mss=sk.mss,
                        unacked=sk.packets_out,
                        rtt=cc.srtt_us, rto=cc.rto_us,
                        ato=sk.ack.ato_j * sk.profile.tick_us, rcv_mss=sk.rcv.rcv_mss,

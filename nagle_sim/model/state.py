@@ -290,7 +290,9 @@ class CongestionState:
     """Congestion window, RTT/RTO estimates, delivery-rate sampling and pacing."""
 
     cwnd: int
-    ssthresh: int = 1 << 30
+    ssthresh: int = 0x7FFFFFFF
+    """TCP_INFINITE_SSTHRESH until a loss (or HyStart) sets it; TCP_INFO reports it as is
+    (measured: tcpi_snd_ssthresh 2147483647 on a fresh connection)."""
     in_loss: bool = False
     """icsk_ca_state == TCP_CA_Loss after an RTO."""
     srtt_us: int = 0

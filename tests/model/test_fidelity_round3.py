@@ -100,3 +100,10 @@ def test_time_wait_reads_as_close_in_tcp_info() -> None:
     h.peer(ms(30), seq=1, ack=2, flags="FA")
     assert h.ep.state is State.TIME_WAIT
     assert h.ep.tcp_info().state is State.CLOSED
+
+
+# ------------------------------------------------ tcp_info
+def test_initial_ssthresh_is_the_kernels_infinity() -> None:
+    """TCP_INFINITE_SSTHRESH (0x7fffffff) until a loss: packetdrill on 6.18 reads
+    tcpi_snd_ssthresh == 2147483647 after the handshake (the model said 1 << 30)."""
+    assert server().ep.tcp_info().snd_ssthresh == 0x7FFFFFFF
