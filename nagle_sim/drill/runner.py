@@ -344,11 +344,13 @@ _TCP_STATES = {"ESTABLISHED": 1, "SYN_SENT": 2, "SYN_RCVD": 3, "FIN_WAIT1": 4, "
                "TIME_WAIT": 6, "CLOSED": 7, "CLOSE_WAIT": 8, "LAST_ACK": 9, "LISTEN": 10,
                "CLOSING": 11}
 _TCP_OPTS = {f"TCP_{opt.name}": opt for opt in SockOpt}   # the model's option vocabulary
-_IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_SNDBUF", "SO_RCVBUF",
-                        "SO_KEEPALIVE"}
+_IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_RCVBUF", "SO_KEEPALIVE"}
 _SEND_CALLS = {"write", "send", "sendto", "sendmsg", "writev"}
 _RECV_CALLS = {"read", "recv", "recvfrom", "recvmsg", "readv"}
 _SHUT_HOW = {"SHUT_RD": "rd", "SHUT_WR": "wr", "SHUT_RDWR": "rdwr"}
+_ERRNO = {"EAGAIN": 11, "EPIPE": 32, "ECONNRESET": 104, "ENOTCONN": 107, "ETIMEDOUT": 110,
+          "ECONNREFUSED": 111}
+"""Linux's numbers for the errors a model call reports (getsockopt(SO_ERROR) reads them)."""
 _UNSUPPORTED_CALLS = {
     "poll": "poll() is not modelled", "epoll_create": "epoll is not modelled",
     "epoll_ctl": "epoll is not modelled", "epoll_wait": "epoll is not modelled",
@@ -369,6 +371,9 @@ class _Pending:
     """When it started (script time, µs): its return's tolerance counts from here."""
     end: int | None
     """When the script expects it to return (µs), if it says."""
+    left: int = 0
+    """A blocking write: bytes still to copy once the send buffer has room."""
+    more: bool = False
 
 
 class _Runner:
@@ -436,8 +441,18 @@ class _Runner:
         # (1:10001(10000)), as the kernel hands it to the device — unless the script
         # turned TSO/GSO off with ethtool
         self.ep.set_gso_wire(self.gso_wire)
+        self.ep.set_mss_clamp(self._peer_mss_option())
         self.clock.ep = self.ep
         return self.ep
+
+    def _peer_mss_option(self) -> int:
+        """The mss option of the peer's SYN (536 without one): tp->rx_opt.mss_clamp."""
+        for ev in self.script.events:
+            a = ev.action
+            if isinstance(a, Packet) and a.inbound and "S" in a.flags:
+                mss = _option(a, "mss")
+                return mss[0] if mss else 536
+        return 1460
 
     @property
     def now(self) -> int:
@@ -559,14 +574,19 @@ class _Runner:
     def _tcp_info(self, line: int) -> dict[str, int]:
         """The ``tcpi_*`` names a code block may use, from `Endpoint.tcp_info`, with the
         kernel's units (µs for times) and TCP state numbers (include/net/tcp_states.h)."""
-        info = self._endpoint(line).tcp_info()
+        info = self._endpoint(line).tcp_info(Micros(self.now))
         names = {f"TCP_{state}": number for state, number in _TCP_STATES.items()}
         names["TCP_CLOSE"] = _TCP_STATES["CLOSED"]     # the kernel's name for it
         return {**names, "tcpi_state": _TCP_STATES[info.state.value],
                 "tcpi_snd_cwnd": info.snd_cwnd, "tcpi_snd_ssthresh": info.snd_ssthresh,
                 "tcpi_snd_mss": info.snd_mss, "tcpi_rcv_mss": info.rcv_mss,
                 "tcpi_unacked": info.unacked, "tcpi_rtt": info.rtt, "tcpi_rto": info.rto,
-                "tcpi_ato": info.ato, "tcpi_pacing_rate": int(info.pacing_rate)}
+                "tcpi_ato": info.ato, "tcpi_pacing_rate": int(info.pacing_rate),
+                "tcpi_busy_time": info.busy_time, "tcpi_rwnd_limited": info.rwnd_limited,
+                "tcpi_sndbuf_limited": info.sndbuf_limited,
+                "tcpi_last_data_recv": info.last_data_recv,
+                "tcpi_last_data_sent": info.last_data_sent,
+                "tcpi_notsent_bytes": info.notsent_bytes}
 
     def _inbound(self, ev: Event, p: Packet) -> None:
         if p.other:
@@ -653,8 +673,11 @@ class _Runner:
                 self.fds[fd] = "listen"
                 self._create(Side.SERVER)
         elif name == "fcntl":
-            if len(args) > 2 and "O_NONBLOCK" in _words(args[2]) and fd is not None:
-                self.nonblocking.add(fd)
+            if len(args) > 2 and "F_SETFL" in _words(args[1]) and fd is not None:
+                if "O_NONBLOCK" in _words(args[2]):
+                    self.nonblocking.add(fd)
+                else:                       # F_SETFL without it: blocking again
+                    self.nonblocking.discard(fd)
         elif name == "setsockopt":
             self._setsockopt(line, args, fd)
         elif name == "getsockopt":
@@ -673,7 +696,7 @@ class _Runner:
                 self.fds[expected] = "conn"
             self._block(ev, call, 0, expected, offset, blocking=fd not in self.nonblocking)
         elif name in _SEND_CALLS:
-            self._send(line, call, fd)
+            self._send(ev, call, fd, offset)
         elif name in _RECV_CALLS:
             self._recv(ev, call, fd, offset)
         elif name == "close":
@@ -695,6 +718,21 @@ class _Runner:
             raise _Stop(Status.ERROR, line, "setsockopt needs (fd, level, name, value, len)")
         level, name = _words(args[1]), _words(args[2])
         opt = name[0] if name else "?"
+        if level and level[0] == "SOL_SOCKET" and opt == "SO_SNDBUF":
+            value = _int(args[3])
+            if value is None:
+                raise _Stop(Status.ERROR, line, "SO_SNDBUF: expected a value like [10000]")
+            if self.ep is None:
+                raise _Stop(Status.UNSUPPORTED, line, "SO_SNDBUF before the endpoint exists")
+            self.ep.set_sndbuf(value)
+            return
+        if opt == "TCP_NOTSENT_LOWAT":
+            value = _int(args[3])
+            if value is None or self.ep is None:
+                raise _Stop(Status.UNSUPPORTED, line, "TCP_NOTSENT_LOWAT before the endpoint "
+                            "exists, or without a value")
+            self.ep.set_notsent_lowat(value)
+            return
         if level and level[0] == "SOL_SOCKET":
             if opt not in _IGNORED_SOCKET_OPTS:
                 raise _Stop(Status.UNSUPPORTED, line, f"socket option {opt} is not modelled")
@@ -746,6 +784,18 @@ class _Runner:
 
     def _getsockopt(self, line: int, args: tuple[Expr, ...]) -> None:
         opt = _words(args[2])[0] if len(args) > 2 and _words(args[2]) else "?"
+        if opt in ("SO_SNDBUF", "SO_ERROR"):
+            want = _int(args[3]) if len(args) > 3 else None
+            ep = self._endpoint(line)
+            want = _int(args[3]) if len(args) > 3 else None
+            if opt == "SO_ERROR" and want is None and len(args) > 3 and isinstance(
+                    args[3], List) and args[3].items and _words(args[3].items[0]):
+                want = _ERRNO.get(_words(args[3].items[0])[0], -1)   # [ETIMEDOUT]
+            got = ep.sndbuf if opt == "SO_SNDBUF" else _ERRNO.get(ep.take_error(), 0)
+            if want is not None and got != want:
+                raise _Stop(Status.FAIL, line, f"getsockopt {opt}: expected [{want}], the "
+                            f"model returned [{got}]")
+            return
         if opt not in _TCP_OPTS:
             raise _Stop(Status.UNSUPPORTED, line, f"getsockopt {opt} is not modelled")
         self._require(line, _TCP_OPTS[opt])
@@ -755,26 +805,37 @@ class _Runner:
             raise _Stop(Status.FAIL, line, f"getsockopt {opt}: expected [{want}], the model "
                         f"returned [{got}]")
 
-    def _send(self, line: int, call: Syscall, fd: int | None) -> None:
+    def _send(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
+        line = ev.line
         name = call.name
         size, flags = _io_size(call)
         if size is None:
             raise _Stop(Status.ERROR, line, f"{name}(): cannot tell how many bytes")
         _check_count(line, name, size)
         for flag in flags:
-            if flag not in ("MSG_MORE", "MSG_DONTWAIT", "MSG_NOSIGNAL", "0"):
+            if flag not in ("MSG_MORE", "MSG_EOR", "MSG_DONTWAIT", "MSG_NOSIGNAL", "0"):
                 raise _Stop(Status.UNSUPPORTED, line, f"{name}() flag {flag} is not modelled")
         expected = _int(call.result)
-        if expected is not None and expected != size and call.errno is None:
-            raise _Stop(Status.UNSUPPORTED, line, f"{name}() returning {expected} of {size} "
-                        "bytes: the model's send buffer never fills")
         if "MSG_MORE" in flags and not self.profile.supports_cork:
             raise _Stop(Status.UNSUPPORTED, line, f"profile {self.profile.name} has no "
                         "MSG_MORE")
         ep = self._endpoint(line)
-        if size:
-            more = "MSG_MORE" in flags
-            self._call(line, call, lambda: ep.app_write(Micros(self.now), size, more=more))
+        if not size:
+            return
+        more, eor = "MSG_MORE" in flags, "MSG_EOR" in flags
+        blocking = fd not in self.nonblocking and "MSG_DONTWAIT" not in flags
+        if blocking and call.errno is None:
+            # a blocking write returns once every byte is in the send buffer
+            copied = self._input(line, lambda: ep.app_write(Micros(self.now), size,
+                                                            more=more, eor=eor))
+            self._block(ev, call, 0, expected, offset, blocking=True, left=size - copied,
+                        more=more)
+            return
+        got = self._call(line, call, lambda: _nonblocking_write(ep, Micros(self.now), size,
+                                                                more, eor))
+        if got is not None and expected is not None and got != expected:
+            raise _Stop(Status.FAIL, line, f"{name}() expected {expected}, the model "
+                        f"returned {got}")
 
     def _recv(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
         size, flags = _io_size(call)
@@ -801,7 +862,7 @@ class _Runner:
                     blocking=fd not in self.nonblocking and "MSG_DONTWAIT" not in flags)
 
     def _block(self, ev: Event, call: Syscall, size: int, want: int | None, offset: int,
-               blocking: bool) -> None:
+               blocking: bool, left: int = 0, more: bool = False) -> None:
         """Start a read() or accept(); it returns now or, if blocking, once it can."""
         if self.pending is not None:
             raise _Stop(Status.UNSUPPORTED, ev.line, "two blocking calls at once")
@@ -810,12 +871,13 @@ class _Runner:
         end = None
         if call.end_time is not None:
             end = call.end_time.start_us + (offset if relative else 0)
-        self.pending = _Pending(ev, call, size, want, start, end)
+        self.pending = _Pending(ev, call, size, want, start, end, left, more)
         self._complete_read(blocking=blocking)
         if self.pending is not None and call.end_time is None:
             # packetdrill makes a call written without '...' on its main thread, the one
             # that injects packets: it would wait there for ever
-            what = "connection" if call.name in ("accept", "connect") else "data"
+            what = ("connection" if call.name in ("accept", "connect") else
+                    "room in the send buffer" if call.name in _SEND_CALLS else "data")
             raise _Stop(Status.FAIL, ev.line, f"{call.name}() would block (no {what} yet): "
                         "a blocking call needs an end time, as in '+0...0.1 "
                         f"{call.name}(…)'")
@@ -827,13 +889,20 @@ class _Runner:
         if p is None or self.ep is None:
             return
         ep = self.ep
-        if p.call.name in ("accept", "connect"):
+        if p.call.name in _SEND_CALLS:
+            if p.left and ep.take_write_wakeup():
+                p.left -= self._input(p.event.line, lambda: ep.app_write(
+                    Micros(self.now), p.left, more=p.more, resume=True))
+            if p.left:
+                return
+            got: int | None = p.want
+        elif p.call.name in ("accept", "connect"):
             if not ep.established:
                 if blocking:
                     return
                 raise _Stop(Status.FAIL, p.event.line, f"{p.call.name}() expected a "
                             "connection, the model's handshake is not complete")
-            got: int | None = p.want
+            got = p.want
         else:
             got = self._input(p.event.line, lambda: ep.app_read(Micros(self.now), p.size))
             if got == 0 and not ep.eof and blocking and p.want != 0:
@@ -848,6 +917,14 @@ class _Runner:
                 raise _Stop(Status.FAIL, p.event.line, f"{p.call.name}() returned at "
                             f"{_secs(self.now)}, expected at {_secs(p.end)} (tolerance "
                             f"{_secs(tol)})")
+
+
+def _nonblocking_write(ep: Endpoint, now: Micros, size: int, more: bool, eor: bool) -> int:
+    """A write that must not block: what fits in the send buffer, or EAGAIN if nothing."""
+    copied = ep.app_write(now, size, more=more, eor=eor)
+    if not copied:
+        raise SocketError("EAGAIN", "the send buffer is full")
+    return copied
 
 
 def _absolute(ev: Event) -> bool:

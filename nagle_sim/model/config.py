@@ -42,6 +42,16 @@ MAX_PROBE_BACKOFF: Final = 6
 """SIMPLIFICATION: zero-window probes back off at most 2^6 (the kernel caps at TCP_RTO_MAX)."""
 MAX_RTO_BACKOFF: Final = 15
 """net.ipv4.tcp_retries2 default 15 bounds the RTO backoff."""
+TCP_INIT_CWND: Final = 10
+"""TCP_INIT_CWND (include/net/tcp.h): tcp_sndbuf_expand's floor, whatever the route's cwnd."""
+TCP_REORDERING: Final = 3
+"""net.ipv4.tcp_reordering default: the duplicate-ACK threshold (tp->reordering)."""
+SKB_SHINFO_SIZE: Final = 320
+"""SKB_DATA_ALIGN(sizeof(struct skb_shared_info)) on x86-64 (tcp_sndbuf_expand's per_mss)."""
+SOCK_MIN_SNDBUF: Final = 2 * (2048 + 256)
+"""SOCK_MIN_SNDBUF (include/net/sock.h): 2 × TCP_SKB_MIN_TRUESIZE, the smallest SO_SNDBUF."""
+INFINITE_LOWAT: Final = 0xFFFFFFFF
+"""net.ipv4.tcp_notsent_lowat's default (UINT_MAX): no limit on unsent bytes."""
 
 
 class NagleStyle(Enum):
@@ -126,6 +136,12 @@ class StackProfile:
     tso_rtt_log: int = 9
     """net.ipv4.tcp_tso_rtt_log (65466904b015, 2021; default 9): TSO skbs grow by
     gso_max_size >> (min_rtt_us >> 9) on short paths. 0: the older rate-only sizing."""
+    tcp_grow_skb: bool = True
+    """8ee602c63520 ("tcp: try to send bigger TSO packets", v6.10): tcp_write_xmit lets a
+    skb short of the cwnd quota take bytes from the next skb (tcp_grow_skb), so a burst may
+    span two of the write queue's skbs. Seen here: after 60000 B were queued as two 25000 B
+    skbs, a 5000-byte remainder left as one 10-segment burst with 5000 B of the next skb
+    (ss -m: 3 skbs charged where splitting at skb boundaries gives 4)."""
     tail_loss_probe: bool = True
     """net.ipv4.tcp_early_retrans=3: tail loss probes (needs SACK, on between Linux hosts)."""
     timeout_min_j: int = 2
@@ -138,6 +154,20 @@ class StackProfile:
     """net.ipv4.tcp_autocorking default 1."""
     rcv_wnd: int = 65535
     """Initial advertised receive window (tcp_select_initial_window, unscaled 64 KB)."""
+    wmem_default: int = 16384
+    """net.ipv4.tcp_wmem[1]: a new socket's send buffer, before tcp_init_buffer_space."""
+    wmem_max: int = 4_194_304
+    """net.ipv4.tcp_wmem[2]: how far tcp_sndbuf_expand may grow it (this machine: 4 MB)."""
+    core_wmem_max: int = 4_194_304
+    """net.core.wmem_max: SO_SNDBUF's cap before doubling (this machine: 4 MB; the kernel's
+    own default is 212992)."""
+    skb_tx_overhead: int = 832
+    """Truesize of a sent skb beyond its payload (tcp_stream_alloc_skb's head: the payload
+    sits in page fragments). Measured here with ss -m: each new 500-byte skb raised
+    sk_wmem_queued by 1332, appended bytes by their count only; 60000 B in 4 skbs (two
+    initial-window bursts, two queued skbs) read w63328."""
+    notsent_lowat: int = INFINITE_LOWAT
+    """net.ipv4.tcp_notsent_lowat (default UINT_MAX: off)."""
     rcv_buf: int = 131072
     """Receive buffer (net.ipv4.tcp_rmem[1])."""
     initial_rcv_mss: int = 536
@@ -287,6 +317,7 @@ LINUX_6_6: Final = LINUX.with_overrides(
     delack_max_follows_rto_min=False,
     socket_timing_options=False,
     pingpong_sysctl=False,
+    tcp_grow_skb=False,
 )
 
 LINUX_6_1: Final = LINUX_6_6.with_overrides(
@@ -369,6 +400,7 @@ LINUX_4_18: Final = LINUX.with_overrides(
     delack_max_follows_rto_min=False,
     socket_timing_options=False,
     pingpong_sysctl=False,
+    tcp_grow_skb=False,
 )
 
 WINDOWS: Final = LINUX.with_overrides(

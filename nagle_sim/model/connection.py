@@ -12,9 +12,15 @@ from __future__ import annotations
 from typing import Final
 
 from .config import AckStyle
-from .events import ACK, FIN, PSH, RST, SYN, Kind, Micros, Reason, Segment, Timer
+from .events import ACK, FIN, PSH, RST, SYN, Micros, Reason, Segment, Timer
 from .output import tcp_send_reset, tcp_transmit_control
-from .rate import tcp_cong_control, tcp_init_congestion_control, tcp_rtt_estimator
+from .rate import (
+    tcp_chrono_start,
+    tcp_chrono_stop,
+    tcp_cong_control,
+    tcp_init_congestion_control,
+    tcp_rtt_estimator,
+)
 from .recv import (
     classic_ack_check,
     tcp_ack_snd_check,
@@ -22,11 +28,12 @@ from .recv import (
     tcp_fast_path_check,
     tcp_synack_delayed_ack,
 )
-from .send import tcp_push_pending_frames
+from .send import tcp_check_space, tcp_init_buffer_space, tcp_push_pending_frames
 from .sock import Sock
 from .state import (
     TRANSITIONS,
     AckPending,
+    Chrono,
     ConnEvent,
     ModelError,
     Nonagle,
@@ -88,6 +95,7 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         sk.transition(now, ConnEvent.RECV_HANDSHAKE_ACK)
         sk.rcv.pred_flags = True    # tcp_rcv_state_process (SYN_RECV): tcp_fast_path_on
         tcp_init_congestion_control(sk, now)
+        tcp_init_buffer_space(sk)
         snd.snd_wnd = seg.window
         snd.max_window = max(snd.max_window, seg.window)
     if (sk.state in (State.FIN_WAIT1, State.FIN_WAIT2) and sk.shutdown & Shutdown.RCV
@@ -121,6 +129,7 @@ def tcp_rcv_synsent_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     # window change turns header prediction on (tcp_fast_path_check).
     sk.rcv.pred_flags = not sk.profile.rcv_wscale
     tcp_init_congestion_control(sk, now)
+    tcp_init_buffer_space(sk)
     if sk.in_pingpong and sk.profile.ack_style is AckStyle.LINUX:
         tcp_synack_delayed_ack(sk, now)
     else:
@@ -154,9 +163,12 @@ def tcp_rcv_established(sk: Sock, now: Micros, seg: Segment) -> None:
         tcp_ack(sk, now, seg, prior_packets)
     if seg.length > 0 or seg.flags & FIN:
         tcp_data_queue(sk, now, seg)
-    if seg.flags & ACK and sk.snd.queue:
-        # tcp_data_snd_check pushes with tp->nonagle, never with MSG_MORE's cork
-        tcp_push_pending_frames(sk, now, sk.snd.nonagle, Reason.ACK_RELEASE)
+    if seg.flags & ACK:
+        # tcp_data_snd_check pushes with tp->nonagle, never with MSG_MORE's cork, then
+        # tcp_check_space wakes a writer waiting for send-buffer room
+        if sk.snd.queue:
+            tcp_push_pending_frames(sk, now, sk.snd.nonagle, Reason.ACK_RELEASE)
+        tcp_check_space(sk, now)
     if sk.ack.pending & AckPending.SCHED and sk.state is not State.CLOSED:
         if sk.profile.ack_style is AckStyle.LINUX:
             tcp_ack_snd_check(sk, now)
@@ -180,9 +192,17 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
         rtx = snd.rtx
         acked_skbs: list[Skb] = []
         while rtx and rtx[0].end <= seg.ack:
-            acked_skbs.append(rtx.popleft())
+            done = rtx.popleft()
+            acked_skbs.append(done)
+            if done.head:       # tcp_clean_rtx_queue frees the skb, or trims its head
+                if rtx and not rtx[0].head:
+                    rtx[0].head = True
+                else:
+                    snd.skbs -= 1
         first = acked_skbs[0] if acked_skbs else None
         snd.snd_una = seg.ack
+        if not rtx:
+            tcp_chrono_stop(sk, now, Chrono.BUSY)  # tcp_clean_rtx_queue: all ACKed
         if first is not None and not first.retransmitted:
             tcp_rtt_estimator(sk, now - first.sent_at)   # seq_rtt_us: oldest ACKed
         sk.cc.backoff = 0
@@ -232,7 +252,10 @@ def tcp_send_fin(sk: Sock, now: Micros, why: Reason) -> None:
     if tail is not None and not tail.fin:
         tail.fin = True
     else:
-        snd.queue.append(Skb(seq=snd.write_seq, length=0, fin=True))
+        tcp_chrono_start(sk, now, Chrono.BUSY)     # tcp_queue_skb → write queue tail
+        snd.queue.append(Skb(seq=snd.write_seq, length=0, fin=True, head=True))
+        snd.skb_start = snd.write_seq
+        snd.skbs += 1
     snd.write_seq += 1
     snd.fin_queued = True
     tcp_push_pending_frames(sk, now, Nonagle.OFF, why)
@@ -253,12 +276,9 @@ def tcp_shutdown(sk: Sock, now: Micros, how: int) -> None:
         sk.shutdown |= how
         raise SocketError("ENOTCONN", "shutdown on a socket that is not connected")
     sk.shutdown |= how
-    sk.event(now, Kind.SOCKOPT, Reason.SOCKOPT_SET,
-             "shutdown(" + ("SHUT_RDWR" if how == Shutdown.MASK else
-                            "SHUT_RD" if how == Shutdown.RCV else "SHUT_WR") + ")")
     if how & Shutdown.SEND and (sk.state, ConnEvent.SHUTDOWN_WR) in TRANSITIONS:
         sk.transition(now, ConnEvent.SHUTDOWN_WR)
-        tcp_send_fin(sk, now, Reason.CLOSE_PUSH)
+        tcp_send_fin(sk, now, Reason.SHUTDOWN_PUSH)
 
 
 def tcp_close(sk: Sock, now: Micros) -> None:

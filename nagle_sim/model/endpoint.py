@@ -49,7 +49,8 @@ SIMPLIFICATION: no tcp_tso_should_defer (TSO deferral waiting for a bigger cwnd 
 SIMPLIFICATION: the link never loses or reorders; out-of-order data (from packetdrill
 scripts) is held and duplicate-ACKed, but no SACK blocks are sent or read.
 SIMPLIFICATION: TCP Small Queues and receive-buffer autotuning are not modelled.
-SIMPLIFICATION: the send buffer is unbounded (writes never block).
+The send buffer is: a write copies what fits (``app_write`` returns the count) and a
+blocking caller waits for `Endpoint.take_write_wakeup`.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from .config import (
     timing_option_error,
 )
 from .events import Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
+from .rate import chrono_stats_us
 from .sock import Sock
 from .state import SHUT_HOW, ModelError, Nonagle, Shutdown, SocketError, SockOpt, State
 from .timers import FIRED
@@ -102,6 +104,20 @@ class TcpInfo:
     """The ping-pong count; interactive (delayed-ACK) mode once it reaches the threshold."""
     pacing_rate: float
     """Bytes per second; 0 when not pacing."""
+    busy_time: int = 0
+    """µs the sender had data queued or in flight (tcpi_busy_time: the three chronos of
+    tcp_chrono_start/stop summed, counted in jiffies)."""
+    rwnd_limited: int = 0
+    """µs of that stopped by the peer's receive window (tcpi_rwnd_limited)."""
+    sndbuf_limited: int = 0
+    """µs the application waited for send-buffer room with nothing else queued
+    (tcpi_sndbuf_limited)."""
+    last_data_recv: int = 0
+    """ms since data last arrived (tcpi_last_data_recv, from icsk_ack.lrcvtime)."""
+    last_data_sent: int = 0
+    """ms since data was last sent (tcpi_last_data_sent, from lsndtime)."""
+    notsent_bytes: int = 0
+    """Bytes written and not yet sent (tcpi_notsent_bytes)."""
 
 
 _TIMER_HANDLERS: Final[dict[Timer, Callable[[Sock, Micros], None]]] = {
@@ -163,10 +179,15 @@ class Endpoint:
         """When ``timer`` is due, None when it is not armed."""
         return self._sk.timers.get(timer)
 
-    def tcp_info(self) -> TcpInfo:
-        """A snapshot of the connection's state (see `TcpInfo`)."""
+    def tcp_info(self, now: Micros | None = None) -> TcpInfo:
+        """A snapshot of the connection's state (see `TcpInfo`); the times since an
+        event and the chronos need ``now`` (without it they read as of time 0)."""
         sk = self._sk
         cc = sk.cc
+        at = Micros(0) if now is None else now
+        busy, rwnd, sndbuf = chrono_stats_us(sk, at)
+        now_j = sk.jiffies(at)
+        ms_per_j = sk.profile.tick_us // 1000
         # tcp_time_wait hands the connection to a timewait mini-socket and closes the full
         # one (tcp_done): getsockopt(TCP_INFO) on it says TCP_CLOSE (measured here)
         state = State.CLOSED if sk.state is State.TIME_WAIT else sk.state
@@ -176,7 +197,11 @@ class Endpoint:
                        rtt=cc.srtt_us, rto=cc.rto_us,
                        ato=sk.ack.ato_j * sk.profile.tick_us, rcv_mss=sk.rcv.rcv_mss,
                        quick=sk.ack.quick, pingpong=sk.ack.pingpong,
-                       pacing_rate=cc.pacing_rate)
+                       pacing_rate=cc.pacing_rate, busy_time=busy, rwnd_limited=rwnd,
+                       sndbuf_limited=sndbuf,
+                       last_data_recv=max(0, now_j - sk.ack.lrcvtime_j) * ms_per_j,
+                       last_data_sent=max(0, now_j - sk.snd.lsndtime_j) * ms_per_j,
+                       notsent_bytes=sk.snd.write_seq - sk.snd.snd_nxt)
 
     @property
     def side(self) -> Side:
@@ -251,13 +276,52 @@ class Endpoint:
         """
         connection.tcp_connect(self._sk, now)
 
-    def app_write(self, now: Micros, nbytes: int, more: bool = False) -> None:
-        """One send() call of ``nbytes`` (``more``: MSG_MORE).
+    def app_write(self, now: Micros, nbytes: int, more: bool = False, eor: bool = False,
+                  resume: bool = False) -> int:
+        """One send() call of ``nbytes`` (``more``: MSG_MORE; ``eor``: MSG_EOR).
+
+        Returns:
+            The bytes copied into the send buffer: fewer than ``nbytes`` when it filled.
+            A blocking caller waits for `take_write_wakeup` and calls again with what is
+            left and ``resume=True`` (the same call going on); a non-blocking one returns
+            the count, or EAGAIN when it is 0.
 
         Raises:
-            ModelError: a bad size, a socket not established, MSG_MORE without support.
+            SocketError: EPIPE after shutdown(SHUT_WR) or on a closed socket, or the
+                pending error of a reset.
+            ModelError: a bad size, MSG_MORE without support.
         """
-        send.tcp_sendmsg(self._sk, now, nbytes, more)
+        return send.tcp_sendmsg(self._sk, now, nbytes, more, eor, resume)
+
+    def take_error(self) -> str:
+        """getsockopt(SO_ERROR): the pending error's errno name ("" none), now cleared."""
+        return self._sk.sock_error("")
+
+    def take_write_wakeup(self) -> bool:
+        """Whether a writer waiting for send-buffer room was woken since the last call
+        (sk_stream_write_space; at most 2/3 of the buffer in use)."""
+        snd = self._sk.snd
+        woke, snd.write_wakeup = snd.write_wakeup, False
+        return woke
+
+    @property
+    def sndbuf(self) -> int:
+        """sk_sndbuf: what getsockopt(SO_SNDBUF) reads."""
+        return self._sk.snd.sndbuf
+
+    def set_sndbuf(self, value: int) -> None:
+        """setsockopt(SO_SNDBUF, value): doubled, capped, and no longer autotuned."""
+        send.sock_set_sndbuf(self._sk, value)
+
+    def set_notsent_lowat(self, value: int) -> None:
+        """setsockopt(TCP_NOTSENT_LOWAT, value): writes stop while this many bytes are
+        not yet sent (0: back to net.ipv4.tcp_notsent_lowat)."""
+        self._sk.snd.notsent_lowat = value
+
+    def set_mss_clamp(self, value: int) -> None:
+        """The MSS option the peer's SYN carried (tcp_sndbuf_expand sizes segments by it;
+        default: the payload MSS plus the timestamp option, as between Linux hosts)."""
+        self._sk.snd.mss_clamp = value
 
     def app_read(self, now: Micros, max_bytes: int) -> int:
         """One recv() call: copy up to ``max_bytes`` of what is queued.

@@ -122,6 +122,12 @@ class Reason(Enum):
                       "regardless of Nagle/CORK (tcp_write_wakeup)")
     TSQ_RELEASE = "the earlier packet left the device: the autocorked data follows"
     CLOSE_PUSH = "close(): the FIN pushes everything queued, Nagle or not"
+    SHUTDOWN_PUSH = ("shutdown(SHUT_WR): the FIN follows everything queued, Nagle or not "
+                     "(tcp_shutdown)")
+    SNDBUF_HOLD = ("the send buffer is full: the write waits until ACKs free room "
+                   "(sk_stream_memory_free)")
+    SNDBUF_ROOM = ("ACKs freed a third of the send buffer: the waiting write goes on "
+                   "(sk_stream_write_space)")
     RETRANSMIT = "retransmission timer fired: resend the oldest unACKed segment"
     LOSS_PROBE = ("tail loss probe: no ACK within about 2 x SRTT, so send new data (Nagle "
                   "ignored) or the last segment again to draw an ACK (tcp_send_loss_probe)")
@@ -270,7 +276,9 @@ SHORT: Final[dict[Reason, str]] = {
     Reason.PACING_HOLD: "paced", Reason.PACING_RELEASE: "pacing release",
     Reason.NODELAY_PUSH: "NODELAY push", Reason.UNCORK_PUSH: "uncork push",
     Reason.PROBE0_RELEASE: "probe timer release", Reason.TSQ_RELEASE: "after TX completion",
-    Reason.CLOSE_PUSH: "close", Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
+    Reason.CLOSE_PUSH: "close", Reason.SHUTDOWN_PUSH: "shutdown",
+    Reason.SNDBUF_HOLD: "send buffer full", Reason.SNDBUF_ROOM: "send buffer room",
+    Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
     Reason.LOSS_PROBE: "tail loss probe",
     Reason.RESET: "reset", Reason.WINDOW_PROBE: "window probe",
     Reason.RESET_NO_SOCKET: "reset: no socket", Reason.OUT_OF_ORDER: "out of order",

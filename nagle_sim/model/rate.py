@@ -20,7 +20,46 @@ from .config import (
 from .cubic import Cubic, Reno
 from .events import Kind, Micros, Reason, Timer
 from .sock import Sock
-from .state import Skb
+from .state import Chrono, Skb, State
+
+
+# ---------------------------------------------------------------- time spent limited
+def tcp_chrono_set(sk: Sock, now: Micros, new: int) -> None:
+    """tcp_chrono_set: charge the time since the last change (jiffies) to the chrono
+    that ran, and start ``new``."""
+    snd = sk.snd
+    now_j = sk.jiffies(now)
+    if snd.chrono_type > Chrono.UNSPEC:
+        snd.chrono_stat[snd.chrono_type - 1] += now_j - snd.chrono_start_j
+    snd.chrono_start_j = now_j
+    snd.chrono_type = new
+
+
+def tcp_chrono_start(sk: Sock, now: Micros, kind: int) -> None:
+    """tcp_chrono_start: a more interesting limit (a higher `Chrono`) takes over."""
+    if kind > sk.snd.chrono_type:
+        tcp_chrono_set(sk, now, kind)
+
+
+def tcp_chrono_stop(sk: Sock, now: Micros, kind: int) -> None:
+    """tcp_chrono_stop: with both queues empty nothing is timed; otherwise the limit
+    that stopped, if it is the one running, gives way to plain busy time."""
+    snd = sk.snd
+    if not snd.queue and not snd.rtx:
+        tcp_chrono_set(sk, now, Chrono.UNSPEC)
+    elif kind == snd.chrono_type:
+        tcp_chrono_set(sk, now, Chrono.BUSY)
+
+
+def chrono_stats_us(sk: Sock, now: Micros) -> tuple[int, int, int]:
+    """tcp_get_info_chrono_stats: (busy time — all three summed —, rwnd-limited,
+    sndbuf-limited), each in µs (jiffies × USEC_PER_SEC / HZ)."""
+    snd = sk.snd
+    stats = list(snd.chrono_stat)
+    if snd.chrono_type > Chrono.UNSPEC:
+        stats[snd.chrono_type - 1] += sk.jiffies(now) - snd.chrono_start_j
+    us = [j * sk.tick_us for j in stats]
+    return sum(us), us[1], us[2]
 
 
 # ---------------------------------------------------------------- RTT and RTO
@@ -98,7 +137,7 @@ def tcp_is_cwnd_limited(sk: Sock) -> bool:
     return False
 
 
-def tcp_cwnd_validate(sk: Sock, is_cwnd_limited: bool) -> None:
+def tcp_cwnd_validate(sk: Sock, now: Micros, is_cwnd_limited: bool) -> None:
     """tcp_cwnd_validate (as since f4ce91ce12a7, 2022, which keeps is_cwnd_limited for a
     whole window): remember, per window of data (until snd_una passes cwnd_usage_seq), whether the
     sender filled cwnd and the most packets it had out."""
@@ -109,6 +148,11 @@ def tcp_cwnd_validate(sk: Sock, is_cwnd_limited: bool) -> None:
         cc.is_cwnd_limited = is_cwnd_limited
         cc.max_packets_out = packets_out
         cc.cwnd_usage_seq = snd.snd_nxt
+    if (not tcp_is_cwnd_limited(sk) and not snd.queue and snd.nospace
+            and (sk.state is State.ESTABLISHED or sk.state is State.CLOSE_WAIT)):
+        # "the starvation is caused by insufficient sender buffer": everything queued
+        # went out, cwnd is not full, and the application waits for room
+        tcp_chrono_start(sk, now, Chrono.SNDBUF_LIMITED)
 
 
 def tcp_cong_avoid(sk: Sock, now: Micros, acked: int) -> None:

@@ -77,7 +77,8 @@ class Sock:
         (and cleared) by the next call that fails on it (sock_error)."""
 
         nonagle = (Nonagle.OFF if options.nodelay else 0) | (Nonagle.CORK if options.cork else 0)
-        self.snd = SendState(nonagle=nonagle)
+        self.snd = SendState(nonagle=nonagle, sndbuf=profile.wmem_default,
+                             mss_clamp=mss + profile.syn_tstamp_bytes)
         self.rcv = _initial_recv_state(side, profile, mss)
         self.ack = AckState(pingpong=profile.pingpong_thresh if options.quickack is False else 0)
         self.cc = CongestionState(cwnd=profile.init_cwnd, rto_us=profile.rto_initial_us)

@@ -28,6 +28,15 @@ class Nonagle:
     PUSH: Final = 4    # "cork is overridden for already queued data"
 
 
+class Chrono:
+    """enum tcp_chrono (include/linux/tcp.h): a higher value takes precedence."""
+
+    UNSPEC: Final = 0
+    BUSY: Final = 1             # data in flight or queued
+    RWND_LIMITED: Final = 2     # stopped by the peer's receive window
+    SNDBUF_LIMITED: Final = 3   # the application is stopped by the send buffer
+
+
 class AckPending:
     """icsk_ack.pending bits (include/net/inet_connection_sock.h)."""
 
@@ -159,6 +168,13 @@ class Skb:
     length: int
     psh: bool = False
     fin: bool = False
+    head: bool = False
+    """The first piece of a kernel skb (the write queue's skbs grow to size_goal, a sent
+    part is split off by tso_fragment): skbs are charged to the send buffer one by one
+    (`SendState.skbs`) and a TSO burst never spans two (tcp_mss_split_point)."""
+    eor: bool = False
+    """TCP_SKB_CB(skb)->eor: the last piece of a MSG_EOR record; nothing is appended to it
+    (tcp_skb_can_collapse_to)."""
     sent_at: Micros = Micros(-1)
     retransmitted: bool = False
     # tcp_rate_skb_sent's snapshot (TCP_SKB_CB(skb)->tx)
@@ -170,6 +186,7 @@ class Skb:
     # Written out (as @dataclass would): compiled (setup.py), it runs natively; the
     # generated one stays interpreted code there. One skb per write.
     def __init__(self, seq: int, length: int, psh: bool = False, fin: bool = False,
+                 head: bool = False, eor: bool = False,
                  sent_at: Micros = _NOT_SENT, retransmitted: bool = False,
                  tx_delivered: int = 0, tx_delivered_mstamp: Micros = _ZERO,
                  tx_first_tx: Micros = _ZERO, tx_app_limited: bool = False) -> None:
@@ -177,6 +194,8 @@ class Skb:
         self.length = length
         self.psh = psh
         self.fin = fin
+        self.head = head
+        self.eor = eor
         self.sent_at = sent_at
         self.retransmitted = retransmitted
         self.tx_delivered = tx_delivered
@@ -214,6 +233,28 @@ class SendState:
     """Unsent skbs, send head first (sk_write_queue)."""
     queued_bytes: int = 0
     """Sum of the queue's lengths, kept as it changes (summing it was O(N²), issue 9)."""
+    skb_start: int = 0
+    """Where the write queue's last kernel skb starts (its len is write_seq - skb_start)."""
+    skbs: int = 0
+    """Kernel skbs in the write and retransmit queues (each charged its head's truesize)."""
+    sndbuf: int = 16384
+    """sk->sk_sndbuf (tcp_wmem[1] until tcp_init_buffer_space expands it)."""
+    sndbuf_locked: bool = False
+    """SOCK_SNDBUF_LOCK: SO_SNDBUF was set, the kernel no longer resizes it."""
+    nospace: bool = False
+    """SOCK_NOSPACE: a write found the send buffer full and waits for room."""
+    write_wakeup: bool = False
+    """sk_stream_write_space woke the writer (pulled by the caller)."""
+    mss_clamp: int = 0
+    """tp->rx_opt.mss_clamp: the peer's MSS option (tcp_sndbuf_expand's per-segment cost)."""
+    notsent_lowat: int = 0
+    """tp->notsent_lowat (TCP_NOTSENT_LOWAT); 0: the sysctl's value."""
+    chrono_type: int = 0
+    """tp->chrono_type: `Chrono` (what the sender is limited by now)."""
+    chrono_start_j: int = 0
+    """Jiffy the current chrono started."""
+    chrono_stat: list[int] = field(default_factory=lambda: [0, 0, 0])
+    """Jiffies spent busy, rwnd-limited, sndbuf-limited (tp->chrono_stat)."""
     rtx: deque[Skb] = field(default_factory=deque)
     """Sent, unACKed skbs (the retransmit queue)."""
     fin_queued: bool = False

@@ -120,17 +120,23 @@ class RunLimit(Exception):
 
 class _Blocked:
     """What a side's application is waiting for (for deadlock messages): the handshake
-    (``total`` 0) or ``remaining`` more bytes of a read of ``total``. Worded only when a
+    (``total`` 0), ``remaining`` more bytes of a read of ``total``, or room in the send
+    buffer for ``remaining`` more bytes of a write (``writing``). Worded only when a
     deadlock message needs it: a big run blocks on reads hundreds of thousands of times."""
 
-    __slots__ = ("line", "remaining", "total")
+    __slots__ = ("line", "remaining", "total", "writing")
 
-    def __init__(self, line: int, remaining: int = 0, total: int = 0) -> None:
+    def __init__(self, line: int, remaining: int = 0, total: int = 0,
+                 writing: bool = False) -> None:
         self.line = line
         self.remaining = remaining
         self.total = total
+        self.writing = writing
 
     def what(self) -> str:
+        if self.writing:
+            return (f"send-buffer room for the last {self.remaining:,} B of a "
+                    f"{self.total:,}-byte write")
         return read_wait(self.remaining, self.total) if self.total else HANDSHAKE_WAIT
 
 
@@ -145,6 +151,9 @@ class _App:
     closed: bool = False
     done: bool = False
     reading: Read | None = None
+    writing: int = 0
+    """Bytes of a blocking write still to copy (its statement is ``record``'s)."""
+    write_more: bool = False
     record: OpRecord | None = None
     got: int = 0
     blocked: _Blocked | None = None
@@ -413,7 +422,8 @@ class SimDriver:
         if ep.established and not was_established and not app.started:
             app.started = True
             self._schedule(now + wake, _START, to)
-        elif app.blocked is not None and app.reading is not None and ep.readable:
+        elif app.blocked is not None and (app.reading is not None and ep.readable or (
+                app.writing and ep.take_write_wakeup())):
             app.blocked = None
             self._schedule(now + wake, _RESUME, to)
 
@@ -452,7 +462,15 @@ class SimDriver:
     def _run_ops(self, host: _Host) -> None:
         app, side, ep, profile = host.app, host.side, host.ep, host.profile
         while True:
-            if app.reading is not None:
+            if app.writing:
+                nxt = ep.snd_nxt
+                sent = self._write_step(host)
+                if app.writing:
+                    return
+                end = app.vnow + profile.syscall_us + profile.tx_segment_us * sent
+                if self._loopback and ep.snd_nxt != nxt and ep.notsent_bytes:
+                    end = max(end, self._loopback_reaction(host, app.vnow))
+            elif app.reading is not None:
                 if not self._read_step(host):
                     return
                 end = app.vnow + profile.syscall_us
@@ -487,6 +505,10 @@ class SimDriver:
                 else:
                     nxt = ep.snd_nxt
                     sent = self._call(host, stmt, record)
+                    if app.writing:     # the send buffer filled: the write blocks
+                        app.blocked = _Blocked(step.line, app.writing,
+                                               _write_size(stmt), writing=True)
+                        return
                     end = app.vnow + profile.syscall_us + profile.tx_segment_us * sent
                     if self._loopback and ep.snd_nxt != nxt and ep.notsent_bytes:
                         end = max(end, self._loopback_reaction(host, app.vnow))
@@ -526,10 +548,11 @@ class SimDriver:
     def _call(self, host: _Host, stmt: Statement, record: OpRecord) -> int:
         """A non-blocking socket call; returns how many segments it transmitted."""
         app, ep, now = host.app, host.ep, Micros(host.app.vnow)
-        if isinstance(stmt, Write):
-            ep.app_write(now, stmt.size, more=stmt.more)
-        elif isinstance(stmt, Writev):
-            ep.app_write(now, sum(stmt.parts))
+        if isinstance(stmt, Write | Writev):
+            size = _write_size(stmt)
+            more = isinstance(stmt, Write) and stmt.more
+            app.writing = size - ep.app_write(now, size, more=more)
+            app.write_more = more
         elif isinstance(stmt, SetOpt):
             ep.set_option(now, SockOpt(stmt.option), stmt.on)
         elif isinstance(stmt, SetTiming):
@@ -540,6 +563,18 @@ class SimDriver:
             app.closed = True
             ep.app_close(now)
         return self._pump(host, now)
+
+    def _write_step(self, host: _Host) -> int:
+        """A blocking write woken by send-buffer room goes on (the same call); returns the
+        segments it transmitted. ``app.writing`` stays non-zero if it must wait again."""
+        app, ep = host.app, host.ep
+        app.writing -= ep.app_write(Micros(app.vnow), app.writing, more=app.write_more,
+                                    resume=True)
+        sent = self._pump(host, app.vnow)
+        if app.writing:
+            assert app.record is not None
+            app.blocked = _Blocked(app.record.line, app.writing, 0, writing=True)
+        return sent
 
     def _read_step(self, host: _Host) -> bool:
         """Copy what is queued; True when the read is complete, False when it must block."""
@@ -605,6 +640,14 @@ class SimDriver:
                  (app.blocked.what(), app.blocked.line) if app.blocked else ("nothing", 0))
                 for side, app in self.apps.items()))
         return self.trace
+
+
+def _write_size(stmt: Statement) -> int:
+    """The bytes of a write or gather write (writev's sizes summed)."""
+    if isinstance(stmt, Writev):
+        return sum(stmt.parts)
+    assert isinstance(stmt, Write)
+    return stmt.size
 
 
 def _first(entry: tuple[int, int, int, _Host, Segment | None], timer: tuple[int, int]) -> bool:

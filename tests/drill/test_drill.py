@@ -211,7 +211,7 @@ def test_getsockopt_is_checked() -> None:
 
 @pytest.mark.parametrize("body, reason", [
     ("   +0 ioctl(4, SIOCINQ, [0]) = 0\n", "ioctl() is not modelled"),
-    ("   +0 send(4, ..., 10, MSG_EOR) = 10\n", "MSG_EOR is not modelled"),
+    ("   +0 send(4, ..., 10, MSG_OOB) = 10\n", "MSG_OOB is not modelled"),
     ("   +0 < . 1:1(0) ack 1 win 512 <sack 1:2>\n", "SACK blocks"),
     ("   +0 < [ect0] . 1:1(0) ack 1\n", "IP header fields"),
     ("   +0 setsockopt(4, SOL_SOCKET, SO_ZEROCOPY, [1], 4) = 0\n", "SO_ZEROCOPY"),

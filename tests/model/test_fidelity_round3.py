@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from nagle_sim.model import Side, SocketError, State
+from nagle_sim.model import Side, SocketError, SockOpt, State
 
 from .harness import Harness, ms
 
@@ -107,3 +107,136 @@ def test_initial_ssthresh_is_the_kernels_infinity() -> None:
     """TCP_INFINITE_SSTHRESH (0x7fffffff) until a loss: packetdrill on 6.18 reads
     tcpi_snd_ssthresh == 2147483647 after the handshake (the model said 1 << 30)."""
     assert server().ep.tcp_info().snd_ssthresh == 0x7FFFFFFF
+
+
+# ------------------------------------------------ MSG_EOR (tcp_skb_can_collapse_to)
+def test_a_record_end_is_not_filled_by_the_next_write() -> None:
+    """tests/drill/msg_eor.pkt, as on 6.18: the 300 B record leaves alone as soon as a
+    later write makes it a non-tail skb; two writes without a record end join."""
+    h = server()
+    h.write(ms(10), 600)
+    h.ep.app_write(h.now, 300, eor=True)
+    h.write(ms(10), 200)
+    assert [(s.seg.seq, s.seg.length) for s in h.take()] == [(1, 600), (601, 300)]
+    h.peer(ms(20), seq=1, ack=601)
+    h.peer(ms(30), seq=1, ack=901)
+    assert [(s.seg.seq, s.seg.length) for s in h.take() if s.seg.length] == [(901, 200)]
+    h.write(ms(30), 100)
+    h.write(ms(30), 150)
+    h.peer(ms(40), seq=1, ack=1101)
+    assert [(s.seg.seq, s.seg.length) for s in h.take() if s.seg.length] == [(1101, 250)]
+
+
+def test_a_record_end_is_never_autocorked() -> None:
+    """tcp_should_autocork requires tcp_skb_can_collapse_to (b0de0cf4f57c): with a
+    device queue busy, a plain small write is held, a MSG_EOR one is not."""
+    for eor, sent in ((False, [1]), (True, [1, 101])):
+        h = server()
+        h.ep.set_tx_complete(500)
+        h.ep.set_option(h.now, SockOpt.NODELAY, True)
+        h.write(ms(10), 100)
+        h.ep.app_write(h.now, 100, eor=eor)
+        h._collect()
+        assert [s.seg.seq for s in h.take() if s.seg.length] == sent
+
+
+# ------------------------------------------------ the send buffer (sk_sndbuf)
+def test_send_buffer_accounting_matches_the_kernels_ss_m() -> None:
+    """The kernel's blocking-write shape (MSS 1000, window 50000, tcp_min_tso_segs 10,
+    SO_SNDBUF 21000 → 42000), as measured here with ss -m after each event: 60000 B of a
+    61000-byte write fit, sk_wmem_queued 63328 (4 skbs × 832 B + payload), then 53328,
+    32496 (tcp_grow_skb took the next skb's bytes: 3 skbs, not 4), 27496, 26496; the
+    writer may go on once at most 2/3 of the buffer is in use."""
+    from nagle_sim.model import PROFILES
+    from nagle_sim.model.send import sk_wmem_queued
+
+    h = Harness(side=Side.SERVER, mss=1000,
+                profile=PROFILES["linux"].with_overrides(min_tso_segs=10))
+    h.ep.set_mss_clamp(1000)
+    h.accept(ms(100), ms(200), window=50000)
+    h.ep.set_sndbuf(21000)
+    assert h.ep.sndbuf == 42000
+    assert h.ep.app_write(h.now, 61000) == 60000
+    sk = h.ep._sk
+    seen = [sk_wmem_queued(sk)]
+    woken = []
+    for t, ack in ((300, 10001), (400, 30001), (500, 35001), (600, 36001)):
+        h.peer(ms(t), seq=1, ack=ack, window=50000)
+        seen.append(sk_wmem_queued(sk))
+        woken.append(h.ep.take_write_wakeup())
+    assert seen == [63328, 53328, 32496, 27496, 26496]
+    assert woken == [False, False, True, False]
+
+
+def test_before_tcp_grow_skb_a_burst_stops_at_a_skb_boundary() -> None:
+    """linux-6.6 (no 8ee602c63520): the 5000-byte remainder leaves as a burst of its own,
+    so one more skb stays charged after the same ACKs."""
+    from nagle_sim.model import PROFILES
+    from nagle_sim.model.send import sk_wmem_queued
+
+    h = Harness(side=Side.SERVER, mss=1000,
+                profile=PROFILES["linux-6.6"].with_overrides(min_tso_segs=10))
+    h.ep.set_mss_clamp(1000)
+    h.accept(ms(100), ms(200), window=50000)
+    h.ep.set_sndbuf(21000)
+    h.ep.app_write(h.now, 61000)
+    h.peer(ms(300), seq=1, ack=10001, window=50000)
+    h.peer(ms(400), seq=1, ack=30001, window=50000)
+    assert sk_wmem_queued(h.ep._sk) == 33328
+
+
+@pytest.mark.parametrize("sndbuf, copied", [(None, 42000), (5000, 42000), (40000, 106000)])
+def test_a_non_blocking_write_takes_what_fits(sndbuf: int | None, copied: int) -> None:
+    """Measured with packetdrill (peer window 65535, MSS 1000): the default buffer (46080)
+    and SO_SNDBUF 5000 (10000) take 42000 B of a 1 MB write (the initial window, then
+    one 32000-byte skb: the first skb is allocated whatever the buffer), SO_SNDBUF 40000
+    takes 106000 (two more skbs)."""
+    h = Harness(side=Side.SERVER, mss=1000)
+    h.ep.set_mss_clamp(1000)
+    h.accept(0, ms(10))
+    if sndbuf is not None:
+        h.ep.set_sndbuf(sndbuf)
+    assert h.ep.app_write(h.now, 1_000_000) == copied
+
+
+def test_the_default_buffer_is_two_windows_of_worst_case_skbs() -> None:
+    """tcp_sndbuf_expand: 46080 with MSS 1000 (getsockopt here); 87040 for 1448-byte
+    payload with timestamps (mss_clamp 1460 → 4096 + 256 per segment); BBR asks for 3."""
+    assert server().ep.sndbuf == 46080
+    h = Harness(side=Side.SERVER, mss=1448)
+    h.accept(0, ms(10))
+    assert h.ep.sndbuf == 87040
+    from nagle_sim.model import PROFILES
+    h = Harness(side=Side.SERVER, mss=1448, profile=PROFILES["linux"].with_overrides(
+        congestion="bbr"))
+    h.accept(0, ms(10))
+    assert h.ep.sndbuf == 3 * 10 * 4352
+
+
+# ------------------------------------------------ tcp_info chronos (tcp_chrono_start/stop)
+def test_rwnd_limited_and_busy_time_count_jiffies() -> None:
+    """The shape of packetdrill's tcp-info-rwnd-limited: a zero window for 200 ms, then
+    30 ms busy, then a 10-byte window for 100 ms: 200 ms → 300 ms rwnd-limited, 330 ms
+    busy (the upstream script passes on this kernel with these bounds)."""
+    h = Harness(side=Side.CLIENT, mss=1000)
+    h.ep.connect(h.now)
+    h.peer(ms(10), seq=0, ack=1, flags="SA", window=0)
+    h.write(ms(10), 1000)
+    assert h.ep.tcp_info(h.now + ms(100)).rwnd_limited in range(98000, 110001)
+    h.peer(ms(210), seq=1, ack=1, window=2000)
+    assert h.ep.tcp_info(h.now).rwnd_limited in range(198000, 210001)
+    h.peer(ms(240), seq=1, ack=1001, window=10)
+    h.write(ms(240), 1000)
+    h.peer(ms(340), seq=1, ack=1001, window=2000)
+    info = h.ep.tcp_info(h.now)
+    assert info.rwnd_limited in range(298000, 310001)
+    assert info.busy_time in range(328000, 340001)
+
+
+def test_last_data_recv_counts_from_the_handshake() -> None:
+    h = Harness(side=Side.CLIENT, mss=1000)
+    h.ep.connect(h.now)
+    h.peer(ms(30), seq=0, ack=1, flags="SA", window=10000)
+    assert h.ep.tcp_info(ms(1030)).last_data_recv in range(990, 1011)
+    h.peer(ms(1030), seq=1, ack=1, length=1000, window=300)
+    assert h.ep.tcp_info(h.now).last_data_recv <= 10
