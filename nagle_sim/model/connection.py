@@ -18,6 +18,7 @@ from .rate import (
     tcp_chrono_start,
     tcp_chrono_stop,
     tcp_cong_control,
+    tcp_cwnd_restart,
     tcp_init_congestion_control,
     tcp_rtt_estimator,
 )
@@ -184,9 +185,12 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
     snd = sk.snd
     if seg.window != snd.snd_wnd:
         # tcp_ack_update_window: "the only place where fast path is recovered for
-        # sending TCP" (tcp_fast_path_check)
+        # sending TCP" (tcp_fast_path_check); with data queued, a window update after an
+        # idle spell restarts cwnd (tcp_slow_start_after_idle_check)
         snd.snd_wnd = seg.window
         tcp_fast_path_check(sk)
+        if snd.queue:
+            tcp_cwnd_restart(sk, now)
     snd.max_window = max(snd.max_window, seg.window)
     if snd.snd_una < seg.ack <= snd.snd_nxt:
         rtx = snd.rtx

@@ -214,14 +214,31 @@ def pacing_rate_estimate(sk: Sock) -> float:
 
 
 def tcp_cwnd_restart(sk: Sock, now: Micros) -> None:
-    """tcp_cwnd_restart (net.ipv4.tcp_slow_start_after_idle, RFC 2861): idle longer than
-    the RTO halves cwnd per RTO idle, down to the initial window."""
+    """tcp_slow_start_after_idle_check → tcp_cwnd_restart (net.ipv4.tcp_slow_start_after_idle,
+    RFC 2861): after more than one RTO without sending data (lsndtime), with nothing in
+    flight, cwnd is halved once per RTO of idle time beyond the first, down to the initial
+    window (restart_cwnd = min(init_cwnd, cwnd)); ssthresh becomes tcp_current_ssthresh.
+    Not under BBR (a cong_control congestion control). Checked when a skb is queued
+    (tcp_skb_entail) and when a window update arrives with data queued
+    (tcp_ack_update_window): packetdrill's slow-start-after-win-update, cwnd 36 → 10 after
+    2.1 s of zero window, 5 MSS sent (half the restarted window, tcp_cwnd_test)."""
     p, cc = sk.profile, sk.cc
-    if (p.slow_start_after_idle and not sk.snd.rtx and cc.srtt_us
-            and sk.jiffies(now) - sk.snd.lsndtime_j > sk.rto_j
-            and cc.cwnd > p.init_cwnd):
-        idle_rtos = (sk.jiffies(now) - sk.snd.lsndtime_j) // max(1, sk.rto_j)
-        new = max(p.init_cwnd, cc.cwnd >> idle_rtos)
+    if not p.slow_start_after_idle or sk.snd.rtx or cc.bbr is not None or not cc.srtt_us:
+        return
+    rto_j = sk.rto_j
+    delta = sk.jiffies(now) - sk.snd.lsndtime_j
+    if delta <= rto_j:
+        return
+    restart = min(p.init_cwnd, cc.cwnd)
+    # tcp_current_ssthresh (not in a cwnd reduction): at least 3/4 of the old window
+    cc.ssthresh = max(cc.ssthresh, (cc.cwnd >> 1) + (cc.cwnd >> 2))
+    cwnd = cc.cwnd
+    delta -= rto_j
+    while delta > 0 and cwnd > restart:
+        cwnd >>= 1
+        delta -= rto_j
+    new = max(cwnd, restart)
+    if new != cc.cwnd:
         sk.event(now, Kind.MODE, Reason.CWND_IDLE, f"cwnd {cc.cwnd} → {new}", cwnd=new)
         cc.cwnd = new
 

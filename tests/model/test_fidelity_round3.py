@@ -240,3 +240,41 @@ def test_last_data_recv_counts_from_the_handshake() -> None:
     assert h.ep.tcp_info(ms(1030)).last_data_recv in range(990, 1011)
     h.peer(ms(1030), seq=1, ack=1, length=1000, window=300)
     assert h.ep.tcp_info(h.now).last_data_recv <= 10
+
+
+# ------------------------------------------------ cwnd restart on a window update
+def test_a_window_update_after_idle_restarts_cwnd() -> None:
+    """tcp_ack_update_window → tcp_slow_start_after_idle_check (packetdrill's
+    slow-start-after-win-update, which passes on 6.18 and now on the model): cwnd 36, the
+    window closes for 2.1 s with data queued; the window update restarts cwnd to 10
+    (36 → 18 → 9, at least the initial window): 10 segments leave (as two TSO skbs of
+    half the window each, tcp_cwnd_test), not 36."""
+    from nagle_sim.model import PROFILES
+
+    h = Harness(side=Side.SERVER, mss=1000, profile=PROFILES["linux"].with_overrides(
+        min_tso_segs=10))
+    h.accept(0, ms(100), window=65535)
+    h.ep.set_sndbuf(200_000)
+    h.write(ms(100), 26000)
+    h.peer(ms(200), seq=1, ack=10001, window=65535)
+    h.peer(ms(300), seq=1, ack=26001, window=0)
+    assert h.ep.tcp_info().snd_cwnd == 36
+    h.write(ms(300), 20000)
+    h.take()
+    h.peer(ms(2400), seq=1, ack=26001, window=65535)
+    assert h.ep.tcp_info().snd_cwnd == 10
+    assert sum(s.seg.length for s in h.take()) == 10000
+
+
+def test_bbr_has_no_restart_after_idle() -> None:
+    """tcp_slow_start_after_idle_check returns for a cong_control congestion control."""
+    from nagle_sim.model import PROFILES
+
+    h = Harness(side=Side.SERVER, mss=1000, profile=PROFILES["linux"].with_overrides(
+        congestion="bbr"))
+    h.accept(0, ms(100))
+    h.write(ms(100), 5000)
+    h.peer(ms(200), seq=1, ack=5001)
+    cwnd = h.ep.tcp_info().snd_cwnd
+    h.write(ms(5000), 1000)
+    assert h.ep.tcp_info().snd_cwnd == cwnd
