@@ -83,7 +83,13 @@ class StackProfile:
     hz: int = 250
     """Kernel tick rate; ato, delayed-ACK and probe timers run in jiffies (CONFIG_HZ)."""
     timer_wheel_round_up: bool = True
-    """A timer due at jiffy J fires at the start of J+1 (kernel/time/timer.c calc_index)."""
+    """Timers run on the timer wheel's buckets (kernel/time/timer.c calc_index): a timer
+    due at jiffy J fires at the start of J+1 if it was armed fewer than 63 jiffies ahead,
+    at the next multiple of 8 jiffies if 63-503 ahead, and so on (False: exactly at J)."""
+    jiffies_at_zero: int = 0
+    """The kernel's jiffies counter at the model's jiffy 0, which places the coarser wheel
+    levels' 8-, 64-, 512-jiffy boundaries. On a real host it is arbitrary (uniform), so a
+    level-1 timer fires anywhere in 1-8 jiffies after its expiry; 0 is one such host."""
     jiffy_phase_us: int = -1
     """How far into a tick the SYN leaves (µs). On a real host it is arbitrary, so a lone
     delayed ACK lands anywhere in 40-44 ms; -1 (default) means half a tick, the expected

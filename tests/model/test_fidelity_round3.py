@@ -278,3 +278,36 @@ def test_bbr_has_no_restart_after_idle() -> None:
     cwnd = h.ep.tcp_info().snd_cwnd
     h.write(ms(5000), 1000)
     assert h.ep.tcp_info().snd_cwnd == cwnd
+
+
+# ------------------------------------------------ the timer wheel (calc_wheel_index)
+def test_wheel_levels_round_up_by_their_granularity() -> None:
+    from nagle_sim.model.sock import wheel_bucket_expiry
+
+    assert wheel_bucket_expiry(10, 0) == 11            # level 0: the next jiffy
+    assert wheel_bucket_expiry(62, 0) == 63
+    assert wheel_bucket_expiry(63, 0) == 64            # level 1 from 63 ahead: × 8
+    assert wheel_bucket_expiry(76, 0) == 80
+    assert wheel_bucket_expiry(8 + 152, 8) == 168      # armed on a multiple of 8: +160
+    assert wheel_bucket_expiry(504, 0) == 512          # level 2: × 64
+    assert wheel_bucket_expiry(1000, 400) == 1024
+
+
+@pytest.mark.parametrize("offset", range(8))
+def test_zero_window_probes_fire_on_the_wheels_grid(offset: int) -> None:
+    """tests/drill/timer_wheel_level1.pkt (measured on 6.18: 640.0 ms, then 1248 ms, in
+    every run; the first probe 307-335 ms after the write, by alignment): whatever the
+    jiffies counter's alignment, a probe re-armed from a level-1 run fires a multiple of
+    8 jiffies later."""
+    from nagle_sim.model import PROFILES
+
+    h = Harness(side=Side.SERVER, mss=1000,
+                profile=PROFILES["linux"].with_overrides(jiffies_at_zero=offset))
+    h.peer(0, seq=0, ack=0, flags="S", window=65535)
+    h.peer(ms(100.5), seq=1, ack=1, window=0)
+    h.write(ms(100.6), 100)
+    h.advance(ms(3000))
+    probes = [ms(100.5)] + [s.t for s in h.out if s.seg.why.name == "WINDOW_PROBE"]
+    gaps = [b - a for a, b in zip(probes, probes[1:], strict=False)]
+    assert 304_000 <= gaps[0] <= 340_000
+    assert gaps[1:3] == [640_000, 1_248_000]
