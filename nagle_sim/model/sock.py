@@ -28,20 +28,25 @@ from .state import (
 
 
 def _initial_recv_state(side: Side, profile: StackProfile, mss: int) -> RecvState:
-    """tcp_select_initial_window and tcp_init_buffer_space: the SYN's window is the
-    initial window rounded down to whole segments (the connecting side counts the 12
-    timestamp bytes, which it does not know yet will be used: tcp_connect_init), and
-    rcv_ssthresh starts there; window_clamp is the whole buffer's window at the default
-    scaling ratio. CLASSIC stacks keep a plain cap (no scaling model)."""
+    """tcp_select_initial_window and tcp_init_buffer_space: the SYN's window is the whole
+    buffer's window (tcp_full_space: tcp_rmem[1] at the default scaling ratio), rounded
+    down to whole segments (the connecting side counts the 12 timestamp bytes, which it
+    does not know yet will be used: tcp_connect_init), then capped at 65535 (the SYN's
+    window is not scaled) and at `StackProfile.rcv_wnd`; rcv_ssthresh starts there;
+    window_clamp is the whole buffer's window. Rounding comes before the cap: tcp_rmem[1]
+    131072 gives 64240 / 65160 (44 × 1460, 45 × 1448), packetdrill's defaults.sh
+    (540000) gives 65535. CLASSIC stacks keep a plain cap (no scaling model)."""
     rcv_mss = min(profile.initial_rcv_mss, mss)
     if profile.ack_style is not AckStyle.LINUX:
         return RecvState(rcv_wnd=profile.rcv_wnd, window_clamp=profile.rcv_buf,
                          rcv_mss=rcv_mss)
     syn_mss = mss + (profile.syn_tstamp_bytes if side is Side.CLIENT else 0)
-    initial = min(65535, profile.rcv_wnd)
-    initial -= initial % syn_mss if syn_mss <= initial else 0
     clamp = max(profile.rcv_buf * profile.scaling_ratio >> TCP_RMEM_TO_WIN_SCALE,
                 profile.min_window_clamp)
+    space = clamp
+    if space > syn_mss:
+        space -= space % syn_mss
+    initial = min(space, 65535, profile.rcv_wnd)
     return RecvState(rcv_wnd=initial, window_clamp=clamp, rcv_mss=rcv_mss,
                      rcv_ssthresh=min(initial, clamp), scaling_ratio=profile.scaling_ratio)
 

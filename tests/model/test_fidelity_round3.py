@@ -311,3 +311,18 @@ def test_zero_window_probes_fire_on_the_wheels_grid(offset: int) -> None:
     gaps = [b - a for a, b in zip(probes, probes[1:], strict=False)]
     assert 304_000 <= gaps[0] <= 340_000
     assert gaps[1:3] == [640_000, 1_248_000]
+
+
+# ------------------------------------------------ the offered window from tcp_rmem
+@pytest.mark.parametrize("rmem, client, server", [
+    (131072, 64240, 65160), (540000, 65535, 65535)])
+def test_the_syn_window_comes_from_tcp_rmem(rmem: int, client: int, server: int) -> None:
+    """tcp_select_initial_window rounds the buffer's window down to whole segments before
+    capping it at 65535: this machine's tcp_rmem[1] gives 64240 / 65160; packetdrill's
+    defaults.sh (tcp_rmem[1] 540000) gives 65535 on the kernel, where the model said
+    64240 (it capped first, then rounded)."""
+    from nagle_sim.model import PROFILES
+
+    profile = PROFILES["linux"].with_overrides(rcv_buf=rmem)
+    for side, want in ((Side.CLIENT, client), (Side.SERVER, server)):
+        assert Harness(side=side, mss=1448, profile=profile).ep._sk.rcv.rcv_wnd == want
