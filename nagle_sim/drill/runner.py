@@ -436,7 +436,11 @@ class _Runner:
     def _create(self, side: Side) -> Endpoint:
         self.side = side
         mss = min(self._peer_mss, self.mss_cap) if self.mss_cap else self._peer_mss
-        self.ep = Endpoint(side, self.profile, self.options, mss)
+        profile = self.profile
+        if not self._peer_sack_ok():
+            # tcp_schedule_loss_probe requires tcp_is_sack(tp): no SACK, no loss probes
+            profile = profile.with_overrides(tail_loss_probe=False)
+        self.ep = Endpoint(side, profile, self.options, mss)
         # packetdrill sees packets on a TUN device with TSO on: a TSO burst is one packet
         # (1:10001(10000)), as the kernel hands it to the device — unless the script
         # turned TSO/GSO off with ethtool
@@ -444,6 +448,14 @@ class _Runner:
         self.ep.set_mss_clamp(self._peer_mss_option())
         self.clock.ep = self.ep
         return self.ep
+
+    def _peer_sack_ok(self) -> bool:
+        """Whether the peer's SYN offers SACK (sackOK): then the connection uses it."""
+        for ev in self.script.events:
+            a = ev.action
+            if isinstance(a, Packet) and a.inbound and "S" in a.flags:
+                return _option(a, "sackOK") is not None
+        return True
 
     def _peer_mss_option(self) -> int:
         """The mss option of the peer's SYN (536 without one): tp->rx_opt.mss_clamp."""
@@ -725,6 +737,14 @@ class _Runner:
             if self.ep is None:
                 raise _Stop(Status.UNSUPPORTED, line, "SO_SNDBUF before the endpoint exists")
             self.ep.set_sndbuf(value)
+            return
+        if opt == "TCP_USER_TIMEOUT":
+            uto = _int(args[3])
+            if uto is None or self.ep is None:
+                raise _Stop(Status.UNSUPPORTED, line, "TCP_USER_TIMEOUT before the endpoint "
+                            "exists, or without a value")
+            timed = self.ep
+            self._input(line, lambda: timed.set_user_timeout(uto))
             return
         if opt == "TCP_NOTSENT_LOWAT":
             value = _int(args[3])

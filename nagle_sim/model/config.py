@@ -42,6 +42,13 @@ MAX_PROBE_BACKOFF: Final = 6
 """SIMPLIFICATION: zero-window probes back off at most 2^6 (the kernel caps at TCP_RTO_MAX)."""
 MAX_RTO_BACKOFF: Final = 15
 """net.ipv4.tcp_retries2 default 15 bounds the RTO backoff."""
+TCP_RETRIES2: Final = 15
+"""net.ipv4.tcp_retries2: an established connection gives up after the time 15 backed-off
+RTOs from TCP_RTO_MIN would take (tcp_model_timeout: 924.6 s)."""
+TCP_SYN_RETRIES: Final = 6
+"""net.ipv4.tcp_syn_retries: a connect gives up after 6 retransmitted SYNs."""
+TCP_RTO_MAX_US: Final = 120_000_000
+"""TCP_RTO_MAX: tcp_model_timeout's linear part."""
 TCP_INIT_CWND: Final = 10
 """TCP_INIT_CWND (include/net/tcp.h): tcp_sndbuf_expand's floor, whatever the route's cwnd."""
 TCP_REORDERING: Final = 3

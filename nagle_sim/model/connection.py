@@ -205,6 +205,11 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
                     snd.skbs -= 1
         first = acked_skbs[0] if acked_skbs else None
         snd.snd_una = seg.ack
+        cc = sk.cc
+        cc.retransmits = 0                  # new data ACKed: "something worked"
+        cc.probes_tstamp = Micros(-1)
+        if first is not None and first.retransmitted:
+            cc.retrans_stamp = Micros(0)    # the retransmitted segment got through
         if not rtx:
             tcp_chrono_stop(sk, now, Chrono.BUSY)  # tcp_clean_rtx_queue: all ACKed
         if first is not None and not first.retransmitted:
@@ -228,6 +233,7 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
         head = snd.queue[0]
         if head.seq + head.length <= snd.snd_una + snd.snd_wnd:
             sk.cc.backoff = 0
+            sk.cc.probes_tstamp = Micros(-1)
             sk.cancel(now, Timer.PROBE0, Reason.ACK_RELEASE)
     elif seg.ack == snd.snd_una and prior_packets and sk.cc.bbr is not None:
         # tcp_ack: with nothing in flight it goes to no_queue, skipping tcp_cong_control

@@ -318,6 +318,16 @@ class Endpoint:
         not yet sent (0: back to net.ipv4.tcp_notsent_lowat)."""
         self._sk.snd.notsent_lowat = value
 
+    def set_user_timeout(self, ms: int) -> None:
+        """setsockopt(TCP_USER_TIMEOUT, ms): give up after this long without an ACK of
+        retransmitted data, or of zero-window probes (0: tcp_retries2's ~15 minutes).
+
+        Raises:
+            ModelError: a negative value (the kernel's EINVAL)."""
+        if ms < 0:
+            raise ModelError("TCP_USER_TIMEOUT must not be negative")
+        self._sk.cc.user_timeout_us = ms * 1000
+
     def set_mss_clamp(self, value: int) -> None:
         """The MSS option the peer's SYN carried (tcp_sndbuf_expand sizes segments by it;
         default: the payload MSS plus the timestamp option, as between Linux hosts)."""

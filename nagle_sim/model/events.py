@@ -137,6 +137,8 @@ class Reason(Enum):
                        "for one the application has closed: the kernel answers with a "
                        "reset (tcp_v4_send_reset)")
     WINDOW_PROBE = "zero window: probe the peer"
+    WRITE_TIMEOUT = ("retransmissions timed out (TCP_USER_TIMEOUT, or tcp_retries2): the "
+                     "connection is dropped without a reset, ETIMEDOUT (tcp_write_err)")
     # receiving
     QUICKACK_MODE = "quick-ACK mode: the receiver ACKs every segment at once"
     FULL_FRAME = "more than one full frame (rcv_mss) is unACKed: ACK at once"
@@ -281,6 +283,7 @@ SHORT: Final[dict[Reason, str]] = {
     Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
     Reason.LOSS_PROBE: "tail loss probe",
     Reason.RESET: "reset", Reason.WINDOW_PROBE: "window probe",
+    Reason.WRITE_TIMEOUT: "timed out",
     Reason.RESET_NO_SOCKET: "reset: no socket", Reason.OUT_OF_ORDER: "out of order",
     Reason.QUICKACK_MODE: "quick ACK", Reason.FULL_FRAME: "> 1 MSS unACKed",
     Reason.DELACK_WAIT: "delayed ACK", Reason.DELACK_FIRED: "delayed ACK fired",

@@ -20,6 +20,9 @@ from .config import (
     TCP_INIT_CWND,
     TCP_MSS_DEFAULT,
     TCP_REORDERING,
+    TCP_RETRIES2,
+    TCP_RTO_MAX_US,
+    TCP_SYN_RETRIES,
     AckStyle,
     NagleStyle,
 )
@@ -39,6 +42,7 @@ from .rate import (
 from .sock import Sock
 from .state import (
     Chrono,
+    ConnEvent,
     ModelError,
     Nonagle,
     SendState,
@@ -477,13 +481,20 @@ def tcp_sock_set_cork(sk: Sock, now: Micros, on: bool) -> None:
 def tcp_probe_timer(sk: Sock, now: Micros) -> None:
     """tcp_probe_timer → tcp_send_probe0 → tcp_write_wakeup: send the head, PSH set,
     regardless of Nagle and CORK; no Minshall update. A closed window gets a probe."""
-    snd = sk.snd
+    snd, cc = sk.snd, sk.cc
     if snd.rtx or not snd.queue:
+        return
+    # RFC 1122 4.2.2.17: probe a closed window for ever, unless TCP_USER_TIMEOUT is set:
+    # then give up that long after the first probe of the spell (icsk_probes_tstamp)
+    if cc.probes_tstamp < 0:
+        cc.probes_tstamp = now
+    elif cc.user_timeout_us and now - cc.probes_tstamp >= cc.user_timeout_us:
+        tcp_write_err(sk, now)
         return
     head = snd.queue[0]
     if head.seq + min(head.length, 1) > snd.snd_una + snd.snd_wnd:
         tcp_transmit_control(sk, now, ACK, snd.snd_una - 1, Reason.WINDOW_PROBE)
-        sk.cc.backoff = min(sk.cc.backoff + 1, MAX_PROBE_BACKOFF)
+        cc.backoff = min(cc.backoff + 1, MAX_PROBE_BACKOFF)
         tcp_check_probe_timer(sk, now)
         return
     room = snd.snd_una + snd.snd_wnd - head.seq
@@ -548,12 +559,71 @@ def tcp_retrans_try_collapse(sk: Sock, to: Skb) -> None:
         del rtx[1]
 
 
+def tcp_model_timeout(boundary: int, rto_base_us: int) -> int:
+    """tcp_model_timeout: how long ``boundary`` retransmissions backing off from
+    ``rto_base`` take, doubling up to TCP_RTO_MAX, then linear (µs)."""
+    thresh = (TCP_RTO_MAX_US // rto_base_us).bit_length() - 1        # ilog2
+    if boundary <= thresh:
+        return ((2 << boundary) - 1) * rto_base_us
+    return ((2 << thresh) - 1) * rto_base_us + (boundary - thresh) * TCP_RTO_MAX_US
+
+
+def retransmits_timed_out(sk: Sock, now: Micros, boundary: int) -> bool:
+    """retransmits_timed_out: after at least one retransmission, the time since the first
+    retransmission of this episode (retrans_stamp) reaches TCP_USER_TIMEOUT, or without
+    it the time ``boundary`` backed-off RTOs from TCP_RTO_MIN would take."""
+    cc = sk.cc
+    if not cc.retransmits:
+        return False
+    timeout = cc.user_timeout_us or tcp_model_timeout(boundary, sk.profile.rto_min_us)
+    return now - cc.retrans_stamp >= timeout
+
+
+def tcp_write_err(sk: Sock, now: Micros) -> None:
+    """tcp_write_err → tcp_done_with_error: the connection is dropped without a reset,
+    its queues purged; the next call reports ETIMEDOUT (then EPIPE)."""
+    snd = sk.snd
+    sk.err = "ETIMEDOUT"
+    sk.shutdown = Shutdown.MASK
+    sk.event(now, Kind.MODE, Reason.WRITE_TIMEOUT,
+             f"TCP_USER_TIMEOUT {sk.cc.user_timeout_us // 1000} ms"
+             if sk.cc.user_timeout_us else "tcp_retries2")
+    snd.queue.clear()
+    snd.rtx.clear()
+    snd.queued_bytes = 0
+    snd.skbs = 0
+    snd.snd_una = snd.write_seq
+    sk.timers.clear()
+    sk.transition(now, ConnEvent.TIMEOUT)
+
+
+def tcp_clamp_rto_to_user_timeout(sk: Sock, now: Micros, at: Micros) -> Micros:
+    """tcp_clamp_rto_to_user_timeout: with TCP_USER_TIMEOUT the next retransmission timer
+    fires no later than the timeout (msecs_to_jiffies of what remains; at once if
+    passed), so the connection is dropped on time, not an RTO later."""
+    uto = sk.cc.user_timeout_us
+    if not uto:
+        return at
+    remaining = uto - (now - sk.cc.retrans_stamp)
+    if remaining <= 0:
+        return sk.jiffy_timer_at(now, sk.jiffies(now) + 1)
+    clamped = sk.jiffy_timer_at(now, sk.jiffies(now) + sk.profile.us_to_jiffies(remaining))
+    return clamped if clamped < at else at
+
+
 def tcp_retransmit_timer(sk: Sock, now: Micros) -> None:
-    """tcp_retransmit_timer (RFC 6298 §5): resend the SYN / SYN-ACK, or the oldest
-    unACKed segment; back off; cwnd 1 (tcp_enter_loss)."""
+    """tcp_retransmit_timer (RFC 6298 §5): unless the retransmissions have timed out
+    (tcp_write_timeout: tcp_syn_retries for a handshake; TCP_USER_TIMEOUT or
+    tcp_retries2 after it → tcp_write_err), resend the SYN / SYN-ACK, or the oldest
+    unACKed segment; back off; cwnd 1 (tcp_enter_loss); the next timer is clamped to the
+    user timeout."""
     cc = sk.cc
     if sk.state is State.SYN_SENT or sk.state is State.SYN_RCVD:
+        if cc.retransmits >= TCP_SYN_RETRIES:
+            tcp_write_err(sk, now)
+            return
         cc.backoff += 1
+        cc.retransmits += 1
         flags = SYN if sk.state is State.SYN_SENT else SYN | ACK
         tcp_transmit_control(sk, now, flags, 0, Reason.RETRANSMIT)
         sk.arm(now, Timer.RTO, rto_at(sk, now), Reason.RTO_ARMED)
@@ -561,7 +631,14 @@ def tcp_retransmit_timer(sk: Sock, now: Micros) -> None:
     rtx = sk.snd.rtx
     if not rtx:
         return
+    if retransmits_timed_out(sk, now, TCP_RETRIES2):
+        tcp_write_err(sk, now)
+        return
     skb = rtx[0]
+    if not cc.retrans_stamp:
+        # tcp_retransmit_skb, the first time: the skb's timestamp, which its
+        # retransmission has just refreshed, so the user timeout counts from now
+        cc.retrans_stamp = now
     skb.retransmitted = True
     if len(rtx) > 1 and not rtx[1].head:
         rtx[1].head = True      # __tcp_retransmit_skb: tcp_fragment to one MSS
@@ -569,6 +646,8 @@ def tcp_retransmit_timer(sk: Sock, now: Micros) -> None:
     if sk.profile.ack_style is AckStyle.LINUX:
         tcp_retrans_try_collapse(sk, skb)
     tcp_enter_loss(sk, now)
+    cc.retransmits += 1
     tcp_transmit_data(sk, now, [skb], Reason.RETRANSMIT)
     cc.backoff = min(cc.backoff + 1, MAX_RTO_BACKOFF)
-    sk.arm(now, Timer.RTO, rto_at(sk, now), Reason.RTO_ARMED)
+    sk.arm(now, Timer.RTO, tcp_clamp_rto_to_user_timeout(sk, now, rto_at(sk, now)),
+           Reason.RTO_ARMED)

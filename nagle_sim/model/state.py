@@ -112,6 +112,7 @@ class ConnEvent(Enum):
     CLOSE = "close()"
     SHUTDOWN_WR = "shutdown(SHUT_WR)"
     ABORT = "reset sent or received"
+    TIMEOUT = "retransmissions timed out"
     RECV_SYN = "SYN received"
     RECV_SYNACK = "SYN-ACK received"
     RECV_HANDSHAKE_ACK = "ACK of our SYN-ACK received"
@@ -145,6 +146,8 @@ TRANSITIONS: Final[dict[tuple[State, ConnEvent], State]] = {
     **{(s, ConnEvent.CLOSE): State.CLOSED for s in _CLOSABLE},
     # a reset, sent or received, ends the connection from any state
     **{(s, ConnEvent.ABORT): State.CLOSED for s in State},
+    # so do retransmissions that time out (tcp_write_err: no reset is sent)
+    **{(s, ConnEvent.TIMEOUT): State.CLOSED for s in State},
 }
 """(state, event) → next state. A pair not listed means the event changes nothing."""
 
@@ -346,6 +349,15 @@ class CongestionState:
     the last window (floored at rto_min) once per RTT."""
     rto_us: int
     backoff: int = 0
+    retransmits: int = 0
+    """icsk_retransmits: RTO retransmissions since new data was last ACKed."""
+    retrans_stamp: Micros = Micros(0)
+    """tp->retrans_stamp: when the first retransmission of this episode left (0: none);
+    retransmission timeouts count from it."""
+    user_timeout_us: int = 0
+    """icsk_user_timeout (TCP_USER_TIMEOUT, ms in the kernel); 0: off."""
+    probes_tstamp: Micros = Micros(-1)
+    """icsk_probes_tstamp: when the first zero-window probe of this spell was due."""
     min_rtt_us: int = 0
     # delivery-rate sampling (tcp_rate.c)
     delivered: int = 0

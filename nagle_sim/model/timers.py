@@ -110,5 +110,12 @@ def tcp_check_probe_timer(sk: Sock, now: Micros) -> None:
     if sk.snd.rtx or Timer.PROBE0 in timers or Timer.RTO in timers or Timer.TLP in timers:
         return
     base_j = max(sk.rto_j, sk.profile.us_to_jiffies(sk.profile.probe0_min_us))
-    at = sk.jiffy_timer_at(now, sk.jiffies(now) + (base_j << sk.cc.backoff))
+    when_j = base_j << sk.cc.backoff
+    cc = sk.cc
+    if cc.user_timeout_us and cc.probes_tstamp >= 0:
+        # tcp_clamp_probe0_to_user_timeout: no probe later than the user timeout
+        elapsed_j = max(sk.jiffies(now) - sk.jiffies(cc.probes_tstamp), 0)
+        remaining_j = sk.profile.us_to_jiffies(cc.user_timeout_us) - elapsed_j
+        when_j = min(max(remaining_j, sk.profile.timeout_min_j), when_j)
+    at = sk.jiffy_timer_at(now, sk.jiffies(now) + when_j)
     sk.arm(now, Timer.PROBE0, at, Reason.PROBE0_ARMED, f"RTO {sk.cc.rto_us / 1000:g} ms")

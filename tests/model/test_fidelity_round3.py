@@ -326,3 +326,42 @@ def test_the_syn_window_comes_from_tcp_rmem(rmem: int, client: int, server: int)
     profile = PROFILES["linux"].with_overrides(rcv_buf=rmem)
     for side, want in ((Side.CLIENT, client), (Side.SERVER, server)):
         assert Harness(side=side, mss=1448, profile=profile).ep._sk.rcv.rcv_wnd == want
+
+
+# ------------------------------------------------ TCP_USER_TIMEOUT
+def test_user_timeout_counts_from_the_first_retransmission() -> None:
+    """tests/drill/user_timeout.pkt's shape (measured: retransmissions at 431.3 and
+    1071.3 ms; alive at 1.17 s, ETIMEDOUT at 1.57 s; no reset sent)."""
+    from nagle_sim.model import PROFILES
+
+    h = Harness(side=Side.SERVER, mss=1000,
+                profile=PROFILES["linux"].with_overrides(tail_loss_probe=False))
+    h.peer(0, seq=0, ack=0, flags="S", window=65535)
+    h.peer(ms(100), seq=1, ack=1, window=65535)
+    h.take()
+    h.ep.set_user_timeout(1000)
+    h.write(ms(100), 100)
+    h.write(ms(1170), 100)
+    assert h.ep.state is State.ESTABLISHED
+    h.advance(ms(1570))
+    out = h.take()
+    # RTO 300 ms (75 jiffies; the kernel's 76 came from a 100.5 ms RTT): level 1, then 152
+    assert [round(s.t / 1000) for s in out] == [100, 414, 1022]
+    assert all(s.flags != "R" for s in out)
+    assert h.ep.state is State.CLOSED
+    with pytest.raises(SocketError) as err:
+        h.write(ms(1570), 100)
+    assert err.value.errno == "ETIMEDOUT"
+
+
+def test_zero_window_probes_give_up_at_the_user_timeout() -> None:
+    """tcp_probe_timer: with TCP_USER_TIMEOUT, probing a closed window stops that long
+    after the first probe (icsk_probes_tstamp), the probe timer clamped to it."""
+    h = server()
+    h.ep.set_user_timeout(2000)
+    h.peer(ms(20), seq=1, ack=1, window=0)
+    h.write(ms(20), 100)
+    h.advance(ms(10_000))
+    probes = [s.t for s in h.out if s.seg.why.name == "WINDOW_PROBE"]
+    assert h.ep.state is State.CLOSED
+    assert probes and probes[-1] < ms(20 + 300 + 2000 + 40)
