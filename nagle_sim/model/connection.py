@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from .config import AckStyle
-from .events import ACK, FIN, PSH, RST, SYN, Micros, Reason, Segment, Timer
+from .events import ACK, FIN, PSH, RST, SYN, Kind, Micros, Reason, Segment, Timer
 from .output import tcp_send_reset, tcp_transmit_control
 from .rate import (
     tcp_chrono_start,
@@ -22,6 +22,7 @@ from .rate import (
     tcp_init_congestion_control,
     tcp_rtt_estimator,
 )
+from .recovery import tcp_fastretrans_alert, tcp_remove_reno_sacks, tcp_xmit_retransmit_queue
 from .recv import (
     classic_ack_check,
     tcp_ack_snd_check,
@@ -34,6 +35,7 @@ from .sock import Sock
 from .state import (
     TRANSITIONS,
     AckPending,
+    CaState,
     Chrono,
     ConnEvent,
     ModelError,
@@ -179,11 +181,15 @@ def tcp_rcv_established(sk: Sock, now: Micros, seg: Segment) -> None:
 
 # ---------------------------------------------------------------- the ACK of our data
 def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
-    """tcp_ack: advance snd_una, sample RTT (oldest ACKed, never a retransmission: Karn),
-    run congestion control, end a loss-probe episode, re-arm TLP or RTO, update the
-    window; an ACK of our FIN moves the closing states on."""
-    snd = sk.snd
-    if seg.window != snd.snd_wnd:
+    """tcp_ack: advance snd_una (tcp_clean_rtx_queue), sample RTT (oldest ACKed, never a
+    retransmission: Karn), loss recovery for a duplicate ACK or outside Open
+    (tcp_fastretrans_alert), congestion control (PRR in recovery, else growth when data
+    was ACKed), retransmit what is marked lost (tcp_xmit_recovery), end a loss-probe
+    episode, re-arm TLP or RTO, update the window; an ACK of our FIN moves the closing
+    states on."""
+    snd, cc = sk.snd, sk.cc
+    win_update = seg.window != snd.snd_wnd
+    if win_update:
         # tcp_ack_update_window: "the only place where fast path is recovered for
         # sending TCP" (tcp_fast_path_check); with data queued, a window update after an
         # idle spell restarts cwnd (tcp_slow_start_after_idle_check)
@@ -198,6 +204,10 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
         while rtx and rtx[0].end <= seg.ack:
             done = rtx.popleft()
             acked_skbs.append(done)
+            if done.lost:
+                cc.lost_out -= 1
+            if done.rexmit:
+                cc.retrans_out -= 1
             if done.head:       # tcp_clean_rtx_queue frees the skb, or trims its head
                 if rtx and not rtx[0].head:
                     rtx[0].head = True
@@ -205,7 +215,6 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
                     snd.skbs -= 1
         first = acked_skbs[0] if acked_skbs else None
         snd.snd_una = seg.ack
-        cc = sk.cc
         cc.retransmits = 0                  # new data ACKed: "something worked"
         cc.probes_tstamp = Micros(-1)
         if first is not None and first.retransmitted:
@@ -214,12 +223,16 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
             tcp_chrono_stop(sk, now, Chrono.BUSY)  # tcp_clean_rtx_queue: all ACKed
         if first is not None and not first.retransmitted:
             tcp_rtt_estimator(sk, now - first.sent_at)   # seq_rtt_us: oldest ACKed
-        sk.cc.backoff = 0
-        tcp_cong_control(sk, now, acked_skbs, prior_packets)
+        cc.backoff = 0
+        delivered = tcp_remove_reno_sacks(sk, len(acked_skbs))
+        rexmit, lost = False, 0
+        if cc.ca_state != CaState.OPEN:
+            rexmit, lost, _ = tcp_fastretrans_alert(sk, now, 0, True)
+        tcp_cong_control(sk, now, acked_skbs, prior_packets, delivered, True, lost)
+        if rexmit:
+            tcp_xmit_retransmit_queue(sk, now)
         if snd.tlp_high_seq and seg.ack >= snd.tlp_high_seq:
             snd.tlp_high_seq = 0          # the probe's episode is over
-        if not rtx:
-            sk.cc.in_loss = False
         if not tcp_schedule_loss_probe(sk, now, advancing_rto=True):   # tcp_set_xmit_timer
             tcp_rearm_rto(sk, now)
         if snd.fin_queued and snd.snd_una == snd.write_seq \
@@ -232,12 +245,23 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
         # tcp_data_snd_check re-arms it from now if the data is still held.
         head = snd.queue[0]
         if head.seq + head.length <= snd.snd_una + snd.snd_wnd:
-            sk.cc.backoff = 0
-            sk.cc.probes_tstamp = Micros(-1)
+            cc.backoff = 0
+            cc.probes_tstamp = Micros(-1)
             sk.cancel(now, Timer.PROBE0, Reason.ACK_RELEASE)
-    elif seg.ack == snd.snd_una and prior_packets and sk.cc.bbr is not None:
-        # tcp_ack: with nothing in flight it goes to no_queue, skipping tcp_cong_control
-        tcp_cong_control(sk, now, [], prior_packets)
+    elif seg.ack == snd.snd_una and prior_packets:
+        # a duplicate ACK (FLAG_NOT_DUP: no data, no window update, nothing ACKed), or any
+        # ACK outside Open, goes to tcp_fastretrans_alert (tcp_ack_is_dubious)
+        dup = not seg.length and not seg.flags & FIN and not win_update
+        if dup or cc.ca_state != CaState.OPEN:
+            if dup:
+                sk.event(now, Kind.ACK_NOW, Reason.DUPACK,
+                         f"ack {seg.ack} again ({cc.sacked_out + 1} so far)")
+            rexmit, lost, delivered = tcp_fastretrans_alert(sk, now, 1 if dup else 0, False)
+            tcp_cong_control(sk, now, [], prior_packets, delivered, False, lost)
+            if rexmit:
+                tcp_xmit_retransmit_queue(sk, now)
+        elif cc.bbr is not None:
+            tcp_cong_control(sk, now, [], prior_packets)
 
 
 # ---------------------------------------------------------------- closing

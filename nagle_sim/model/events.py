@@ -178,6 +178,15 @@ class Reason(Enum):
     CWND_GROW = "slow start: cwnd grows with each ACKed segment"
     BBR_CWND = "BBR sets cwnd from its path model (gain x bandwidth x min RTT, 4 in PROBE_RTT)"
     CWND_IDLE = "idle longer than RTO: cwnd restarts (tcp_slow_start_after_idle)"
+    CWND_PRR = ("fast recovery: cwnd follows Proportional Rate Reduction toward ssthresh "
+                "(tcp_cwnd_reduction, RFC 6937)")
+    DUPACK = ("a duplicate ACK: a later segment arrived, an earlier one may be lost "
+              "(tcp_add_reno_sack)")
+    RECOVERY_ENTER = ("three duplicate ACKs: the first unACKed segment is taken as lost; "
+                      "fast retransmit and fast recovery (tcp_enter_recovery)")
+    RECOVERY_EXIT = "everything outstanding at the loss is ACKed: recovery ends"
+    FAST_RETRANSMIT = ("fast retransmit: a segment the duplicate or partial ACKs say is "
+                       "lost is sent again (tcp_xmit_retransmit_queue)")
     STATE_CHANGE = "TCP state change"
     APP_CALL = "application call"
 
@@ -301,6 +310,9 @@ SHORT: Final[dict[Reason, str]] = {
     Reason.SOCKOPT_SET: "setsockopt", Reason.SOCKOPT_GET: "getsockopt",
     Reason.QUICKACK_OFF: "QUICKACK=0: ping-pong", Reason.QUICKACK_ON: "QUICKACK=1",
     Reason.CWND_GROW: "cwnd grows", Reason.CWND_IDLE: "cwnd restart",
+    Reason.CWND_PRR: "cwnd (PRR)", Reason.DUPACK: "duplicate ACK",
+    Reason.RECOVERY_ENTER: "fast recovery", Reason.RECOVERY_EXIT: "recovery ends",
+    Reason.FAST_RETRANSMIT: "fast retransmit",
     Reason.BBR_CWND: "BBR cwnd",
     Reason.STATE_CHANGE: "state", Reason.APP_CALL: "app call",
 }

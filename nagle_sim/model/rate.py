@@ -20,7 +20,7 @@ from .config import (
 from .cubic import Cubic, Reno
 from .events import Kind, Micros, Reason, Timer
 from .sock import Sock
-from .state import Chrono, Skb, State
+from .state import CA_STATE_NAMES, CaState, Chrono, Skb, State
 
 
 # ---------------------------------------------------------------- time spent limited
@@ -179,17 +179,75 @@ def tcp_ca_ssthresh(sk: Sock) -> int:
     return cc.ca.ssthresh(cc.cwnd)
 
 
-def tcp_enter_loss(sk: Sock, now: Micros) -> None:
-    """tcp_enter_loss on an RTO: ssthresh from the congestion control (only on the first
-    RTO of an episode: repeated timeouts in TCP_CA_Loss keep it), cwnd = in flight + 1 = 1
-    (everything outstanding is marked lost), and CUBIC's state reset (cubictcp_state)."""
+def tcp_packets_in_flight(sk: Sock) -> int:
+    """tcp_packets_in_flight: segments out, less those the duplicate ACKs say left the
+    network and those marked lost, plus retransmissions still out."""
     cc = sk.cc
-    if not cc.in_loss:
+    return len(sk.snd.rtx) - cc.sacked_out - cc.lost_out + cc.retrans_out
+
+
+def tcp_mark_skb_lost(sk: Sock, skb: Skb) -> None:
+    """tcp_mark_skb_lost: a lost segment is no longer in flight; a retransmission of it
+    that was counted is not either (it must go again)."""
+    cc = sk.cc
+    if skb.rexmit:
+        skb.rexmit = False
+        cc.retrans_out -= 1
+    if not skb.lost:
+        skb.lost = True
+        cc.lost_out += 1
+
+
+def tcp_enter_loss(sk: Sock, now: Micros) -> None:
+    """tcp_enter_loss on an RTO: ssthresh from the congestion control (only when a new
+    episode starts: repeated timeouts in TCP_CA_Loss keep it), every outstanding segment
+    marked lost but those sent within the last RTT (tcp_timeout_mark_lost; the duplicate
+    ACK count is dropped), cwnd = in flight + 1 = 1, the Loss state until what was
+    outstanding is ACKed (high_seq), and CUBIC's state reset (cubictcp_state)."""
+    cc, snd = sk.cc, sk.snd
+    if (cc.ca_state <= CaState.DISORDER or cc.high_seq <= snd.snd_una
+            or (cc.ca_state == CaState.LOSS and not cc.retransmits)):
+        cc.prior_cwnd = cc.cwnd
         cc.ssthresh = tcp_ca_ssthresh(sk)
-    cc.cwnd = 1
-    cc.in_loss = True
+    cc.sacked_out = 0
+    recent = now - (cc.srtt_us or 0)
+    for i, skb in enumerate(snd.rtx):
+        if i and skb.sent_at > recent:
+            continue        # "don't mark recently sent ones lost yet" (RACK's timeout)
+        tcp_mark_skb_lost(sk, skb)
+    cc.cwnd = tcp_packets_in_flight(sk) + 1
+    cc.ca_state = CaState.LOSS
+    cc.high_seq = snd.snd_nxt
     if cc.ca is not None:
-        cc.ca.on_loss(now, sk.snd.snd_nxt)
+        cc.ca.on_loss(now, snd.snd_nxt)
+
+
+def tcp_cwnd_reduction(sk: Sock, now: Micros, delivered: int, una_advanced: bool,
+                       newly_lost: int) -> None:
+    """tcp_cwnd_reduction, Proportional Rate Reduction (RFC 6937) in fast recovery: while
+    more than ssthresh is in flight, send ssthresh/prior_cwnd segments per segment
+    delivered; below it, grow back toward ssthresh at most as fast as slow start; at
+    least one segment (the fast retransmission) on entering."""
+    cc = sk.cc
+    if delivered <= 0 or not cc.prior_cwnd:
+        return
+    in_flight = tcp_packets_in_flight(sk)
+    delta = cc.ssthresh - in_flight
+    cc.prr_delivered += delivered
+    if delta < 0:
+        sndcnt = (cc.ssthresh * cc.prr_delivered + cc.prior_cwnd - 1) // cc.prior_cwnd \
+            - cc.prr_out
+    else:
+        sndcnt = max(cc.prr_delivered - cc.prr_out, delivered)
+        if una_advanced and not newly_lost:
+            sndcnt += 1
+        sndcnt = min(delta, sndcnt)
+    sndcnt = max(sndcnt, 0 if cc.prr_out else 1)
+    new = in_flight + sndcnt
+    if new != cc.cwnd:
+        sk.event(now, Kind.MODE, Reason.CWND_PRR, f"cwnd {cc.cwnd} → {new} "
+                 f"({CA_STATE_NAMES[cc.ca_state]}: ssthresh {cc.ssthresh})", cwnd=new)
+        cc.cwnd = new
 
 
 def tcp_ca_event_tx_start(sk: Sock, now: Micros) -> None:
@@ -243,8 +301,13 @@ def tcp_cwnd_restart(sk: Sock, now: Micros) -> None:
         cc.cwnd = new
 
 
-def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets: int) -> None:
-    """tcp_rate_gen + tcp_cong_control: a delivery-rate sample for BBR, or slow start."""
+def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets: int,
+                     delivered: int = -1, una_advanced: bool = True,
+                     newly_lost: int = 0) -> None:
+    """tcp_rate_gen + tcp_cong_control: a delivery-rate sample for BBR; otherwise, in fast
+    recovery, Proportional Rate Reduction of ``delivered`` (segments ACKed or
+    duplicate-ACKed; default: the ACKed ones), else slow start / congestion avoidance
+    when data was ACKed (tcp_may_raise_cwnd)."""
     cc = sk.cc
     acked = len(acked_skbs)
     cc.delivered += acked
@@ -287,7 +350,13 @@ def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets
                 sk.event(now, Kind.MODE, Reason.CWND_GROW,
                          f"HyStart: slow start ends at cwnd {cc.cwnd}", cwnd=cc.cwnd)
                 cc.ssthresh = ssthresh
-            tcp_cong_avoid(sk, now, acked)
+        if cc.ca is None:
+            return
+        if cc.ca_state == CaState.RECOVERY or cc.ca_state == CaState.CWR:
+            tcp_cwnd_reduction(sk, now, acked if delivered < 0 else delivered,
+                               una_advanced, newly_lost)
+        elif acked:
+            tcp_cong_avoid(sk, now, acked if delivered < 0 else delivered)
         return
     cwnd, mark = cc.bbr.on_ack(now, rs, cc.delivered, cc.cwnd, sk.packets_out, cc.srtt_us)
     if mark:
@@ -304,7 +373,7 @@ def tcp_rate_check_app_limited(sk: Sock, now: Micros) -> None:
     """tcp_rate_check_app_limited: less than a segment queued, nothing in the device
     queue, cwnd not full: later rate samples describe the application, not the path."""
     snd, cc = sk.snd, sk.cc
-    in_flight = len(snd.rtx)
+    in_flight = tcp_packets_in_flight(sk)
     if (snd.write_seq - snd.snd_nxt < sk.mss and snd.tx_busy_until <= now
             and in_flight < cc.cwnd):
         cc.app_limited = (cc.delivered + in_flight) or 1

@@ -36,11 +36,13 @@ from .rate import (
     tcp_cwnd_validate,
     tcp_enter_loss,
     tcp_pacing_check,
+    tcp_packets_in_flight,
     tcp_rate_check_app_limited,
     tcp_tso_autosize,
 )
 from .sock import Sock
 from .state import (
+    CaState,
     Chrono,
     ConnEvent,
     ModelError,
@@ -179,7 +181,7 @@ def tcp_check_space(sk: Sock, now: Micros) -> None:
     snd = sk.snd
     if not snd.nospace:
         return
-    if not snd.sndbuf_locked and len(snd.rtx) < sk.cc.cwnd:
+    if not snd.sndbuf_locked and tcp_packets_in_flight(sk) < sk.cc.cwnd:
         tcp_sndbuf_expand(sk)
     wmem = sk_wmem_queued(sk)
     if snd.sndbuf - wmem >= wmem >> 1 and tcp_stream_memory_free(sk, 1):
@@ -323,13 +325,15 @@ def tcp_write_xmit(sk: Sock, now: Micros, nonagle: int, why: Reason, push_one: b
     only) → send a TSO skb. Returns True if nothing is in flight and data stays queued."""
     snd = sk.snd
     queue, rtx = snd.queue, snd.rtx
-    sent = 0
+    sent = sent_pkts = 0
     cwnd_limited = rwnd_limited = False
+    cc = sk.cc
+    left_out = cc.sacked_out + cc.lost_out - cc.retrans_out   # tcp_packets_in_flight
     while queue:
         skb = queue[0]
         if tcp_pacing_check(sk, now):
             break
-        in_flight = len(rtx)
+        in_flight = len(rtx) - left_out
         quota = tcp_cwnd_test(sk.cc.cwnd, in_flight, skb.fin and skb.length == 0)
         if not quota and loss_probe:
             quota = 1       # tcp_write_xmit(push_one = 2): "force out a loss probe pkt"
@@ -348,13 +352,17 @@ def tcp_write_xmit(sk: Sock, now: Micros, nonagle: int, why: Reason, push_one: b
             if hold is not snd.last_hold:
                 sk.hold(now, hold, _hold_detail(snd, hold))
             break
-        tcp_send_skb(sk, now, tcp_mss_split_point(sk, skb, quota, nonagle, more), why)
+        burst = tcp_mss_split_point(sk, skb, quota, nonagle, more)
+        tcp_send_skb(sk, now, burst, why)
         sent += 1
+        sent_pkts += len(burst)
         if push_one:
             break
+    if sent_pkts and (cc.ca_state == CaState.RECOVERY or cc.ca_state == CaState.CWR):
+        cc.prr_out += sent_pkts         # tcp_write_xmit: new data sent in a reduction
     if sent and not loss_probe:
         tcp_schedule_loss_probe(sk, now, advancing_rto=False)
-    cwnd_limited = cwnd_limited or len(rtx) >= sk.cc.cwnd
+    cwnd_limited = cwnd_limited or len(rtx) - left_out >= cc.cwnd
     if rwnd_limited:
         tcp_chrono_start(sk, now, Chrono.RWND_LIMITED)
     else:
@@ -556,6 +564,10 @@ def tcp_retrans_try_collapse(sk: Sock, to: Skb) -> None:
         to.fin, to.psh, to.eor = nxt.fin, to.psh or nxt.psh, nxt.eor
         if nxt.head:
             snd.skbs -= 1       # its skb is freed into the one retransmitted
+        if nxt.lost:
+            sk.cc.lost_out -= 1
+        if nxt.rexmit:
+            sk.cc.retrans_out -= 1
         del rtx[1]
 
 
@@ -647,6 +659,9 @@ def tcp_retransmit_timer(sk: Sock, now: Micros) -> None:
         tcp_retrans_try_collapse(sk, skb)
     tcp_enter_loss(sk, now)
     cc.retransmits += 1
+    if not skb.rexmit:
+        skb.rexmit = True       # tcp_retransmit_skb: TCPCB_SACKED_RETRANS, retrans_out
+        cc.retrans_out += 1
     tcp_transmit_data(sk, now, [skb], Reason.RETRANSMIT)
     cc.backoff = min(cc.backoff + 1, MAX_RTO_BACKOFF)
     sk.arm(now, Timer.RTO, tcp_clamp_rto_to_user_timeout(sk, now, rto_at(sk, now)),

@@ -37,6 +37,19 @@ class Chrono:
     SNDBUF_LIMITED: Final = 3   # the application is stopped by the send buffer
 
 
+class CaState:
+    """icsk_ca_state (enum tcp_ca_state, include/net/tcp.h): the loss-recovery state."""
+
+    OPEN: Final = 0         # nothing odd
+    DISORDER: Final = 1     # duplicate ACKs (or SACKs) seen, no loss yet: limited transmit
+    CWR: Final = 2          # cwnd reduced by ECN or local congestion (unused here)
+    RECOVERY: Final = 3     # fast recovery (RFC 5681/6582 NewReno without SACK), PRR
+    LOSS: Final = 4         # after an RTO: everything outstanding marked lost
+
+
+CA_STATE_NAMES: Final = ("Open", "Disorder", "CWR", "Recovery", "Loss")
+
+
 class AckPending:
     """icsk_ack.pending bits (include/net/inet_connection_sock.h)."""
 
@@ -178,6 +191,10 @@ class Skb:
     eor: bool = False
     """TCP_SKB_CB(skb)->eor: the last piece of a MSG_EOR record; nothing is appended to it
     (tcp_skb_can_collapse_to)."""
+    lost: bool = False
+    """TCPCB_LOST: counted in lost_out (tcp_mark_skb_lost)."""
+    rexmit: bool = False
+    """TCPCB_SACKED_RETRANS: retransmitted and not yet ACKed, counted in retrans_out."""
     sent_at: Micros = Micros(-1)
     retransmitted: bool = False
     # tcp_rate_skb_sent's snapshot (TCP_SKB_CB(skb)->tx)
@@ -189,7 +206,8 @@ class Skb:
     # Written out (as @dataclass would): compiled (setup.py), it runs natively; the
     # generated one stays interpreted code there. One skb per write.
     def __init__(self, seq: int, length: int, psh: bool = False, fin: bool = False,
-                 head: bool = False, eor: bool = False,
+                 head: bool = False, eor: bool = False, lost: bool = False,
+                 rexmit: bool = False,
                  sent_at: Micros = _NOT_SENT, retransmitted: bool = False,
                  tx_delivered: int = 0, tx_delivered_mstamp: Micros = _ZERO,
                  tx_first_tx: Micros = _ZERO, tx_app_limited: bool = False) -> None:
@@ -199,6 +217,8 @@ class Skb:
         self.fin = fin
         self.head = head
         self.eor = eor
+        self.lost = lost
+        self.rexmit = rexmit
         self.sent_at = sent_at
         self.retransmitted = retransmitted
         self.tx_delivered = tx_delivered
@@ -337,8 +357,24 @@ class CongestionState:
     ssthresh: int = 0x7FFFFFFF
     """TCP_INFINITE_SSTHRESH until a loss (or HyStart) sets it; TCP_INFO reports it as is
     (measured: tcpi_snd_ssthresh 2147483647 on a fresh connection)."""
-    in_loss: bool = False
-    """icsk_ca_state == TCP_CA_Loss after an RTO."""
+    ca_state: int = 0
+    """icsk_ca_state: `CaState`."""
+    sacked_out: int = 0
+    """Duplicate ACKs counted as segments that left the network (tcp_add_reno_sack: the
+    peer sends no SACK blocks here)."""
+    lost_out: int = 0
+    """Segments marked lost (tcp_mark_skb_lost)."""
+    retrans_out: int = 0
+    """Retransmitted segments not yet ACKed."""
+    high_seq: int = 0
+    """snd_nxt when recovery or loss began: recovery ends once it is ACKed."""
+    prior_cwnd: int = 0
+    """cwnd when recovery began (PRR's denominator)."""
+    prr_delivered: int = 0
+    prr_out: int = 0
+    """Proportional rate reduction (RFC 6937): segments delivered and sent in recovery."""
+    reordering: int = 3
+    """tp->reordering: duplicate ACKs that mean a loss (net.ipv4.tcp_reordering)."""
     srtt_us: int = 0
     mdev_us: int = 0
     """4 × the mean deviation, as tp->mdev_us keeps it."""

@@ -14,6 +14,7 @@ from typing import Final
 
 from .events import Micros, Reason, Timer
 from .sock import Sock
+from .state import CaState
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,8 @@ def tcp_schedule_loss_probe(sk: Sock, now: Micros, advancing_rto: bool) -> bool:
     than the RTO would fire. Re-armed after every send and every ACK, so it is not
     traced; only a probe that fires is. Returns False when no probe is scheduled."""
     p, rtx = sk.profile, sk.snd.rtx
-    if not p.tail_loss_probe or not rtx or sk.cc.in_loss:
+    ca_state = sk.cc.ca_state
+    if not p.tail_loss_probe or not rtx or (ca_state != CaState.OPEN and ca_state != CaState.CWR):
         return False
     # without an RTT sample: TCP_TIMEOUT_INIT
     timeout_j = tlp_timeout_j(sk) if sk.cc.srtt_us else p.us_to_jiffies(p.rto_initial_us)

@@ -365,3 +365,68 @@ def test_zero_window_probes_give_up_at_the_user_timeout() -> None:
     probes = [s.t for s in h.out if s.seg.why.name == "WINDOW_PROBE"]
     assert h.ep.state is State.CLOSED
     assert probes and probes[-1] < ms(20 + 300 + 2000 + 40)
+
+
+# ------------------------------------------------ loss recovery without SACK
+def _bulk_server(mss: int, window: int) -> Harness:
+    from nagle_sim.model import PROFILES
+
+    h = Harness(side=Side.SERVER, mss=mss,
+                profile=PROFILES["linux"].with_overrides(tail_loss_probe=False))
+    h.peer(ms(100), seq=0, ack=0, flags="S", window=32792)
+    h.peer(ms(200), seq=1, ack=1, window=window)
+    h.take()
+    return h
+
+
+def _sent(h: Harness) -> list[int]:
+    return [s.seg.seq for s in h.take() if s.seg.length]
+
+
+def test_limited_transmit_then_reordering_not_loss() -> None:
+    """packetdrill's limited-transmit-no-sack (passes on 6.18): each of two duplicate ACKs
+    releases one new segment (sacked_out lowers the packets in flight); the cumulative
+    ACK of 3001 shows reordering: back to Open, cwnd 10 → 11 (one segment newly
+    delivered: the other two were counted by the duplicates), two more segments."""
+    h = _bulk_server(1000, 320 << 7)
+    h.write(ms(200), 15000)
+    assert len(_sent(h)) == 10
+    h.peer(ms(310), seq=1, ack=1, window=320 << 7)
+    assert _sent(h) == [10001]
+    h.peer(ms(320), seq=1, ack=1, window=320 << 7)
+    assert _sent(h) == [11001]
+    h.peer(ms(330), seq=1, ack=3001, window=320 << 7)
+    assert _sent(h) == [12001, 13001]
+    assert h.ep.tcp_info().snd_cwnd == 11 and h.ep._sk.cc.ca_state == 0
+
+
+def test_three_duplicate_acks_retransmit_the_first_unacked_segment() -> None:
+    """packetdrill's fr-4pkt (no SACK, passes on 6.18): the third duplicate ACK marks the
+    head lost (tcp_newreno_mark_lost: sacked_out reached reordering 3) and it is resent
+    at once; ssthresh becomes CUBIC's 0.7 × 10 = 7."""
+    h = _bulk_server(1460, 257 << 7)
+    h.write(ms(200), 5840)
+    assert len(_sent(h)) == 4
+    for _ in range(2):
+        h.peer(ms(300), seq=1, ack=1, window=257 << 7)
+        assert _sent(h) == []
+    h.peer(ms(300), seq=1, ack=1, window=257 << 7)
+    out = h.take()
+    assert [(s.seg.seq, s.seg.why.name) for s in out] == [(1, "FAST_RETRANSMIT")]
+    assert h.ep.tcp_info().snd_ssthresh == 7
+
+
+def test_an_rto_marks_everything_lost_and_resends_it_as_cwnd_grows() -> None:
+    """tcp_enter_loss → tcp_timeout_mark_lost: after an RTO every outstanding segment is
+    lost; the first goes on the timer, and each ACK then lets the congestion window's
+    worth of lost segments go again (tcp_xmit_retransmit_queue), not one per RTO."""
+    h = _bulk_server(1000, 512 << 7)
+    h.write(ms(200), 10000)
+    h.take()
+    h.advance(ms(600))                        # RTO 300 ms (75 jiffies, level 1)
+    assert [s.seg.why.name for s in h.take()] == ["RETRANSMIT"]
+    assert h.ep._sk.cc.lost_out == 10 and h.ep._sk.cc.ca_state == 4
+    h.peer(ms(650), seq=1, ack=1001, window=512 << 7)
+    assert _sent(h) == [1001, 2001]           # cwnd 2 in slow start: two lost segments
+    h.peer(ms(700), seq=1, ack=3001, window=512 << 7)
+    assert _sent(h) == [3001, 4001, 5001, 6001]
