@@ -582,8 +582,8 @@ def validate_cli(args: Any) -> int:
     lesson disagrees (everything is printed first)."""
     from rich.text import Text
 
+    from .errors import UserError
     from .lessons import load_lessons
-    from .scenario import ScenarioError
 
     results: list[LessonResult] = []
     for lesson in load_lessons():
@@ -597,7 +597,7 @@ def validate_cli(args: Any) -> int:
             both = run_both(lesson.scenario, remote=getattr(args, "remote", None),
                             token=getattr(args, "token", None),
                             profile=getattr(args, "profile", None) or "auto")
-        except ScenarioError as exc:
+        except UserError as exc:
             results.append(LessonResult(lesson.slug, None, None, None, str(exc)))
             continue
         results.append(LessonResult(lesson.slug, both.compare(), both.sim, both.real))
@@ -636,8 +636,9 @@ def validate_random_cli(args: Any) -> int:
     to ``--keep`` for ``nagle-sim compare``; exit 1 if any disagrees."""
     from rich.text import Text
 
+    from .errors import UserError
     from .randomscen import random_scenario
-    from .scenario import ScenarioError, loads
+    from .scenario import loads
 
     keep = Path(args.keep) if getattr(args, "keep", None) else None
     rows: list[list[str]] = []
@@ -651,7 +652,7 @@ def validate_random_cli(args: Any) -> int:
                             remote=getattr(args, "remote", None),
                             token=getattr(args, "token", None),
                             profile=getattr(args, "profile", None) or "auto")
-        except ScenarioError as exc:
+        except UserError as exc:
             rows.append([str(seed), rs.summary, "error", str(exc)])
             continue
         cmp = both.compare()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import scenario as scenario_mod
+from .errors import UserError
 from .model.events import Reason, Side
 from .scenario import OPTIONS, Scenario, ScenarioError, clip
 from .summary import iterations, stalls, write_spans
@@ -133,8 +134,8 @@ class Metric:
         return self.field in _CODE_FIELDS and self.aggregate in ("", "first", "last")
 
 
-class MetricError(ValueError):
-    pass
+class MetricError(UserError, ValueError):
+    """A metric path that does not parse; ``str(err)`` is one short line."""
 
 
 def _parse_selector(text: str) -> Selector:

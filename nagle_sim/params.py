@@ -14,7 +14,7 @@ Owns the rules (docs/scenarios.md):
 * A scenario without ``[params]`` is left alone (its scripts' braces are blocks, not
   references). Unknown and unused parameters are errors naming the file and line.
 
-Standard library only.
+Standard library only (and the error root, `nagle_sim.errors`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .errors import UserError
+
 _REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCALAR = (str, int, float, bool)
 
 
-class ParamError(ValueError):
+class ParamError(UserError, ValueError):
     """A bad parameter table or reference; ``str(err)`` is one line naming file and line.
     The scenario loader raises it again as a `ScenarioError`."""
 

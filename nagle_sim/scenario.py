@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import UserError
 from .model.config import (
     CONGESTION_CONTROLS,
     HOST_FIELDS,
@@ -37,7 +38,7 @@ from .model.state import SockOpt
 from .params import ParamError, apply_params
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UserError, ValueError):
     """Bad scenario input. ``str(err)`` is the one-line message shown to the user."""
 
 

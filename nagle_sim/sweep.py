@@ -18,6 +18,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .errors import UserError
 from .model.events import Side
 from .scenario import Scenario, ScenarioError, loads
 from .summary import iterations, stalls, wire_unknown, write_spans
@@ -28,7 +29,7 @@ MAX_CELLS = 10_000
 MAX_REPEAT = 1_000
 
 
-class SweepError(ScenarioError):
+class SweepError(UserError, ValueError):
     """A sweep that cannot run as asked; ``str(err)`` is one line."""
 
 

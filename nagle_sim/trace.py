@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from .errors import UserError
 from .model.events import (
     KIND_NAME,
     REASON_CODE,
@@ -60,7 +61,7 @@ def _compact(code: str, text: str, reasons: dict[str, str] | None) -> bool:
     return reasons is not None and bool(code) and reasons.get(code) == text
 
 
-class TraceError(ValueError):
+class TraceError(UserError, ValueError):
     """A trace file that cannot be read. ``str(err)`` is a one-line message."""
 
 

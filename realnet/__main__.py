@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nagle_sim.scenario import ScenarioError, load
+from nagle_sim.errors import UserError
+from nagle_sim.scenario import load
 from nagle_sim.trace import Outcome
 
 
@@ -34,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         scenario = load(args.file, args.set)
         trace = run_real(scenario, remote=args.remote, timeout_s=args.timeout, token=args.token,
                          progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-    except ScenarioError as exc:
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from nagle_sim.errors import UserError
 from nagle_sim.model.events import Micros, Side
 from nagle_sim.scenario import (
     Close,
@@ -41,7 +42,6 @@ from nagle_sim.scenario import (
     Read,
     Repeat,
     Scenario,
-    ScenarioError,
     SetOpt,
     SetTiming,
     SideSpec,
@@ -77,10 +77,9 @@ NO_AUTOCORK = {"net.ipv4.tcp_autocorking": "0"}
 TCP_INFO_KIND = "tcp_info"
 
 
-class RealnetError(ScenarioError):
-    """A real run cannot be made here (wrong OS, missing privilege, bad remote...).
-
-    Subclasses `ScenarioError` so the CLI prints the one-line message and exits 2."""
+class RealnetError(UserError):
+    """A real run cannot be made here (wrong OS, missing privilege, bad remote...): a
+    `nagle_sim.errors.UserError`, so the CLI prints the one-line message and exits 2."""
 
 
 class _Aborted(Exception):

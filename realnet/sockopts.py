@@ -6,8 +6,8 @@ TCP_NODELAY explicitly (asyncio switches it on for sockets it creates), detect L
 options with ``hasattr(socket, ...)``. TCP_QUICKACK is not sticky: callers that want it
 permanently re-set it after every read; the runner sets it only where the scenario says so.
 
-Imports from nagle_sim only the model's option names (`SockOpt`). Must not import textual,
-rich, simpy or asyncio.
+Imports from nagle_sim only the model's option names (`SockOpt`) and the error root
+(`nagle_sim.errors`). Must not import textual, rich, simpy or asyncio.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import socket
 import struct
 
+from nagle_sim.errors import UserError
 from nagle_sim.model.state import SockOpt
 
 TCP_INFO_BUFLEN = 256
@@ -65,8 +66,10 @@ _TCP_INFO_FIELDS: tuple[tuple[str, int, str], ...] = (
 )
 
 
-class SockoptError(OSError):
-    """An option this platform does not have (e.g. TCP_CORK off Linux)."""
+class SockoptError(OSError, UserError):
+    """An option this platform does not have (e.g. TCP_CORK off Linux): an `OSError`
+    where the socket call failed, and a `nagle_sim.errors.UserError` (one line, exit 2)
+    should it reach the command line."""
 
 
 def supported(option: str) -> bool:

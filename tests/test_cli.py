@@ -153,7 +153,7 @@ SUBCOMMANDS = {"run": "--trace-format", "show": "--trace-format", "tui": "[file]
 
 def test_detail_levels_are_the_renderers() -> None:
     """The parser spells --detail's choices out (so it imports no renderer): the same."""
-    from nagle_sim.__main__ import DETAIL_LEVELS
+    from nagle_sim.cli.options import DETAIL_LEVELS
     from nagle_sim.render.rows import DETAIL_LEVELS as RENDERED
     assert DETAIL_LEVELS == RENDERED
 
@@ -280,15 +280,20 @@ def test_the_command_process_writes_everything_before_it_ends(tmp_path: Path) ->
         assert again.returncode == code and again.stdout == out.read_bytes()
 
 
+MODULE_OF = {"run": "run", "show": "run", "lessons": "app", "sweep": "sweep", "tui": "app"}
+"""The `nagle_sim.cli` module of each command the collector test replaces."""
+
+
 @pytest.mark.parametrize(("command", "collector"), [
     ("run", False), ("show", False), ("lessons", True), ("sweep", True), ("tui", True)])
 def test_only_run_and_show_keep_the_collector_off(command: str, collector: bool) -> None:
     """The command process starts with the cyclic GC off (start-up is 3 % faster); every
     command but run and show, which print one trace and end, gets it back."""
     code = ("import gc, sys; sys.argv = ['nagle-sim', *sys.argv[1:]]; "
-            "import nagle_sim.__main__ as cli; print(gc.isenabled()); "
-            f"cli.cmd_{command} = lambda args: print(gc.isenabled()) or 0; "
-            "sys.exit(cli.main())")
+            "import nagle_sim.__main__ as entry, importlib; print(gc.isenabled()); "
+            f"module = importlib.import_module('nagle_sim.cli.{MODULE_OF[command]}'); "
+            f"module.cmd_{command} = lambda args: print(gc.isenabled()) or 0; "
+            "sys.exit(entry.main())")
     done = subprocess.run([sys.executable, "-c", code, command,
                            *([] if command == "lessons" else ["x"])], capture_output=True,
                           text=True)
@@ -304,7 +309,12 @@ def test_commands_that_read_no_scenario_import_none_of_the_simulator(args: list[
             "'rich'))), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
                           text=True, check=True)
-    assert done.stderr.split() == ["nagle_sim.__main__"]
+    loaded = done.stderr.split()
+    assert "nagle_sim.__main__" in loaded and "nagle_sim.cli.parser" in loaded
+    # the command line's own modules and the error root, nothing that reads or runs a
+    # scenario (scenario, trace, sim, realnet) and no rich
+    own = ("nagle_sim.__main__", "nagle_sim.errors", "nagle_sim.cli")
+    assert [m for m in loaded if m not in own and not m.startswith("nagle_sim.cli.")] == []
 
 
 def test_scenario_and_trace_errors_are_still_one_line_and_2(

@@ -425,11 +425,11 @@ def test_a_huge_pcap_keeps_short_payloads_with_true_lengths(monkeypatch: pytest.
 # ---------------------------------------------------------------- Ctrl-C
 def test_ctrl_c_while_loading_is_one_line_and_130(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    import nagle_sim.__main__ as cli
+    import nagle_sim.cli.options as cli
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli, "load", interrupted)
+    monkeypatch.setattr(cli, "load_scenario", interrupted)
     assert main(["run", str(S1)]) == 130
     assert capsys.readouterr().err == "error: interrupted\n"
 
@@ -438,17 +438,17 @@ def test_ctrl_c_inside_a_class_body_while_importing_is_one_line_and_130(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C landing in a dataclass field's __set_name__ while a module imports: Python
     3.11 wraps it in a RuntimeError (seen in CI at 0.5 s into start-up)."""
-    import nagle_sim.__main__ as cli
+    import nagle_sim.cli.options as cli
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
-    monkeypatch.setattr(cli, "load", interrupted)
+    monkeypatch.setattr(cli, "load_scenario", interrupted)
     assert main(["run", str(S1)]) == 130
     assert capsys.readouterr().err == "error: interrupted\n"
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a real bug")
-    monkeypatch.setattr(cli, "load", broken)
+    monkeypatch.setattr(cli, "load_scenario", broken)
     with pytest.raises(RuntimeError, match="a real bug"):
         main(["run", str(S1)])
 

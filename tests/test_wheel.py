@@ -55,6 +55,15 @@ def test_every_package_of_the_checkout_is_in_the_wheel(unpacked: Path) -> None:
         assert (unpacked / "nagle_sim" / "lesson_files" / name).is_file(), name
 
 
+def test_the_watch_object_ships_with_its_sources(unpacked: Path) -> None:
+    """`pip install .` needs no compiler for watch: the prebuilt CO-RE object is package
+    data, byte for byte the checkout's, with the manifest and sources it was built from."""
+    watch = unpacked / "realnet" / "watch"
+    for name in ("nagle_watch.bpf.o", "nagle_watch.bpf.json", "bpf/nagle_watch.bpf.c",
+                 "bpf/nagle_watch.h"):
+        assert (watch / name).read_bytes() == (ROOT / "realnet" / "watch" / name).read_bytes()
+
+
 def test_a_pure_build_compiles_nothing(unpacked: Path) -> None:
     """NAGLE_SIM_PURE=1 (like an editable install) leaves every module interpreted."""
     assert not sorted(unpacked.rglob("*.so")), "a pure build holds compiled modules"

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
+from ..errors import UserError
+
 MAX_TCP_PACKETS = 1_000_000
 """More TCP packets than this in one file is refused: bounded memory (a `Packet` is about
 200 bytes, and the chosen connection's trace as much again) and time (explain handles
@@ -61,7 +63,7 @@ _TCPH = struct.Struct("!HHIIHH")        # ports, seq, ack, offset+flags, window
 _IP6_EXT = {0, 43, 60, 51}
 
 
-class CaptureError(ValueError):
+class CaptureError(UserError, ValueError):
     """A capture that cannot be read. ``str(err)`` is one line naming the file."""
 
 

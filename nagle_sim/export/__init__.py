@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from ..errors import UserError
 from ..model.events import Micros, Side
 from ..trace import Trace
 from .ladder import LadderOptions, build_ladder
@@ -33,12 +34,12 @@ from .tables import (
 )
 from .tseq import TseqOptions, build_tseq
 
-__all__ = ["FORMATS", "PNG_SCALE_RANGE", "ExportError", "LadderOptions", "check_targets",
-           "check_writable", "TseqOptions", "export_cli",
+__all__ = ["FORMATS", "PNG_SCALE_RANGE", "ExportError", "LadderOptions", "check_target",
+           "check_targets", "check_writable", "TseqOptions", "export_cli",
            "export_default", "export_to", "ladder_scene", "tseq_scene", "write_table"]
 
 
-class ExportError(Exception):
+class ExportError(UserError):
     """An export that cannot be done. ``str(err)`` is a one-line message for the user."""
 
 
@@ -108,7 +109,7 @@ def _clip(path: Path | str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit // 2] + "…" + text[-limit // 2:]
 
 
-def _check_target(path: str | os.PathLike[str], fmt: str) -> Path:
+def check_target(path: str | os.PathLike[str], fmt: str) -> Path:
     """``path`` as a Path that looks writable for ``fmt``, or ExportError."""
     text = os.fspath(path)
     if not text.strip():
@@ -131,7 +132,7 @@ def check_targets(wanted: dict[str, str | os.PathLike[str]]) -> dict[str, Path]:
     if not wanted:
         raise ExportError("nothing to export: give at least one of "
                           + ", ".join(f"--{f}" for f in FORMATS))
-    targets = {fmt: _check_target(p, fmt) for fmt, p in wanted.items()}
+    targets = {fmt: check_target(p, fmt) for fmt, p in wanted.items()}
     seen: dict[Path, str] = {}
     for fmt, p in targets.items():
         key = Path(os.path.realpath(p))
@@ -289,7 +290,7 @@ def write_table(rows: Sequence[Sequence[Cell]], headers: Sequence[str],
         kind = table_format(Path(os.fspath(path)), fmt)
     except ValueError as exc:
         raise ExportError(str(exc)) from None
-    p = _check_target(path, kind)
+    p = check_target(path, kind)
     try:
         return write_rows(rows, headers, p, kind, title)
     except OSError as exc:

@@ -3,13 +3,16 @@
 Owns: the drawing primitives (line, arrow, rectangle, text, polyline), colours, font sizes
 and the text-width estimate used for layout. Layout never asks a real font for metrics, so
 a picture has the same size and placement whichever fonts a machine has (the PNG test
-relies on that). Standard library only: must not import textual, simpy, asyncio or PIL.
+relies on that). Standard library only (and the error root): must not import textual,
+simpy, asyncio or PIL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Literal
+
+from ..errors import UserError
 
 Anchor = Literal["start", "middle", "end"]
 
@@ -34,7 +37,7 @@ MAX_LABEL = 120
 hostile trace label cannot widen a picture without bound."""
 
 
-class SceneTooBig(ValueError):
+class SceneTooBig(UserError, ValueError):
     """A picture over its documented size bound; ``str(err)`` is a one-line message."""
 
 

@@ -2,7 +2,7 @@
 
 Owns plain data only: `CaptureView` (the captured trace, the rebuilt scenario and its model
 run, each stall with its cause, evidence and the model's comparison, and the rebuild's
-what-ifs as scenario texts) and `StallNote`. ``nagle_sim.explain.cli`` fills it; the app
+what-ifs as scenario texts) and `StallNote`. ``nagle_sim.cli.explain`` fills it; the app
 shows it (`screens.capture`). Must not import textual, simpy, realnet or nagle_sim.explain
 (the explain pipeline runs the simulator; the app gets its results handed over).
 """

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import html
 import ipaddress
 import json
 import logging
@@ -36,19 +35,16 @@ from aiohttp import WSMsgType, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
+from . import webpages
+
 log = logging.getLogger("nagle-sim.serve")
 
-FULL_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>nagle-sim: class is full
-</title><meta http-equiv="refresh" content="20"></head>
-<body style="font-family: sans-serif; background: #12232d; color: #eee; padding: 3em">
-<h1>The class is full</h1><p>All {limit} places of this nagle-sim class are taken.
-This page tries again every 20 seconds; a place frees up when someone closes their tab.</p>
-</body></html>"""
+STDIN_LIMIT = 64 * 1024
+"""The most text one browser message may type into an app (a paste): a scenario is a few
+KB; 40 MB pasted once took an app 42 s of CPU and 140 MB to digest."""
 
-DENIED_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>nagle-sim</title>
-</head><body style="font-family: sans-serif; padding: 3em"><h1>Ask your teacher for the
-link</h1><p>This nagle-sim class needs the full address, including its
-<code>?token=</code> part.</p></body></html>"""
+LOOPBACK_NAMES = ("localhost",)
+"""Host names (besides loopback IP literals) a loopback-only server answers to."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -238,6 +234,8 @@ class ClassroomAppService(AppService):
         assert process.stdin is not None
         self._stdin = process.stdin
         if warm is not None:
+            # drawn at 80×24 before anyone asked; the app takes the tab's size (NagleApp
+            # .on_ready applies it even when it arrives while the app is still starting)
             await self.set_terminal_size(width, height)
         return process
 
@@ -312,7 +310,12 @@ class ClassroomServer(Server):
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
         app.router.add_get("/ws/{token}", self.handle_websocket, name="websocket_token")
+        app.router.add_get("/favicon.ico", self.handle_favicon)
         return app
+
+    def _loopback_name(self, name: str) -> bool:
+        return (name in LOOPBACK_NAMES or name == self.options.host.lower()
+                or is_loopback(name))
 
     def _foreign(self, request: web.Request) -> bool:
         """A request another web site's page made (a cross-site WebSocket: browsers send
@@ -322,36 +325,75 @@ class ClassroomServer(Server):
         if origin is not None and urlsplit(origin).netloc.lower() != request.host.lower():
             return True
         if is_loopback(self.options.host):
-            name = urlsplit(f"//{request.host}").hostname or ""
-            return name not in ("localhost", "127.0.0.1", "::1")
+            name = (urlsplit(f"//{request.host}").hostname or "").lower()
+            return not self._loopback_name(name)
         return False
 
-    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """The page for a request that may not have the class (None: it may)."""
         if self._foreign(request):
-            return web.Response(status=403, text=DENIED_PAGE, content_type="text/html")
-        if not self._token_ok(request.query.get("token")):
-            return web.Response(status=403, text=DENIED_PAGE, content_type="text/html")
+            names = (["localhost", "127.0.0.1", "::1"] if is_loopback(self.options.host)
+                     else [self.options.host])
+            return _html(403, webpages.foreign_page(names))
+        given = request.query.get("token")
+        if not self._token_ok(given):
+            return _html(403, webpages.wrong_token_page() if given
+                         else webpages.no_token_page())
+        return None
+
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
         if self._full():
-            return web.Response(status=503, content_type="text/html",
-                                text=FULL_PAGE.format(limit=self.options.max_sessions))
-        response: web.StreamResponse = await super().handle_index(request)
-        if self.options.token and isinstance(response, web.Response) and response.text:
-            # the page's script appends ?width=…&height=… to the socket URL, so the token
-            # travels in the path
-            plain = f'"{html.escape(self._ws_url(""))}"'
-            with_token = f'"{html.escape(self._ws_url(self.options.token))}"'
-            if plain not in response.text:  # a textual-serve change we must not paper over
-                raise web.HTTPInternalServerError(text="nagle-sim: unexpected app page")
-            response.text = response.text.replace(plain, with_token)
-        response.headers["Cache-Control"] = "no-store"
-        response.headers["Referrer-Policy"] = "no-referrer"
+            return _html(503, webpages.full_page(self.options.max_sessions))
+        font_size = _size(request.query.get("fontsize"), 16, low=8, high=48)
+        response = _html(200, webpages.student_page(
+            ws_url=self._ws_url(request, self.options.token or ""), font_size=font_size,
+            title=self.title))
+        response.headers["Content-Security-Policy"] = webpages.PAGE_CSP
         return response
 
-    def _ws_url(self, token: str) -> str:
-        base = self.public_url
-        scheme = "wss:" if base.startswith("https") else "ws:"
+    async def handle_favicon(self, request: web.Request) -> web.StreamResponse:
+        # pages carry their icon inline; a browser that asks anyway gets an empty answer
+        return web.Response(status=204)
+
+    async def handle_download(self, request: web.Request) -> web.StreamResponse:
+        """textual-serve's download, under a policy that runs no script whatever the
+        file holds (an export page only shows a picture and links)."""
+        key = request.match_info["key"]
+        try:
+            meta = await self.download_manager.get_download_metadata(key)
+        except KeyError:
+            return web.Response(status=404, text="nagle-sim: no such download (it is "
+                                "offered once, to the tab that asked for it)")
+        content_type = meta.mime_type + (f"; charset={meta.encoding}" if meta.encoding
+                                         else "")
+        disposition = "inline" if meta.open_method == "browser" else "attachment"
+        name = "".join(c for c in meta.file_name if c.isalnum() or c in "._- ")[:120]
+        response = web.StreamResponse(headers={
+            "Content-Type": content_type,
+            "Content-Disposition": f'{disposition}; filename="{name or "download"}"',
+            "Content-Security-Policy": webpages.DOWNLOAD_CSP,
+            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
+            "Referrer-Policy": "no-referrer"})
+        await response.prepare(request)
+        async for chunk in self.download_manager.download(key):
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+    def _ws_url(self, request: web.Request, token: str) -> str:
+        """The socket the page connects to, under the name the page itself was opened
+        with (a teacher checking the class link as 127.0.0.1 and a student on the LAN
+        address both reach it); --public-url (a proxy in front) wins."""
         path = f"/ws/{token}" if token else "/ws"
-        return scheme + base.split(":", 1)[1] + path
+        if self.options.public_url:
+            base = self.public_url
+            scheme = "wss:" if base.startswith("https") else "ws:"
+            return scheme + base.split(":", 1)[1] + path
+        scheme = "wss" if request.secure else "ws"
+        return f"{scheme}://{request.host}{path}"
 
     # ---------------------------------------------------------------- sessions
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
@@ -360,6 +402,11 @@ class ClassroomServer(Server):
         if not self._token_ok(request.match_info.get("token")):
             raise web.HTTPForbidden(text="nagle-sim: wrong or missing class token")
         websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=1 << 20)
+        if not websocket.can_prepare(request).ok:
+            # a plain GET of the socket's address (a link followed, a scanner)
+            raise web.HTTPUpgradeRequired(headers={"Upgrade": "websocket"},
+                                          text="nagle-sim: this address is the app's "
+                                          "WebSocket; open the class link instead")
         if self._full():
             await websocket.prepare(request)
             await websocket.close(code=1013, message=b"the class is full")
@@ -400,26 +447,28 @@ class ClassroomServer(Server):
 
     async def _process_messages(self, websocket: web.WebSocketResponse,
                                 app_service: AppService) -> None:
-        """The browser's messages (as textual-serve reads them), tolerant of junk, and
-        noting activity for the idle limit (pings are not activity)."""
+        """The browser's messages, as textual-serve's page sends them (its textual.js:
+        ``["stdin", text]``, ``["resize", {width, height}]``, ``["ping", stamp]``, and the
+        one-element ``["focus"]`` and ``["blur"]``), noting activity for the idle limit
+        (pings are not activity). Anything else is ignored: a message this server does
+        not know is never a reason to end a student's session."""
         assert isinstance(app_service, ClassroomAppService)
         async for message in websocket:
             if message.type != WSMsgType.TEXT:
                 continue
-            try:
-                envelope = json.loads(message.data)
-                kind, data = envelope[0], envelope[1]
-            except (ValueError, TypeError, IndexError, KeyError):
-                break
+            parsed = browser_message(message.data)
+            if parsed is None:
+                continue
+            kind, data = parsed
             if kind == "ping":
                 await websocket.send_json(["pong", data])
                 continue
             app_service.last_activity = time.monotonic()
-            if kind == "stdin" and isinstance(data, str):
-                await app_service.send_bytes(data.encode("utf-8"))
-            elif kind == "resize" and isinstance(data, dict):
-                await app_service.set_terminal_size(_size(data.get("width"), 80),
-                                                    _size(data.get("height"), 24))
+            if kind == "stdin":
+                await app_service.send_bytes(str(data).encode("utf-8"))
+            elif kind == "resize":
+                assert isinstance(data, tuple)
+                await app_service.set_terminal_size(*data)
             elif kind == "blur":
                 await app_service.blur()
             elif kind == "focus":
@@ -464,13 +513,53 @@ class ClassroomServer(Server):
         logging.basicConfig(level=logging.INFO, format="%(message)s")
 
 
-def _size(value: object, default: int) -> int:
+def _size(value: object, default: int, *, low: int = 10, high: int = 500) -> int:
     """A terminal dimension from the browser, clamped (a tab cannot ask for 10⁹ columns)."""
     try:
-        number = int(str(value))
+        number = int(str(value)[:12])
     except ValueError:
         return default
-    return max(10, min(number, 500))
+    return max(low, min(number, high))
+
+
+def _html(status: int, text: str) -> web.Response:
+    response = web.Response(status=status, text=text, content_type="text/html")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+BrowserMessage = tuple[str, "str | tuple[int, int] | None"]
+
+
+def browser_message(text: str) -> BrowserMessage | None:
+    """One message from the page, checked: its kind and its data (a ping's stamp, the
+    typed text, the (width, height) asked for), or None for anything the page's client
+    does not send — which the caller ignores."""
+    try:
+        envelope = json.loads(text)
+    except ValueError:  # json's own errors, and RecursionError's kin are ValueErrors too
+        return None
+    except RecursionError:
+        return None
+    if not isinstance(envelope, list) or not envelope or not isinstance(envelope[0], str):
+        return None
+    kind, data = envelope[0], envelope[1] if len(envelope) > 1 else None
+    if kind in ("focus", "blur"):
+        return kind, None
+    if kind == "ping":
+        return kind, str(data)[:64] if isinstance(data, str | int) else ""
+    if kind == "stdin":
+        if not isinstance(data, str) or not data or len(data) > STDIN_LIMIT:
+            return None
+        return kind, data
+    if kind == "resize" and isinstance(data, dict):
+        return kind, (_size(data.get("width"), 80), _size(data.get("height"), 24))
+    return None
+
+
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def announce(options: ServeOptions, out: Any) -> None:
@@ -488,6 +577,10 @@ def announce(options: ServeOptions, out: Any) -> None:
     if options.warm:
         lines.append(f"  starting {min(options.warm, options.max_sessions)} app processes "
                      "ahead of the students (--warm)")
+    if running_as_root() and not options.allow_real:
+        lines.append("  warning: serve runs as root, so every student's app process does "
+                     "too; run it as an ordinary user (root is only needed for "
+                     "--allow-real)")
     lines.append("  Ctrl-C ends the class (every session)")
     out.write("\n".join(lines) + "\n")
     if not is_loopback(options.host):
@@ -503,25 +596,3 @@ def serve(options: ServeOptions) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM end every session)."""
     ClassroomServer(options).serve()
 
-
-if __name__ == "__main__":  # lets tests start the server without the CLI
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--token")
-    parser.add_argument("--max-sessions", type=int, default=40)
-    parser.add_argument("--idle-s", type=float, default=20 * 60)
-    parser.add_argument("--kill-grace-s", type=float, default=3.0)
-    parser.add_argument("--allow-real", action="store_true")
-    parser.add_argument("--warm", type=int, default=0)
-    cli = parser.parse_args()
-    # the same default as `nagle-sim serve`: open to a network means a class token
-    token = cli.token or (None if is_loopback(cli.host) else new_token())
-    if token and not cli.token:
-        print(f"class token: {token}", flush=True)
-    serve(ServeOptions(host=cli.host, port=cli.port, token=token,
-                       max_sessions=cli.max_sessions, idle_s=cli.idle_s,
-                       kill_grace_s=cli.kill_grace_s, allow_real=cli.allow_real,
-                       warm=cli.warm))

@@ -335,7 +335,7 @@ def test_one_broken_script_never_ends_a_directory_table(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A bug in the runner (here: a KeyError forced on one script) is that script's error
     row, with the exception's type; the other scripts still run."""
-    from nagle_sim.drill import cli
+    from nagle_sim.cli import drill as cli
 
     for name in ("a.pkt", "b.pkt"):
         (tmp_path / name).write_text(HANDSHAKE)
@@ -349,7 +349,7 @@ def test_one_broken_script_never_ends_a_directory_table(
     monkeypatch.setattr(cli, "run_script", flaky)
     args = argparse.Namespace(script=str(tmp_path), profile="linux", tolerance_usecs=None,
                               tolerance_percent=None, verbose=False)
-    assert cli.run(args) == 2
+    assert cli.cmd_drill(args) == 2
     out = capsys.readouterr().out
     assert "KeyError" in out and "1 pass" in out and "1 error" in out
     assert "Traceback" not in out

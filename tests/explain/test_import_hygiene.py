@@ -8,7 +8,7 @@ import sys
 
 
 def test_explain_imports_no_textual_or_simpy() -> None:
-    code = ("import sys, nagle_sim.explain, nagle_sim.explain.cli, nagle_sim.explain.report; "
+    code = ("import sys, nagle_sim.explain, nagle_sim.cli.explain, nagle_sim.explain.report; "
             "print(' '.join(m for m in ('textual', 'simpy', 'realnet') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)

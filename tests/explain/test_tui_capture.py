@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from nagle_sim.__main__ import main
+from nagle_sim.cli.explain import capture_view
 from nagle_sim.explain import explain_file
-from nagle_sim.explain.cli import capture_view
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from nagle_sim.cli.explain import capture_view
 from nagle_sim.explain import explain_file
-from nagle_sim.explain.cli import capture_view
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.tui.capture_app import CaptureApp
 from nagle_sim.tui.widgets.ladder import Ladder

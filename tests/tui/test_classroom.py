@@ -146,11 +146,25 @@ async def test_classroom_export_goes_to_the_browser_and_writes_no_file(
         await settle(pilot)
         await pilot.press("e")
         await settle(pilot)
-    assert [d[0] for d in delivered] == ["01-tiny-client-nodelay.svg",
-                                         "01-tiny-client-nodelay.pcap"]
-    assert delivered[0][1].startswith(b"<") and delivered[0][2] == "image/svg+xml"
-    assert delivered[1][1][:4] in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4")
+    # one delivery: a page the browser opens, linking both files (issue 24: a browser
+    # blocks a second automatic download)
+    assert [(d[0], d[2]) for d in delivered] == [("01-tiny-client-nodelay.html",
+                                                  "text/html")]
+    files = page_files(delivered[0][1])
+    assert list(files) == ["01-tiny-client-nodelay.svg", "01-tiny-client-nodelay.pcap"]
+    assert files["01-tiny-client-nodelay.svg"].startswith(b"<")
+    assert files["01-tiny-client-nodelay.pcap"][:4] in (b"\xd4\xc3\xb2\xa1",
+                                                        b"\xa1\xb2\xc3\xd4")
     assert list(tmp_path.iterdir()) == []
+
+
+def page_files(page: bytes) -> dict[str, bytes]:
+    """The files an export page offers: its ``<a download=NAME href="data:…">`` links."""
+    import base64
+    import re
+    return {name: base64.b64decode(data) for name, data in re.findall(
+        rb'<a download="([^"]+)" href="data:[^;]+;base64,([^"]+)"', page)
+        for name in [name.decode()]}
 
 
 async def test_r_is_refused_in_class_without_allow_real(make_app: MakeApp) -> None:
@@ -324,7 +338,8 @@ async def test_an_export_while_a_question_is_pending_stops_at_its_time(
         await settle(pilot)
     later = [s for s in full.trace.segments if s.t > screen.horizon]
     assert later, "the fixture lesson has segments after its question"
-    pcap = got[1]
+    pcap = next(
+        data for name, data in page_files(got[0]).items() if name.endswith(".pcap"))
     shown = len(full.trace.segments) - len(later)
     from nagle_sim.export.pcap import to_pcap
     from nagle_sim.tui.horizon import trace_until

@@ -44,8 +44,8 @@ def test_without_capture_rights_the_cli_says_why_in_one_line_and_exits_2(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="realnet is Linux-only")
 def test_without_capture_rights_the_app_gets_no_runner_and_a_reason() -> None:
-    code = ("from nagle_sim.__main__ import _real_runner, _real_unavailable;"
-            "print(_real_runner() is None, '|', _real_unavailable())")
+    code = ("from nagle_sim.runners import real_runner, real_unavailable;"
+            "print(real_runner() is None, '|', real_unavailable())")
     done = subprocess.run([*_unprivileged(), sys.executable, "-c", code],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

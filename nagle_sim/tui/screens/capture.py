@@ -201,7 +201,7 @@ class CaptureScreen(RunScreen):
         if action == "capture_whatif" and parameters:
             n = parameters[0]
             return isinstance(n, int) and 0 <= n <= min(9, len(self.view.whatifs))
-        return True
+        return super().check_action(action, parameters)
 
     def action_capture_whatif(self, n: int) -> None:
         """Overlay the model of what-if ``n`` (0: as rebuilt); the ladder stays."""

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from ..palette import legend_text
+from .closing import ClosesOnce
 
 INTRO = (
     "The ladder shows client | wire | server with time flowing down. Arrows are segments "
@@ -82,7 +83,7 @@ def _rank(screen: Screen[Any], binding: Binding) -> int:
     return 0
 
 
-class HelpScreen(Screen[None]):
+class HelpScreen(ClosesOnce, Screen[None]):
     """The legend and all bindings, generated from the classes' BINDINGS.
 
     A full screen, not a modal: drawing the dimmed screen underneath cost most of the

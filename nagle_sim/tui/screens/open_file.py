@@ -11,8 +11,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from .closing import ClosesOnce
 
-class OpenFileScreen(ModalScreen[str | None]):
+
+class OpenFileScreen(ClosesOnce, ModalScreen[str | None]):
     """Returns the typed path, or None on escape."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -16,9 +16,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from ...lessons import Question
+from .closing import ClosesOnce
 
 
-class QuestionScreen(ModalScreen[int | None]):
+class QuestionScreen(ClosesOnce, ModalScreen[int | None]):
     """Ask, check, explain. Keys 1-6 answer; Enter continues after the reveal."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -18,9 +18,10 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...lessons import Question
+from .closing import ClosesOnce
 
 
-class QuestionsScreen(ModalScreen[int | None]):
+class QuestionsScreen(ClosesOnce, ModalScreen[int | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Close", id="questions.close",
                 tooltip="Back to the lesson"),

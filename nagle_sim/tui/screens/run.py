@@ -167,6 +167,13 @@ class RunScreen(Screen[None]):
             yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="progress")
         yield Footer(compact=True)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key that reaches this screen while it is still being composed (typed just
+        after the key that opened it) runs nothing: the screen's actions act on its
+        ladder and panels, which are not there yet (a key storm in a classroom tab ended
+        the app with NoMatches for the Ladder). Back (esc) always works."""
+        return action == "app.pop_screen" or bool(self.query(Ladder))
+
     def on_mount(self) -> None:
         self._ui = (asyncio.get_running_loop(), contextvars.copy_context())
         self.sub_title = self.title_text
@@ -234,6 +241,8 @@ class RunScreen(Screen[None]):
         with nothing to show yet, how long it has run and how to stop it (a big run takes
         seconds; leaving the screen cancels its worker, which the simulator checks every
         few thousand events)."""
+        if not self.is_attached or not self.query("#progress"):
+            return  # the screen is being composed or taken down: nothing to show on
         bar = self.query_one("#progress")
         if not self.simulating():
             if self._sim_clock is not None:
@@ -663,11 +672,13 @@ class RunScreen(Screen[None]):
 
     @work(thread=True, group="export")
     def _deliver(self, trace: Trace, overlay: Trace | None, stem: str) -> None:
-        """Classroom: hand the files to the student's browser as downloads (Textual's
-        delivery API); nothing is written on the server."""
+        """Classroom: hand the files to the student's browser (Textual's delivery API),
+        as one page that shows the ladder and links both files: a browser starts one
+        download by itself and blocks a second. Nothing is written on the server."""
         from ...export import ExportError, ladder_scene
         from ...export.pcap import to_pcap
         from ...export.svg import to_svg
+        from ..webpages import export_page
         try:
             files = [(f"{stem}.svg", to_svg(ladder_scene(trace, overlay)).encode("utf-8"),
                       "image/svg+xml"),
@@ -676,11 +687,13 @@ class RunScreen(Screen[None]):
             self.app.call_from_thread(self.say, str(exc), markup=False,
                                       title="Export failed", severity="error")
             return
-        for name, data, mime in files:
-            self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(data),
-                                      save_filename=name, mime_type=mime)
-        self.app.call_from_thread(self.say, ", ".join(f[0] for f in files), markup=False,
-                                  title="Sent to your browser")
+        page = export_page(stem, files).encode("utf-8")
+        self.app.call_from_thread(self.app.deliver_binary, io.BytesIO(page),
+                                  save_filename=f"{stem}.html", open_method="browser",
+                                  mime_type="text/html")
+        self.app.call_from_thread(
+            self.say, f"{stem}.svg and {stem}.pcap: a new browser tab shows the ladder "
+            "and links to save both", markup=False, title="Sent to your browser")
 
     def action_explain_scroll(self, direction: int) -> None:
         panel = self.query_one(ExplainPanel)

@@ -24,10 +24,11 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 from textual.worker import get_current_worker
 
+from ...errors import UserError
 from ...lessons import LessonSweep
-from ...scenario import ScenarioError
 from ...sweep import CellResult, SweepResult, build_cells, fmt, measure, note_of, table
 from ..runners import Runner, run_cancellable
+from .closing import ClosesOnce
 from .lesson import LessonScreen
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ class SweepPlot(Widget):
         return bar_chart(self.result, metric, size.width, size.height)
 
 
-class SweepScreen(Screen[None]):
+class SweepScreen(ClosesOnce, Screen[None]):
     """The table and the plot of a lesson's sweep; the grid runs while it shows progress."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -302,7 +303,7 @@ class SweepScreen(Screen[None]):
                     return
                 done.append(CellResult(cell, measure(trace, sweep.metrics), note_of(trace)))
                 self.post_message(self.Progress(len(done), len(cells)))
-        except ScenarioError as exc:
+        except UserError as exc:
             self.post_message(self.Failed(str(exc)))
             return
         except Exception as exc:  # the model refusing a cell is the lesson's error, not a crash

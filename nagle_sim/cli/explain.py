@@ -1,8 +1,8 @@
-"""The ``nagle-sim explain`` subcommand: arguments, output checks, exit codes.
+"""``nagle-sim explain CAPTURE``: a real capture, every stall named (`nagle_sim.explain`).
 
-Owns: `add_arguments` (called by nagle_sim/__main__.py) and `explain_cli`. Exit 0 when the
-capture was explained, 2 on bad input (one line on stderr naming the file or option).
-Must not import textual or realnet.
+Owns: the command's options, its output checks (each path before the slow work), what it
+prints, and opening the explanation in the app (`capture_view`, `open_tui`). Exit 0 when
+the capture was explained; bad input is a `nagle_sim.errors.UserError` (one line, 2).
 """
 
 from __future__ import annotations
@@ -13,47 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+from ..errors import EXIT_OK, UserError
+from . import options
 
 
-def _error(message: str) -> int:
-    from rich.console import Console
-    from rich.text import Text
-    line = Text("error: ", style="bold red")
-    line.append(message.replace("\n", " "))
-    Console(stderr=True, highlight=False, soft_wrap=True).print(line)
-    return EXIT_BAD_INPUT
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"expected a port 1-65535, got {text!r}")
-    return int(text)
-
-
-def _conn(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) <= 10_000_000:
-        raise argparse.ArgumentTypeError(f"expected a connection number (1, 2, …), got "
-                                         f"{text!r}")
-    return int(text)
-
-
-def _until(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
-    if not 0 < value <= 86_400_000:
-        raise argparse.ArgumentTypeError(f"expected 0 < MS <= 86400000, got {text!r}")
-    return value
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def fill_explain(p: argparse.ArgumentParser) -> None:
     p.add_argument("capture", help="pcap or pcapng file (tcpdump -w, Wireshark)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--conn", type=_conn, metavar="N",
+    which.add_argument("--conn", type=options.connection, metavar="N",
                        help="explain connection N (default: the longest stall)")
-    which.add_argument("--port", type=_port, metavar="P",
+    which.add_argument("--port", type=options.port, metavar="P",
                        help="explain the connection using port P")
     p.add_argument("--os", default="", metavar="client=linux,server=windows",
                    help="each side's stack profile (default: from its delayed-ACK timing)")
@@ -63,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print a Markdown report (not with --json)")
     p.add_argument("--svg", metavar="F", help="write the captured ladder (model overlaid)")
     p.add_argument("--png", metavar="F", help="the same as PNG")
-    p.add_argument("--until-ms", type=_until, metavar="MS",
+    p.add_argument("--until-ms", type=options.capture_ms, metavar="MS",
                    help="draw the pictures up to MS (default: just past the first stall)")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
     p.add_argument("--tui", action="store_true",
@@ -74,24 +43,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(copied while tcpdump was writing, or cut with head -c)")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
-    p.set_defaults(func=explain_cli)
+    p.set_defaults(func=cmd_explain)
 
 
-def _check_output(path: str | None, flag: str, suffix: str) -> str | None:
+def _check_output(path: str | None, flag: str, suffix: str) -> None:
     """nagle_sim.export's own output-path check (one message wording for every command)."""
     if path is None:
-        return None
-    from ..export import ExportError, _check_target, check_writable
-    try:
-        if flag == "--scenario":
-            if Path(path).suffix.lower() != suffix:
-                return f"{flag} {path}: expected a file name ending in {suffix}"
-            check_writable(path)
-        else:
-            _check_target(path, flag.lstrip("-"))
-    except ExportError as exc:
-        return str(exc)
-    return None
+        return
+    from ..export import check_target, check_writable
+    if flag == "--scenario":
+        if Path(path).suffix.lower() != suffix:
+            raise UserError(f"{flag} {path}: expected a file name ending in {suffix}")
+        check_writable(path)
+    else:
+        check_target(path, flag.lstrip("-"))
 
 
 def _crop_hint(message: str, until_ms: float | None) -> str:
@@ -121,26 +86,22 @@ def _broken_pipe() -> None:
     raise BrokenPipeError
 
 
-def explain_cli(args: argparse.Namespace) -> int:
+def cmd_explain(args: argparse.Namespace) -> int:
+    from ..explain import explain_file
+    from ..explain.report import dumps, markdown, print_report, write_pictures
     from ..export import ExportError
-    from . import ExplainError, explain_file
-    from .report import dumps, markdown, print_report, write_pictures
 
     if args.json and args.markdown:
         # one document on stdout: JSON with Markdown after it would parse as neither
-        return _error("--json and --markdown both print to stdout: give one of them")
+        raise UserError("--json and --markdown both print to stdout: give one of them")
     for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
                                (args.scenario, "--scenario", ".toml")):
-        problem = _check_output(path, flag, suffix)
-        if problem:
-            return _error(problem)
+        _check_output(path, flag, suffix)
     try:
         ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
                           truncated_ok=getattr(args, "truncated_ok", False))
-    except ExplainError as exc:        # CaptureError is one
-        return _error(str(exc))
     except MemoryError:
-        return _error(f"{args.capture}: too large to explain in memory")
+        raise UserError(f"{args.capture}: too large to explain in memory") from None
     written: list[str] = []
     try:
         if args.svg or args.png:
@@ -150,18 +111,18 @@ def explain_cli(args: argparse.Namespace) -> int:
             if window:
                 print(window, file=sys.stderr)
     except ExportError as exc:
-        return _error(_crop_hint(str(exc), getattr(args, "until_ms", None)))
+        raise UserError(_crop_hint(str(exc), getattr(args, "until_ms", None))) from None
     except MemoryError:
-        return _error("the picture is too large to draw in memory: explain a shorter "
-                      "capture (--conn, or cut it with tcpdump -r IN -w OUT -c N)")
+        raise UserError("the picture is too large to draw in memory: explain a shorter "
+                        "capture (--conn, or cut it with tcpdump -r IN -w OUT -c N)") from None
     if args.scenario and ex.rebuilt is None:
-        return _error(f"{args.capture}: no scenario could be rebuilt ("
-                      f"{ex.notes[-1] if ex.notes else 'unknown reason'})")
+        raise UserError(f"{args.capture}: no scenario could be rebuilt ("
+                        f"{ex.notes[-1] if ex.notes else 'unknown reason'})")
     if args.scenario and ex.rebuilt is not None:
         try:
             Path(args.scenario).write_text(ex.rebuilt.toml, "utf-8")
         except OSError as exc:
-            return _error(f"cannot write {args.scenario}: {exc.strerror or exc}")
+            raise UserError(f"cannot write {args.scenario}: {exc.strerror or exc}") from None
         written.append(args.scenario)
     tui = getattr(args, "tui", False)
     try:
@@ -193,7 +154,7 @@ def capture_view(ex: Any) -> Any:
     words, the model run and the rebuild's what-ifs (their scenario texts)."""
     from ..tui.capture import CaptureView, CaptureWhatIf, StallNote
     rebuilt = ex.rebuilt
-    from .report import LadderClock
+    from ..explain.report import LadderClock
     clock = LadderClock(ex.captured)
     stalls = []
     for s in ex.stalls:
@@ -220,10 +181,10 @@ def open_tui(ex: Any) -> int:
     explanation, the model of the rebuilt scenario as the overlay, the what-ifs as keys.
     Everything that can fail on bad input has failed before this (exit 2, one line)."""
     if ex.rebuilt is None:
-        return _error(f"{ex.capture.path}: no scenario could be rebuilt to open in the app")
+        raise UserError(f"{ex.capture.path}: no scenario could be rebuilt to open in the app")
     try:
         from ..tui.capture_app import run_capture_app
     except ImportError as exc:          # textual missing
-        return _error(f"the TUI is unavailable: {exc}")
-    from ..sim.driver import run_sim
-    return int(run_capture_app(capture_view(ex), run_sim=run_sim))
+        raise UserError(f"the TUI is unavailable: {exc}") from None
+    from ..runners import simulate
+    return int(run_capture_app(capture_view(ex), run_sim=simulate))

@@ -1,6 +1,9 @@
-"""The `nagle-sim drill` command: one script (exit 0 pass, 1 fail, 2 unsupported or bad
-input) or a directory of scripts (a table; exit 1 if any failed, else 2 if any could not
-be played, else 0). Owns only presentation; must not import simpy or textual."""
+"""``nagle-sim drill``: packetdrill scripts against the model (`nagle_sim.drill`).
+
+One script (exit 0 pass, 1 fail, 2 unsupported or bad input) or a directory of scripts (a
+table; exit 1 if any failed, else 2 if any could not be played, else 0). Owns the options
+and the presentation; must not import simpy or textual.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +14,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..drill.parser import DrillSyntaxError, DrillUnsupported, load
+from ..drill.runner import DrillResult, Status, run_script
 from ..model import PROFILES
 from ..scenario import clip
-from .parser import DrillSyntaxError, DrillUnsupported, load
-from .runner import DrillResult, Status, run_script
+from . import options
 
 MAX_SCRIPTS = 10_000
 
@@ -46,7 +50,7 @@ def _line_of(message: str) -> int:
     return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else 0
 
 
-def run(args: argparse.Namespace) -> int:
+def cmd_drill(args: argparse.Namespace) -> int:
     target = Path(args.script)
     out = Console(highlight=False)
     if target.is_dir():
@@ -93,30 +97,16 @@ def run(args: argparse.Namespace) -> int:
     return _EXIT[result.status]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def fill_drill(p: argparse.ArgumentParser) -> None:
     p.add_argument("script", help="a packetdrill script (.pkt) or a directory of them")
     p.add_argument("--profile", choices=sorted(PROFILES), default="linux",
                    help="the stack the model plays (default linux)")
-    p.add_argument("--tolerance-usecs", type=_nonneg_int, metavar="N",
+    p.add_argument("--tolerance-usecs", type=options.microseconds, metavar="N",
                    help="timing tolerance in µs (default: the script's, else 4000)")
-    p.add_argument("--tolerance-percent", type=_percent, metavar="P",
+    p.add_argument("--tolerance-percent", type=options.percent, metavar="P",
                    help="tolerance as a share of the time since the previous event "
                    "(default: the script's, else 12.5)")
     p.add_argument("--verbose", action="store_true",
                    help="also print what was ignored (sysctls, options, unchecked fields)")
+    p.set_defaults(func=cmd_drill)
 
-
-def _nonneg_int(text: str) -> int:
-    if not text.isdigit() or len(text) > 9:
-        raise argparse.ArgumentTypeError(f"expected a whole number of µs, got {text!r}")
-    return int(text)
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected 0 to 100, got {text}")
-    return value

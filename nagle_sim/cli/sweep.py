@@ -1,8 +1,9 @@
-"""`nagle-sim sweep`: run a grid, print its table, write CSV / Markdown / plots.
+"""``nagle-sim sweep``: run a grid, print its table, write CSV / Markdown / plots.
 
-Owns: the sweep command's orchestration and terminal output (a rich table, a progress bar
-with ETA on stderr). The grid, metrics and runs are `nagle_sim.sweep`'s; drawing is
-`nagle_sim.export.plot`'s. Must not import textual or simpy.
+Owns: the sweep command's options, orchestration and terminal output (a rich table, a
+progress bar with ETA on stderr). The grid, metrics and runs are `nagle_sim.sweep`'s;
+drawing is `nagle_sim.export.plot`'s; real runs come from `nagle_sim.runners`. Must not
+import textual or simpy.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,27 +19,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .export.scene import Scene, SceneTooBig
-from .scenario import Scenario, ScenarioError, read_text
-from .sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, table
-from .sweep_run import run_sweep
-from .trace import Trace
+from ..export.scene import Scene, SceneTooBig
+from ..scenario import ScenarioError, read_text
+from ..sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, table
+from ..sweep_run import run_sweep
+from . import options
 
 if TYPE_CHECKING:       # imported where used: building the CLI parser must stay light
-    from .lessons import LessonSweep
-
-
-def _real_runner(remote: str | None, token: str | None = None
-                 ) -> Callable[[Scenario], Trace]:
-    try:
-        from realnet.runner import check_platform, run_real
-    except ImportError as exc:
-        raise SweepError(f"--real: realnet is unavailable: {exc}") from None
-    check_platform()
-
-    def run(sc: Scenario) -> Trace:
-        return run_real(sc, remote=remote, token=token)
-    return run
+    from ..lessons import LessonSweep
 
 
 def _print(result: SweepResult, console: Console) -> None:
@@ -74,7 +61,7 @@ def _lesson_sweep(path: str, text: str) -> LessonSweep | None:
     None for a scenario without one."""
     import tomllib
 
-    from .lessons import parse_sweep  # here: every command builds this parser at start-up
+    from ..lessons import parse_sweep  # here: building sweep's parser must stay light
 
     try:
         raw = tomllib.loads(text)
@@ -98,8 +85,9 @@ def _cell_text(v: object) -> str | int | float | None:
     return None if v is None else str(v)
 
 
-def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) -> int:
-    """The command; ``check_output`` is the CLI's writability check for output paths."""
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """The command: check every option and output path, run the grid (a progress bar on
+    a terminal's stderr), print the table and write the files asked for."""
     named = {"--csv": args.csv, "--markdown-out": args.markdown_out, "--png": args.png,
              "--svg": args.svg}
     for option, path in named.items():
@@ -118,7 +106,7 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
     if len({str(Path(p).resolve()) for p in outputs}) != len(outputs):
         raise SweepError("two outputs name the same file")
     for path in outputs:
-        check_output(path)
+        options.check_output(path)
     axes = [parse_vary(v) for v in args.vary or []]
     metrics = parse_metrics(args.metric or [])
     text, where, title = read_text(args.file), args.file, args.title
@@ -139,14 +127,18 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
         if key in fixed:
             raise SweepError(f"--vary {axis.key}: also fixed by --set/--param; give it once")
     if args.png or args.svg:
-        from .export.plot import MAX_SERIES
+        from ..export.plot import MAX_SERIES
         series = math.prod(len(a.values) for a in axes[1:])
         if series > MAX_SERIES:
             raise SweepError(f"--png/--svg: {series} lines per panel (the keys after the "
                              f"first) cannot be told apart; at most {MAX_SERIES}")
     if (args.remote or args.repeat != 1 or getattr(args, "token", None)) and not args.real:
         raise SweepError("--remote, --token and --repeat go with --real")
-    runner = _real_runner(args.remote, getattr(args, "token", None)) if args.real else None
+    if args.real:
+        from ..runners import real
+        runner = real(args.remote, getattr(args, "token", None))
+    else:
+        runner = None
     err = Console(stderr=True, highlight=False)
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True,
@@ -161,22 +153,22 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
                                  *(f"params.{p}" for p in args.param or [])])
     headers, rows = table(result)
     if args.markdown:
-        from .export.tables import render_markdown
+        from ..export.tables import render_markdown
         sys.stdout.write(render_markdown(headers, [[_cell_text(v) for v in r] for r in rows]))
     else:
         _print(result, Console(highlight=False))
     if args.csv:
-        from .export.tables import render_csv
+        from ..export.tables import render_csv
         Path(args.csv).write_text(render_csv(headers, [[_cell_text(v) for v in r]
                                                        for r in rows]), "utf-8")
         err.print(f"wrote {escape(args.csv)}", markup=True)
     if args.markdown_out:
-        from .export.tables import render_markdown
+        from ..export.tables import render_markdown
         Path(args.markdown_out).write_text(
             render_markdown(headers, [[_cell_text(v) for v in r] for r in rows]), "utf-8")
         err.print(f"wrote {escape(args.markdown_out)}", markup=True)
     if args.png or args.svg:
-        from .export.plot import build_plot
+        from ..export.plot import build_plot
         scene = build_plot(result, title=title)
         try:
             _write_plot(scene, args.svg, args.png, err)
@@ -187,16 +179,16 @@ def run(args: argparse.Namespace, check_output: Callable[[str | None], None]) ->
 
 def _write_plot(scene: Scene, svg: str | None, png: str | None, err: Console) -> None:
     if svg:
-        from .export.svg import to_svg
+        from ..export.svg import to_svg
         Path(svg).write_text(to_svg(scene), "utf-8")
         err.print(f"wrote {escape(svg)}", markup=True)
     if png:
-        from .export.png import write_png
+        from ..export.png import write_png
         write_png(scene, png)
         err.print(f"wrote {escape(png)}", markup=True)
 
 
-def add_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], int]) -> None:
+def fill_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="scenario file (TOML)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a scenario key in every cell (repeatable)")
@@ -214,9 +206,9 @@ def add_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], int]
                    help="with --real: run the server side on a `nagle-sim realnet serve`")
     p.add_argument("--token", help="with --remote: the serve's token (default "
                    "$NAGLE_SIM_REALNET_TOKEN)")
-    p.add_argument("--repeat", type=positive_int, default=1, metavar="N",
+    p.add_argument("--repeat", type=options.positive_int, default=1, metavar="N",
                    help="with --real: real runs per cell (mean and spread are reported)")
-    p.add_argument("--jobs", type=positive_int, metavar="N",
+    p.add_argument("--jobs", type=options.positive_int, metavar="N",
                    help="processes for simulated cells (default: one per core)")
     p.add_argument("--csv", metavar="PATH", help="write the table as CSV")
     p.add_argument("--markdown", action="store_true",
@@ -225,3 +217,4 @@ def add_arguments(p: argparse.ArgumentParser, positive_int: Callable[[str], int]
     p.add_argument("--png", metavar="PATH", help="plot the metrics (PNG)")
     p.add_argument("--svg", metavar="PATH", help="plot the metrics (SVG)")
     p.add_argument("--title", help="the plot's title (default: the scenario file)")
+    p.set_defaults(func=cmd_sweep)

@@ -1,0 +1,17 @@
+"""The `nagle-sim` command line: one module per command, sharing one option vocabulary.
+
+- `main`: parse, run, and turn a `nagle_sim.errors.UserError` into one line and its exit
+  code; how a command process ends. `messages`: that one error line.
+- `parser`: the command table (`parser.COMMANDS`) and the lazily filled parser: a command
+  imports its module only when it runs or shows its help.
+- `options`: option types (bounded numbers, widths, tokens…) and option groups (a scenario
+  with ``--set``/``--param``, the ladder view, a remote serve), and early checks (an
+  output path, a profile name).
+- one module per command: `run` (run, show), `app` (tui, serve, lessons), `export`,
+  `compare` (compare, validate), `sweep`, `explain`, `drill`, `realnet` (run, serve,
+  cleanup).
+
+argparse is imported here and in process entry points only (`nagle_sim.__main__`,
+``python -m realnet``, the relay process). Commands get their executors from
+`nagle_sim.runners`, never from `nagle_sim.sim` or `realnet` directly.
+"""

@@ -1,0 +1,155 @@
+"""One watch session: load, optionally start the program to watch, read until it ends.
+
+Owns: the loop that polls the ring buffer and feeds the decision engine, starting
+``-- COMMAND`` so that it is watched from its first system call (watch's own process is
+put in the watched set just before the fork and taken out right after: the kernel's
+sched_process_fork hook adds the child itself), signals (Ctrl-C and SIGTERM end the
+session, stop a started program and detach everything; exit status 130 / 143), and the
+record of raw events for fixtures. The front end (``python -m realnet.watch`` now,
+``nagle-sim watch`` later) only prints what this returns.
+
+Must not import rich, textual or simpy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import IO, Any
+
+from . import raw
+from .decide import Decision, Engine, Stall
+from .loader import Config, Report, Watcher, WatchError
+
+_POLL_MS = 50
+_TAIL_S = 0.1
+"""After the watched program exits: how long to keep reading (timers already armed)."""
+
+
+class Stopped(Exception):
+    """A signal ended the session (signal number in args[0])."""
+
+
+@dataclass(slots=True)
+class Result:
+    report: Report
+    decisions: list[Decision] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+    records: list[bytes] = field(default_factory=list)
+    returncode: int | None = None
+    signal: int | None = None
+    host: dict[str, Any] = field(default_factory=dict)
+
+
+def run(config: Config, command: Sequence[str] | None = None, *,
+        on_decision: Callable[[Decision], None] | None = None,
+        duration_s: float | None = None, keep_records: bool = False,
+        keep_decisions: bool = True, max_records: int = 1_000_000,
+        record_to: IO[str] | None = None,
+        on_start: Callable[[Report], None] | None = None) -> Result:
+    """Watch until the command exits, ``duration_s`` passes, or a signal comes.
+
+    ``keep_records`` keeps up to ``max_records`` raw records in memory (tests);
+    ``record_to`` streams them to a fixture file as they come (bounded memory)."""
+    if command is not None and not command:
+        raise WatchError("-- COMMAND: nothing to run after --")
+    if command is not None and shutil.which(command[0]) is None:
+        # checked before anything is loaded: a typo costs no BPF load and says one thing
+        raise WatchError(f"cannot start {command[0]}: no such program (or not executable)")
+    records: list[bytes] = []
+    engine_box: list[Engine] = []
+    result_decisions: list[Decision] = []
+
+    def on_record(blob: bytes) -> None:
+        if keep_records and len(records) < max_records:
+            records.append(blob)
+        if record_to is not None:
+            record_to.write(blob.hex() + "\n")
+        eng = engine_box[0]
+        for d in eng.feed(raw.RawEvent.decode(blob)):
+            if keep_decisions:
+                result_decisions.append(d)
+            if on_decision is not None:
+                on_decision(d)
+
+    if command is not None:
+        config.pids = (*config.pids, os.getpid())
+    watcher = Watcher(config, on_record)
+    old_handlers: dict[int, Any] = {}
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise Stopped(signum)
+
+    proc: subprocess.Popen[bytes] | None = None
+    result = Result(report=watcher.report)
+    try:
+        old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, stop)
+        rep = watcher.start()
+        hz = rep.hz or 250
+        engine_box.append(Engine(hz=hz, t0_ns=time.monotonic_ns()))
+        result.host = {"hz": hz, "kernel": os.uname().release}
+        if record_to is not None:
+            raw.write_fixture(record_to, result.host, ())
+        if on_start is not None:
+            on_start(rep)
+        if command is not None:
+            try:
+                proc = subprocess.Popen(list(command))
+            except OSError as exc:
+                raise WatchError(f"cannot start {command[0]}: {exc.strerror or exc}") \
+                    from None
+            finally:
+                watcher.remove_tgid(os.getpid())
+            watcher.add_tgid(proc.pid)    # in case it forked before the hook saw it
+        deadline = time.monotonic() + duration_s if duration_s is not None else None
+        while True:
+            watcher.poll(_POLL_MS)
+            if proc is not None and proc.poll() is not None:
+                end = time.monotonic() + _TAIL_S
+                while time.monotonic() < end:
+                    watcher.poll(_POLL_MS)
+                result.returncode = proc.returncode
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        watcher.drain()
+    except KeyboardInterrupt:
+        result.signal = signal.SIGINT
+    except Stopped as exc:
+        result.signal = int(exc.args[0])
+    finally:
+        try:
+            if watcher.obj is not None:
+                if result.signal is None:
+                    # records still waiting (a stop by signal does not wait for them)
+                    with contextlib.suppress(KeyboardInterrupt, Stopped):
+                        watcher.drain()
+                result.counters = watcher.counters()
+        finally:
+            watcher.close()
+            for signum, handler in old_handlers.items():
+                signal.signal(signum, handler)
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(2)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                result.returncode = proc.returncode
+    if engine_box:
+        eng = engine_box[0]
+        result.stalls = eng.stalls()
+        result.notes = eng.notes()
+    result.decisions = result_decisions
+    result.records = records
+    return result
