@@ -440,14 +440,25 @@ class _Runner:
         if not self._peer_sack_ok():
             # tcp_schedule_loss_probe requires tcp_is_sack(tp): no SACK, no loss probes
             profile = profile.with_overrides(tail_loss_probe=False)
-        self.ep = Endpoint(side, profile, self.options, mss)
+        # our own MSS (MTU 1500 on packetdrill's TUN), less the timestamps if used
+        advmss = 1460 - (TS_OPTION_BYTES if self._prescan_ts() else 0)
+        self.ep = Endpoint(side, profile, self.options, mss, max(advmss, mss))
         # packetdrill sees packets on a TUN device with TSO on: a TSO burst is one packet
         # (1:10001(10000)), as the kernel hands it to the device — unless the script
         # turned TSO/GSO off with ethtool
         self.ep.set_gso_wire(self.gso_wire)
+        self.ep.set_rx_loopback(False)      # injected through TUN: kmalloc'ed heads
         self.ep.set_mss_clamp(self._peer_mss_option())
         self.clock.ep = self.ep
         return self.ep
+
+    def _prescan_ts(self) -> bool:
+        """Whether the peer's SYN carries timestamps (then both sides use them)."""
+        for ev in self.script.events:
+            a = ev.action
+            if isinstance(a, Packet) and a.inbound and "S" in a.flags:
+                return _option(a, "TS") is not None
+        return False
 
     def _peer_sack_ok(self) -> bool:
         """Whether the peer's SYN offers SACK (sackOK): then the connection uses it."""
@@ -598,7 +609,8 @@ class _Runner:
                 "tcpi_sndbuf_limited": info.sndbuf_limited,
                 "tcpi_last_data_recv": info.last_data_recv,
                 "tcpi_last_data_sent": info.last_data_sent,
-                "tcpi_notsent_bytes": info.notsent_bytes}
+                "tcpi_notsent_bytes": info.notsent_bytes, "tcpi_rcv_space": info.rcv_space,
+                "tcpi_rcv_ssthresh": info.rcv_ssthresh, "tcpi_rcv_rtt": info.rcv_rtt}
 
     def _inbound(self, ev: Event, p: Packet) -> None:
         if p.other:

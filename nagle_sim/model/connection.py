@@ -28,6 +28,7 @@ from .recv import (
     tcp_ack_snd_check,
     tcp_data_queue,
     tcp_fast_path_check,
+    tcp_init_rcv_space,
     tcp_synack_delayed_ack,
 )
 from .send import tcp_check_space, tcp_init_buffer_space, tcp_push_pending_frames
@@ -66,6 +67,7 @@ def tcp_connect(sk: Sock, now: Micros) -> None:
 def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     """tcp_v4_rcv → tcp_rcv_state_process / tcp_rcv_established."""
     snd = sk.snd
+    sk.rcv.mstamp = now         # tcp_mstamp_refresh as the segment is processed
     if sk.state is State.CLOSED:
         # no socket matches any more: tcp_v4_rcv → tcp_v4_send_reset (packetdrill
         # close-on-syn-sent, close-remote-fin-then-close)
@@ -99,6 +101,7 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
         sk.rcv.pred_flags = True    # tcp_rcv_state_process (SYN_RECV): tcp_fast_path_on
         tcp_init_congestion_control(sk, now)
         tcp_init_buffer_space(sk)
+        tcp_init_rcv_space(sk, now)
         snd.snd_wnd = seg.window
         snd.max_window = max(snd.max_window, seg.window)
     if (sk.state in (State.FIN_WAIT1, State.FIN_WAIT2) and sk.shutdown & Shutdown.RCV
@@ -133,6 +136,7 @@ def tcp_rcv_synsent_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     sk.rcv.pred_flags = not sk.profile.rcv_wscale
     tcp_init_congestion_control(sk, now)
     tcp_init_buffer_space(sk)
+    tcp_init_rcv_space(sk, now)
     if sk.in_pingpong and sk.profile.ack_style is AckStyle.LINUX:
         tcp_synack_delayed_ack(sk, now)
     else:

@@ -48,7 +48,7 @@ Where each rule lives (docs/model.md has the full map, kernel function → funct
 SIMPLIFICATION: no tcp_tso_should_defer (TSO deferral waiting for a bigger cwnd opening).
 SIMPLIFICATION: the link never loses or reorders; out-of-order data (from packetdrill
 scripts) is held and duplicate-ACKed, but no SACK blocks are sent or read.
-SIMPLIFICATION: TCP Small Queues and receive-buffer autotuning are not modelled.
+SIMPLIFICATION: TCP Small Queues are not modelled.
 The send buffer is: a write copies what fits (``app_write`` returns the count) and a
 blocking caller waits for `Endpoint.take_write_wakeup`.
 """
@@ -118,6 +118,12 @@ class TcpInfo:
     """ms since data was last sent (tcpi_last_data_sent, from lsndtime)."""
     notsent_bytes: int = 0
     """Bytes written and not yet sent (tcpi_notsent_bytes)."""
+    rcv_space: int = 0
+    """Bytes the reader took in the last measured RTT (tcpi_rcv_space: rcvq_space.space)."""
+    rcv_ssthresh: int = 0
+    """The offered window's current cap (tcpi_rcv_ssthresh)."""
+    rcv_rtt: int = 0
+    """The receiver's RTT estimate, µs (tcpi_rcv_rtt)."""
 
 
 _TIMER_HANDLERS: Final[dict[Timer, Callable[[Sock, Micros], None]]] = {
@@ -138,14 +144,16 @@ class Endpoint:
     """One side of a TCP connection (see the module docstring)."""
 
     def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
-                 mss: int) -> None:
+                 mss: int, advmss: int = 0) -> None:
         """Args:
             side: which side this is (the client connects, the server listens).
             profile: the stack's rules and constants.
             options: socket options set before connect/accept.
             mss: the segment size both directions use.
+            advmss: the MSS this host announces, if larger (0: ``mss``); it sizes the
+                SYN's window and the receive-buffer autotuning's first estimate.
         """
-        self._sk = Sock(side, profile, options, mss)
+        self._sk = Sock(side, profile, options, mss, advmss)
 
     # ---------------------------------------------------------------- pulls
     def segments_to_send(self) -> list[Segment]:
@@ -201,7 +209,9 @@ class Endpoint:
                        sndbuf_limited=sndbuf,
                        last_data_recv=max(0, now_j - sk.ack.lrcvtime_j) * ms_per_j,
                        last_data_sent=max(0, now_j - sk.snd.lsndtime_j) * ms_per_j,
-                       notsent_bytes=sk.snd.write_seq - sk.snd.snd_nxt)
+                       notsent_bytes=sk.snd.write_seq - sk.snd.snd_nxt,
+                       rcv_space=sk.rcv.rcvq_space, rcv_ssthresh=sk.rcv.rcv_ssthresh,
+                       rcv_rtt=sk.rcv.rtt8 >> 3)
 
     @property
     def side(self) -> Side:
@@ -264,8 +274,15 @@ class Endpoint:
 
     def set_gso_wire(self, on: bool) -> None:
         """Link property: loopback hands a TSO skb to the peer whole (one super-segment);
-        other links see it cut into MSS segments."""
+        other links see it cut into MSS segments. Loopback also hands the receiver the
+        sender's own skbs (`set_rx_loopback`, set with it)."""
         self._sk.snd.gso_wire = on
+        self._sk.snd.rx_loopback = on
+
+    def set_rx_loopback(self, on: bool) -> None:
+        """Link property: received skbs are the sender's own (loopback) rather than
+        kmalloc'ed by a device (a NIC or TUN: packetdrill injects through one)."""
+        self._sk.snd.rx_loopback = on
 
     # ---------------------------------------------------------------- inputs
     def connect(self, now: Micros) -> None:

@@ -178,6 +178,8 @@ class Reason(Enum):
     CWND_GROW = "slow start: cwnd grows with each ACKed segment"
     BBR_CWND = "BBR sets cwnd from its path model (gain x bandwidth x min RTT, 4 in PROBE_RTT)"
     CWND_IDLE = "idle longer than RTO: cwnd restarts (tcp_slow_start_after_idle)"
+    RCVBUF_GROW = ("the reader keeps up: the receive buffer grows so the window can "
+                   "(receive-buffer autotuning, tcp_rcv_space_adjust)")
     CWND_PRR = ("fast recovery: cwnd follows Proportional Rate Reduction toward ssthresh "
                 "(tcp_cwnd_reduction, RFC 6937)")
     DUPACK = ("a duplicate ACK: a later segment arrived, an earlier one may be lost "
@@ -310,7 +312,8 @@ SHORT: Final[dict[Reason, str]] = {
     Reason.SOCKOPT_SET: "setsockopt", Reason.SOCKOPT_GET: "getsockopt",
     Reason.QUICKACK_OFF: "QUICKACK=0: ping-pong", Reason.QUICKACK_ON: "QUICKACK=1",
     Reason.CWND_GROW: "cwnd grows", Reason.CWND_IDLE: "cwnd restart",
-    Reason.CWND_PRR: "cwnd (PRR)", Reason.DUPACK: "duplicate ACK",
+    Reason.CWND_PRR: "cwnd (PRR)", Reason.RCVBUF_GROW: "rcvbuf grows",
+    Reason.DUPACK: "duplicate ACK",
     Reason.RECOVERY_ENTER: "fast recovery", Reason.RECOVERY_EXIT: "recovery ends",
     Reason.FAST_RETRANSMIT: "fast retransmit",
     Reason.BBR_CWND: "BBR cwnd",

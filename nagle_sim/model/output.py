@@ -27,7 +27,7 @@ def skb_truesize(sk: Sock, length: int) -> int:
     page fragments (tcp_sendmsg_locked adds each copied byte to truesize), so its truesize
     is the payload plus `StackProfile.loopback_skb_overhead`."""
     p = sk.profile
-    if sk.snd.gso_wire:
+    if sk.snd.rx_loopback:
         return length + p.loopback_skb_overhead
     head = length + p.skb_rx_overhead
     if head <= 8192:
@@ -41,9 +41,14 @@ def tcp_win_from_space(sk: Sock, space: int) -> int:
     return (space * sk.rcv.scaling_ratio) >> TCP_RMEM_TO_WIN_SCALE
 
 
+def tcp_space_from_win(sk: Sock, win: int) -> int:
+    """tcp_space_from_win: the buffer (truesize) a window of ``win`` bytes needs."""
+    return (win << TCP_RMEM_TO_WIN_SCALE) // max(sk.rcv.scaling_ratio, 1)
+
+
 def tcp_space(sk: Sock) -> int:
     """tcp_space: the window the buffer's free space (rcvbuf - rmem_alloc) holds."""
-    return tcp_win_from_space(sk, sk.profile.rcv_buf - sk.rcv.rmem_alloc)
+    return tcp_win_from_space(sk, sk.rcv.rcvbuf - sk.rcv.rmem_alloc)
 
 
 def tcp_select_window_now(sk: Sock, now: Micros) -> int:
@@ -55,7 +60,7 @@ def tcp_select_window_now(sk: Sock, now: Micros) -> int:
     rcv, p = sk.rcv, sk.profile
     mss = rcv.rcv_mss
     free = tcp_space(sk)
-    allowed = tcp_win_from_space(sk, p.rcv_buf)
+    allowed = tcp_win_from_space(sk, rcv.rcvbuf)
     full = min(rcv.window_clamp, allowed)
     wscale = min(p.rcv_wscale, TCP_MAX_WSCALE)
     unit = 1 << wscale

@@ -27,7 +27,8 @@ from .state import (
 )
 
 
-def _initial_recv_state(side: Side, profile: StackProfile, mss: int) -> RecvState:
+def _initial_recv_state(side: Side, profile: StackProfile, mss: int,
+                        advmss: int) -> RecvState:
     """tcp_select_initial_window and tcp_init_buffer_space: the SYN's window is the whole
     buffer's window (tcp_full_space: tcp_rmem[1] at the default scaling ratio), rounded
     down to whole segments (the connecting side counts the 12 timestamp bytes, which it
@@ -39,8 +40,8 @@ def _initial_recv_state(side: Side, profile: StackProfile, mss: int) -> RecvStat
     rcv_mss = min(profile.initial_rcv_mss, mss)
     if profile.ack_style is not AckStyle.LINUX:
         return RecvState(rcv_wnd=profile.rcv_wnd, window_clamp=profile.rcv_buf,
-                         rcv_mss=rcv_mss)
-    syn_mss = mss + (profile.syn_tstamp_bytes if side is Side.CLIENT else 0)
+                         rcv_mss=rcv_mss, rcvbuf=profile.rcv_buf)
+    syn_mss = advmss + (profile.syn_tstamp_bytes if side is Side.CLIENT else 0)
     clamp = max(profile.rcv_buf * profile.scaling_ratio >> TCP_RMEM_TO_WIN_SCALE,
                 profile.min_window_clamp)
     space = clamp
@@ -48,7 +49,8 @@ def _initial_recv_state(side: Side, profile: StackProfile, mss: int) -> RecvStat
         space -= space % syn_mss
     initial = min(space, 65535, profile.rcv_wnd)
     return RecvState(rcv_wnd=initial, window_clamp=clamp, rcv_mss=rcv_mss,
-                     rcv_ssthresh=min(initial, clamp), scaling_ratio=profile.scaling_ratio)
+                     rcv_ssthresh=min(initial, clamp), scaling_ratio=profile.scaling_ratio,
+                     rcvbuf=profile.rcv_buf)
 
 
 WHEEL_LVL_CLK_SHIFT: Final = 3
@@ -81,15 +83,17 @@ def wheel_bucket_expiry(expires_j: int, clk_j: int) -> int:
 class Sock:
     """One side's TCP state. Rules read and change it; only `Endpoint` is public."""
 
-    __slots__ = ("side", "profile", "mss", "state", "established", "snd", "rcv", "ack", "cc",
-                 "timers", "events", "out", "tick_us", "phase", "handshake_sent_at",
+    __slots__ = ("side", "profile", "mss", "advmss", "state", "established", "snd", "rcv",
+                 "ack", "cc", "timers", "events", "out", "tick_us", "phase", "handshake_sent_at",
                  "shutdown", "err")
 
     def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
-                 mss: int) -> None:
+                 mss: int, advmss: int = 0) -> None:
         self.side = side
         self.profile = profile
         self.mss = mss
+        self.advmss = advmss or mss
+        """tp->advmss: the MSS we announce (our MTU's; the link MSS in a scenario)."""
         self.state = State.CLOSED if side is Side.CLIENT else State.LISTEN
         self.established = False
         """ESTABLISHED or CLOSE_WAIT (the application may write); kept by `transition`."""
@@ -113,7 +117,7 @@ class Sock:
         nonagle = (Nonagle.OFF if options.nodelay else 0) | (Nonagle.CORK if options.cork else 0)
         self.snd = SendState(nonagle=nonagle, sndbuf=profile.wmem_default,
                              mss_clamp=mss + profile.syn_tstamp_bytes)
-        self.rcv = _initial_recv_state(side, profile, mss)
+        self.rcv = _initial_recv_state(side, profile, mss, self.advmss)
         self.ack = AckState(pingpong=profile.pingpong_thresh if options.quickack is False else 0)
         self.cc = CongestionState(cwnd=profile.init_cwnd, rto_us=profile.rto_initial_us)
 

@@ -293,6 +293,9 @@ class SendState:
     """Link property: device-queue residence of a sent packet (0 on loopback)."""
     gso_wire: bool = False
     """Link property: a TSO burst crosses the wire whole (loopback)."""
+    rx_loopback: bool = False
+    """Link property: received skbs are the sender's own (loopback: a small head plus
+    page fragments, coalesced); otherwise each has a kmalloc'ed head (a NIC or TUN)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -328,6 +331,19 @@ class RecvState:
     unacked_segs: int = 0
     pred_flags: bool = False
     """tp->pred_flags != 0: header prediction (tcp_rcv_established's fast path) is on."""
+    rcvbuf: int = 0
+    """sk->sk_rcvbuf: tcp_rmem[1] at first, raised by receive-buffer autotuning."""
+    mstamp: Micros = Micros(0)
+    """tp->tcp_mstamp as the receive path sees it: when the last segment arrived."""
+    rtt8: int = 0
+    """tp->rcv_rtt_est.rtt_us: the receiver's RTT estimate (µs × 8)."""
+    rtt_seq: int = 0
+    rtt_time: Micros = Micros(0)
+    """tp->rcv_rtt_est.seq / .time: a window's worth of data is timed (no timestamps)."""
+    rcvq_space: int = 0
+    rcvq_seq: int = 0
+    rcvq_time: Micros = Micros(0)
+    """tp->rcvq_space: bytes copied in the last measured RTT, and where/when it began."""
     """CLASSIC receivers: segments received since the last ACK."""
 
 

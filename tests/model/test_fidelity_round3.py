@@ -430,3 +430,30 @@ def test_an_rto_marks_everything_lost_and_resends_it_as_cwnd_grows() -> None:
     assert _sent(h) == [1001, 2001]           # cwnd 2 in slow start: two lost segments
     h.peer(ms(700), seq=1, ack=3001, window=512 << 7)
     assert _sent(h) == [3001, 4001, 5001, 6001]
+
+
+# ------------------------------------------------ receive-buffer autotuning
+def test_autotuning_grows_the_window_as_the_kernel_did() -> None:
+    """tests/drill/receive_autotuning.pkt's shape (20 ms rounds of 10, 20, 40… segments,
+    each read whole; advmss 1460, MSS 1000): the offered window (×1024) was 62, then 56
+    until 120 ms, then 59, 62, 65, 67, 70 … one ACK per segment, as captured on 6.18."""
+    from nagle_sim.model import Endpoint
+
+    h = Harness(side=Side.SERVER, mss=1000)
+    h.ep = Endpoint(Side.SERVER, h.profile, h.options, 1000, 1460)
+    h.clock.ep = h.ep
+    h.peer(0, seq=0, ack=0, flags="S", window=65535)
+    h.peer(ms(20), seq=1, ack=1, window=512 << 7)
+    h.take()
+    seq, t, windows = 1, 20, []
+    for burst in (10, 20, 40, 40, 40, 40):
+        t += 20
+        for _ in range(burst):
+            h.peer(ms(t), seq=seq, ack=1, length=1000, window=512 << 7)
+            seq += 1000
+        h.read(ms(t))
+        windows.append([s.seg.window >> 10 for s in h.take()])
+    assert windows[0] == [62] * 10
+    assert windows[2] == windows[3] == windows[4] == [56]
+    assert windows[5][:5] == [59, 62, 65, 67, 70] and len(windows[5]) == 40
+    assert h.ep.tcp_info().rcv_space > 14600
