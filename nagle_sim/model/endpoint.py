@@ -330,6 +330,11 @@ class Endpoint:
         """setsockopt(SO_SNDBUF, value): doubled, capped, and no longer autotuned."""
         send.sock_set_sndbuf(self._sk, value)
 
+    @property
+    def notsent_lowat(self) -> int:
+        """tp->notsent_lowat: what getsockopt(TCP_NOTSENT_LOWAT) reads (0: not set)."""
+        return self._sk.snd.notsent_lowat
+
     def set_notsent_lowat(self, value: int) -> None:
         """setsockopt(TCP_NOTSENT_LOWAT, value): writes stop while this many bytes are
         not yet sent (0: back to net.ipv4.tcp_notsent_lowat)."""

@@ -36,7 +36,8 @@ from nagle_sim.sim.driver import run_sim
 tracemalloc.start()
 trace = run_sim(loads(sys.stdin.read(), "<huge>"), record_limit=10_000)
 peak = tracemalloc.get_traced_memory()[1]
-print(trace.outcome.value, peak, trace.segments[-1].seq if trace.segments else 0)
+sent = max((s.seq + s.length for s in trace.segments if s.src.value == "client"), default=0)
+print(trace.outcome.value, peak, sent)
 print(trace.message)
 """
 
