@@ -99,12 +99,12 @@ def tcp_rtt_estimator(sk: Sock, m: int) -> None:
 
 
 # ---------------------------------------------------------------- congestion window
-def tcp_cwnd_test(cwnd: int, in_flight: int, fin_only: bool) -> int:
-    """tcp_cwnd_test: how many segments the next TSO skb may carry. A lone FIN always may
-    go; otherwise 0 when cwnd is full, else min(cwnd/2, free cwnd) (the cwnd/2 cap keeps
-    one skb from taking the whole window)."""
+def tcp_cwnd_test(cwnd: int, in_flight: int, fin_exempt: bool) -> int:
+    """tcp_cwnd_test: how many segments the next TSO skb may carry: 0 when cwnd is full
+    (before 6.10 a one-segment skb with the FIN still could: ``fin_exempt``), else
+    min(cwnd/2, free cwnd) (the cwnd/2 cap keeps one skb from taking the whole window)."""
     if in_flight >= cwnd:
-        return 1 if fin_only else 0
+        return 1 if fin_exempt else 0
     half, free = cwnd >> 1 or 1, cwnd - in_flight
     return half if half < free else free
 

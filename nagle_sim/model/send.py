@@ -334,7 +334,8 @@ def tcp_write_xmit(sk: Sock, now: Micros, nonagle: int, why: Reason, push_one: b
         if tcp_pacing_check(sk, now):
             break
         in_flight = len(rtx) - left_out
-        quota = tcp_cwnd_test(sk.cc.cwnd, in_flight, skb.fin and skb.length == 0)
+        quota = tcp_cwnd_test(sk.cc.cwnd, in_flight, skb.fin and skb.length <= sk.mss
+                              and sk.profile.fin_cwnd_exempt)
         if not quota and loss_probe:
             quota = 1       # tcp_write_xmit(push_one = 2): "force out a loss probe pkt"
         if not quota:

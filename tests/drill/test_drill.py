@@ -37,7 +37,9 @@ def play(body: str, **kw: object):  # noqa: ANN201
 
 # ---------------------------------------------------------------- our scripts
 KERNEL_STRICT_FAILS = {"burst_merged.pkt": (18, "payload expected 10000 bytes, the model "
-                                                  "sent 2000")}
+                                                  "sent 2000"),
+                       "notsent_lowat.pkt": (26, "payload expected 10000 bytes, the model "
+                                                 "sent 2000")}
 """Our scripts that packetdrill fails on this kernel (6.18) with --strict_segments, at this
 line: "live packet payload: expected 10000 bytes vs actual 2000 bytes" (the kernel's TSO
 skbs hold two segments; packetdrill merges them only without the flag). All the others

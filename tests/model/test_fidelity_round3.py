@@ -81,6 +81,22 @@ def test_shutdown_in_close_wait_goes_to_last_ack() -> None:
     assert h.ep.state is State.LAST_ACK
 
 
+@pytest.mark.parametrize("profile, fin_at", [("linux", 20.0), ("linux-6.6", 10.0)])
+def test_the_fin_waits_for_the_congestion_window(profile: str, fin_at: float) -> None:
+    """6.10 removed tcp_cwnd_test's FIN exception: a shutdown right after the initial
+    window's 10 segments holds the FIN until an ACK frees room (tests/drill/
+    fin_waits_for_cwnd.pkt, 3/3 on 6.18); linux-6.6 still sends it at once."""
+    from nagle_sim.model import PROFILES
+    h = Harness(side=Side.SERVER, mss=1000, profile=PROFILES[profile])
+    h.accept(0, ms(10))
+    h.write(ms(10), 10000)
+    h.ep.shutdown(h.now, "wr")
+    h._collect()
+    h.peer(ms(20), seq=1, ack=1001)
+    fins = [s.t for s in h.take() if "F" in s.flags]
+    assert fins == [ms(fin_at)]
+
+
 def test_a_received_reset_is_the_next_calls_error() -> None:
     h = server()
     h.peer(ms(20), seq=1, ack=1, flags="R")
