@@ -602,7 +602,7 @@ class _Runner:
         ts = _option(p, "TS")
         if ts is not None and self.nego.timestamps:
             # PAWS (RFC 7323, tcp_paws_discard): the kernel drops a segment whose
-            # timestamp went backwards; the model keeps no timestamps
+            # timestamp went backwards; the model does not check them
             if self.last_peer_ts is not None and "S" not in p.flags and (
                     (ts[0] - self.last_peer_ts) & 0xFFFFFFFF) >= 1 << 31:
                 raise _Stop(Status.UNSUPPORTED, ev.line, "a timestamp older than the last "
@@ -614,8 +614,16 @@ class _Runner:
         window = p.window if p.window is not None else 65535
         if "S" not in p.flags:
             window <<= self.nego.peer_wscale
+        # the timestamp option as the model reads it: TSval as written, TSecr back on the
+        # model's own ms clock (packetdrill maps it by the first TS val it saw from us)
+        tsval = tsecr = -1
+        if ts is not None and self.nego.timestamps:
+            tsval = ts[0]
+            if len(ts) > 1 and self.ts_offset is not None:
+                tsecr = (ts[1] - self.ts_offset) & 0xFFFFFFFF
         seg = Segment(src=self.side.peer, seq=p.seq, ack=p.ack or 0, length=p.length,
-                      flags=flags, window=window, sent_at=self.now)  # type: ignore[arg-type]
+                      flags=flags, window=window, sent_at=self.now,  # type: ignore[arg-type]
+                      tsval=tsval, tsecr=tsecr)
         self._input(ev.line, lambda: ep.receive_segment(Micros(self.now), seg))
 
     def _opt_cfg(self) -> OptionConfig:

@@ -222,6 +222,10 @@ class StackProfile:
     """SKB_DATA_ALIGN(sizeof(struct sk_buff)), added to every truesize (x86-64)."""
     rcv_buf_max: int = 33_554_432
     """net.ipv4.tcp_rmem[2] (this machine): bounds __tcp_grow_window's search."""
+    timestamps: bool = True
+    """net.ipv4.tcp_timestamps=1: the SYN offers the timestamp option (RFC 7323), used when
+    the peer's offers it too; the receiver then samples its RTT from each echo
+    (tcp_rcv_rtt_measure_ts), which autotuning needs. Windows does not offer it."""
     syn_tstamp_bytes: int = 12
     """TCPOLEN_TSTAMP_ALIGNED: tcp_connect_init sizes the SYN's window in segments of
     mss + these bytes (measured: SYN window 64240 = 44 × 1460 for MSS 1448 payload; the
@@ -439,6 +443,7 @@ WINDOWS: Final = LINUX.with_overrides(
                 "congestion control: Windows 10 1709+ defaults to CUBIC; Linux's CUBIC "
                 "stands in for it"),
     nagle_style=NagleStyle.RFC896,
+    timestamps=False,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
     supports_quickack=False,

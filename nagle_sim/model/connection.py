@@ -29,6 +29,8 @@ from .recv import (
     tcp_data_queue,
     tcp_fast_path_check,
     tcp_init_rcv_space,
+    tcp_rcv_rtt_measure_ts,
+    tcp_store_ts_recent,
     tcp_synack_delayed_ack,
 )
 from .send import tcp_check_space, tcp_init_buffer_space, tcp_push_pending_frames
@@ -79,6 +81,7 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     if sk.state is State.LISTEN:
         if seg.flags & SYN:
             sk.rcv.rcv_nxt = seg.seq + 1
+            tcp_ts_negotiate(sk, seg)
             snd.snd_wnd = seg.window
             snd.snd_nxt = snd.write_seq = snd.pushed_seq = 1
             sk.transition(now, ConnEvent.RECV_SYN)
@@ -120,11 +123,21 @@ def tcp_rcv_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     tcp_rcv_established(sk, now, seg)
 
 
+def tcp_ts_negotiate(sk: Sock, seg: Segment) -> None:
+    """tcp_parse_options on the peer's SYN or SYN-ACK: timestamps are on when our SYN
+    offered them (net.ipv4.tcp_timestamps) and the peer's carries them
+    (rx_opt.tstamp_ok); its TSval is the first ts_recent."""
+    if sk.profile.timestamps and seg.tsval >= 0:
+        sk.rcv.ts_on = True
+        sk.rcv.ts_recent = seg.tsval
+
+
 def tcp_rcv_synsent_state_process(sk: Sock, now: Micros, seg: Segment) -> None:
     """tcp_rcv_synsent_state_process: ACK the SYN-ACK now, or delay it in ping-pong."""
     snd = sk.snd
     snd.snd_una = 1
     sk.rcv.rcv_nxt = seg.seq + 1
+    tcp_ts_negotiate(sk, seg)
     snd.snd_wnd = seg.window
     snd.max_window = max(snd.max_window, seg.window)
     tcp_rtt_estimator(sk, now - sk.handshake_sent_at)
@@ -161,6 +174,9 @@ def tcp_rcv_established(sk: Sock, now: Micros, seg: Segment) -> None:
     """tcp_rcv_established: tcp_ack, tcp_data_queue, tcp_data_snd_check, ack check; a
     data segment that header prediction accepts skips the first and the third."""
     if sk.profile.ack_style is AckStyle.LINUX and tcp_header_predicted(sk, seg):
+        # the fast path: seq == rcv_nxt, so "seq <= rcv_wup" is rcv_nxt == rcv_wup
+        tcp_store_ts_recent(sk, seg)
+        tcp_rcv_rtt_measure_ts(sk, now, seg)
         tcp_data_queue(sk, now, seg)
         if sk.ack.pending & AckPending.SCHED:
             tcp_ack_snd_check(sk, now)
@@ -168,7 +184,9 @@ def tcp_rcv_established(sk: Sock, now: Micros, seg: Segment) -> None:
     prior_packets = len(sk.snd.rtx)
     if seg.flags & ACK:
         tcp_ack(sk, now, seg, prior_packets)
+    tcp_store_ts_recent(sk, seg)        # tcp_ack's FLAG_UPDATE_TS_RECENT
     if seg.length > 0 or seg.flags & FIN:
+        tcp_rcv_rtt_measure_ts(sk, now, seg)
         tcp_data_queue(sk, now, seg)
     if seg.flags & ACK:
         # tcp_data_snd_check pushes with tp->nonagle, never with MSG_MORE's cork, then

@@ -210,12 +210,16 @@ class Segment:
     window: int = 65535
     sent_at: Micros = Micros(0)
     why: Reason = Reason.APP_WRITE
+    tsval: int = -1
+    """The timestamp option's TSval (ms, the sender's tcp_time_stamp); -1: no option."""
+    tsecr: int = -1
+    """Its TSecr: the TSval the sender last stored from us (ts_recent)."""
 
     # Written out (as @dataclass would) so that the compiled build (setup.py, mypyc) runs
     # it as native code: the generated __init__ stays interpreted there (~3 µs a segment).
     def __init__(self, *, src: Side, seq: int, ack: int, length: int, flags: int,
                  window: int = 65535, sent_at: Micros = Micros(0),
-                 why: Reason = Reason.APP_WRITE) -> None:
+                 why: Reason = Reason.APP_WRITE, tsval: int = -1, tsecr: int = -1) -> None:
         self.src = src
         self.seq = seq
         self.ack = ack
@@ -224,6 +228,8 @@ class Segment:
         self.window = window
         self.sent_at = sent_at
         self.why = why
+        self.tsval = tsval
+        self.tsecr = tsecr
 
     @property
     def end_seq(self) -> int:

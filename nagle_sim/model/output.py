@@ -10,7 +10,7 @@ application replying within ato). Decides nothing about *whether* to send: that 
 from __future__ import annotations
 
 from .config import PINGPONG_MAX, AckStyle
-from .events import ACK, FIN, PSH, RST, Kind, Micros, Reason, Segment, Timer
+from .events import ACK, FIN, PSH, RST, SYN, Kind, Micros, Reason, Segment, Timer
 from .rate import tcp_ca_event_tx_start, tcp_rate_skb_sent, tcp_update_skb_after_send
 from .sock import Sock
 from .state import TCP_MAX_WSCALE, TCP_RMEM_TO_WIN_SCALE, AckPending, Skb, State
@@ -120,9 +120,15 @@ def tcp_select_window(sk: Sock, now: Micros) -> int:
 
 def wire(sk: Sock, now: Micros, flags: int, seq: int, length: int, why: Reason) -> Segment:
     """Hand one segment to the link (the end of __tcp_transmit_skb)."""
-    seg = Segment(src=sk.side, seq=seq, ack=sk.rcv.rcv_nxt if flags & ACK else 0,
+    rcv = sk.rcv
+    if rcv.ts_on or flags & (SYN | ACK) == SYN and sk.profile.timestamps:
+        # the timestamp option: TSval is tcp_time_stamp_ms, TSecr our ts_recent
+        tsval, tsecr = now // 1000, rcv.ts_recent
+    else:
+        tsval = tsecr = -1
+    seg = Segment(src=sk.side, seq=seq, ack=rcv.rcv_nxt if flags & ACK else 0,
                   length=length, flags=flags, window=tcp_select_window(sk, now),
-                  sent_at=now, why=why)
+                  sent_at=now, why=why, tsval=tsval, tsecr=tsecr)
     sk.out.append(seg)
     return seg
 

@@ -241,21 +241,47 @@ def tcp_init_rcv_space(sk: Sock, now: Micros) -> None:
 
 def tcp_rcv_rtt_update(sk: Sock, sample_us: int, win_dep: bool) -> None:
     """tcp_rcv_rtt_update: the receiver's RTT estimate (×8): a lower sample replaces it;
-    a higher one from a whole window's timing is ignored (it overestimates)."""
+    a higher one from a whole window's timing is ignored (it overestimates), and a higher
+    timestamp sample is averaged in (1/8) only while nothing waits unread (6.16)."""
     rcv = sk.rcv
     m = sample_us << 3
     if not rcv.rtt8 or m < rcv.rtt8:
         rcv.rtt8 = m
-    elif not win_dep:
+    elif not win_dep and not rcv.unread:
         rcv.rtt8 = rcv.rtt8 - (rcv.rtt8 >> 3) + sample_us
+
+
+def tcp_store_ts_recent(sk: Sock, seg: Segment) -> None:
+    """tcp_replace_ts_recent (RFC 7323 §4.3): with timestamps on, remember the peer's
+    TSval of a segment that starts at or before the last window we advertised from
+    (rcv_wup): with an ACK owed, that keeps the first unACKed segment's, so our echo
+    covers the delay. Our segments carry it back as TSecr."""
+    rcv = sk.rcv
+    if rcv.ts_on and seg.tsval >= 0 and seg.seq <= rcv.rcv_wup:
+        rcv.ts_recent = seg.tsval
+
+
+def tcp_rcv_rtt_measure_ts(sk: Sock, now: Micros, seg: Segment) -> None:
+    """tcp_rcv_rtt_measure_ts (before the segment is queued): a data segment of at least
+    rcv_mss echoing a TSecr not used before gives a receive RTT sample, now − TSecr in
+    whole ms (tcp_rtt_tsopt_us; 0 ms is no sample since 6.16). This is how a Linux
+    receiver knows its RTT after the first round trip and starts autotuning; without
+    timestamps it must time a whole window (tcp_rcv_rtt_measure)."""
+    rcv = sk.rcv
+    if not rcv.ts_on or seg.tsecr < 0 or seg.tsecr == rcv.rtt_last_tsecr:
+        return
+    rcv.rtt_last_tsecr = seg.tsecr
+    if seg.length >= rcv.rcv_mss:
+        delta = now // 1000 - seg.tsecr
+        if delta > 0:
+            tcp_rcv_rtt_update(sk, delta * 1000, False)
 
 
 def tcp_rcv_rtt_measure(sk: Sock, now: Micros) -> None:
     """tcp_rcv_rtt_measure (tcp_event_data_recv): without timestamps the receiver times
     how long a whole window takes to arrive (from the first data: rcv_nxt + rcv_wnd).
     Measured on 6.18: 40.9 ms when windows of 64 KB came in 20 ms rounds.
-    SIMPLIFICATION: the timestamp echo samples Linux hosts also take
-    (tcp_rcv_rtt_measure_ts) are not modelled: the model sends no timestamps."""
+    With timestamps, tcp_rcv_rtt_measure_ts samples too (and sooner)."""
     rcv = sk.rcv
     if rcv.rtt_time:
         if rcv.rcv_nxt < rcv.rtt_seq:

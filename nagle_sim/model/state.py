@@ -340,6 +340,13 @@ class RecvState:
     rtt_seq: int = 0
     rtt_time: Micros = Micros(0)
     """tp->rcv_rtt_est.seq / .time: a window's worth of data is timed (no timestamps)."""
+    ts_on: bool = False
+    """Both SYNs carried the timestamp option (tp->rx_opt.tstamp_ok)."""
+    ts_recent: int = 0
+    """tp->rx_opt.ts_recent: the peer's TSval our segments echo."""
+    rtt_last_tsecr: int = -1
+    """tp->rcv_rtt_last_tsecr: the echo last used for a receive RTT sample (-1 at first:
+    the model's TSval starts at 0, the kernel's at a random offset)."""
     rcvq_space: int = 0
     rcvq_seq: int = 0
     rcvq_time: Micros = Micros(0)

@@ -473,3 +473,54 @@ def test_autotuning_grows_the_window_as_the_kernel_did() -> None:
     assert windows[2] == windows[3] == windows[4] == [56]
     assert windows[5][:5] == [59, 62, 65, 67, 70] and len(windows[5]) == 40
     assert h.ep.tcp_info().rcv_space > 14600
+
+
+# ------------------------------------------------ timestamps: the receiver's RTT from echoes
+def _bulk(timestamps: bool) -> list[int]:
+    """Lesson 19's 100 kB over a 20 ms RTT: how many segments each server ACK covers."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from nagle_sim import scenario as scenarios
+    from nagle_sim.sim.driver import run_sim
+    path = Path(__file__).resolve().parents[2] / "lessons/19-bulk-transfer/scenario.toml"
+    sc = scenarios.loads(path.read_text("utf-8"), str(path))
+    sides = {side.value: replace(sc.side(side), profile=sc.side(side).profile
+                                 .with_overrides(timestamps=timestamps)) for side in Side}
+    trace = run_sim(replace(sc, **sides))
+    covered, prev = [], 1
+    for s in trace.segments:
+        if s.src is Side.SERVER and not s.length and not {"S", "F"} & set(s.flags):
+            covered.append(round((s.ack - prev) / 1448))
+            prev = s.ack
+    return covered
+
+
+def test_timestamp_echoes_let_the_receiver_grow_its_buffer_a_round_trip_in() -> None:
+    """tcp_rcv_rtt_measure_ts: with timestamps the receiver knows its RTT from the first
+    echoed data, so autotuning grows the buffer after one round trip of reading; after 22
+    quick ACKs only 5 ACKs cover two segments before every segment is ACKed again (the
+    kernel, three realnet runs of lesson 19: 3-4, 55-60 ACKs). Timing a whole window
+    instead (no timestamps) leaves 12 such pairs."""
+    with_ts, without = _bulk(True), _bulk(False)
+    assert with_ts[:22] == [1] * 22 and with_ts[22:27] == [2] * 5 and with_ts[27] == 1
+    assert len(with_ts) == 60
+    assert without[22:34] == [2] * 12 and without[34] == 1
+
+
+@pytest.mark.parametrize("peer_ts, ours", [(True, True), (False, False)])
+def test_timestamps_are_on_only_when_both_syns_carry_them(peer_ts: bool, ours: bool) -> None:
+    """tcp_parse_options: the SYN-ACK carries TSval and echoes the SYN's, and every later
+    segment does, only if the peer's SYN offered timestamps; ts_recent follows the
+    peer's segments that start at or before rcv_wup (RFC 7323)."""
+    h = Harness(side=Side.SERVER, mss=1000)
+    h.peer(0, seq=0, ack=0, flags="S", tsval=500 if peer_ts else -1)
+    synack = h.take()[0].seg
+    assert (synack.tsval, synack.tsecr) == ((0, 500) if ours else (-1, -1))
+    h.peer(ms(10), seq=1, ack=1, tsval=510 if peer_ts else -1, tsecr=0 if peer_ts else -1)
+    h.peer(ms(20), seq=1, ack=1, length=1000, flags="PA", tsval=520 if peer_ts else -1,
+           tsecr=0 if peer_ts else -1)
+    ack = h.take()[0].seg
+    assert (ack.tsval, ack.tsecr) == ((20, 520) if ours else (-1, -1))
+    # the receiver's RTT from the echo: 20 ms since our SYN-ACK's TSval 0
+    assert h.ep._sk.rcv.rtt8 == (20_000 << 3 if ours else 0)
