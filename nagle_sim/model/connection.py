@@ -241,7 +241,7 @@ def tcp_ack(sk: Sock, now: Micros, seg: Segment, prior_packets: int) -> None:
         cc.probes_tstamp = Micros(-1)
         if first is not None and first.retransmitted:
             cc.retrans_stamp = Micros(0)    # the retransmitted segment got through
-        if not rtx:
+        if snd.snd_una == snd.snd_nxt:      # the rtx queue is empty (no deque truth test)
             tcp_chrono_stop(sk, now, Chrono.BUSY)  # tcp_clean_rtx_queue: all ACKed
         if first is not None and not first.retransmitted:
             tcp_rtt_estimator(sk, now - first.sent_at)   # seq_rtt_us: oldest ACKed

@@ -45,7 +45,9 @@ def tcp_chrono_stop(sk: Sock, now: Micros, kind: int) -> None:
     """tcp_chrono_stop: with both queues empty nothing is timed; otherwise the limit
     that stopped, if it is the one running, gives way to plain busy time."""
     snd = sk.snd
-    if not snd.queue and not snd.rtx:
+    if snd.chrono_type == Chrono.UNSPEC:
+        return          # nothing is timed: neither branch would change what is read
+    if snd.snd_una == snd.write_seq:        # both queues empty (every byte and FIN ACKed)
         tcp_chrono_set(sk, now, Chrono.UNSPEC)
     elif kind == snd.chrono_type:
         tcp_chrono_set(sk, now, Chrono.BUSY)

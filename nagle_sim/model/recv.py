@@ -234,7 +234,7 @@ def tcp_init_rcv_space(sk: Sock, now: Micros) -> None:
     takes per RTT is min(rcv_ssthresh, rcv_wnd, 10 × advmss) (measured: tcpi_rcv_space
     14600 with a 1460-byte advmss), counted from now."""
     rcv = sk.rcv
-    rcv.rcvq_space = min(rcv.rcv_ssthresh, rcv.rcv_wnd, 10 * sk.advmss)
+    rcv.rcvq_space = min(min(rcv.rcv_ssthresh, rcv.rcv_wnd), 10 * sk.advmss)
     rcv.rcvq_seq = rcv.copied
     rcv.rcvq_time = now
 

@@ -150,7 +150,7 @@ def tcp_sndbuf_expand(sk: Sock) -> None:
     snd, p = sk.snd, sk.profile
     per_mss = max(snd.mss_clamp, sk.mss) + MAX_TCP_HEADER + SKB_SHINFO_SIZE
     per_mss = (1 << (per_mss - 1).bit_length()) + p.skb_struct_size
-    nr_segs = max(TCP_INIT_CWND, sk.cc.cwnd, TCP_REORDERING + 1)
+    nr_segs = max(max(TCP_INIT_CWND, sk.cc.cwnd), TCP_REORDERING + 1)
     sndmem = (3 if sk.cc.bbr is not None else 2) * nr_segs * per_mss
     if snd.sndbuf < sndmem:
         snd.sndbuf = min(sndmem, p.wmem_max)
@@ -236,7 +236,8 @@ def tcp_sendmsg(sk: Sock, now: Micros, nbytes: int, more: bool, eor: bool = Fals
             tail = piece
         if not copied and not resume:
             tail.psh = False    # "if (!copied) ... &= ~TCPHDR_PSH": the skb grows again
-        take = min(left, mss - tail.length, size_goal - (snd.write_seq - snd.skb_start))
+        # (nested two-argument min: mypyc calls the generic builtin for three)
+        take = min(min(left, mss - tail.length), size_goal - (snd.write_seq - snd.skb_start))
         tail.length += take
         snd.queued_bytes += take
         snd.write_seq += take

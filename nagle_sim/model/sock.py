@@ -71,6 +71,8 @@ def wheel_bucket_expiry(expires_j: int, clk_j: int) -> int:
     not fire early". Measured here: a 76-jiffy probe timer (RTO 301.5 ms) fired 307-335 ms
     after it was armed over 12 runs, in 4 ms steps; level 0 would give 304-308 ms."""
     delta = expires_j - clk_j
+    if delta < WHEEL_LVL_SIZE - 1:
+        return expires_j + 1                # level 0 (most timers: delayed ACKs, RTOs)
     lvl = 0
     start = WHEEL_LVL_SIZE - 1
     while lvl < WHEEL_LVL_DEPTH - 1 and delta >= start:

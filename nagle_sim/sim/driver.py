@@ -548,11 +548,14 @@ class SimDriver:
     def _call(self, host: _Host, stmt: Statement, record: OpRecord) -> int:
         """A non-blocking socket call; returns how many segments it transmitted."""
         app, ep, now = host.app, host.ep, Micros(host.app.vnow)
-        if isinstance(stmt, Write | Writev):
-            size = _write_size(stmt)
-            more = isinstance(stmt, Write) and stmt.more
-            app.writing = size - ep.app_write(now, size, more=more)
-            app.write_more = more
+        if isinstance(stmt, Write):
+            # (two isinstance checks: `Write | Writev` builds a union type on every call)
+            app.writing = stmt.size - ep.app_write(now, stmt.size, more=stmt.more)
+            app.write_more = stmt.more
+        elif isinstance(stmt, Writev):
+            size = sum(stmt.parts)
+            app.writing = size - ep.app_write(now, size)
+            app.write_more = False
         elif isinstance(stmt, SetOpt):
             ep.set_option(now, SockOpt(stmt.option), stmt.on)
         elif isinstance(stmt, SetTiming):
