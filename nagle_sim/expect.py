@@ -46,7 +46,7 @@ CLAIM_KEYS = frozenset({"claim", "metric", "why", "when", *COMPARATORS})
 AGGREGATES = ("count", "min", "max", "median", "mean", "sum", "first", "last")
 SIDES = {"client": Side.CLIENT, "server": Side.SERVER}
 REASON_CODES = frozenset(Reason.__members__)
-OPS = ("write", "writev", "read", "sleep", "set", "get", "close")
+OPS = ("write", "writev", "read", "sleep", "set", "get", "shutdown", "close")
 
 # record-list roots: name -> (fields, default side or None for "both", side required)
 _RECORDS: dict[str, tuple[tuple[str, ...], Side | None, bool]] = {

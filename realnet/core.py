@@ -44,6 +44,8 @@ from nagle_sim.scenario import (
     Scenario,
     SetOpt,
     SetTiming,
+    SetValue,
+    Shutdown,
     SideSpec,
     Sleep,
     Statement,
@@ -154,7 +156,8 @@ def stall_timeout_s(scenario: Scenario) -> float:
 
 
 # ---------------------------------------------------------------- one side's records
-OP_NAMES = HANDSHAKE_OPS | {"write", "writev", "read", "sleep", "set", "get", "close"}
+OP_NAMES = HANDSHAKE_OPS | {"write", "writev", "read", "sleep", "set", "get", "shutdown",
+                            "close"}
 MAX_ARG_CHARS = 10_000
 MAX_LOOP_DEPTH = 64
 
@@ -778,7 +781,7 @@ class SideRunner:
         sock = self.sock
         assert sock is not None
         if isinstance(stmt, Write):
-            flags = socket.MSG_MORE if stmt.more else 0
+            flags = (socket.MSG_MORE if stmt.more else 0) | (socket.MSG_EOR if stmt.eor else 0)
             self._publish(BLOCKED, K_WRITE, stmt.line, stmt.size, stmt.size)
             self._send([stmt.size], flags)
         elif isinstance(stmt, Writev):
@@ -798,6 +801,11 @@ class SideRunner:
             record.result = str(sockopts.get_option(sock, stmt.option))
         elif isinstance(stmt, Close):
             self._close()
+        elif isinstance(stmt, Shutdown):
+            sock.shutdown({"rd": socket.SHUT_RD, "wr": socket.SHUT_WR,
+                           "rdwr": socket.SHUT_RDWR}[stmt.how])
+        elif isinstance(stmt, SetValue):
+            sockopts.set_value(sock, stmt.option, stmt.value)
         if self._aborted:
             raise _Aborted
 
@@ -821,7 +829,9 @@ class SideRunner:
                 queued += n
                 if len(pending) == _IOV_BATCH:
                     left -= queued
-                    self._send_pieces(pending, flags | (socket.MSG_MORE if left else 0))
+                    # a record ends (MSG_EOR) only with the write's last piece
+                    self._send_pieces(pending, flags & ~socket.MSG_EOR | socket.MSG_MORE
+                                      if left else flags)
                     pending, queued = [], 0
         if pending or not left:
             self._send_pieces(pending, flags)

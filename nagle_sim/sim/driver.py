@@ -48,6 +48,8 @@ from ..scenario import (
     Scenario,
     SetOpt,
     SetTiming,
+    SetValue,
+    Shutdown,
     Sleep,
     Statement,
     Write,
@@ -154,6 +156,7 @@ class _App:
     writing: int = 0
     """Bytes of a blocking write still to copy (its statement is ``record``'s)."""
     write_more: bool = False
+    write_eor: bool = False
     record: OpRecord | None = None
     got: int = 0
     blocked: _Blocked | None = None
@@ -455,6 +458,12 @@ class SimDriver:
         app = host.app
         try:
             self._run_ops(host)
+        except SocketError as exc:      # the call failed as the kernel's would (errno)
+            line = app.record.line if app.record else 0
+            op = app.record.op if app.record else "call"
+            self._fail(side_error(self.scenario.source, line, app.side,
+                                  f"{op} failed: {exc.errno} "
+                                  f"({TCP_ERRORS.get(exc.errno, exc.errno)}): {exc}"))
         except ModelError as exc:
             line = app.record.line if app.record else 0
             self._fail(side_error(self.scenario.source, line, app.side, str(exc)))
@@ -550,12 +559,15 @@ class SimDriver:
         app, ep, now = host.app, host.ep, Micros(host.app.vnow)
         if isinstance(stmt, Write):
             # (two isinstance checks: `Write | Writev` builds a union type on every call)
-            app.writing = stmt.size - ep.app_write(now, stmt.size, more=stmt.more)
+            app.writing = stmt.size - ep.app_write(now, stmt.size, more=stmt.more,
+                                                   eor=stmt.eor)
             app.write_more = stmt.more
+            app.write_eor = stmt.eor
         elif isinstance(stmt, Writev):
             size = sum(stmt.parts)
             app.writing = size - ep.app_write(now, size)
             app.write_more = False
+            app.write_eor = False
         elif isinstance(stmt, SetOpt):
             ep.set_option(now, SockOpt(stmt.option), stmt.on)
         elif isinstance(stmt, SetTiming):
@@ -565,6 +577,15 @@ class SimDriver:
         elif isinstance(stmt, Close):
             app.closed = True
             ep.app_close(now)
+        elif isinstance(stmt, Shutdown):
+            ep.shutdown(now, stmt.how)
+        elif isinstance(stmt, SetValue):
+            if stmt.option == "sndbuf":
+                ep.set_sndbuf(stmt.value)
+            elif stmt.option == "notsent_lowat":
+                ep.set_notsent_lowat(stmt.value)
+            else:
+                ep.set_user_timeout(stmt.value)
         return self._pump(host, now)
 
     def _write_step(self, host: _Host) -> int:
@@ -572,6 +593,7 @@ class SimDriver:
         segments it transmitted. ``app.writing`` stays non-zero if it must wait again."""
         app, ep = host.app, host.ep
         app.writing -= ep.app_write(Micros(app.vnow), app.writing, more=app.write_more,
+                                    eor=app.write_eor,
                                     resume=True)
         sent = self._pump(host, app.vnow)
         if app.writing:
