@@ -51,6 +51,7 @@ from .options import Negotiated, OptionConfig, PeerSyn
 from .script import (
     Code,
     Command,
+    Ellipsis_,
     Event,
     EventTime,
     Expr,
@@ -262,8 +263,11 @@ _IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_RCVBUF", "SO_KEEPALI
 _SEND_CALLS = {"write", "send", "sendto", "sendmsg", "writev"}
 _RECV_CALLS = {"read", "recv", "recvfrom", "recvmsg", "readv"}
 _SHUT_HOW = {"SHUT_RD": "rd", "SHUT_WR": "wr", "SHUT_RDWR": "rdwr"}
+_POLL_BITS = frozenset({"POLLIN", "POLLRDNORM", "POLLOUT", "POLLWRNORM", "POLLRDHUP",
+                        "POLLHUP", "POLLERR"})
+"""poll(2) events `Endpoint.poll_events` reports (tcp_poll's)."""
 _UNSUPPORTED_CALLS = {
-    "poll": "poll() is not modelled", "epoll_create": "epoll is not modelled",
+    "epoll_create": "epoll is not modelled",
     "epoll_ctl": "epoll is not modelled", "epoll_wait": "epoll is not modelled",
     "ioctl": "ioctl() is not modelled", "sendfile": "sendfile() is not modelled",
     "splice": "splice() is not modelled", "open": "files are not modelled",
@@ -285,6 +289,10 @@ class _Pending:
     left: int = 0
     """A blocking write: bytes still to copy once the send buffer has room."""
     more: bool = False
+    events: frozenset[str] = frozenset()
+    """A poll(): the events asked for."""
+    revents: frozenset[str] | None = None
+    """A poll(): the events the script expects back (None: not checked)."""
 
 
 class _Runner:
@@ -798,6 +806,8 @@ class _Runner:
             if fd is not None and self.fds.get(fd) == "conn":
                 ep = self._endpoint(line)
                 self._input(line, lambda: ep.app_close(Micros(self.now)))
+        elif name == "poll":
+            self._poll(ev, call, offset)
         elif name == "shutdown":
             how = _words(args[1]) if len(args) > 1 else ()
             if not how or how[0] not in _SHUT_HOW:
@@ -1018,8 +1028,43 @@ class _Runner:
         self._block(ev, call, size, want, offset,
                     blocking=fd not in self.nonblocking and "MSG_DONTWAIT" not in flags)
 
+    def _poll(self, ev: Event, call: Syscall, offset: int) -> None:
+        """poll() of the connection: ``poll([{fd=4, events=POLLOUT, revents=POLLOUT}], 1,
+        timeout)`` returns 1 as soon as an event asked for (or POLLERR/POLLHUP) is in
+        tcp_poll's mask (`Endpoint.poll_events`), with those events as revents; with a
+        timeout it blocks until then. A poll the script expects to time out (= 0 with a
+        timeout) is unsupported: the model's clock does not wake it."""
+        args, line = call.args, ev.line
+        fds = args[0] if args else None
+        if (len(args) != 3 or not isinstance(fds, List) or len(fds.items) != 1
+                or not isinstance(fds.items[0], Struct)):
+            raise _Stop(Status.UNSUPPORTED, line, "poll() of more than one socket, or "
+                        "without a {fd, events, revents} list, is not modelled")
+        fields = dict(fds.items[0].fields)
+        events = frozenset(_words(fields.get("events", Word(()))))
+        rev = fields.get("revents")
+        revents = (frozenset(_words(rev)) if isinstance(rev, Word)
+                   else frozenset() if isinstance(rev, Int) and rev.value == 0 else None)
+        unknown = (events | (revents or frozenset())) - _POLL_BITS
+        if unknown:
+            raise _Stop(Status.UNSUPPORTED, line, f"poll() event {sorted(unknown)[0]} is not "
+                        "modelled")
+        timeout = _int(args[2])
+        want = _int(call.result)
+        if want == 0 and timeout != 0:
+            raise _Stop(Status.UNSUPPORTED, line, "a poll() that times out is not modelled")
+        fd = _int(fields.get("fd", Ellipsis_()))
+        if fd is None or self.fds.get(fd) != "conn":
+            raise _Stop(Status.UNSUPPORTED, line, "poll() of a socket other than the "
+                        "connection is not modelled")
+        self._endpoint(line)
+        self._block(ev, call, 0, want, offset, blocking=timeout != 0,
+                    events=events, revents=revents)
+
     def _block(self, ev: Event, call: Syscall, size: int, want: int | None, offset: int,
-               blocking: bool, left: int = 0, more: bool = False) -> None:
+               blocking: bool, left: int = 0, more: bool = False,
+               events: frozenset[str] = frozenset(),
+               revents: frozenset[str] | None = None) -> None:
         """Start a read() or accept(); it returns now or, if blocking, once it can."""
         if self.pending is not None:
             raise _Stop(Status.UNSUPPORTED, ev.line, "two blocking calls at once")
@@ -1028,7 +1073,7 @@ class _Runner:
         end = None
         if call.end_time is not None:
             end = call.end_time.start_us + (offset if relative else 0)
-        self.pending = _Pending(ev, call, size, want, start, end, left, more)
+        self.pending = _Pending(ev, call, size, want, start, end, left, more, events, revents)
         self._complete_read(blocking=blocking)
         if self.pending is not None and call.end_time is None:
             # packetdrill makes a call written without '...' on its main thread, the one
@@ -1053,6 +1098,18 @@ class _Runner:
             if p.left:
                 return
             got: int | None = p.want
+        elif p.call.name == "poll":
+            ready = ep.poll_events() & (p.events | {"POLLERR", "POLLHUP"})
+            if not ready and blocking:
+                return
+            got = 1 if ready else 0
+            if p.want is not None and got != p.want:
+                raise _Stop(Status.FAIL, p.event.line, f"poll() expected {p.want}, the model "
+                            f"returned {got}")
+            if got and p.revents is not None and ready != p.revents:
+                raise _Stop(Status.FAIL, p.event.line, "poll() expected revents "
+                            f"{'|'.join(sorted(p.revents)) or 0}, the model's are "
+                            f"{'|'.join(sorted(ready))}")
         elif p.call.name in ("accept", "connect"):
             if not ep.established:
                 if blocking:

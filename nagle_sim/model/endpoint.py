@@ -248,6 +248,32 @@ class Endpoint:
         return bool(sk.rcv.unread) or sk.rcv.peer_fin or bool(sk.shutdown & Shutdown.RCV) \
             or bool(sk.err)
 
+    def poll_events(self) -> frozenset[str]:
+        """tcp_poll's mask, by the names poll(2) gives its bits: POLLHUP with both directions
+        shut or the socket closed; POLLIN, POLLRDNORM and POLLRDHUP once the peer's FIN (or
+        SHUT_RD) ends the stream; POLLIN and POLLRDNORM with data queued; POLLOUT and
+        POLLWRNORM when connected and __sk_stream_is_writeable(sk, 1) — at most two thirds
+        of the send buffer in use (sk_stream_wspace ≥ sk_stream_min_wspace) and fewer than
+        half of TCP_NOTSENT_LOWAT's bytes unsent (tcp_stream_memory_free with wake = 1) —
+        or after shutdown(SHUT_WR); POLLERR with an error pending."""
+        sk = self._sk
+        mask: set[str] = set()
+        if sk.shutdown == Shutdown.MASK or sk.state is State.CLOSED:
+            mask.add("POLLHUP")
+        if sk.shutdown & Shutdown.RCV or sk.rcv.peer_fin:
+            mask.update(("POLLIN", "POLLRDNORM", "POLLRDHUP"))
+        if sk.state not in (State.SYN_SENT, State.SYN_RCVD, State.LISTEN, State.CLOSED):
+            if sk.rcv.unread:
+                mask.update(("POLLIN", "POLLRDNORM"))
+            queued = send.sk_wmem_queued(sk)
+            if sk.shutdown & Shutdown.SEND or (
+                    sk.snd.sndbuf - queued >= queued >> 1
+                    and send.tcp_stream_memory_free(sk, 1)):
+                mask.update(("POLLOUT", "POLLWRNORM"))
+        if sk.err:
+            mask.add("POLLERR")
+        return frozenset(mask)
+
     @property
     def snd_nxt(self) -> int:
         """The next sequence number to send (grows with each data segment and the FIN)."""

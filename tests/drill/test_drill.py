@@ -39,6 +39,8 @@ def play(body: str, **kw: object):  # noqa: ANN201
 KERNEL_STRICT_FAILS = {"burst_merged.pkt": (18, "payload expected 10000 bytes, the model "
                                                   "sent 2000"),
                        "notsent_lowat.pkt": (26, "payload expected 10000 bytes, the model "
+                                                 "sent 2000"),
+                       "poll_writable.pkt": (24, "payload expected 10000 bytes, the model "
                                                  "sent 2000")}
 """Our scripts that packetdrill fails on this kernel (6.18) with --strict_segments, at this
 line: "live packet payload: expected 10000 bytes vs actual 2000 bytes" (the kernel's TSO
@@ -563,3 +565,28 @@ def test_directory_table_shows_what_was_not_modelled_and_verbose_notes(tmp_path:
     assert "not modelled: TSO deferral (tcp_tso_win_divisor=100)" in proc.stdout
     assert ("d.pkt: note: header: sysctl tcp_syncookies=1 has no effect on the model"
             in proc.stdout)
+
+
+# ---------------------------------------------------------------- poll()
+POLL = """
+   +0 setsockopt(4, SOL_TCP, TCP_NOTSENT_LOWAT, [6000], 4) = 0
+   +0 fcntl(4, F_SETFL, O_RDWR|O_NONBLOCK) = 0
+   +0 write(4, ..., 40000) = 40000
+   +0 > P. 1:10001(10000) ack 1
+"""
+
+
+def test_poll_checks_the_events_tcp_poll_reports() -> None:
+    ok = play(POLL + "   +0 poll([{fd=4, events=POLLOUT, revents=0}], 1, 0) = 0\n")
+    assert ok.status is Status.PASS, ok.one_line()
+    wrong = play(POLL + "   +0 poll([{fd=4, events=POLLOUT, revents=POLLOUT}], 1, 0) = 1\n")
+    assert wrong.status is Status.FAIL and "poll() expected 1, the model returned 0" in \
+        wrong.message, wrong.one_line()
+    waits = play(POLL + "   +0 poll([{fd=4, events=POLLOUT, revents=POLLOUT}], 1, 1000) = 1\n")
+    assert waits.status is Status.FAIL and "would block" in waits.message, waits.one_line()
+    timeout = play(POLL + "   +0...1 poll([{fd=4, events=POLLOUT, revents=0}], 1, 1000) = 0\n")
+    assert timeout.status is Status.UNSUPPORTED, timeout.one_line()
+    readable = play("   +0 poll([{fd=4, events=POLLIN|POLLOUT, revents=POLLOUT}], 1, 0) = 1\n"
+                    "+.01 < P. 1:11(10) ack 1 win 512\n"
+                    "   +0 poll([{fd=4, events=POLLIN, revents=POLLIN}], 1, 0) = 1\n")
+    assert readable.status is Status.PASS, readable.one_line()
