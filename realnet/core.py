@@ -704,6 +704,8 @@ class SideRunner:
                 op = self._current
                 what = f"{op.op} {op.arg}".strip() if op else "connect"
                 line = op.line if op else 0
+                if op is not None and op.end_ns is None:
+                    op.end_ns = self._now()     # when the call failed (ETIMEDOUT, EPIPE …)
                 self.log.error = (f"{self.where}:{line}: {self.side.value} {what} failed: "
                                   f"{exc.strerror or exc}")
         except MemoryError:

@@ -40,7 +40,7 @@ from ..model.events import (
     Side,
     flag_letters,
 )
-from ..model.state import TCP_ERRORS
+from ..model.state import TCP_ERRORS, State
 from ..scenario import (
     Close,
     GetOpt,
@@ -421,14 +421,21 @@ class SimDriver:
         ep.receive_segment(now, seg)
         self._pump(to, now)
         app = to.app
-        wake = to.profile.wakeup_us
         if ep.established and not was_established and not app.started:
             app.started = True
-            self._schedule(now + wake, _START, to)
-        elif app.blocked is not None and (app.reading is not None and ep.readable or (
-                app.writing and ep.take_write_wakeup())):
+            self._schedule(now + to.profile.wakeup_us, _START, to)
+        else:
+            self._wake_blocked(to, now)
+
+    def _wake_blocked(self, host: _Host, now: int) -> None:
+        """Resume a blocked call that can go on: a read with data, end of stream or an
+        error to report; a write with send-buffer room (sk_stream_write_space), or whose
+        connection is gone (the call then fails with the error)."""
+        app, ep = host.app, host.ep
+        if app.blocked is not None and (app.reading is not None and ep.readable or (
+                app.writing and (ep.take_write_wakeup() or ep.state is State.CLOSED))):
             app.blocked = None
-            self._schedule(now + wake, _RESUME, to)
+            self._schedule(now + host.profile.wakeup_us, _RESUME, host)
 
     def _on_wake(self, host: _Host, deadline: int) -> None:
         pending = host.wakes
@@ -437,6 +444,10 @@ class SimDriver:
         now = self._now()
         host.ep.on_deadline(now)
         self._pump(host, now)
+        if host.app.started:
+            # a timer can end the connection (TCP_USER_TIMEOUT, tcp_retries2: tcp_write_err)
+            # with a call blocked on it: the call returns with the error
+            self._wake_blocked(host, now)
 
     # ---------------------------------------------------------------- applications
     def _start(self, host: _Host) -> None:
@@ -611,9 +622,11 @@ class SimDriver:
         except SocketError as exc:      # a reset: the read fails with its error
             self._pump(host, app.vnow)
             app.record.result = eof_result(app.got)
+            why = ("the retransmissions went unanswered (TCP_USER_TIMEOUT or tcp_retries2)"
+                   if exc.errno == "ETIMEDOUT" else
+                   f"the {app.side.peer.value} reset the connection")
             raise ModelError(f"read {stmt.size} failed after {app.got} B: {exc.errno} "
-                             f"({TCP_ERRORS.get(exc.errno, exc.errno)}): the "
-                             f"{app.side.peer.value} reset the connection") from None
+                             f"({TCP_ERRORS.get(exc.errno, exc.errno)}): {why}") from None
         self._pump(host, app.vnow)
         if app.got >= stmt.size:
             app.reading = None

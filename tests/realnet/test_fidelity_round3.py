@@ -17,12 +17,26 @@ if not sys.platform.startswith("linux"):
 
 from test_fidelity_rules import _check_twice, _data, _kernel_info, _model_tcp_info, _near
 
+from nagle_sim.compare_run import aligned_model_run
 from nagle_sim.model.endpoint import TcpInfo
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import loads
-from nagle_sim.trace import SegmentRecord, Trace
+from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace import Outcome, SegmentRecord, Trace
+from realnet.runner import run_real
 
 pytestmark = [pytest.mark.realnet, pytest.mark.usefixtures("requires_root_netns")]
+
+
+def _near_wheel(real_us: int, model_us: int, what: str) -> None:
+    """A timer 63 jiffies or more ahead sits on the wheel's level 1 and fires on its
+    8-jiffy grid (calc_wheel_index); where that grid lies is the kernel's jiffies counter
+    mod 8, which a real run does not report, so the model's grid may be up to 7 jiffies
+    off the kernel's on top of the usual allowance."""
+    slack = 7 * 4_000
+    assert model_us - 4_000 - slack <= real_us <= model_us + 8_000 + slack, (
+        f"{what}: kernel {real_us / 1000:.1f} ms, model {model_us / 1000:.1f} ms "
+        "(allowed: 1 jiffy early, 2 late, and 7 for the wheel's grid)")
 
 
 def _sent(trace: Trace, side: Side) -> list[SegmentRecord]:
@@ -239,3 +253,46 @@ def test_zero_window_probe_then_cwnd_restart_on_the_window_update() -> None:
         _near(probes[0], probes[1], "first zero-window probe after the zero window")
         assert flights[0] == flights[1] == 10, flights
     _check_twice(loads(ZERO_WINDOW), check)
+
+
+USER_TIMEOUT = """
+title = "TCP_USER_TIMEOUT: retransmissions unanswered for 1 s drop the connection"
+[link]
+delay_ms = 50
+drop = ["to_server data 2-100"]
+[client]
+script = "set user_timeout 1s; write 100; sleep 200ms; write 2000; read 1"
+[server]
+script = "read 2100; write 1"
+"""
+
+
+def test_the_user_timeout_drops_the_connection_as_the_kernel_does() -> None:
+    """Two segments lost for good: the loss probe, then RTOs (backed off, on the timer
+    wheel), and tcp_write_timeout gives up once TCP_USER_TIMEOUT has passed since the
+    first RTO retransmission (retrans_stamp), the next timer clamped to it
+    (tcp_clamp_rto_to_user_timeout): the blocked read fails with ETIMEDOUT. Every
+    retransmission, and the moment the read fails, agree."""
+    failures: list[str] = []
+    for _attempt in range(2):
+        real = run_real(loads(USER_TIMEOUT))
+        sim = aligned_model_run(loads(USER_TIMEOUT), real, run_sim)
+        try:
+            for trace in (real, sim):
+                assert trace.outcome is Outcome.ERROR, (trace.source, trace.outcome)
+                assert "timed out" in trace.message, trace.message
+            sent = [[s.t for s in _data(t, Side.CLIENT)] for t in (real, sim)]
+            assert len(sent[0]) == len(sent[1]) == 6, sent
+            _near(sent[0][3] - sent[0][2], sent[1][3] - sent[1][2], "the loss probe")
+            for i in range(4, 6):
+                _near_wheel(sent[0][i] - sent[0][i - 1], sent[1][i] - sent[1][i - 1],
+                            f"RTO retransmission {i - 3} after the one before")
+            read = next(o for o in real.ops if o.side is Side.CLIENT and o.op == "read")
+            assert read.end is not None
+            gave_up = next(e.t for e in sim.events
+                           if e.side is Side.CLIENT and e.code == "WRITE_TIMEOUT")
+            _near_wheel(read.end, gave_up, "the read failed (ETIMEDOUT)")
+            return
+        except AssertionError as e:
+            failures.append(str(e))
+    pytest.fail("two real runs disagree with the model:\n  " + "\n  --\n  ".join(failures))
