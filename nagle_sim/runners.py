@@ -43,7 +43,7 @@ def real_unavailable(remote: str | None = None) -> str | None:
     can). Without CAP_NET_RAW the run would succeed with an empty capture that looks like
     a valid measurement ("segments 67 → 0")."""
     try:
-        from realnet.core import RealnetError, capture_unavailable, check_platform
+        from realnet.host import RealnetError, capture_unavailable, check_platform
     except ImportError as exc:
         return f"real-socket runs need the realnet package ({exc})"
     try:

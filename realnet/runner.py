@@ -3,9 +3,11 @@
 Owns: `run_real`, the entry point of every real run, and the local run (loopback or an
 emulated link between two network namespaces): choosing the link, the sockets and their
 options, the captures, and cleanup on every exit path (Ctrl-C and SIGTERM included). The
-machinery both local and remote runs share (side processes, supervision, trace assembly)
-lives in `realnet.core`; remote runs in `realnet.remote`. Imports flow runner -> remote ->
-core, never back. Must not import simpy, textual or rich.
+machinery both local and remote runs share lives in its own modules: the side processes
+(`realnet.side`, `realnet.child`), their records (`realnet.records`), supervision
+(`realnet.supervise`), what this host can do (`realnet.host`) and trace assembly
+(`realnet.assemble`); remote runs in `realnet.remote`. Imports flow runner -> remote ->
+those, never back. Must not import simpy, textual or rich.
 """
 
 from __future__ import annotations
@@ -23,30 +25,31 @@ from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, SetTiming, walk
 from nagle_sim.trace import Trace
 from realnet import cleanup, sockopts
-from realnet.core import (
-    NO_AUTOCORK,
-    Progress,
-    RealnetError,
-    SideRunner,
+from realnet.assemble import (
     base_meta,
     build_trace,
+    report_retransmissions,
+    segments_from_lo,
+    segments_from_tuns,
+)
+from realnet.host import (
+    Progress,
+    RealnetError,
     capture_unavailable,
     check_platform,
     maxseg_for,
     netns_unavailable,
-    report_retransmissions,
     rt_priority_available,
-    rtt_s,
-    run_timeout_s,
-    segments_from_lo,
-    segments_from_tuns,
-    stall_timeout_s,
-    supervise,
 )
 from realnet.hostfacts import _int
 from realnet.hostfacts import read_sysctl as _read_sysctl
+from realnet.side import SideRunner
+from realnet.supervise import rtt_s, run_timeout_s, stall_timeout_s, supervise
 
 __all__ = ["RealnetError", "check_platform", "run_real"]
+
+NO_AUTOCORK = {"net.ipv4.tcp_autocorking": "0"}
+"""Sysctls of the emulated link's namespaces (see docs/realnet.md, "autocork")."""
 
 
 def run_real(scenario: Scenario, *, remote: str | None = None,

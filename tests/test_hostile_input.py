@@ -29,7 +29,7 @@ from nagle_sim.scenario import (
     loads,
     parse_script,
 )
-from nagle_sim.script import steps
+from nagle_sim.scenario.steps import steps
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import MAX_TEXT, Outcome, Trace, TraceError
 
@@ -476,7 +476,7 @@ def test_compare_prints_a_markup_title_as_it_is() -> None:
     from rich.console import Console
 
     from nagle_sim.compare import compare
-    from nagle_sim.compare_run import print_comparison
+    from nagle_sim.render.compare import print_comparison
     sim = run_sim(loads('title = "[/] [bold]t"\n' + S1.read_text().split("\n", 1)[1]))
     console = Console(file=io.StringIO(), width=200)
     print_comparison(compare(sim, sim), console)
@@ -486,7 +486,7 @@ def test_compare_prints_a_markup_title_as_it_is() -> None:
 def test_a_huge_claim_selector_is_a_one_line_error() -> None:
     """Found by benchmarks/fuzz_inputs.py (seed 1): a 5000-digit slice bound in a claim's
     metric reached int() and raised a bare ValueError."""
-    from nagle_sim.expect import parse_claims
+    from nagle_sim.lessons import parse_claims
     metric = "iterations[1:" + "9" * 5000 + "].latency_ms.max"
     text = S1.read_text() + f'[[expect]]\nmetric = "{metric}"\nat_most = 1\nwhy = "x"\n'
     with pytest.raises(ScenarioError, match=r"expect\[0\]: bad selector"):

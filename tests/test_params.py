@@ -11,7 +11,7 @@ import pytest
 
 from nagle_sim import scenario
 from nagle_sim.scenario import ScenarioError
-from nagle_sim.script import steps
+from nagle_sim.scenario.steps import steps
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -302,7 +302,7 @@ def test_the_fast_reader_agrees_with_the_checked_one(kind: str, v2: bool,
                                                      data: st.DataObject) -> None:
     """Whatever record the fast path accepts, the checked path reads the same; what the
     checked path refuses, the fast path never accepts."""
-    from nagle_sim import trace as tr
+    from nagle_sim.trace import codec as tr
     keys = sorted(_FIELDS[kind]) + ["extra"]
     drop = data.draw(st.sets(st.sampled_from(keys), max_size=2))
     changes = data.draw(st.dictionaries(st.sampled_from(keys), _VALUES, max_size=2))

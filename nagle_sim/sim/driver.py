@@ -55,7 +55,7 @@ from ..scenario import (
     Write,
     Writev,
 )
-from ..script import (
+from ..scenario.steps import (
     HANDSHAKE_WAIT,
     Step,
     after_close,

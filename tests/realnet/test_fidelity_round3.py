@@ -17,7 +17,7 @@ if not sys.platform.startswith("linux"):
 
 from test_fidelity_rules import _check_twice, _data, _kernel_info, _model_tcp_info, _near
 
-from nagle_sim.compare_run import aligned_model_run
+from nagle_sim.compare import aligned_model_run
 from nagle_sim.model.endpoint import TcpInfo
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import loads

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
-from realnet.core import LogReader
+from realnet.records import LogReader
 from realnet.remote import Channel, ProtocolError, printable
 
 JSON = st.recursive(

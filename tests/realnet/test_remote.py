@@ -32,10 +32,10 @@ from realnet.remote import (
     MAX_HELLO_BYTES,
     PROTOCOL,
     PROTOCOL_VERSION,
-    _proof,
     printable,
     scenario_text,
     serve_forever,
+    token_proof,
 )
 from realnet.runner import RealnetError, run_real
 
@@ -110,7 +110,7 @@ def _authenticated(serve: Serve, token: str = TOKEN
     assert challenge["type"] == "challenge" and challenge["auth"] == "token"
     cnonce = "ab" * 16
     _send(s, {"type": "hello", "nonce": cnonce,
-              "proof": _proof(token, "client", str(challenge["nonce"]), cnonce)})
+              "proof": token_proof(token, "client", str(challenge["nonce"]), cnonce)})
     return s, read, read()
 
 
@@ -292,7 +292,7 @@ def test_idle_client_is_dropped_after_the_handshake_timeout(server: Serve) -> No
         start = time.monotonic()
         reply = read()
         waited = time.monotonic() - start
-    from realnet.remote import HANDSHAKE_TIMEOUT_S
+    from realnet.remote.protocol import HANDSHAKE_TIMEOUT_S
 
     assert reply["type"] == "error" and "timeout" in str(reply["error"])
     assert HANDSHAKE_TIMEOUT_S - 0.5 < waited < HANDSHAKE_TIMEOUT_S + 3, waited
@@ -508,7 +508,7 @@ def test_strangers_holding_every_slot_cannot_lock_out_a_client_with_the_token(
         server: Serve) -> None:
     """Every slot held by connections that never authenticate (and reopen as they are
     dropped): a client with the token is still served, taking the oldest stranger's slot."""
-    from realnet.remote import MAX_CLIENTS
+    from realnet.remote.protocol import MAX_CLIENTS
 
     strangers = [server.connect() for _ in range(MAX_CLIENTS)]
     try:
@@ -535,7 +535,7 @@ def test_strangers_holding_every_slot_cannot_lock_out_a_client_with_the_token(
 
 def test_connections_beyond_the_cap_are_told_busy_at_once(server: Serve) -> None:
     """Authenticated connections hold their slots: one more is told busy at once."""
-    from realnet.remote import MAX_CLIENTS
+    from realnet.remote.protocol import MAX_CLIENTS
 
     idle = [_authenticated(server)[0] for _ in range(MAX_CLIENTS)]
     try:
@@ -592,7 +592,7 @@ def test_no_auth_on_loopback_runs_without_a_token() -> None:
 
 
 def test_keep_alive_clock_requests_cannot_hold_a_session(server: Serve) -> None:
-    from realnet.remote import MAX_CLOCKS
+    from realnet.remote.protocol import MAX_CLOCKS
 
     s, read, _hello = _authenticated(server)
     with s:
@@ -648,7 +648,7 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
     """Client clock = server clock + 5 ms, 2 µs each way (times in µs). The handshake's
     four kernel timestamps give the offset exactly; each segment takes its sender's
     time and the receiver's capture gives its arrival."""
-    from realnet.remote import _estimate_offset, merge_captures
+    from realnet.remote import estimate_offset, merge_captures
 
     skew = 5_000
     local = [_pkt(100, True, "S"), _pkt(104, False, "SA", outgoing=False),
@@ -657,7 +657,7 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
               _pkt(107 - skew, True, "PA", 1, 10, outgoing=False), _pkt(200 - skew, False, "A")]
     sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
     # the control channel's estimate (123 ns off, within its bounds) is refined
-    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=-skew * 1000 + 123,
+    est = estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=-skew * 1000 + 123,
                            control_rtt_ns=9)
     assert est.method.startswith("handshake")
     assert est.handshake_ns == -skew * 1000
@@ -681,9 +681,9 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
 
 
 def test_a_remote_write_that_sent_nothing_is_not_called_a_deadlock() -> None:
-    from nagle_sim.script import deadlock_message
-    from realnet.core import RunEnd
-    from realnet.remote import _name_remote_failure
+    from nagle_sim.scenario.steps import deadlock_message
+    from realnet.remote.client import _name_remote_failure
+    from realnet.supervise import RunEnd
 
     sc = loads('[client]\nscript = "read 1000000000"\n[server]\nscript = "write 1000000000"\n',
                "g.toml")
@@ -831,7 +831,7 @@ def test_a_serve_answering_every_poll_with_packets_is_refused() -> None:
 
 def test_more_packets_than_the_cap_are_refused_not_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import realnet.remote as remote
+    import realnet.remote.client as remote
 
     monkeypatch.setattr(remote, "MAX_REMOTE_PACKETS", 100)
 
@@ -857,7 +857,7 @@ def test_every_packet_field_is_bounded(row: list[object]) -> None:
 
 def test_a_reply_that_never_ends_hits_the_reply_deadline(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import realnet.remote as remote
+    import realnet.remote.client as remote
 
     monkeypatch.setattr(remote, "REPLY_DEADLINE_S", 1.0)
 
@@ -872,19 +872,19 @@ def test_the_handshake_clock_is_checked_against_the_control_channel() -> None:
     """True offset 0, 2 µs each way. A retransmitted SYN (the first lost) must not add
     its 1 s timeout to the round trip; handshake timestamps that disagree with the control
     channel beyond both round trips' bounds are not used."""
-    from realnet.remote import _estimate_offset
+    from realnet.remote import estimate_offset
 
     sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
     local = [_pkt(100, True, "S"), _pkt(1_000_100, True, "S"),
              _pkt(1_000_104, False, "SA", outgoing=False)]
     remote = [_pkt(1_000_102, True, "S", outgoing=False), _pkt(1_000_102, False, "SA")]
-    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=0,
+    est = estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=0,
                            control_rtt_ns=50_000)
     assert est.method.startswith("handshake"), est.method
     assert est.handshake_rtt_ns == 4_000 and est.offset_ns == 0
     # the serve's capture is 30 ms off (not one exchange): the control channel's is kept
     skewed = [_pkt(1_030_102, True, "S", outgoing=False), _pkt(1_030_102, False, "SA")]
-    est = _estimate_offset(local, 0, skewed, 0, 9000, sc, control_ns=0,
+    est = estimate_offset(local, 0, skewed, 0, 9000, sc, control_ns=0,
                            control_rtt_ns=50_000)
     assert est.method.startswith("control channel") and "not used" in est.method
     assert est.offset_ns == 0

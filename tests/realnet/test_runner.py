@@ -23,8 +23,8 @@ if not sys.platform.startswith("linux"):
 
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import load, loads
-from nagle_sim.summary import iterations
 from nagle_sim.trace import Outcome, Trace
+from nagle_sim.trace.summary import iterations
 from realnet import cleanup
 from realnet.runner import run_real
 

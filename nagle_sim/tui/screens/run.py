@@ -31,7 +31,7 @@ from ...compare import Match
 from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import Trace
-from ...units import ms_text
+from ...trace.units import ms_text
 from ..classroom import export_stem
 from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
@@ -142,7 +142,7 @@ class RunScreen(Screen[None]):
         self.horizon: int | None = None
         """While a question is pending: the time (µs) after which nothing is shown."""
         self.detail = "normal"
-        """Which rows the ladder shows (render.rows.DETAIL_LEVELS), as the CLI's --detail."""
+        """Which rows the ladder shows (trace.rows.DETAIL_LEVELS), as the CLI's --detail."""
         self.export_name = Path(where).stem
         """File-name stem of exports (the lesson's folder name for a lesson)."""
 
@@ -545,7 +545,7 @@ class RunScreen(Screen[None]):
     def action_detail(self) -> None:
         if self.result is None:
             return
-        from ...render.rows import DETAIL_LEVELS
+        from ...trace.rows import DETAIL_LEVELS
         self.detail = DETAIL_LEVELS[(DETAIL_LEVELS.index(self.detail) + 1) % len(DETAIL_LEVELS)]
         ladder = self.query_one(Ladder)
         old_time = ladder.current_row.t if ladder.current_row else 0

@@ -1,9 +1,10 @@
 """Running a sweep: simulated cells in parallel over the cores, real cells one at a time.
 
-Owns `run_sweep` and its worker processes; the grid, metrics and tables are
-`nagle_sim.sweep`'s. Both executors arrive as runners (`nagle_sim.runners`): the model's
-is handed to each worker process, so it must be a module-level function (it is pickled by
-name). Must not import textual or an executor.
+Owns `run_sweep` and its worker processes; the grid, metrics and tables are the sweep
+package's other modules (the app validates and draws a lesson's sweep with them and its
+injected runner, without this module's worker pool). Both executors arrive as runners
+(`nagle_sim.runners`): the model's is handed to each worker process, so it must be a
+module-level function (it is pickled by name). Must not import textual or an executor.
 """
 
 from __future__ import annotations
@@ -12,18 +13,11 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 
-from .scenario import loads
-from .sweep import (
-    MAX_REPEAT,
-    Axis,
-    CellResult,
-    SweepError,
-    SweepResult,
-    build_cells,
-    measure,
-    note_of,
-)
-from .trace import Runner
+from ..scenario import loads
+from ..trace import Runner
+from .grid import Axis, SweepError, build_cells
+from .metrics import measure
+from .results import MAX_REPEAT, CellResult, SweepResult, note_of
 
 
 def _run_model_cell(runner: Runner, text: str, where: str, overrides: list[str],

@@ -1,4 +1,4 @@
-"""Lessons: prose + scenario + expectations + prediction questions.
+"""A lesson folder in, a `Lesson` out: prose, scenario, questions, what-ifs, a sweep.
 
 Owns: the lesson directory format (docs/lessons.md), its loader, and where the shipped
 lessons are found. A lesson is a folder ``NN-slug/`` holding ``lesson.md`` (Markdown prose,
@@ -8,8 +8,8 @@ normal scenario with an ``[expect]`` list and a ``[lesson]`` table, which may de
 The shipped lessons live in the repository's ``lessons/`` folder and are installed as
 package data of ``nagle_sim`` (``nagle_sim.lesson_files``), never as a top-level package,
 so a ``lessons/`` folder in the user's directory cannot shadow them. Must not import
-simpy, asyncio, textual, rich or anything that runs a scenario (`nagle_sim.sim`,
-`nagle_sim.sweep_run`).
+simpy, asyncio, textual, rich or anything that runs a scenario (an executor, or
+`nagle_sim.sweep.run`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import scenario as scenario_mod
-from .scenario import Scenario, ScenarioError
-from .sweep import Axis, SweepError, build_cells, parse_metrics, parse_vary
+from .. import scenario as scenario_mod
+from ..scenario import Scenario, ScenarioError
+from ..sweep import Axis, SweepError, build_cells, parse_metrics, parse_vary
 
 
 def _shipped_lessons() -> Path:
@@ -34,7 +34,7 @@ def _shipped_lessons() -> Path:
     try:
         root = resources.files("nagle_sim.lesson_files")
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "lessons"
+        return Path(__file__).resolve().parents[2] / "lessons"
     # an installed package is a real folder (zip imports are not supported)
     return Path(str(root))
 

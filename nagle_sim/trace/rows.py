@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..model.events import Micros, Side, short
-from ..trace import EventRecord, OpRecord, SegmentRecord, Trace
-from ..units import ms_text
+from .document import Trace
+from .records import EventRecord, OpRecord, SegmentRecord
+from .units import ms_text
 
 
 class RowKind(Enum):

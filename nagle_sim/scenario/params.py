@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import UserError
+from ..errors import UserError
 
 _REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

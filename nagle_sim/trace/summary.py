@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model.events import Micros, Side, short
-from .trace import EventRecord, OpRecord, SegmentRecord, Trace
+from ..model.events import Micros, Side, short
+from .document import Trace
+from .records import EventRecord, OpRecord, SegmentRecord
 from .units import ms_text
 
 STALL_MIN = Micros(10_000)

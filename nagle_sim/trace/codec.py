@@ -1,10 +1,12 @@
-"""The trace: what one run (simulated or real) did, in one format for every view.
+"""The trace's JSON: `nagle-sim-trace/2` written, /1 and /2 read (docs/trace.md).
 
-Owns: the `Trace` record types and the JSON trace formats (docs/trace.md): it writes
-`nagle-sim-trace/2` (reason sentences once, in a ``reasons`` table keyed by code) unless
-asked for `nagle-sim-trace/1` (the sentence in every record), and reads both into the same
-`Trace`. Times are integer µs inside, milliseconds (3 decimals) in JSON, counted from the
-client's SYN leaving. Must not import simpy, asyncio, textual or rich.
+Owns: writing a trace (`write_json`: exactly ``json.dumps`` of `Trace.to_json`, streamed
+a batch of records at a time and formatted without a dict per record), reading one
+(`read_file`, `parse_json`, `read_fields`: every field checked, bounded size, nesting and
+text, a fast path for well-formed records) into the fields `nagle_sim.trace.document.Trace`
+is built from, and `TraceError`, the one-line message for a trace that cannot be read.
+Times are milliseconds (3 decimals) in JSON. Must not import simpy, asyncio, textual or
+rich.
 """
 
 from __future__ import annotations
@@ -12,66 +14,32 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from .errors import UserError
-from .model.events import (
-    KIND_NAME,
-    REASON_CODE,
-    REASON_TEXT,
-    TIMER_NAME,
-    Micros,
-    Reason,
-    Side,
-    TraceEvent,
+from ..errors import UserError
+from ..model.events import Micros, Side
+from ..scenario.errors import ScenarioError
+from ..scenario.files import read_text
+from .records import (
+    FORMAT_V1,
+    FORMAT_V2,
+    NO_DATA,
+    SHARED_MAX,
+    VERSIONS,
+    EventRecord,
+    OpRecord,
+    Outcome,
+    SegmentRecord,
 )
 from .units import ms
 
 if TYPE_CHECKING:
-    from .scenario import Scenario
+    from .document import Trace
 
-FORMAT_V1: Final = "nagle-sim-trace/1"
-FORMAT_V2: Final = "nagle-sim-trace/2"
-FORMAT: Final = FORMAT_V2
-"""What `Trace.dumps` and `Trace.write_json` write unless given ``version=1``."""
-VERSIONS: Final[dict[str, int]] = {FORMAT_V1: 1, FORMAT_V2: 2}
-"""The formats `Trace.from_json` reads, by their ``format`` value."""
-_FORMAT_OF: Final = {n: f for f, n in VERSIONS.items()}
 _STREAM_BATCH: Final = 2048
-"""Records joined into one ``write`` by `Trace.write_json` (fewer calls, bounded text)."""
+"""Records joined into one ``write`` by `write_json` (fewer calls, bounded text)."""
 _enc = json.encoder.encode_basestring   # the C quoter json.dumps(ensure_ascii=False) uses
-
-
-class Outcome(StrEnum):
-    """How a run ended; the value is the JSON text (a `StrEnum`, so it prints as that)."""
-
-    OK = "ok"
-    DEADLOCK = "deadlock"
-    """Every unfinished side waits for something only the other could give."""
-    ERROR = "error"
-    """A side's call failed (end of stream on read, a call after close, a socket error)."""
-    LIMIT = "limit"
-    """The run stopped at one of its bounds (time, segments, records)."""
-
-
-def _compact(code: str, text: str, reasons: dict[str, str] | None) -> bool:
-    """Whether a record may leave its sentence out: writing /2 (``reasons`` is the table)
-    and the table holds exactly this sentence under the record's code. A code seen with
-    two sentences keeps the first in the table; the others are written out in full."""
-    return reasons is not None and bool(code) and reasons.get(code) == text
-
-
-class Runner(Protocol):
-    """An executor as the rest of the program sees it: a scenario in, its finished trace
-    out. `nagle_sim.runners` makes them (the simulator, real sockets here or with a remote
-    server side); the app, compare, sweep, explain and lessons' claims receive them and
-    never import an executor. A runner may take keyword options of its own (the
-    simulator's ``cancelled``, ``record_limit``): callers that need one ask for it."""
-
-    def __call__(self, scenario: Scenario, /) -> Trace: ...
 
 
 class TraceError(UserError, ValueError):
@@ -162,172 +130,6 @@ def _depth(value: Any) -> int:
         deepest = max(deepest, depth + 1)
         pending.extend((c, depth + 1) for c in children if isinstance(c, list | dict))
     return deepest
-
-
-@dataclass(slots=True, kw_only=True)
-class SegmentRecord:
-    t: Micros
-    src: Side
-    seq: int
-    ack: int
-    length: int
-    flags: str
-    window: int = 0
-    arrive: Micros | None = None
-    why: str = ""
-    code: str = ""
-
-    # Each record type writes its own __init__ (the same one @dataclass would): compiled
-    # with the module (setup.py), it builds a record natively; the generated one stays
-    # interpreted code even in the compiled build, and a big run builds a million records.
-    def __init__(self, *, t: Micros, src: Side, seq: int, ack: int, length: int, flags: str,
-                 window: int = 0, arrive: Micros | None = None, why: str = "",
-                 code: str = "") -> None:
-        self.t = t
-        self.src = src
-        self.seq = seq
-        self.ack = ack
-        self.length = length
-        self.flags = flags
-        self.window = window
-        self.arrive = arrive
-        self.why = why
-        self.code = code
-
-    @property
-    def dst(self) -> Side:
-        return self.src.peer
-
-    @property
-    def is_data(self) -> bool:
-        """The segment carries payload (a retransmission included)."""
-        return self.length > 0
-
-    @property
-    def is_pure_ack(self) -> bool:
-        """No payload and no SYN, FIN or RST: the segment only acknowledges (a delayed or
-        quick ACK, a window update). PSH or ECN bits do not matter; a FIN-ACK is not one."""
-        return (self.length == 0 and "A" in self.flags
-                and "S" not in self.flags and "F" not in self.flags and "R" not in self.flags)
-
-    def label(self) -> str:
-        flags = self.flags.replace("A", ".") or "."
-        if self.length:
-            return f"{flags} {self.seq}:{self.seq + self.length}({self.length})"
-        return f"{flags} ack {self.ack}"
-
-    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
-        """The JSON object: /1 when ``reasons`` is None, else /2 against that table."""
-        out: dict[str, Any] = {"t_ms": ms(self.t), "from": self.src.value, "seq": self.seq,
-                               "ack": self.ack, "len": self.length, "flags": self.flags,
-                               "win": self.window}
-        if self.arrive is not None:
-            out["arrive_ms"] = ms(self.arrive)
-        if self.why and reasons is None:
-            out["why"] = self.why
-            out["code"] = self.code
-        elif self.why:
-            out["code"] = self.code
-            if not _compact(self.code, self.why, reasons):
-                out["why"] = self.why
-        return out
-
-
-@dataclass(slots=True, kw_only=True)
-class OpRecord:
-    side: Side
-    op: str
-    arg: str
-    start: Micros
-    end: Micros | None
-    line: int = 0
-    iteration: tuple[int, ...] = ()
-    loop: int = 0
-    """Which top-level ``repeat`` the op ran in (its position in the script, 1-based; 0:
-    none); tells loops apart."""
-    result: str | None = None
-
-    def __init__(self, *, side: Side, op: str, arg: str, start: Micros, end: Micros | None,
-                 line: int = 0, iteration: tuple[int, ...] = (), loop: int = 0,
-                 result: str | None = None) -> None:
-        self.side = side
-        self.op = op
-        self.arg = arg
-        self.start = start
-        self.end = end
-        self.line = line
-        self.iteration = iteration
-        self.loop = loop
-        self.result = result
-
-    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
-        """The JSON object (the same in /1 and /2)."""
-        out: dict[str, Any] = {"side": self.side.value, "op": self.op, "arg": self.arg,
-                               "start_ms": ms(self.start), "end_ms": ms(self.end)}
-        if self.line:
-            out["line"] = self.line
-        if self.iteration:
-            out["iter"] = list(self.iteration)
-            out["loop"] = self.loop
-        if self.result is not None:
-            out["result"] = self.result
-        return out
-
-
-@dataclass(slots=True, kw_only=True)
-class EventRecord:
-    t: Micros
-    side: Side
-    kind: str
-    code: str
-    reason: str
-    detail: str = ""
-    timer: str | None = None
-    deadline: Micros | None = None
-    data: dict[str, int] = field(default_factory=dict)
-
-    def __init__(self, *, t: Micros, side: Side, kind: str, code: str, reason: str,
-                 detail: str = "", timer: str | None = None, deadline: Micros | None = None,
-                 data: dict[str, int] | None = None) -> None:
-        self.t = t
-        self.side = side
-        self.kind = kind
-        self.code = code
-        self.reason = reason
-        self.detail = detail
-        self.timer = timer
-        self.deadline = deadline
-        self.data = {} if data is None else data
-
-    @classmethod
-    def from_model(cls, e: TraceEvent) -> EventRecord:
-        """The record of a model event (see `event_records`)."""
-        return event_records([e])[0]
-
-    def text(self) -> str:
-        return f"{self.reason} ({self.detail})" if self.detail else self.reason
-
-    def to_json(self, reasons: dict[str, str] | None = None) -> dict[str, Any]:
-        """The JSON object: /1 when ``reasons`` is None, else /2 against that table."""
-        out: dict[str, Any] = {"t_ms": ms(self.t), "side": self.side.value, "kind": self.kind,
-                               "code": self.code}
-        if not _compact(self.code, self.reason, reasons):
-            out["reason"] = self.reason
-        if self.detail:
-            out["detail"] = self.detail
-        if self.timer:
-            out["timer"] = self.timer
-        if self.deadline is not None:
-            out["deadline_ms"] = ms(self.deadline)
-        if self.data:
-            out["data"] = self.data
-        return out
-
-
-def _format(version: int) -> str:
-    if version not in _FORMAT_OF:
-        raise ValueError(f"trace format version {version!r}: use 1 or 2")
-    return _FORMAT_OF[version]
 
 
 def _reason_table(doc: dict[str, Any], where: str) -> dict[str, str]:
@@ -441,7 +243,7 @@ class _RecordWriter:
         """A segment's flags → (a window, the text of both)."""
         self.middles: dict[int, _Middle] = {}
         """An event's text from side to timer, by its fields' identities (see `event`);
-        at most `_SHARED_MAX` kept (a loaded trace shares no strings)."""
+        at most `SHARED_MAX` kept (a loaded trace shares no strings)."""
         self.client_head = _OpHead()
         self.server_head = _OpHead()
         self.data_texts: dict[int, tuple[dict[str, int], str]] = {}
@@ -564,7 +366,7 @@ class _RecordWriter:
             middle = known.text
         else:
             middle = self.event_middle(e, client)
-            if len(self.middles) >= _SHARED_MAX:
+            if len(self.middles) >= SHARED_MAX:
                 self.middles.clear()
             self.middles[key] = _Middle(client, kind, code, reason, detail, timer, middle)
         deadline = e.deadline
@@ -617,84 +419,6 @@ def _data_text(data: dict[str, Any]) -> str:
 
 _RECORD_LISTS: Final = ("segments", "ops", "events")
 _SIDES: Final = {side.value: side for side in Side}
-_NO_DATA: Final[dict[str, int]] = {}
-"""The ``data`` of every event without any: one shared empty dict, not one per event (a
-big run has hundreds of thousands). Nothing writes into a record's ``data``."""
-_SHARED: Final[dict[tuple[tuple[str, int], ...], dict[str, int]]] = {}
-_SHARED_MAX: Final = 4096
-"""Distinct ``data`` values `_shared` remembers before it starts over (bounded memory)."""
-
-
-_SHARED_ONE: Final[dict[str, dict[Any, dict[str, int]]]] = {}
-"""`_shared`'s table for the common ``data``, one number: name → value → the dict (no
-key tuple to build, hash and compare per event)."""
-
-
-def _shared(data: dict[str, int]) -> dict[str, int]:
-    """One dict for all equal ``data`` of model events (whole numbers only: ``True ==
-    1``, yet they print differently)."""
-    raw: dict[str, Any] = data  # untyped values: compiled, an int variable turns a bool to 1
-    if len(raw) == 1:
-        for name, value in raw.items():
-            if type(value) is not int:
-                return data
-            by_value = _SHARED_ONE.get(name)
-            if by_value is None:
-                if len(_SHARED_ONE) >= _SHARED_MAX:
-                    _SHARED_ONE.clear()
-                by_value = _SHARED_ONE[name] = {}
-            one = by_value.get(value)
-            if one is None:
-                if len(by_value) >= _SHARED_MAX:
-                    by_value.clear()
-                by_value[value] = one = data
-            return one
-    pairs: list[tuple[str, Any]] = []
-    for name, value in raw.items():
-        if type(value) is not int:
-            return data
-        pairs.append((name, value))
-    key = tuple(pairs)
-    known = _SHARED.get(key)
-    if known is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        _SHARED[key] = known = data
-    return known
-
-
-_DETAILS: Final[dict[str, str]] = {}
-_REASON_WORDS: Final = {r: (REASON_CODE[r], REASON_TEXT[r]) for r in Reason}
-"""A reason's code and sentence: one lookup per event, not two."""
-
-
-def _shared_detail(detail: str) -> str:
-    """One string for all equal ``detail`` texts (as `sys.intern` would, but a plain dict
-    lookup, and forgotten after `_SHARED_MAX` distinct ones)."""
-    known = _DETAILS.get(detail)
-    if known is None:
-        if len(_DETAILS) >= _SHARED_MAX:
-            _DETAILS.clear()
-        known = _DETAILS[detail] = detail
-    return known
-
-
-def event_records(events: list[TraceEvent]) -> list[EventRecord]:
-    """The records of model events. Equal ``detail`` texts and ``data`` dicts are shared
-    between records (a big run repeats a few hundred details and data values hundreds of
-    thousands of times: about 25 MB of 10,000-message S3 NODELAY). A plain function that
-    names the class, not a classmethod mapped over the events: compiled, it then builds
-    each record natively instead of through a Python-level call with keywords."""
-    out: list[EventRecord] = []
-    for e in events:
-        detail, data, timer = e.detail, e.data, e.timer
-        code, text = _REASON_WORDS[e.reason]
-        out.append(EventRecord(
-            t=e.at, side=e.side, kind=KIND_NAME[e.kind], code=code, reason=text,
-            detail=_shared_detail(detail) if detail and type(detail) is str else detail,
-            timer=TIMER_NAME[timer] if timer is not None else None, deadline=e.deadline,
-            data=_shared(data) if data else _NO_DATA))
-    return out
 
 # Reading a record: a fast path accepts the common, well-formed record without building
 # a message per field; anything it does not accept (a missing key, an odd type, a value out
@@ -776,7 +500,7 @@ def _event_fast(e: Any, reasons: dict[str, str] | None,
     except KeyError:
         return None
     code, detail, timer = e.get("code", ""), e.get("detail", ""), e.get("timer")
-    deadline, data = e.get("deadline_ms"), e.get("data", _NO_DATA)
+    deadline, data = e.get("deadline_ms"), e.get("data", NO_DATA)
     if not (type(t) in _NUMBER and -MAX_MS <= t <= MAX_MS
             and (deadline is None or type(deadline) in _NUMBER
                  and -MAX_MS <= deadline <= MAX_MS)
@@ -798,7 +522,7 @@ def _event_fast(e: Any, reasons: dict[str, str] | None,
     return EventRecord(t=Micros(round(t * 1000)), side=_SIDES[side], kind=kind, code=code,
                        reason=reason, detail=detail, timer=timer,
                        deadline=None if deadline is None else Micros(round(deadline * 1000)),
-                       data=dict(data) if data else _NO_DATA)
+                       data=dict(data) if data else NO_DATA)
 
 
 def _segment_checked(s: Any, reasons: dict[str, str] | None, at: str) -> SegmentRecord:
@@ -862,149 +586,98 @@ def _event_checked(e: Any, reasons: dict[str, str] | None, at: str) -> EventReco
             deadline=None if deadline is None else _us(deadline, f"{at}.deadline_ms"),
             data={_text(k, f"{at}.data"): _int(v, f"{at}.data.{_text(k, at)[:40]}",
                                                -MAX_NUMBER)
-                  for k, v in data.items()} or _NO_DATA)
+                  for k, v in data.items()} or NO_DATA)
     except KeyError as exc:
         raise TraceError(f"{at}: missing {exc}") from None
 
 
-@dataclass(slots=True, kw_only=True)
-class Trace:
-    source: str                      # "sim" or "realnet"
-    title: str
-    segments: list[SegmentRecord] = field(default_factory=list)
-    ops: list[OpRecord] = field(default_factory=list)
-    events: list[EventRecord] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-    outcome: Outcome = Outcome.OK
-    message: str = ""
+def write_json(trace: Trace, out: TextIO, version: int = 2) -> None:
+    """Write exactly ``trace.dumps(version=version)`` to ``out``, a batch of records at a
+    time: a run at the record bound never holds its whole JSON text (hundreds of MB) or
+    a dict per record in memory. Records are formatted directly, not through
+    ``json.dumps`` of a dict per record (a third of the CPU that took); the test
+    suite holds the two byte-identical."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    head = trace.to_json_head(version)
+    out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
+    w = _RecordWriter(head.get("reasons"))
+    # one loop per record type, each calling its writer by name (compiled, a direct
+    # native call; through a variable it would be a generic Python call per record);
+    # the ", " between batches is its own write (prefixed, the batch would be copied)
+    out.write(', "segments": [')
+    segments = trace.segments
+    for i in range(0, len(segments), _STREAM_BATCH):
+        if i:
+            out.write(", ")
+        out.write(", ".join([w.segment(s) for s in segments[i:i + _STREAM_BATCH]]))
+    out.write('], "ops": [')
+    ops = trace.ops
+    for i in range(0, len(ops), _STREAM_BATCH):
+        if i:
+            out.write(", ")
+        out.write(", ".join([w.op(o) for o in ops[i:i + _STREAM_BATCH]]))
+    out.write('], "events": [')
+    events = trace.events
+    for i in range(0, len(events), _STREAM_BATCH):
+        if i:
+            out.write(", ")
+        out.write(", ".join([w.event(e) for e in events[i:i + _STREAM_BATCH]]))
+    out.write("]}")
 
-    @property
-    def end(self) -> Micros:
-        times = [s.t for s in self.segments] + [o.end or o.start for o in self.ops]
-        return Micros(max(times, default=0))
 
-    def reasons(self) -> dict[str, str]:
-        """The /2 ``reasons`` table: each code of a segment's ``why`` or an event's
-        ``reason`` with the first sentence seen for it, segments first, in record order."""
-        table: dict[str, str] = {}
-        for s in self.segments:
-            if s.why and s.code and s.code not in table:
-                table[s.code] = s.why
-        for e in self.events:
-            if e.code and e.code not in table:
-                table[e.code] = e.reason
-        return table
 
-    def to_json_head(self, version: int = 2) -> dict[str, Any]:
-        """The top-level keys before the three record lists (for /2 with its ``reasons``
-        table)."""
-        head = {"format": _format(version), "source": self.source, "title": self.title,
-                "outcome": self.outcome, "message": self.message, "meta": self.meta}
-        if version == 2:
-            head["reasons"] = self.reasons()
-        return head
-
-    def to_json(self, version: int = 2) -> dict[str, Any]:
-        """The whole document as one dict (``version`` 1 or 2); `write_json` streams it."""
-        head = self.to_json_head(version)
-        reasons = head.get("reasons")
-        return {**head,
-                "segments": [s.to_json(reasons) for s in self.segments],
-                "ops": [o.to_json(reasons) for o in self.ops],
-                "events": [e.to_json(reasons) for e in self.events]}
-
-    def dumps(self, indent: int | None = None, version: int = 2) -> str:
-        return json.dumps(self.to_json(version), indent=indent, ensure_ascii=False)
-
-    def write_json(self, out: TextIO, version: int = 2) -> None:
-        """Write exactly ``dumps(version=version)`` to ``out``, a batch of records at a
-        time: a run at the record bound never holds its whole JSON text (hundreds of MB) or
-        a dict per record in memory. Records are formatted directly, not through
-        ``json.dumps`` of a dict per record (a third of the CPU that took); the test
-        suite holds the two byte-identical."""
-        encode = json.JSONEncoder(ensure_ascii=False).encode
-        head = self.to_json_head(version)
-        out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
-        w = _RecordWriter(head.get("reasons"))
-        # one loop per record type, each calling its writer by name (compiled, a direct
-        # native call; through a variable it would be a generic Python call per record);
-        # the ", " between batches is its own write (prefixed, the batch would be copied)
-        out.write(', "segments": [')
-        segments = self.segments
-        for i in range(0, len(segments), _STREAM_BATCH):
-            if i:
-                out.write(", ")
-            out.write(", ".join([w.segment(s) for s in segments[i:i + _STREAM_BATCH]]))
-        out.write('], "ops": [')
-        ops = self.ops
-        for i in range(0, len(ops), _STREAM_BATCH):
-            if i:
-                out.write(", ")
-            out.write(", ".join([w.op(o) for o in ops[i:i + _STREAM_BATCH]]))
-        out.write('], "events": [')
-        events = self.events
-        for i in range(0, len(events), _STREAM_BATCH):
-            if i:
-                out.write(", ")
-            out.write(", ".join([w.event(e) for e in events[i:i + _STREAM_BATCH]]))
-        out.write("]}")
-
-    @classmethod
-    def from_json(cls, doc: Any, where: str = "<trace>") -> Trace:
-        """A `Trace` from a parsed ``nagle-sim-trace/1`` or ``/2`` document. Every field is
-        checked (types, finite bounded numbers, text at most `MAX_TEXT` characters, /2 codes
-        in the ``reasons`` table); anything else raises `TraceError` naming the record, e.g.
-        ``t.json: segments[3].t_ms: …``. Keys a record does not use are ignored."""
-        if not isinstance(doc, dict) or doc.get("format") not in VERSIONS:
-            raise TraceError(f"{where}: not a {FORMAT_V1} or {FORMAT_V2} trace")
-        # The records' fields are typed (their nesting is bounded by their checks, unknown
-        # keys are dropped); the rest, meta above all, is free-form: measure that. Scanning
-        # every record too cost a quarter of a big trace's reading time.
-        if _depth({k: v for k, v in doc.items() if k not in _RECORD_LISTS}) > MAX_DEPTH:
-            raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep")
-        reasons = _reason_table(doc, where) if VERSIONS[doc["format"]] == 2 else None
-        meta = doc.get("meta", {})
-        if not isinstance(meta, dict):
-            raise TraceError(f"{where}: meta: expected an object, got {_shown(meta)}")
-        trace = cls(source=_text(doc.get("source"), f"{where}: source", "?"),
-                    title=_text(doc.get("title"), f"{where}: title"), meta=dict(meta),
-                    outcome=_outcome(doc.get("outcome"), f"{where}: outcome"),
-                    message=_text(doc.get("message"), f"{where}: message"))
-        for name in _RECORD_LISTS:
-            if not isinstance(doc.get(name, []), list):
-                raise TraceError(f"{where}: {name}: expected an array, got "
-                                 f"{_shown(doc[name])}")
-        ok: set[str] = set()
-        trace.segments = [_segment_fast(s, reasons, ok)
+def read_fields(doc: Any, where: str = "<trace>") -> dict[str, Any]:
+    """The fields of a `Trace` (its keyword arguments) from a parsed ``nagle-sim-trace/1``
+    or ``/2`` document. Every field is checked (types, finite bounded numbers, text at
+    most `MAX_TEXT` characters, /2 codes in the ``reasons`` table); anything else raises
+    `TraceError` naming the record, e.g. ``t.json: segments[3].t_ms: …``. Keys a record
+    does not use are ignored."""
+    if not isinstance(doc, dict) or doc.get("format") not in VERSIONS:
+        raise TraceError(f"{where}: not a {FORMAT_V1} or {FORMAT_V2} trace")
+    # The records' fields are typed (their nesting is bounded by their checks, unknown
+    # keys are dropped); the rest, meta above all, is free-form: measure that. Scanning
+    # every record too cost a quarter of a big trace's reading time.
+    if _depth({k: v for k, v in doc.items() if k not in _RECORD_LISTS}) > MAX_DEPTH:
+        raise TraceError(f"{where}: JSON nests more than {MAX_DEPTH} deep")
+    reasons = _reason_table(doc, where) if VERSIONS[doc["format"]] == 2 else None
+    meta = doc.get("meta", {})
+    if not isinstance(meta, dict):
+        raise TraceError(f"{where}: meta: expected an object, got {_shown(meta)}")
+    fields: dict[str, Any] = {
+        "source": _text(doc.get("source"), f"{where}: source", "?"),
+        "title": _text(doc.get("title"), f"{where}: title"), "meta": dict(meta),
+        "outcome": _outcome(doc.get("outcome"), f"{where}: outcome"),
+        "message": _text(doc.get("message"), f"{where}: message")}
+    for name in _RECORD_LISTS:
+        if not isinstance(doc.get(name, []), list):
+            raise TraceError(f"{where}: {name}: expected an array, got "
+                             f"{_shown(doc[name])}")
+    ok: set[str] = set()
+    fields["segments"] = [_segment_fast(s, reasons, ok)
                           or _segment_checked(s, reasons, f"{where}: segments[{i}]")
                           for i, s in enumerate(doc.get("segments", []))]
-        trace.ops = [_op_fast(o, ok) or _op_checked(o, f"{where}: ops[{i}]")
+    fields["ops"] = [_op_fast(o, ok) or _op_checked(o, f"{where}: ops[{i}]")
                      for i, o in enumerate(doc.get("ops", []))]
-        trace.events = [_event_fast(e, reasons, ok)
+    fields["events"] = [_event_fast(e, reasons, ok)
                         or _event_checked(e, reasons, f"{where}: events[{i}]")
                         for i, e in enumerate(doc.get("events", []))]
-        return trace
-
-    @classmethod
-    def load(cls, path: str | Path) -> Trace:
-        """Read a trace file: a regular file of at most `MAX_TRACE_BYTES`, UTF-8 JSON
-        nested at most `MAX_DEPTH` deep; any problem is a one-line `TraceError`."""
-        from .scenario import ScenarioError, read_text
-        try:
-            text = read_text(path, MAX_TRACE_BYTES, what="a trace file")
-        except ScenarioError as exc:
-            raise TraceError(str(exc)) from None
-        doc = _parse(text, str(path))
-        del text    # up to 128 MB that need not live while the records are built
-        return cls.from_json(doc, str(path))
-
-    @classmethod
-    def loads(cls, text: str, where: str = "<trace>") -> Trace:
-        """A trace from JSON text (see `load` for the bounds); errors name ``where``."""
-        return cls.from_json(_parse(text, where), where)
+    return fields
 
 
-def _parse(text: str, where: str) -> Any:
+def read_file(path: str | Path) -> Any:
+    """A trace file's JSON, parsed: a regular file of at most `MAX_TRACE_BYTES`, UTF-8
+    JSON nested at most `MAX_DEPTH` deep; any problem is a one-line `TraceError`. Its
+    text does not outlive the parse (up to 128 MB that need not live while the records
+    are built)."""
+    try:
+        text = read_text(path, MAX_TRACE_BYTES, what="a trace file")
+    except ScenarioError as exc:
+        raise TraceError(str(exc)) from None
+    return parse_json(text, str(path))
+
+
+
+def parse_json(text: str, where: str) -> Any:
     """JSON text of at most `MAX_TRACE_BYTES` characters, parsed; a one-line `TraceError`
     otherwise."""
     if len(text) > MAX_TRACE_BYTES:

@@ -4,8 +4,8 @@ Owns: the steps of a script in execution order (statement, op name and argument,
 loop path and loop number), the op names of the handshake, the one-line messages every
 executor writes (end of stream on read, a call after close, deadlock, run limit) and the
 trace meta both executors start from. The simulator (`nagle_sim.sim.driver`) and the real
-runner (`realnet`) only execute steps; they never name them. Imports only the scenario,
-the trace and the model's vocabulary; must not import simpy, asyncio, textual or rich.
+runner (`realnet`) only execute steps; they never name them. Imports only the scenario's
+types and the model's vocabulary; must not import simpy, asyncio, textual or rich.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from .model.events import Side
-from .scenario import Repeat, Scenario, Statement, describe, outermost_loops
+from ..model.events import Side
+from .types import Repeat, Scenario, Statement, describe, outermost_loops
 
 
 class Step:

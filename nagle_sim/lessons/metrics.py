@@ -1,48 +1,27 @@
-"""Expectations ("claims"): `[[expect]]` tables in a scenario, checked against runs.
+"""The metric language: a path into a run's numbers, e.g. ``iterations[1:].latency_ms.max``.
 
-Owns: the claim format and the metric language (docs/lessons.md), and `check()`, which runs
-a scenario (and each distinct what-if variant named by a claim's ``when``) once and judges
-every claim. Works on any `Trace`: the caller passes the runner (`nagle_sim.runners`'
-simulator, or real sockets). Must not import simpy, asyncio, textual, rich or an executor.
-
-A claim::
-
-    [[expect]]
-    claim = "every request after the first waits for the delayed ACK"   # optional label
-    metric = "iterations[1:].latency_ms"
-    between = [40, 44.5]
-    why = "the server's delayed ACK (40 ms, rounded up to the next 4 ms jiffy) releases..."
-    when = ["client.nodelay=true"]                                     # optional what-if
-
-Exactly one comparison: ``equals``, ``between = [lo, hi]`` (inclusive), ``at_most``,
-``at_least`` or ``one_of = [...]``. A metric that yields a list is checked value by value
-(every value must pass, and the list must not be empty) unless ``equals`` is given a list,
-which compares the whole list.
+Owns: parsing a metric (`parse_metric`: roots, sides, selectors, fields, aggregates;
+`METRICS_HELP` lists them; docs/lessons.md) and reading it from any `Trace` (`MetricReader`,
+`evaluate`). A lesson's claims (`nagle_sim.lessons.claims`) are written in it; a notebook
+can read one number with `evaluate`. Must not import simpy, asyncio, textual, rich or an
+executor.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import scenario as scenario_mod
-from .errors import UserError
-from .model.events import Reason, Side
-from .scenario import OPTIONS, Scenario, ScenarioError, clip
-from .summary import iterations, stalls, write_spans
-from .trace import Runner, SegmentRecord, Trace
-from .units import ms
+from ..errors import UserError
+from ..model.events import Reason, Side
+from ..scenario import OPTIONS, ScenarioError
+from ..trace import SegmentRecord, Trace
+from ..trace.summary import iterations, stalls, write_spans
+from ..trace.units import ms
 
-if TYPE_CHECKING:
-    from .lessons import Lesson
-
-COMPARATORS = ("equals", "between", "at_most", "at_least", "one_of")
-CLAIM_KEYS = frozenset({"claim", "metric", "why", "when", *COMPARATORS})
 AGGREGATES = ("count", "min", "max", "median", "mean", "sum", "first", "last")
 SIDES = {"client": Side.CLIENT, "server": Side.SERVER}
 REASON_CODES = frozenset(Reason.__members__)
@@ -74,7 +53,7 @@ METRICS_HELP = (
 )
 
 
-class _Missing:
+class Missing:
     """An indexed value that the run did not produce (e.g. iteration[5] of 3)."""
 
     def __init__(self, what: str) -> None:
@@ -105,13 +84,13 @@ class Selector:
             try:
                 return items[self.start]
             except IndexError:
-                return _Missing(f"{what}[{self.start}] of {len(items)}")
+                return Missing(f"{what}[{self.start}] of {len(items)}")
         return items[self.start:self.stop]
 
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """A parsed metric path; `evaluate` reads it from a `_Run`."""
+    """A parsed metric path; `evaluate` reads it from a `MetricReader`."""
 
     text: str
     root: str
@@ -277,7 +256,7 @@ def _take_aggregate(rest: list[tuple[str, Selector | None]], text: str) -> str:
 
 
 # ---------------------------------------------------------------- evaluating a run
-class _Run:
+class MetricReader:
     """One trace plus lazily computed record lists."""
 
     def __init__(self, trace: Trace) -> None:
@@ -389,7 +368,7 @@ class _Run:
         if m.key:
             what += f".{m.key}"
         value: Any = items if m.selector is None else m.selector.apply(items, what)
-        if isinstance(value, _Missing):
+        if isinstance(value, Missing):
             return value
         if m.field:
             value = value[m.field] if isinstance(value, dict) else [v[m.field] for v in value]
@@ -401,11 +380,11 @@ def _aggregate(values: list[Any], how: str) -> Any:
         return len(values)
     if how in ("first", "last"):
         if not values:
-            return _Missing("empty list")
+            return Missing("empty list")
         return values[0] if how == "first" else values[-1]
     nums = [float(v) for v in values if v is not None]
     if not nums:
-        return _Missing("empty list")
+        return Missing("empty list")
     if how == "sum":
         total = sum(nums)
         return int(total) if all(isinstance(v, bool | int) for v in values) else round(total, 3)
@@ -414,239 +393,6 @@ def _aggregate(values: list[Any], how: str) -> Any:
     return round(funcs[how](nums), 3)
 
 
-# ---------------------------------------------------------------- claims
-@dataclass(frozen=True, slots=True)
-class Claim:
-    index: int
-    label: str
-    metric: Metric
-    comparator: str
-    expected: Any
-    why: str
-    when: tuple[str, ...] = ()
-
-    def expected_text(self, is_list: bool = False) -> str:
-        e = self.expected
-        if self.comparator == "equals":
-            text = f"= {_fmt(e)}"
-        elif self.comparator == "between":
-            text = f"between {_fmt(e[0])} and {_fmt(e[1])}"
-        elif self.comparator == "at_most":
-            text = f"≤ {_fmt(e)}"
-        elif self.comparator == "at_least":
-            text = f"≥ {_fmt(e)}"
-        else:
-            text = f"one of {', '.join(_fmt(v) for v in e)}"
-        if is_list and not (self.comparator == "equals" and isinstance(e, list)):
-            text = f"every value {text}"
-        return text
-
-    def judge(self, actual: Any) -> bool:
-        if isinstance(actual, _Missing):
-            return False
-        if self.comparator == "equals" and isinstance(self.expected, list):
-            return isinstance(actual, list) and len(actual) == len(self.expected) and all(
-                _same(a, e) for a, e in zip(actual, self.expected, strict=True))
-        if isinstance(actual, list):
-            return bool(actual) and all(self._one(a) for a in actual)
-        return self._one(actual)
-
-    def _one(self, a: Any) -> bool:
-        e = self.expected
-        if a is None or isinstance(a, _Missing):
-            return False
-        if self.comparator == "equals":
-            return _same(a, e)
-        if self.comparator == "one_of":
-            return any(_same(a, v) for v in e)
-        if isinstance(a, bool) or not isinstance(a, int | float):
-            return False
-        if self.comparator == "between":
-            return bool(e[0] <= a <= e[1])
-        if self.comparator == "at_most":
-            return bool(a <= e)
-        return bool(a >= e)
-
-
-def _same(a: Any, e: Any) -> bool:
-    if isinstance(a, bool) or isinstance(e, bool):
-        return a is e or (isinstance(a, bool) and isinstance(e, bool) and a == e)
-    if isinstance(a, int | float) and isinstance(e, int | float):
-        return math.isclose(a, e, rel_tol=0, abs_tol=1e-6)
-    return bool(a == e)
-
-
-def show(value: Any) -> str:
-    """An actual value as claims print it."""
-    return repr(value) if isinstance(value, _Missing) else _fmt(value)
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:.3f}".rstrip("0").rstrip(".")
-    if isinstance(v, list):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    if isinstance(v, str):
-        return repr(v)
-    return str(v)
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimResult:
-    claim: str
-    ok: bool
-    actual: Any
-    expected_text: str
-    why: str
-    metric: str = ""
-    when: tuple[str, ...] = ()
-    index: int = 0
-
-    def text(self) -> str:
-        """One line for reports: label, verdict, actual vs expected, and why on failure."""
-        mark = "ok  " if self.ok else "FAIL"
-        line = f"{mark} {self.claim}: {show(self.actual)} (expected {self.expected_text})"
-        return line if self.ok else f"{line} — {self.why}"
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def parse_claim(raw: Any, index: int, where: str) -> Claim:
-    """Validate one ``[[expect]]`` table; errors are one-line `ScenarioError`s."""
-
-    def fail(message: str) -> ScenarioError:
-        # Messages quote the user's values: clip them to one readable line.
-        return ScenarioError(f"{where}: expect[{index}]: {clip(message, 300)}")
-
-    if not isinstance(raw, dict):
-        raise fail("must be a table with metric, a comparison and why")
-    unknown = sorted(set(raw) - CLAIM_KEYS)
-    if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(CLAIM_KEYS))})")
-    if "metric" not in raw:
-        raise fail("missing 'metric' (e.g. metric = \"iterations[1:].latency_ms.max\")")
-    try:
-        metric = parse_metric(raw["metric"])
-    except MetricError as exc:
-        raise fail(str(exc)) from None
-    why = raw.get("why")
-    if not isinstance(why, str) or not why.strip():
-        raise fail("missing 'why': say what the claim shows, it is printed when it fails")
-    label = raw.get("claim", metric.text)
-    if not isinstance(label, str) or not label.strip():
-        raise fail("'claim' must be a non-empty string")
-    given = [c for c in COMPARATORS if c in raw]
-    if len(given) != 1:
-        raise fail(f"give exactly one of {', '.join(COMPARATORS)}"
-                   + (f" (got {', '.join(given)})" if given else ""))
-    comparator = given[0]
-    expected = raw[comparator]
-    text_metric = metric.textual
-    if comparator == "between":
-        if not (isinstance(expected, list) and len(expected) == 2
-                and all(_number(v) for v in expected) and expected[0] <= expected[1]):
-            raise fail("between must be [low, high] numbers with low ≤ high")
-    elif comparator in ("at_most", "at_least"):
-        if not _number(expected):
-            raise fail(f"{comparator} must be a number, got {expected!r}")
-    elif comparator == "one_of" and (not isinstance(expected, list) or not expected):
-        raise fail("one_of must be a non-empty list")
-    if text_metric and comparator in ("between", "at_most", "at_least"):
-        raise fail(f"{metric.text!r} is text; use equals or one_of")
-    if metric.is_code:
-        values = expected if isinstance(expected, list) else [expected]
-        for v in values:
-            if not isinstance(v, str) or (v and v not in REASON_CODES):
-                raise fail(f"{v!r} is not a Reason code name (see nagle_sim/model/events.py)")
-    when = raw.get("when", [])
-    if isinstance(when, str):
-        when = [when]
-    if not isinstance(when, list) or not all(isinstance(w, str) and "=" in w for w in when):
-        raise fail("when must be a list of KEY=VALUE overrides, e.g. [\"client.nodelay=true\"]")
-    return Claim(index=index, label=label.strip(), metric=metric, comparator=comparator,
-                 expected=expected, why=" ".join(why.split()),
-                 when=tuple(w.strip() for w in when))
-
-
-def parse_claims(sc: Scenario) -> list[Claim]:
-    """Every claim of a scenario, validated (nothing is run)."""
-    return [parse_claim(raw, i, sc.source) for i, raw in enumerate(sc.expect)]
-
-
-# ---------------------------------------------------------------- checking
-def _resolve(target: Scenario | Lesson | str | Path) -> tuple[Scenario, str | None]:
-    """(base scenario, TOML text for building variants or None)."""
-    if isinstance(target, str | Path):
-        path = Path(target)
-        if path.is_dir():
-            path = path / "scenario.toml"
-        sc = scenario_mod.load(path)
-        return sc, path.read_text("utf-8")
-    sc = target if isinstance(target, Scenario) else target.scenario
-    path = Path(sc.source)
-    if sc.source != "<string>" and path.is_file():
-        return sc, path.read_text("utf-8")
-    return sc, None
-
-
-def variant(base: Scenario, text: str | None, when: Iterable[str], where: str) -> Scenario:
-    """The what-if scenario for a claim's ``when`` overrides."""
-    when = list(when)
-    if not when:
-        return base
-    if text is None:
-        raise ScenarioError(f"{where}: cannot build what-if variants of an in-memory "
-                            "scenario: pass its file, or use check_text()")
-    return scenario_mod.loads(text, base.source, when)
-
-
-def check(target: Scenario | Lesson | str | Path, *, runner: Runner,
-          text: str | None = None) -> list[ClaimResult]:
-    """Run the scenario (and each distinct ``when`` variant once) with ``runner`` and judge
-    every claim.
-
-    ``target`` is a `Scenario`, a `Lesson`, a scenario file or a lesson folder; ``runner``
-    the executor (`nagle_sim.runners.simulate`, or a real one). Variants are rebuilt from
-    the scenario's file (or from ``text``). Malformed claims raise `ScenarioError` before
-    anything runs.
-    """
-    sc, file_text = _resolve(target)
-    if text is not None:
-        file_text = text
-    claims = parse_claims(sc)
-    variants: dict[tuple[str, ...], Scenario] = {(): sc}
-    for c in claims:
-        if c.when not in variants:
-            try:
-                variants[c.when] = variant(sc, file_text, c.when, sc.source)
-            except ScenarioError as exc:
-                raise ScenarioError(f"{sc.source}: expect[{c.index}]: when "
-                                    f"{list(c.when)}: {exc}") from None
-    runs: dict[tuple[str, ...], _Run] = {}
-    results = []
-    for c in claims:
-        if c.when not in runs:
-            runs[c.when] = _Run(runner(variants[c.when]))
-        actual = runs[c.when].evaluate(c.metric)
-        results.append(ClaimResult(
-            claim=c.label + (f" [{', '.join(c.when)}]" if c.when else ""),
-            ok=c.judge(actual), actual=actual,
-            expected_text=c.expected_text(isinstance(actual, list)), why=c.why,
-            metric=c.metric.text, when=c.when, index=c.index))
-    return results
-
-
-def check_text(text: str, where: str = "<string>", *, runner: Runner
-               ) -> list[ClaimResult]:
-    """`check` for scenario TOML held in memory."""
-    return check(scenario_mod.loads(text, where), runner=runner, text=text)
-
 
 def evaluate(trace: Trace, metric: str) -> Any:
     """The value of one metric on an existing trace (e.g. for the CLI or a notebook)."""
@@ -654,9 +400,5 @@ def evaluate(trace: Trace, metric: str) -> Any:
         parsed = parse_metric(metric)
     except MetricError as exc:
         raise ScenarioError(str(exc)) from None
-    value = _Run(trace).evaluate(parsed)
-    return None if isinstance(value, _Missing) else value
-
-
-__all__ = ["Claim", "ClaimResult", "Metric", "check", "check_text", "evaluate",
-           "parse_claim", "parse_claims", "parse_metric", "variant", "METRICS_HELP"]
+    value = MetricReader(trace).evaluate(parsed)
+    return None if isinstance(value, Missing) else value
