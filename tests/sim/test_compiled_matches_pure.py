@@ -1,7 +1,7 @@
 """The compiled build gives the pure build's traces (issue 29.4).
 
 Run against the compiled wheel (.ci/run's compiled list includes tests/sim), this plays
-the golden cases, a seeded random set (`nagle_sim.randomscen`, as ``validate --random``
+the golden cases, a seeded random set (`nagle_sim.scenario.generator`, as ``validate --random``
 makes them) and a bulk transfer per congestion control, in this process (compiled) and in
 a child interpreter that imports the checkout's pure sources, and compares the traces'
 fingerprints one by one. In the pure build there is nothing to compare against: the test
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import nagle_sim.sim.driver
-from nagle_sim.randomscen import random_scenario
 from nagle_sim.scenario import loads
+from nagle_sim.scenario.generator import random_scenario
 
 from ..golden.cases import cases, fingerprint
 from ..model.test_cc_states import bulk
@@ -30,7 +30,7 @@ COMPILED = (nagle_sim.sim.driver.__file__ or "").endswith(".so")
 
 _PLAY = r"""
 import json, sys
-from nagle_sim.randomscen import random_scenario
+from nagle_sim.scenario.generator import random_scenario
 from nagle_sim.scenario import loads
 from nagle_sim.sim.driver import run_sim
 from tests.golden.cases import cases, fingerprint
