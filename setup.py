@@ -37,6 +37,7 @@ COMPILED = [
     "nagle_sim/model/events.py",
     "nagle_sim/model/output.py",
     "nagle_sim/model/rate.py",
+    "nagle_sim/model/recovery.py",
     "nagle_sim/model/recv.py",
     "nagle_sim/model/send.py",
     "nagle_sim/model/sock.py",

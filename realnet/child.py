@@ -36,6 +36,8 @@ from nagle_sim.scenario import (
     Repeat,
     SetOpt,
     SetTiming,
+    SetValue,
+    Shutdown,
     SideSpec,
     Sleep,
     Statement,
@@ -296,6 +298,8 @@ class SideProgram:
                 # a writev's argument runs to 11,264 characters: cut for the message
                 what = f"{op.op} {clip(op.arg)}".strip() if op else "connect"
                 line = op.line if op else 0
+                if op is not None and op.end_ns is None:
+                    op.end_ns = self._now()     # when the call failed (ETIMEDOUT, EPIPE …)
                 self.log.error = (f"{self.where}:{line}: {self.side.value} {what} failed: "
                                   f"{exc.strerror or exc}")
         except MemoryError:
@@ -373,7 +377,7 @@ class SideProgram:
         sock = self.sock
         assert sock is not None
         if isinstance(stmt, Write):
-            flags = socket.MSG_MORE if stmt.more else 0
+            flags = (socket.MSG_MORE if stmt.more else 0) | (socket.MSG_EOR if stmt.eor else 0)
             self._publish(BLOCKED, K_WRITE, stmt.line, stmt.size, stmt.size)
             self._send([stmt.size], flags)
         elif isinstance(stmt, Writev):
@@ -393,6 +397,11 @@ class SideProgram:
             record.result = str(sockopts.get_option(sock, stmt.option))
         elif isinstance(stmt, Close):
             self._close()
+        elif isinstance(stmt, Shutdown):
+            sock.shutdown({"rd": socket.SHUT_RD, "wr": socket.SHUT_WR,
+                           "rdwr": socket.SHUT_RDWR}[stmt.how])
+        elif isinstance(stmt, SetValue):
+            sockopts.set_value(sock, stmt.option, stmt.value)
         if self._aborted:
             raise _Aborted
 
@@ -416,7 +425,9 @@ class SideProgram:
                 queued += n
                 if len(pending) == _IOV_BATCH:
                     left -= queued
-                    self._send_pieces(pending, flags | (socket.MSG_MORE if left else 0))
+                    # a record ends (MSG_EOR) only with the write's last piece
+                    self._send_pieces(pending, flags & ~socket.MSG_EOR | socket.MSG_MORE
+                                      if left else flags)
                     pending, queued = [], 0
         if pending or not left:
             self._send_pieces(pending, flags)

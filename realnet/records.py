@@ -14,7 +14,8 @@ from typing import Any
 from nagle_sim.scenario.script import MAX_SIZE, MAX_WRITEV_PARTS
 from nagle_sim.scenario.steps import HANDSHAKE_OPS
 
-OP_NAMES = HANDSHAKE_OPS | {"write", "writev", "read", "sleep", "set", "get", "close"}
+OP_NAMES = HANDSHAKE_OPS | {"write", "writev", "read", "sleep", "set", "get", "shutdown",
+                            "close"}
 MAX_ARG_CHARS = MAX_WRITEV_PARTS * (len(str(MAX_SIZE)) + 1)
 """The longest op argument the loader lets a script have: a writev of `MAX_WRITEV_PARTS`
 sizes of `MAX_SIZE`, space-separated (11,264 characters). A fixed 10,000 refused a writev

@@ -127,6 +127,22 @@ def set_timing(sock: socket.socket, option: str, us: int) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, _TIMING_OPT[option][1], us)
 
 
+TCP_USER_TIMEOUT = 18          # include/uapi/linux/tcp.h
+TCP_NOTSENT_LOWAT = 25
+
+
+def set_value(sock: socket.socket, option: str, value: int) -> None:
+    """`set sndbuf 8k` (SO_SNDBUF: the kernel doubles it and stops autotuning the send
+    buffer), `set notsent_lowat 16k` (TCP_NOTSENT_LOWAT, bytes), `set user_timeout 1s`
+    (TCP_USER_TIMEOUT, ``value`` in ms)."""
+    if option == "sndbuf":
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, value)
+    elif option == "notsent_lowat":
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, value)
+    else:
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, value)
+
+
 def timing_unsupported(option: str, us: int) -> str:
     """Why this kernel refuses the timing option (probed on a throwaway socket), or ""."""
     name, number = _TIMING_OPT[option]

@@ -141,15 +141,17 @@ def _triple(value: str) -> tuple[int, int, int]:
 
 def _rmem(value: str) -> tuple[dict[str, Any], str | None]:
     """tcp_rmem: its maximum sets the window scale offered (tcp_select_initial_window) and
-    bounds the window's growth; its default is the initial receive buffer."""
+    bounds autotuning (tcp_rcvbuf_grow); its default is the initial receive buffer, the
+    SYN's window (tcp_select_initial_window)."""
     _, default, top = _triple(value)
-    caveat = None if default == 131072 else f"tcp_rmem initial buffer {default}"
-    return {"_rmem_max": top, "rcv_buf_max": top}, caveat
+    return {"_rmem_max": top, "rcv_buf_max": top, "rcv_buf": default}, None
 
 
 def _wmem(value: str) -> tuple[dict[str, Any], str | None]:
-    _, default, _top = _triple(value)
-    return {}, None if default == 16384 else f"send buffer tcp_wmem {default}"
+    """tcp_wmem: a new socket's send buffer (its default) and how far tcp_sndbuf_expand may
+    grow it (its maximum)."""
+    _, default, top = _triple(value)
+    return {"wmem_default": default, "wmem_max": top}, None
 
 
 def _early_retrans(value: str) -> tuple[dict[str, Any], str | None]:
@@ -172,6 +174,7 @@ SYSCTLS: dict[str, Handler] = {
     "tcp_slow_start_after_idle": _flag("slow_start_after_idle"),
     "tcp_congestion_control": _congestion,
     "tcp_min_tso_segs": _number("min_tso_segs", 1),
+    "tcp_notsent_lowat": _number("notsent_lowat"),
     "tcp_early_retrans": _early_retrans,
     # followed by the runner (the options a socket offers, its window scale)
     "tcp_timestamps": _flag("_timestamps"),
@@ -197,7 +200,6 @@ SYSCTLS: dict[str, Handler] = {
     "tcp_recovery": _default_only(1, "RACK settings other than tcp_recovery=1"),
     "tcp_pacing_ss_ratio": _default_only(200, "a slow-start pacing ratio other than 200"),
     "tcp_pacing_ca_ratio": _default_only(120, "a pacing ratio other than 120"),
-    "tcp_notsent_lowat": _default_only(4294967295, "TCP_NOTSENT_LOWAT"),
     "tcp_mtu_probing": _default_only(0, "path MTU probing"),
     "tcp_tso_rtt_log": _default_only(9, "tcp_tso_rtt_log other than 9"),
     "tcp_limit_output_bytes": _default_only(4194304, "TCP Small Queues limits"),

@@ -31,7 +31,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..model import PROFILES, Endpoint, Micros, ModelError, Segment, Side, SocketOptions, SockOpt
+from ..model import (
+    PROFILES,
+    Endpoint,
+    Micros,
+    ModelError,
+    Segment,
+    Side,
+    SocketError,
+    SocketOptions,
+    SockOpt,
+)
 from ..model.config import StackProfile
 from ..model.events import RST, flag_letters, parse_flags
 from . import code as code_blocks
@@ -41,6 +51,7 @@ from .options import Negotiated, OptionConfig, PeerSyn
 from .script import (
     Code,
     Command,
+    Ellipsis_,
     Event,
     EventTime,
     Expr,
@@ -248,13 +259,15 @@ _NOT_TCP_INFO = {"state", "quick", "pingpong", "pacing_rate"}
 """`TcpInfo` fields that are not tcp_info's own (or need converting): every other field
 ``x`` is offered to code blocks as ``tcpi_x``, in the kernel's units."""
 _TCP_OPTS = {f"TCP_{opt.name}": opt for opt in SockOpt}   # the model's option vocabulary
-_IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_SNDBUF", "SO_RCVBUF",
-                        "SO_KEEPALIVE"}
+_IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_RCVBUF", "SO_KEEPALIVE"}
 _SEND_CALLS = {"write", "send", "sendto", "sendmsg", "writev"}
 _RECV_CALLS = {"read", "recv", "recvfrom", "recvmsg", "readv"}
+_SHUT_HOW = {"SHUT_RD": "rd", "SHUT_WR": "wr", "SHUT_RDWR": "rdwr"}
+_POLL_BITS = frozenset({"POLLIN", "POLLRDNORM", "POLLOUT", "POLLWRNORM", "POLLRDHUP",
+                        "POLLHUP", "POLLERR"})
+"""poll(2) events `Endpoint.poll_events` reports (tcp_poll's)."""
 _UNSUPPORTED_CALLS = {
-    "shutdown": "shutdown() is not modelled (close() is)",
-    "poll": "poll() is not modelled", "epoll_create": "epoll is not modelled",
+    "epoll_create": "epoll is not modelled",
     "epoll_ctl": "epoll is not modelled", "epoll_wait": "epoll is not modelled",
     "ioctl": "ioctl() is not modelled", "sendfile": "sendfile() is not modelled",
     "splice": "splice() is not modelled", "open": "files are not modelled",
@@ -273,6 +286,13 @@ class _Pending:
     """When it started (script time, µs): its return's tolerance counts from here."""
     end: int | None
     """When the script expects it to return (µs), if it says."""
+    left: int = 0
+    """A blocking write: bytes still to copy once the send buffer has room."""
+    more: bool = False
+    events: frozenset[str] = frozenset()
+    """A poll(): the events asked for."""
+    revents: frozenset[str] | None = None
+    """A poll(): the events the script expects back (None: not checked)."""
 
 
 class _Runner:
@@ -329,6 +349,7 @@ class _Runner:
         self.side = Side.SERVER
         self.options = SocketOptions()
         self.mss_cap: int | None = None
+        self.sndbuf: int | None = None               # SO_SNDBUF set before the endpoint
         self.clock = ModelClock(after_timer=self._complete_read)
         self.prev: tuple[Event, int] | None = None   # previous event and its script time
         self.fds: dict[int, str] = {}                # fd -> "listen" | "conn" | "socket"
@@ -338,7 +359,6 @@ class _Runner:
         self.segments = 0
         self.ts_offset: int | None = None            # script TS val - the model's
         self.last_peer_ts: int | None = None
-        self.sock_error: str | None = None           # what getsockopt(SO_ERROR) returns
         self.code_runs: list[tuple[int, ast.Module, dict[str, int]]] = []
 
     def _commands(self, text: str, line: int, effect: commands.Effect) -> None:
@@ -380,11 +400,22 @@ class _Runner:
 
     def _create(self, side: Side) -> Endpoint:
         self.side = side
-        self.ep = Endpoint(side, self.profile, self.options, self._mss())
+        # our own MSS (tp->advmss: the route's, less the timestamps when both use them)
+        advmss = self._opt_cfg().advmss - (options.TS_OPTION_BYTES if self.nego.timestamps
+                                           else 0)
+        mss = self._mss()
+        self.ep = Endpoint(side, self.profile, self.options, mss, max(advmss, mss))
         # packetdrill reads packets from a TUN device with TSO on: a TSO skb reaches it
         # whole, as the kernel built it (one packet per skb) — unless the script turned
         # TSO/GSO off with ethtool
         self.ep.set_gso_wire(self.gso_wire)
+        self.ep.set_rx_loopback(False)      # injected through TUN: kmalloc'ed heads
+        # tp->rx_opt.mss_clamp: the peer's mss option, 536 without one
+        peer = self.peer_syn
+        self.ep.set_mss_clamp(peer.mss if peer is not None and peer.mss else
+                              536 if peer is not None else 1460)
+        if self.sndbuf is not None:
+            self.ep.set_sndbuf(self.sndbuf)
         self.clock.ep = self.ep
         return self.ep
 
@@ -409,9 +440,33 @@ class _Runner:
     def _input(self, line: int, fn: Callable[[], Any]) -> Any:
         try:
             result = fn()
+        except SocketError as exc:
+            self.clock.collect()
+            raise _Stop(Status.FAIL, line, f"the model's call failed with {exc.errno} "
+                        f"({exc})") from None
         except ModelError as exc:
             raise _Stop(Status.FAIL, line, f"the model refused: {exc}") from None
         self.clock.collect()
+        return result
+
+    def _call(self, line: int, call: Syscall, fn: Callable[[], Any]) -> Any:
+        """One call whose failure the script may expect (``= -1 EPIPE``): its result, or
+        None when it failed with the errno the script names."""
+        try:
+            result = fn()
+        except SocketError as exc:
+            self.clock.collect()
+            if call.errno != exc.errno:
+                want = f"-1 {call.errno}" if call.errno else "success"
+                raise _Stop(Status.FAIL, line, f"{call.name}() expected {want}, the model "
+                            f"failed with {exc.errno} ({exc})") from None
+            return None
+        except ModelError as exc:
+            raise _Stop(Status.FAIL, line, f"the model refused: {exc}") from None
+        self.clock.collect()
+        if call.errno is not None:
+            raise _Stop(Status.FAIL, line, f"{call.name}() expected -1 {call.errno}, the "
+                        f"model returned {result if result is not None else 0}")
         return result
 
     # ------------------------------------------------------------ time
@@ -518,7 +573,7 @@ class _Runner:
         kernel's units (µs for times) and TCP state numbers (include/net/tcp_states.h):
         every `TcpInfo` field but the model's own (quick, pingpong)."""
         assert self.ep is not None
-        info = self.ep.tcp_info()
+        info = self.ep.tcp_info(Micros(self.now))
         values = {f"tcpi_{name}": value for name, value in (
             (f, getattr(info, f)) for f in getattr(info, "__dataclass_fields__", {}))
             if name not in _NOT_TCP_INFO and isinstance(value, int)}
@@ -555,7 +610,7 @@ class _Runner:
         ts = _option(p, "TS")
         if ts is not None and self.nego.timestamps:
             # PAWS (RFC 7323, tcp_paws_discard): the kernel drops a segment whose
-            # timestamp went backwards; the model keeps no timestamps
+            # timestamp went backwards; the model does not check them
             if self.last_peer_ts is not None and "S" not in p.flags and (
                     (ts[0] - self.last_peer_ts) & 0xFFFFFFFF) >= 1 << 31:
                 raise _Stop(Status.UNSUPPORTED, ev.line, "a timestamp older than the last "
@@ -567,14 +622,17 @@ class _Runner:
         window = p.window if p.window is not None else 65535
         if "S" not in p.flags:
             window <<= self.nego.peer_wscale
-        state = ep.state
+        # the timestamp option as the model reads it: TSval as written, TSecr back on the
+        # model's own ms clock (packetdrill maps it by the first TS val it saw from us)
+        tsval = tsecr = -1
+        if ts is not None and self.nego.timestamps:
+            tsval = ts[0]
+            if len(ts) > 1 and self.ts_offset is not None:
+                tsecr = (ts[1] - self.ts_offset) & 0xFFFFFFFF
         seg = Segment(src=self.side.peer, seq=p.seq, ack=p.ack or 0, length=p.length,
-                      flags=flags, window=window, sent_at=self.now)  # type: ignore[arg-type]
+                      flags=flags, window=window, sent_at=self.now,  # type: ignore[arg-type]
+                      tsval=tsval, tsecr=tsecr)
         self._input(ev.line, lambda: ep.receive_segment(Micros(self.now), seg))
-        if flags & RST and ep.state.value == "CLOSED" and state.value != "CLOSED":
-            # tcp_reset: the error a reset leaves on the socket
-            self.sock_error = {"SYN_SENT": "ECONNREFUSED", "CLOSE_WAIT": "EPIPE"}.get(
-                state.value, "ECONNRESET")
 
     def _opt_cfg(self) -> OptionConfig:
         """What the socket offers, its MSS clamped by TCP_MAXSEG (tcp_mss_clamp)."""
@@ -703,7 +761,8 @@ class _Runner:
         if name in _UNSUPPORTED_CALLS:
             raise _Stop(Status.UNSUPPORTED, line, _UNSUPPORTED_CALLS[name])
         expected = _int(call.result)
-        if call.errno is not None and name not in _RECV_CALLS | {"connect"}:
+        if call.errno is not None and name not in _RECV_CALLS | _SEND_CALLS | {
+                "connect", "shutdown"}:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() failing with {call.errno} is "
                         "not modelled")
         fd = _int(args[0]) if args else None
@@ -717,8 +776,11 @@ class _Runner:
                 self.fds[fd] = "listen"
                 self._create(Side.SERVER)
         elif name == "fcntl":
-            if len(args) > 2 and "O_NONBLOCK" in _words(args[2]) and fd is not None:
-                self.nonblocking.add(fd)
+            if len(args) > 2 and "F_SETFL" in _words(args[1]) and fd is not None:
+                if "O_NONBLOCK" in _words(args[2]):
+                    self.nonblocking.add(fd)
+                else:                       # F_SETFL without it: blocking again
+                    self.nonblocking.discard(fd)
         elif name == "setsockopt":
             self._setsockopt(line, args, fd)
         elif name == "getsockopt":
@@ -737,13 +799,22 @@ class _Runner:
                 self.fds[expected] = "conn"
             self._block(ev, call, 0, expected, offset, blocking=fd not in self.nonblocking)
         elif name in _SEND_CALLS:
-            self._send(line, call, fd)
+            self._send(ev, call, fd, offset)
         elif name in _RECV_CALLS:
             self._recv(ev, call, fd, offset)
         elif name == "close":
             if fd is not None and self.fds.get(fd) == "conn":
                 ep = self._endpoint(line)
                 self._input(line, lambda: ep.app_close(Micros(self.now)))
+        elif name == "poll":
+            self._poll(ev, call, offset)
+        elif name == "shutdown":
+            how = _words(args[1]) if len(args) > 1 else ()
+            if not how or how[0] not in _SHUT_HOW:
+                raise _Stop(Status.ERROR, line, "shutdown(fd, how): how must be SHUT_RD, "
+                            "SHUT_WR or SHUT_RDWR")
+            ep = self._endpoint(line)
+            self._call(line, call, lambda: ep.shutdown(Micros(self.now), _SHUT_HOW[how[0]]))
         else:
             raise _Stop(Status.UNSUPPORTED, line, f"{name}() is not modelled")
 
@@ -752,11 +823,35 @@ class _Runner:
             raise _Stop(Status.ERROR, line, "setsockopt needs (fd, level, name, value, len)")
         level, name = _words(args[1]), _words(args[2])
         opt = name[0] if name else "?"
+        if level and level[0] == "SOL_SOCKET" and opt == "SO_SNDBUF":
+            value = _int(args[3])
+            if value is None:
+                raise _Stop(Status.ERROR, line, "SO_SNDBUF: expected a value like [10000]")
+            if self.ep is None:             # the listener's: its connection inherits it
+                self.sndbuf = value
+            else:
+                self.ep.set_sndbuf(value)
+            return
+        if opt == "TCP_USER_TIMEOUT":
+            uto = _int(args[3])
+            if uto is None or self.ep is None:
+                raise _Stop(Status.UNSUPPORTED, line, "TCP_USER_TIMEOUT before the endpoint "
+                            "exists, or without a value")
+            timed = self.ep
+            self._input(line, lambda: timed.set_user_timeout(uto))
+            return
+        if opt == "TCP_NOTSENT_LOWAT":
+            value = _int(args[3])
+            if value is None or self.ep is None:
+                raise _Stop(Status.UNSUPPORTED, line, "TCP_NOTSENT_LOWAT before the endpoint "
+                            "exists, or without a value")
+            self.ep.set_notsent_lowat(value)
+            return
         if level and level[0] == "SOL_SOCKET":
             if opt not in _IGNORED_SOCKET_OPTS:
                 raise _Stop(Status.UNSUPPORTED, line, f"socket option {opt} is not modelled")
             self.notes.append(f"line {line}: {opt} has no effect on the model")
-            if opt in ("SO_SNDBUF", "SO_RCVBUF"):      # buffers the model does not bound
+            if opt == "SO_RCVBUF":          # a fixed receive buffer: not modelled
                 self.caveats.append(opt)
             return
         if opt == "TCP_MAXSEG":
@@ -813,8 +908,22 @@ class _Runner:
         if opt == "SO_ERROR":
             self._so_error(line, args)
             return
+        if opt == "SO_SNDBUF":
+            want = _int(args[3]) if len(args) > 3 else None
+            got = self._endpoint(line).sndbuf
+            if want is not None and got != want:
+                raise _Stop(Status.FAIL, line, f"getsockopt SO_SNDBUF: expected [{want}], the "
+                            f"model returned [{got}]")
+            return
         if opt == "TCP_MAXSEG":
             self._maxseg(line, args, fd)
+            return
+        if opt == "TCP_NOTSENT_LOWAT":
+            want = _int(args[3]) if len(args) > 3 else None
+            got = self._endpoint(line).notsent_lowat
+            if want is not None and got != want:
+                raise _Stop(Status.FAIL, line, f"getsockopt TCP_NOTSENT_LOWAT: expected "
+                            f"[{want}], the model returned [{got}]")
             return
         if opt not in _TCP_OPTS:
             raise _Stop(Status.UNSUPPORTED, line, f"getsockopt {opt} is not modelled")
@@ -841,12 +950,12 @@ class _Runner:
                         f"model returned [{got}]")
 
     def _so_error(self, line: int, args: tuple[Expr, ...]) -> None:
-        """getsockopt(SO_ERROR) (sock_getsockopt: sock_error): the error a reset left on
-        the socket (tcp_reset: ECONNREFUSED in SYN_SENT, EPIPE in CLOSE_WAIT, else
-        ECONNRESET), or 0; reading it clears it. packetdrill compares the numbers (Linux's
-        errno values), however the script writes them."""
+        """getsockopt(SO_ERROR) (sock_getsockopt: sock_error): the error the model's socket
+        holds (a reset's, tcp_reset: ECONNREFUSED in SYN_SENT, EPIPE in CLOSE_WAIT, else
+        ECONNRESET; a timeout's, ETIMEDOUT), or 0; reading it clears it. packetdrill
+        compares the numbers (Linux's errno values), however the script writes them."""
         want = args[3] if len(args) > 3 else None
-        got, self.sock_error = self.sock_error, None
+        got = self.ep.take_error() if self.ep is not None else ""
         if isinstance(want, List) and len(want.items) == 1 and isinstance(want.items[0], Word):
             name = want.items[0].names[0]
             expected = getattr(errno, name, None) if name.startswith("E") else None
@@ -863,26 +972,37 @@ class _Runner:
             raise _Stop(Status.FAIL, line, f"getsockopt SO_ERROR: expected [{shown}], the "
                         f"model's socket has [{got or 0}]")
 
-    def _send(self, line: int, call: Syscall, fd: int | None) -> None:
+    def _send(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
+        line = ev.line
         name = call.name
         size, flags = _io_size(call)
         if size is None:
             raise _Stop(Status.ERROR, line, f"{name}(): cannot tell how many bytes")
         _check_count(line, name, size)
         for flag in flags:
-            if flag not in ("MSG_MORE", "MSG_DONTWAIT", "MSG_NOSIGNAL", "0"):
+            if flag not in ("MSG_MORE", "MSG_EOR", "MSG_DONTWAIT", "MSG_NOSIGNAL", "0"):
                 raise _Stop(Status.UNSUPPORTED, line, f"{name}() flag {flag} is not modelled")
         expected = _int(call.result)
-        if expected is not None and expected != size:
-            raise _Stop(Status.UNSUPPORTED, line, f"{name}() returning {expected} of {size} "
-                        "bytes: the model's send buffer never fills")
         if "MSG_MORE" in flags and not self.profile.supports_cork:
             raise _Stop(Status.UNSUPPORTED, line, f"profile {self.profile.name} has no "
                         "MSG_MORE")
         ep = self._endpoint(line)
-        if size:
-            more = "MSG_MORE" in flags
-            self._input(line, lambda: ep.app_write(Micros(self.now), size, more=more))
+        if not size:
+            return
+        more, eor = "MSG_MORE" in flags, "MSG_EOR" in flags
+        blocking = fd not in self.nonblocking and "MSG_DONTWAIT" not in flags
+        if blocking and call.errno is None:
+            # a blocking write returns once every byte is in the send buffer
+            copied = self._input(line, lambda: ep.app_write(Micros(self.now), size,
+                                                            more=more, eor=eor))
+            self._block(ev, call, 0, expected, offset, blocking=True, left=size - copied,
+                        more=more)
+            return
+        got = self._call(line, call, lambda: _nonblocking_write(ep, Micros(self.now), size,
+                                                                more, eor))
+        if got is not None and expected is not None and got != expected:
+            raise _Stop(Status.FAIL, line, f"{name}() expected {expected}, the model "
+                        f"returned {got}")
 
     def _recv(self, ev: Event, call: Syscall, fd: int | None, offset: int) -> None:
         size, flags = _io_size(call)
@@ -902,13 +1022,49 @@ class _Runner:
                             f"returned {got}")
             return
         if call.errno is not None:
-            raise _Stop(Status.UNSUPPORTED, ev.line, f"{call.name}() failing with "
-                        f"{call.errno} is not modelled")
+            # an error the read reports at once (a reset: ECONNRESET)
+            self._call(ev.line, call, lambda: ep.app_read(Micros(self.now), size))
+            return
         self._block(ev, call, size, want, offset,
                     blocking=fd not in self.nonblocking and "MSG_DONTWAIT" not in flags)
 
+    def _poll(self, ev: Event, call: Syscall, offset: int) -> None:
+        """poll() of the connection: ``poll([{fd=4, events=POLLOUT, revents=POLLOUT}], 1,
+        timeout)`` returns 1 as soon as an event asked for (or POLLERR/POLLHUP) is in
+        tcp_poll's mask (`Endpoint.poll_events`), with those events as revents; with a
+        timeout it blocks until then. A poll the script expects to time out (= 0 with a
+        timeout) is unsupported: the model's clock does not wake it."""
+        args, line = call.args, ev.line
+        fds = args[0] if args else None
+        if (len(args) != 3 or not isinstance(fds, List) or len(fds.items) != 1
+                or not isinstance(fds.items[0], Struct)):
+            raise _Stop(Status.UNSUPPORTED, line, "poll() of more than one socket, or "
+                        "without a {fd, events, revents} list, is not modelled")
+        fields = dict(fds.items[0].fields)
+        events = frozenset(_words(fields.get("events", Word(()))))
+        rev = fields.get("revents")
+        revents = (frozenset(_words(rev)) if isinstance(rev, Word)
+                   else frozenset() if isinstance(rev, Int) and rev.value == 0 else None)
+        unknown = (events | (revents or frozenset())) - _POLL_BITS
+        if unknown:
+            raise _Stop(Status.UNSUPPORTED, line, f"poll() event {sorted(unknown)[0]} is not "
+                        "modelled")
+        timeout = _int(args[2])
+        want = _int(call.result)
+        if want == 0 and timeout != 0:
+            raise _Stop(Status.UNSUPPORTED, line, "a poll() that times out is not modelled")
+        fd = _int(fields.get("fd", Ellipsis_()))
+        if fd is None or self.fds.get(fd) != "conn":
+            raise _Stop(Status.UNSUPPORTED, line, "poll() of a socket other than the "
+                        "connection is not modelled")
+        self._endpoint(line)
+        self._block(ev, call, 0, want, offset, blocking=timeout != 0,
+                    events=events, revents=revents)
+
     def _block(self, ev: Event, call: Syscall, size: int, want: int | None, offset: int,
-               blocking: bool) -> None:
+               blocking: bool, left: int = 0, more: bool = False,
+               events: frozenset[str] = frozenset(),
+               revents: frozenset[str] | None = None) -> None:
         """Start a read() or accept(); it returns now or, if blocking, once it can."""
         if self.pending is not None:
             raise _Stop(Status.UNSUPPORTED, ev.line, "two blocking calls at once")
@@ -917,12 +1073,13 @@ class _Runner:
         end = None
         if call.end_time is not None:
             end = call.end_time.start_us + (offset if relative else 0)
-        self.pending = _Pending(ev, call, size, want, start, end)
+        self.pending = _Pending(ev, call, size, want, start, end, left, more, events, revents)
         self._complete_read(blocking=blocking)
         if self.pending is not None and call.end_time is None:
             # packetdrill makes a call written without '...' on its main thread, the one
             # that injects packets: it would wait there for ever
-            what = "connection" if call.name in ("accept", "connect") else "data"
+            what = ("connection" if call.name in ("accept", "connect") else
+                    "room in the send buffer" if call.name in _SEND_CALLS else "data")
             raise _Stop(Status.FAIL, ev.line, f"{call.name}() would block (no {what} yet): "
                         "a blocking call needs an end time, as in '+0...0.1 "
                         f"{call.name}(…)'")
@@ -934,13 +1091,32 @@ class _Runner:
         if p is None or self.ep is None:
             return
         ep = self.ep
-        if p.call.name in ("accept", "connect"):
+        if p.call.name in _SEND_CALLS:
+            if p.left and ep.take_write_wakeup():
+                p.left -= self._input(p.event.line, lambda: ep.app_write(
+                    Micros(self.now), p.left, more=p.more, resume=True))
+            if p.left:
+                return
+            got: int | None = p.want
+        elif p.call.name == "poll":
+            ready = ep.poll_events() & (p.events | {"POLLERR", "POLLHUP"})
+            if not ready and blocking:
+                return
+            got = 1 if ready else 0
+            if p.want is not None and got != p.want:
+                raise _Stop(Status.FAIL, p.event.line, f"poll() expected {p.want}, the model "
+                            f"returned {got}")
+            if got and p.revents is not None and ready != p.revents:
+                raise _Stop(Status.FAIL, p.event.line, "poll() expected revents "
+                            f"{'|'.join(sorted(p.revents)) or 0}, the model's are "
+                            f"{'|'.join(sorted(ready))}")
+        elif p.call.name in ("accept", "connect"):
             if not ep.established:
                 if blocking:
                     return
                 raise _Stop(Status.FAIL, p.event.line, f"{p.call.name}() expected a "
                             "connection, the model's handshake is not complete")
-            got: int | None = p.want
+            got = p.want
         else:
             got = self._input(p.event.line, lambda: ep.app_read(Micros(self.now), p.size))
             if got == 0 and not ep.eof and blocking and p.want != 0:
@@ -955,6 +1131,14 @@ class _Runner:
                 raise _Stop(Status.FAIL, p.event.line, f"{p.call.name}() returned at "
                             f"{_secs(self.now)}, expected at {_secs(p.end)} (tolerance "
                             f"{_secs(tol)})")
+
+
+def _nonblocking_write(ep: Endpoint, now: Micros, size: int, more: bool, eor: bool) -> int:
+    """A write that must not block: what fits in the send buffer, or EAGAIN if nothing."""
+    copied = ep.app_write(now, size, more=more, eor=eor)
+    if not copied:
+        raise SocketError("EAGAIN", "the send buffer is full")
+    return copied
 
 
 def _absolute(ev: Event) -> bool:

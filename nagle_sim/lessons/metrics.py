@@ -25,7 +25,7 @@ from ..trace.units import ms
 AGGREGATES = ("count", "min", "max", "median", "mean", "sum", "first", "last")
 SIDES = {"client": Side.CLIENT, "server": Side.SERVER}
 REASON_CODES = frozenset(Reason.__members__)
-OPS = ("write", "writev", "read", "sleep", "set", "get", "close")
+OPS = ("write", "writev", "read", "sleep", "set", "get", "shutdown", "close")
 
 # record-list roots: name -> (fields, default side or None for "both", side required)
 _RECORDS: dict[str, tuple[tuple[str, ...], Side | None, bool]] = {

@@ -26,7 +26,13 @@ from .events import Micros
 HIGH_GAIN: Final = 2885 / 1000 + 1 / 256     # bbr_high_gain = BBR_UNIT * 2885 / 1000 + 1
 DRAIN_GAIN: Final = 1000 / 2885              # bbr_drain_gain
 CWND_GAIN: Final = 2.0                       # bbr_cwnd_gain
-PACING_GAINS: Final = (5 / 4, 3 / 4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)   # bbr_pacing_gain[]
+BBR_UNIT: Final = 256                        # BBR_SCALE 8: gains are fixed point in 1/256
+PACING_GAINS: Final = (BBR_UNIT * 5 // 4, BBR_UNIT * 3 // 4, BBR_UNIT, BBR_UNIT, BBR_UNIT,
+                       BBR_UNIT, BBR_UNIT, BBR_UNIT)
+"""bbr_pacing_gain[], in BBR_UNIT as the kernel keeps it (each is exact as a float: 5/4, 3/4,
+1). Integers, not floats: mypyc (1.x) compiles a Final tuple of floats into a static that
+reads as "not set" (NameError: value for final name "PACING_GAINS" was not set), which
+crashed the compiled build at PROBE_BW (issue 29.4; tests/model/test_compiled_constants.py)."""
 BW_FILTER_ROUNDS: Final = 10                 # bbr_bw_rtts = CYCLE_LEN + 2
 MIN_RTT_WINDOW_US: Final = 10_000_000        # bbr_min_rtt_win_sec
 PROBE_RTT_US: Final = 200_000                # bbr_probe_rtt_mode_ms
@@ -259,7 +265,8 @@ class Bbr:
         elif self.mode is Mode.DRAIN:
             self.pacing_gain, self.cwnd_gain = DRAIN_GAIN, HIGH_GAIN
         elif self.mode is Mode.PROBE_BW:
-            self.pacing_gain, self.cwnd_gain = PACING_GAINS[self.cycle_idx], CWND_GAIN
+            self.pacing_gain = PACING_GAINS[self.cycle_idx] / BBR_UNIT
+            self.cwnd_gain = CWND_GAIN
         else:
             self.pacing_gain, self.cwnd_gain = 1.0, 1.0
 

@@ -42,6 +42,23 @@ MAX_PROBE_BACKOFF: Final = 6
 """SIMPLIFICATION: zero-window probes back off at most 2^6 (the kernel caps at TCP_RTO_MAX)."""
 MAX_RTO_BACKOFF: Final = 15
 """net.ipv4.tcp_retries2 default 15 bounds the RTO backoff."""
+TCP_RETRIES2: Final = 15
+"""net.ipv4.tcp_retries2: an established connection gives up after the time 15 backed-off
+RTOs from TCP_RTO_MIN would take (tcp_model_timeout: 924.6 s)."""
+TCP_SYN_RETRIES: Final = 6
+"""net.ipv4.tcp_syn_retries: a connect gives up after 6 retransmitted SYNs."""
+TCP_RTO_MAX_US: Final = 120_000_000
+"""TCP_RTO_MAX: tcp_model_timeout's linear part."""
+TCP_INIT_CWND: Final = 10
+"""TCP_INIT_CWND (include/net/tcp.h): tcp_sndbuf_expand's floor, whatever the route's cwnd."""
+TCP_REORDERING: Final = 3
+"""net.ipv4.tcp_reordering default: the duplicate-ACK threshold (tp->reordering)."""
+SKB_SHINFO_SIZE: Final = 320
+"""SKB_DATA_ALIGN(sizeof(struct skb_shared_info)) on x86-64 (tcp_sndbuf_expand's per_mss)."""
+SOCK_MIN_SNDBUF: Final = 2 * (2048 + 256)
+"""SOCK_MIN_SNDBUF (include/net/sock.h): 2 × TCP_SKB_MIN_TRUESIZE, the smallest SO_SNDBUF."""
+INFINITE_LOWAT: Final = 0xFFFFFFFF
+"""net.ipv4.tcp_notsent_lowat's default (UINT_MAX): no limit on unsent bytes."""
 
 
 class NagleStyle(Enum):
@@ -87,7 +104,13 @@ class StackProfile:
     hz: int = 250
     """Kernel tick rate; ato, delayed-ACK and probe timers run in jiffies (CONFIG_HZ)."""
     timer_wheel_round_up: bool = True
-    """A timer due at jiffy J fires at the start of J+1 (kernel/time/timer.c calc_index)."""
+    """Timers run on the timer wheel's buckets (kernel/time/timer.c calc_index): a timer
+    due at jiffy J fires at the start of J+1 if it was armed fewer than 63 jiffies ahead,
+    at the next multiple of 8 jiffies if 63-503 ahead, and so on (False: exactly at J)."""
+    jiffies_at_zero: int = 0
+    """The kernel's jiffies counter at the model's jiffy 0, which places the coarser wheel
+    levels' 8-, 64-, 512-jiffy boundaries. On a real host it is arbitrary (uniform), so a
+    level-1 timer fires anywhere in 1-8 jiffies after its expiry; 0 is one such host."""
     jiffy_phase_us: int = -1
     """How far into a tick the SYN leaves (µs). On a real host it is arbitrary, so a lone
     delayed ACK lands anywhere in 40-44 ms; -1 (default) means half a tick, the expected
@@ -140,6 +163,18 @@ class StackProfile:
     tso_rtt_log: int = 9
     """net.ipv4.tcp_tso_rtt_log (65466904b015, 2021; default 9): TSO skbs grow by
     gso_max_size >> (min_rtt_us >> 9) on short paths. 0: the older rate-only sizing."""
+    tcp_grow_skb: bool = True
+    """8ee602c63520 ("tcp: try to send bigger TSO packets", v6.10): tcp_write_xmit lets a
+    skb short of the cwnd quota take bytes from the next skb (tcp_grow_skb), so a burst may
+    span two of the write queue's skbs. Seen here: after 60000 B were queued as two 25000 B
+    skbs, a 5000-byte remainder left as one 10-segment burst with 5000 B of the next skb
+    (ss -m: 3 skbs charged where splitting at skb boundaries gives 4)."""
+    fin_cwnd_exempt: bool = False
+    """Before "tcp: remove dubious FIN exception from tcp_cwnd_test()" (Eric Dumazet, net-next
+    April 2024, so v6.10) a skb of one segment carrying the FIN was sent even with the
+    congestion window full.
+    6.18 holds it (seen with packetdrill: shutdown right after a 10-segment burst sends
+    the FIN 27 ms later, as the tail loss probe, not at once)."""
     tail_loss_probe: bool = True
     """net.ipv4.tcp_early_retrans=3: tail loss probes (needs SACK, on between Linux hosts)."""
     timeout_min_j: int = 2
@@ -152,6 +187,20 @@ class StackProfile:
     """net.ipv4.tcp_autocorking default 1."""
     rcv_wnd: int = 65535
     """Initial advertised receive window (tcp_select_initial_window, unscaled 64 KB)."""
+    wmem_default: int = 16384
+    """net.ipv4.tcp_wmem[1]: a new socket's send buffer, before tcp_init_buffer_space."""
+    wmem_max: int = 4_194_304
+    """net.ipv4.tcp_wmem[2]: how far tcp_sndbuf_expand may grow it (this machine: 4 MB)."""
+    core_wmem_max: int = 4_194_304
+    """net.core.wmem_max: SO_SNDBUF's cap before doubling (this machine: 4 MB; the kernel's
+    own default is 212992)."""
+    skb_tx_overhead: int = 832
+    """Truesize of a sent skb beyond its payload (tcp_stream_alloc_skb's head: the payload
+    sits in page fragments). Measured here with ss -m: each new 500-byte skb raised
+    sk_wmem_queued by 1332, appended bytes by their count only; 60000 B in 4 skbs (two
+    initial-window bursts, two queued skbs) read w63328."""
+    notsent_lowat: int = INFINITE_LOWAT
+    """net.ipv4.tcp_notsent_lowat (default UINT_MAX: off)."""
     rcv_buf: int = 131072
     """Receive buffer (net.ipv4.tcp_rmem[1])."""
     initial_rcv_mss: int = 536
@@ -187,6 +236,10 @@ class StackProfile:
     """SKB_DATA_ALIGN(sizeof(struct sk_buff)), added to every truesize (x86-64)."""
     rcv_buf_max: int = 33_554_432
     """net.ipv4.tcp_rmem[2] (this machine): bounds __tcp_grow_window's search."""
+    timestamps: bool = True
+    """net.ipv4.tcp_timestamps=1: the SYN offers the timestamp option (RFC 7323), used when
+    the peer's offers it too; the receiver then samples its RTT from each echo
+    (tcp_rcv_rtt_measure_ts), which autotuning needs. Windows does not offer it."""
     syn_tstamp_bytes: int = 12
     """TCPOLEN_TSTAMP_ALIGNED: tcp_connect_init sizes the SYN's window in segments of
     mss + these bytes (measured: SYN window 64240 = 44 × 1460 for MSS 1448 payload; the
@@ -301,6 +354,8 @@ LINUX_6_6: Final = LINUX.with_overrides(
     delack_max_follows_rto_min=False,
     socket_timing_options=False,
     pingpong_sysctl=False,
+    tcp_grow_skb=False,
+    fin_cwnd_exempt=True,
 )
 
 LINUX_6_1: Final = LINUX_6_6.with_overrides(
@@ -383,6 +438,8 @@ LINUX_4_18: Final = LINUX.with_overrides(
     delack_max_follows_rto_min=False,
     socket_timing_options=False,
     pingpong_sysctl=False,
+    tcp_grow_skb=False,
+    fin_cwnd_exempt=True,
 )
 
 WINDOWS: Final = LINUX.with_overrides(
@@ -400,6 +457,7 @@ WINDOWS: Final = LINUX.with_overrides(
                 "congestion control: Windows 10 1709+ defaults to CUBIC; Linux's CUBIC "
                 "stands in for it"),
     nagle_style=NagleStyle.RFC896,
+    timestamps=False,
     ack_style=AckStyle.CLASSIC,
     supports_cork=False,
     supports_quickack=False,

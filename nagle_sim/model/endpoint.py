@@ -48,8 +48,9 @@ Where each rule lives (docs/model.md has the full map, kernel function → funct
 SIMPLIFICATION: no tcp_tso_should_defer (TSO deferral waiting for a bigger cwnd opening).
 SIMPLIFICATION: the link never loses or reorders; out-of-order data (from packetdrill
 scripts) is held and duplicate-ACKed, but no SACK blocks are sent or read.
-SIMPLIFICATION: TCP Small Queues and receive-buffer autotuning are not modelled.
-SIMPLIFICATION: the send buffer is unbounded (writes never block).
+SIMPLIFICATION: TCP Small Queues are not modelled.
+The send buffer is: a write copies what fits (``app_write`` returns the count) and a
+blocking caller waits for `Endpoint.take_write_wakeup`.
 """
 
 from __future__ import annotations
@@ -67,11 +68,12 @@ from .config import (
     timing_option_error,
 )
 from .events import Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
+from .rate import chrono_stats_us
 from .sock import Sock
-from .state import ModelError, Nonagle, SockOpt, State
+from .state import SHUT_HOW, ModelError, Nonagle, Shutdown, SocketError, SockOpt, State
 from .timers import FIRED
 
-__all__ = ["Endpoint", "ModelError", "SockOpt", "State", "TcpInfo"]
+__all__ = ["SHUT_HOW", "Endpoint", "ModelError", "SockOpt", "SocketError", "State", "TcpInfo"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +104,26 @@ class TcpInfo:
     """The ping-pong count; interactive (delayed-ACK) mode once it reaches the threshold."""
     pacing_rate: float
     """Bytes per second; 0 when not pacing."""
+    busy_time: int = 0
+    """µs the sender had data queued or in flight (tcpi_busy_time: the three chronos of
+    tcp_chrono_start/stop summed, counted in jiffies)."""
+    rwnd_limited: int = 0
+    """µs of that stopped by the peer's receive window (tcpi_rwnd_limited)."""
+    sndbuf_limited: int = 0
+    """µs the application waited for send-buffer room with nothing else queued
+    (tcpi_sndbuf_limited)."""
+    last_data_recv: int = 0
+    """ms since data last arrived (tcpi_last_data_recv, from icsk_ack.lrcvtime)."""
+    last_data_sent: int = 0
+    """ms since data was last sent (tcpi_last_data_sent, from lsndtime)."""
+    notsent_bytes: int = 0
+    """Bytes written and not yet sent (tcpi_notsent_bytes)."""
+    rcv_space: int = 0
+    """Bytes the reader took in the last measured RTT (tcpi_rcv_space: rcvq_space.space)."""
+    rcv_ssthresh: int = 0
+    """The offered window's current cap (tcpi_rcv_ssthresh)."""
+    rcv_rtt: int = 0
+    """The receiver's RTT estimate, µs (tcpi_rcv_rtt)."""
 
 
 _TIMER_HANDLERS: Final[dict[Timer, Callable[[Sock, Micros], None]]] = {
@@ -122,14 +144,16 @@ class Endpoint:
     """One side of a TCP connection (see the module docstring)."""
 
     def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
-                 mss: int) -> None:
+                 mss: int, advmss: int = 0) -> None:
         """Args:
             side: which side this is (the client connects, the server listens).
             profile: the stack's rules and constants.
             options: socket options set before connect/accept.
             mss: the segment size both directions use.
+            advmss: the MSS this host announces, if larger (0: ``mss``); it sizes the
+                SYN's window and the receive-buffer autotuning's first estimate.
         """
-        self._sk = Sock(side, profile, options, mss)
+        self._sk = Sock(side, profile, options, mss, advmss)
 
     # ---------------------------------------------------------------- pulls
     def segments_to_send(self) -> list[Segment]:
@@ -163,17 +187,31 @@ class Endpoint:
         """When ``timer`` is due, None when it is not armed."""
         return self._sk.timers.get(timer)
 
-    def tcp_info(self) -> TcpInfo:
-        """A snapshot of the connection's state (see `TcpInfo`)."""
+    def tcp_info(self, now: Micros | None = None) -> TcpInfo:
+        """A snapshot of the connection's state (see `TcpInfo`); the times since an
+        event and the chronos need ``now`` (without it they read as of time 0)."""
         sk = self._sk
         cc = sk.cc
-        return TcpInfo(state=sk.state, snd_cwnd=cc.cwnd,
-                       snd_ssthresh=min(cc.ssthresh, 0x7FFFFFFF), snd_mss=sk.mss,
+        at = Micros(0) if now is None else now
+        busy, rwnd, sndbuf = chrono_stats_us(sk, at)
+        now_j = sk.jiffies(at)
+        ms_per_j = sk.profile.tick_us // 1000
+        # tcp_time_wait hands the connection to a timewait mini-socket and closes the full
+        # one (tcp_done): getsockopt(TCP_INFO) on it says TCP_CLOSE (measured here)
+        state = State.CLOSED if sk.state is State.TIME_WAIT else sk.state
+        return TcpInfo(state=state, snd_cwnd=cc.cwnd,
+                       snd_ssthresh=cc.ssthresh, snd_mss=sk.mss,
                        unacked=sk.packets_out,
                        rtt=cc.srtt_us, rto=cc.rto_us,
                        ato=sk.ack.ato_j * sk.profile.tick_us, rcv_mss=sk.rcv.rcv_mss,
                        quick=sk.ack.quick, pingpong=sk.ack.pingpong,
-                       pacing_rate=cc.pacing_rate)
+                       pacing_rate=cc.pacing_rate, busy_time=busy, rwnd_limited=rwnd,
+                       sndbuf_limited=sndbuf,
+                       last_data_recv=max(0, now_j - sk.ack.lrcvtime_j) * ms_per_j,
+                       last_data_sent=max(0, now_j - sk.snd.lsndtime_j) * ms_per_j,
+                       notsent_bytes=sk.snd.write_seq - sk.snd.snd_nxt,
+                       rcv_space=sk.rcv.rcvq_space, rcv_ssthresh=sk.rcv.rcv_ssthresh,
+                       rcv_rtt=sk.rcv.rtt8 >> 3)
 
     @property
     def side(self) -> Side:
@@ -200,8 +238,41 @@ class Endpoint:
 
     @property
     def peer_fin(self) -> bool:
-        """The peer closed its side (FIN or RST received)."""
+        """The peer closed its side (its FIN arrived)."""
         return self._sk.rcv.peer_fin
+
+    @property
+    def readable(self) -> bool:
+        """A read would not block: data queued, end of stream, or an error to report."""
+        sk = self._sk
+        return bool(sk.rcv.unread) or sk.rcv.peer_fin or bool(sk.shutdown & Shutdown.RCV) \
+            or bool(sk.err)
+
+    def poll_events(self) -> frozenset[str]:
+        """tcp_poll's mask, by the names poll(2) gives its bits: POLLHUP with both directions
+        shut or the socket closed; POLLIN, POLLRDNORM and POLLRDHUP once the peer's FIN (or
+        SHUT_RD) ends the stream; POLLIN and POLLRDNORM with data queued; POLLOUT and
+        POLLWRNORM when connected and __sk_stream_is_writeable(sk, 1) — at most two thirds
+        of the send buffer in use (sk_stream_wspace ≥ sk_stream_min_wspace) and fewer than
+        half of TCP_NOTSENT_LOWAT's bytes unsent (tcp_stream_memory_free with wake = 1) —
+        or after shutdown(SHUT_WR); POLLERR with an error pending."""
+        sk = self._sk
+        mask: set[str] = set()
+        if sk.shutdown == Shutdown.MASK or sk.state is State.CLOSED:
+            mask.add("POLLHUP")
+        if sk.shutdown & Shutdown.RCV or sk.rcv.peer_fin:
+            mask.update(("POLLIN", "POLLRDNORM", "POLLRDHUP"))
+        if sk.state not in (State.SYN_SENT, State.SYN_RCVD, State.LISTEN, State.CLOSED):
+            if sk.rcv.unread:
+                mask.update(("POLLIN", "POLLRDNORM"))
+            queued = send.sk_wmem_queued(sk)
+            if sk.shutdown & Shutdown.SEND or (
+                    sk.snd.sndbuf - queued >= queued >> 1
+                    and send.tcp_stream_memory_free(sk, 1)):
+                mask.update(("POLLOUT", "POLLWRNORM"))
+        if sk.err:
+            mask.add("POLLERR")
+        return frozenset(mask)
 
     @property
     def snd_nxt(self) -> int:
@@ -217,8 +288,10 @@ class Endpoint:
 
     @property
     def eof(self) -> bool:
-        """A read would return end of stream."""
-        return self._sk.rcv.peer_fin and self._sk.rcv.unread == 0
+        """Nothing is queued and none will come: the peer's FIN, shutdown(SHUT_RD), a reset
+        (a read then returns 0, or the reset's error once)."""
+        sk = self._sk
+        return sk.rcv.unread == 0 and (sk.rcv.peer_fin or bool(sk.shutdown & Shutdown.RCV))
 
     # ---------------------------------------------------------------- link properties
     def set_tx_complete(self, us: int) -> None:
@@ -227,8 +300,15 @@ class Endpoint:
 
     def set_gso_wire(self, on: bool) -> None:
         """Link property: loopback hands a TSO skb to the peer whole (one super-segment);
-        other links see it cut into MSS segments."""
+        other links see it cut into MSS segments. Loopback also hands the receiver the
+        sender's own skbs (`set_rx_loopback`, set with it)."""
         self._sk.snd.gso_wire = on
+        self._sk.snd.rx_loopback = on
+
+    def set_rx_loopback(self, on: bool) -> None:
+        """Link property: received skbs are the sender's own (loopback) rather than
+        kmalloc'ed by a device (a NIC or TUN: packetdrill injects through one)."""
+        self._sk.snd.rx_loopback = on
 
     # ---------------------------------------------------------------- inputs
     def connect(self, now: Micros) -> None:
@@ -239,13 +319,67 @@ class Endpoint:
         """
         connection.tcp_connect(self._sk, now)
 
-    def app_write(self, now: Micros, nbytes: int, more: bool = False) -> None:
-        """One send() call of ``nbytes`` (``more``: MSG_MORE).
+    def app_write(self, now: Micros, nbytes: int, more: bool = False, eor: bool = False,
+                  resume: bool = False) -> int:
+        """One send() call of ``nbytes`` (``more``: MSG_MORE; ``eor``: MSG_EOR).
+
+        Returns:
+            The bytes copied into the send buffer: fewer than ``nbytes`` when it filled.
+            A blocking caller waits for `take_write_wakeup` and calls again with what is
+            left and ``resume=True`` (the same call going on); a non-blocking one returns
+            the count, or EAGAIN when it is 0.
 
         Raises:
-            ModelError: a bad size, a socket not established, MSG_MORE without support.
+            SocketError: EPIPE after shutdown(SHUT_WR) or on a closed socket, or the
+                pending error of a reset.
+            ModelError: a bad size, MSG_MORE without support.
         """
-        send.tcp_sendmsg(self._sk, now, nbytes, more)
+        return send.tcp_sendmsg(self._sk, now, nbytes, more, eor, resume)
+
+    def take_error(self) -> str:
+        """getsockopt(SO_ERROR): the pending error's errno name ("" none), now cleared."""
+        return self._sk.sock_error("")
+
+    def take_write_wakeup(self) -> bool:
+        """Whether a writer waiting for send-buffer room was woken since the last call
+        (sk_stream_write_space; at most 2/3 of the buffer in use)."""
+        snd = self._sk.snd
+        woke, snd.write_wakeup = snd.write_wakeup, False
+        return woke
+
+    @property
+    def sndbuf(self) -> int:
+        """sk_sndbuf: what getsockopt(SO_SNDBUF) reads."""
+        return self._sk.snd.sndbuf
+
+    def set_sndbuf(self, value: int) -> None:
+        """setsockopt(SO_SNDBUF, value): doubled, capped, and no longer autotuned."""
+        send.sock_set_sndbuf(self._sk, value)
+
+    @property
+    def notsent_lowat(self) -> int:
+        """tp->notsent_lowat: what getsockopt(TCP_NOTSENT_LOWAT) reads (0: not set)."""
+        return self._sk.snd.notsent_lowat
+
+    def set_notsent_lowat(self, value: int) -> None:
+        """setsockopt(TCP_NOTSENT_LOWAT, value): writes stop while this many bytes are
+        not yet sent (0: back to net.ipv4.tcp_notsent_lowat)."""
+        self._sk.snd.notsent_lowat = value
+
+    def set_user_timeout(self, ms: int) -> None:
+        """setsockopt(TCP_USER_TIMEOUT, ms): give up after this long without an ACK of
+        retransmitted data, or of zero-window probes (0: tcp_retries2's ~15 minutes).
+
+        Raises:
+            ModelError: a negative value (the kernel's EINVAL)."""
+        if ms < 0:
+            raise ModelError("TCP_USER_TIMEOUT must not be negative")
+        self._sk.cc.user_timeout_us = ms * 1000
+
+    def set_mss_clamp(self, value: int) -> None:
+        """The MSS option the peer's SYN carried (tcp_sndbuf_expand sizes segments by it;
+        default: the payload MSS plus the timestamp option, as between Linux hosts)."""
+        self._sk.snd.mss_clamp = value
 
     def app_read(self, now: Micros, max_bytes: int) -> int:
         """One recv() call: copy up to ``max_bytes`` of what is queued.
@@ -301,6 +435,14 @@ class Endpoint:
     def app_close(self, now: Micros) -> None:
         """close(): a FIN after the queued data, or a reset if data is left unread."""
         connection.tcp_close(self._sk, now)
+
+    def shutdown(self, now: Micros, how: str) -> None:
+        """shutdown(fd, SHUT_RD / SHUT_WR / SHUT_RDWR): ``how`` is "rd", "wr" or "rdwr".
+
+        Raises:
+            SocketError: ENOTCONN on a socket that is not connected.
+        """
+        connection.tcp_shutdown(self._sk, now, SHUT_HOW[how])
 
     def receive_segment(self, now: Micros, seg: Segment) -> None:
         """A segment from the peer arrives."""

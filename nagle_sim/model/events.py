@@ -122,6 +122,12 @@ class Reason(Enum):
                       "regardless of Nagle/CORK (tcp_write_wakeup)")
     TSQ_RELEASE = "the earlier packet left the device: the autocorked data follows"
     CLOSE_PUSH = "close(): the FIN pushes everything queued, Nagle or not"
+    SHUTDOWN_PUSH = ("shutdown(SHUT_WR): the FIN follows everything queued, Nagle or not "
+                     "(tcp_shutdown)")
+    SNDBUF_HOLD = ("the send buffer is full: the write waits until ACKs free room "
+                   "(sk_stream_memory_free)")
+    SNDBUF_ROOM = ("ACKs freed a third of the send buffer: the waiting write goes on "
+                   "(sk_stream_write_space)")
     RETRANSMIT = "retransmission timer fired: resend the oldest unACKed segment"
     LOSS_PROBE = ("tail loss probe: no ACK within about 2 x SRTT, so send new data (Nagle "
                   "ignored) or the last segment again to draw an ACK (tcp_send_loss_probe)")
@@ -131,6 +137,8 @@ class Reason(Enum):
                        "for one the application has closed: the kernel answers with a "
                        "reset (tcp_v4_send_reset)")
     WINDOW_PROBE = "zero window: probe the peer"
+    WRITE_TIMEOUT = ("retransmissions timed out (TCP_USER_TIMEOUT, or tcp_retries2): the "
+                     "connection is dropped without a reset, ETIMEDOUT (tcp_write_err)")
     # receiving
     QUICKACK_MODE = "quick-ACK mode: the receiver ACKs every segment at once"
     FULL_FRAME = "more than one full frame (rcv_mss) is unACKed: ACK at once"
@@ -170,6 +178,17 @@ class Reason(Enum):
     CWND_GROW = "slow start: cwnd grows with each ACKed segment"
     BBR_CWND = "BBR sets cwnd from its path model (gain x bandwidth x min RTT, 4 in PROBE_RTT)"
     CWND_IDLE = "idle longer than RTO: cwnd restarts (tcp_slow_start_after_idle)"
+    RCVBUF_GROW = ("the reader keeps up: the receive buffer grows so the window can "
+                   "(receive-buffer autotuning, tcp_rcv_space_adjust)")
+    CWND_PRR = ("fast recovery: cwnd follows Proportional Rate Reduction toward ssthresh "
+                "(tcp_cwnd_reduction, RFC 6937)")
+    DUPACK = ("a duplicate ACK: a later segment arrived, an earlier one may be lost "
+              "(tcp_add_reno_sack)")
+    RECOVERY_ENTER = ("three duplicate ACKs: the first unACKed segment is taken as lost; "
+                      "fast retransmit and fast recovery (tcp_enter_recovery)")
+    RECOVERY_EXIT = "everything outstanding at the loss is ACKed: recovery ends"
+    FAST_RETRANSMIT = ("fast retransmit: a segment the duplicate or partial ACKs say is "
+                       "lost is sent again (tcp_xmit_retransmit_queue)")
     STATE_CHANGE = "TCP state change"
     APP_CALL = "application call"
 
@@ -191,12 +210,16 @@ class Segment:
     window: int = 65535
     sent_at: Micros = Micros(0)
     why: Reason = Reason.APP_WRITE
+    tsval: int = -1
+    """The timestamp option's TSval (ms, the sender's tcp_time_stamp); -1: no option."""
+    tsecr: int = -1
+    """Its TSecr: the TSval the sender last stored from us (ts_recent)."""
 
     # Written out (as @dataclass would) so that the compiled build (setup.py, mypyc) runs
     # it as native code: the generated __init__ stays interpreted there (~3 µs a segment).
     def __init__(self, *, src: Side, seq: int, ack: int, length: int, flags: int,
                  window: int = 65535, sent_at: Micros = Micros(0),
-                 why: Reason = Reason.APP_WRITE) -> None:
+                 why: Reason = Reason.APP_WRITE, tsval: int = -1, tsecr: int = -1) -> None:
         self.src = src
         self.seq = seq
         self.ack = ack
@@ -205,6 +228,8 @@ class Segment:
         self.window = window
         self.sent_at = sent_at
         self.why = why
+        self.tsval = tsval
+        self.tsecr = tsecr
 
     @property
     def end_seq(self) -> int:
@@ -270,9 +295,12 @@ SHORT: Final[dict[Reason, str]] = {
     Reason.PACING_HOLD: "paced", Reason.PACING_RELEASE: "pacing release",
     Reason.NODELAY_PUSH: "NODELAY push", Reason.UNCORK_PUSH: "uncork push",
     Reason.PROBE0_RELEASE: "probe timer release", Reason.TSQ_RELEASE: "after TX completion",
-    Reason.CLOSE_PUSH: "close", Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
+    Reason.CLOSE_PUSH: "close", Reason.SHUTDOWN_PUSH: "shutdown",
+    Reason.SNDBUF_HOLD: "send buffer full", Reason.SNDBUF_ROOM: "send buffer room",
+    Reason.RETRANSMIT: "retransmit", Reason.HANDSHAKE: "handshake",
     Reason.LOSS_PROBE: "tail loss probe",
     Reason.RESET: "reset", Reason.WINDOW_PROBE: "window probe",
+    Reason.WRITE_TIMEOUT: "timed out",
     Reason.RESET_NO_SOCKET: "reset: no socket", Reason.OUT_OF_ORDER: "out of order",
     Reason.QUICKACK_MODE: "quick ACK", Reason.FULL_FRAME: "> 1 MSS unACKed",
     Reason.DELACK_WAIT: "delayed ACK", Reason.DELACK_FIRED: "delayed ACK fired",
@@ -290,6 +318,10 @@ SHORT: Final[dict[Reason, str]] = {
     Reason.SOCKOPT_SET: "setsockopt", Reason.SOCKOPT_GET: "getsockopt",
     Reason.QUICKACK_OFF: "QUICKACK=0: ping-pong", Reason.QUICKACK_ON: "QUICKACK=1",
     Reason.CWND_GROW: "cwnd grows", Reason.CWND_IDLE: "cwnd restart",
+    Reason.CWND_PRR: "cwnd (PRR)", Reason.RCVBUF_GROW: "rcvbuf grows",
+    Reason.DUPACK: "duplicate ACK",
+    Reason.RECOVERY_ENTER: "fast recovery", Reason.RECOVERY_EXIT: "recovery ends",
+    Reason.FAST_RETRANSMIT: "fast retransmit",
     Reason.BBR_CWND: "BBR cwnd",
     Reason.STATE_CHANGE: "state", Reason.APP_CALL: "app call",
 }

@@ -10,7 +10,7 @@ application replying within ato). Decides nothing about *whether* to send: that 
 from __future__ import annotations
 
 from .config import PINGPONG_MAX, AckStyle
-from .events import ACK, FIN, PSH, RST, Kind, Micros, Reason, Segment, Timer
+from .events import ACK, FIN, PSH, RST, SYN, Kind, Micros, Reason, Segment, Timer
 from .rate import tcp_ca_event_tx_start, tcp_rate_skb_sent, tcp_update_skb_after_send
 from .sock import Sock
 from .state import TCP_MAX_WSCALE, TCP_RMEM_TO_WIN_SCALE, AckPending, Skb, State
@@ -27,7 +27,7 @@ def skb_truesize(sk: Sock, length: int) -> int:
     page fragments (tcp_sendmsg_locked adds each copied byte to truesize), so its truesize
     is the payload plus `StackProfile.loopback_skb_overhead`."""
     p = sk.profile
-    if sk.snd.gso_wire:
+    if sk.snd.rx_loopback:
         return length + p.loopback_skb_overhead
     head = length + p.skb_rx_overhead
     if head <= 8192:
@@ -41,9 +41,14 @@ def tcp_win_from_space(sk: Sock, space: int) -> int:
     return (space * sk.rcv.scaling_ratio) >> TCP_RMEM_TO_WIN_SCALE
 
 
+def tcp_space_from_win(sk: Sock, win: int) -> int:
+    """tcp_space_from_win: the buffer (truesize) a window of ``win`` bytes needs."""
+    return (win << TCP_RMEM_TO_WIN_SCALE) // max(sk.rcv.scaling_ratio, 1)
+
+
 def tcp_space(sk: Sock) -> int:
     """tcp_space: the window the buffer's free space (rcvbuf - rmem_alloc) holds."""
-    return tcp_win_from_space(sk, sk.profile.rcv_buf - sk.rcv.rmem_alloc)
+    return tcp_win_from_space(sk, sk.rcv.rcvbuf - sk.rcv.rmem_alloc)
 
 
 def tcp_select_window_now(sk: Sock, now: Micros) -> int:
@@ -55,7 +60,7 @@ def tcp_select_window_now(sk: Sock, now: Micros) -> int:
     rcv, p = sk.rcv, sk.profile
     mss = rcv.rcv_mss
     free = tcp_space(sk)
-    allowed = tcp_win_from_space(sk, p.rcv_buf)
+    allowed = tcp_win_from_space(sk, rcv.rcvbuf)
     full = min(rcv.window_clamp, allowed)
     wscale = min(p.rcv_wscale, TCP_MAX_WSCALE)
     unit = 1 << wscale
@@ -115,9 +120,15 @@ def tcp_select_window(sk: Sock, now: Micros) -> int:
 
 def wire(sk: Sock, now: Micros, flags: int, seq: int, length: int, why: Reason) -> Segment:
     """Hand one segment to the link (the end of __tcp_transmit_skb)."""
-    seg = Segment(src=sk.side, seq=seq, ack=sk.rcv.rcv_nxt if flags & ACK else 0,
+    rcv = sk.rcv
+    if rcv.ts_on or flags & (SYN | ACK) == SYN and sk.profile.timestamps:
+        # the timestamp option: TSval is tcp_time_stamp_ms, TSecr our ts_recent
+        tsval, tsecr = now // 1000, rcv.ts_recent
+    else:
+        tsval = tsecr = -1
+    seg = Segment(src=sk.side, seq=seq, ack=rcv.rcv_nxt if flags & ACK else 0,
                   length=length, flags=flags, window=tcp_select_window(sk, now),
-                  sent_at=now, why=why)
+                  sent_at=now, why=why, tsval=tsval, tsecr=tsecr)
     sk.out.append(seg)
     return seg
 

@@ -20,7 +20,48 @@ from .config import (
 from .cubic import Cubic, Reno
 from .events import Kind, Micros, Reason, Timer
 from .sock import Sock
-from .state import Skb
+from .state import CA_STATE_NAMES, CaState, Chrono, Skb, State
+
+
+# ---------------------------------------------------------------- time spent limited
+def tcp_chrono_set(sk: Sock, now: Micros, new: int) -> None:
+    """tcp_chrono_set: charge the time since the last change (jiffies) to the chrono
+    that ran, and start ``new``."""
+    snd = sk.snd
+    now_j = sk.jiffies(now)
+    if snd.chrono_type > Chrono.UNSPEC:
+        snd.chrono_stat[snd.chrono_type - 1] += now_j - snd.chrono_start_j
+    snd.chrono_start_j = now_j
+    snd.chrono_type = new
+
+
+def tcp_chrono_start(sk: Sock, now: Micros, kind: int) -> None:
+    """tcp_chrono_start: a more interesting limit (a higher `Chrono`) takes over."""
+    if kind > sk.snd.chrono_type:
+        tcp_chrono_set(sk, now, kind)
+
+
+def tcp_chrono_stop(sk: Sock, now: Micros, kind: int) -> None:
+    """tcp_chrono_stop: with both queues empty nothing is timed; otherwise the limit
+    that stopped, if it is the one running, gives way to plain busy time."""
+    snd = sk.snd
+    if snd.chrono_type == Chrono.UNSPEC:
+        return          # nothing is timed: neither branch would change what is read
+    if snd.snd_una == snd.write_seq:        # both queues empty (every byte and FIN ACKed)
+        tcp_chrono_set(sk, now, Chrono.UNSPEC)
+    elif kind == snd.chrono_type:
+        tcp_chrono_set(sk, now, Chrono.BUSY)
+
+
+def chrono_stats_us(sk: Sock, now: Micros) -> tuple[int, int, int]:
+    """tcp_get_info_chrono_stats: (busy time — all three summed —, rwnd-limited,
+    sndbuf-limited), each in µs (jiffies × USEC_PER_SEC / HZ)."""
+    snd = sk.snd
+    stats = list(snd.chrono_stat)
+    if snd.chrono_type > Chrono.UNSPEC:
+        stats[snd.chrono_type - 1] += sk.jiffies(now) - snd.chrono_start_j
+    us = [j * sk.tick_us for j in stats]
+    return sum(us), us[1], us[2]
 
 
 # ---------------------------------------------------------------- RTT and RTO
@@ -60,12 +101,12 @@ def tcp_rtt_estimator(sk: Sock, m: int) -> None:
 
 
 # ---------------------------------------------------------------- congestion window
-def tcp_cwnd_test(cwnd: int, in_flight: int, fin_only: bool) -> int:
-    """tcp_cwnd_test: how many segments the next TSO skb may carry. A lone FIN always may
-    go; otherwise 0 when cwnd is full, else min(cwnd/2, free cwnd) (the cwnd/2 cap keeps
-    one skb from taking the whole window)."""
+def tcp_cwnd_test(cwnd: int, in_flight: int, fin_exempt: bool) -> int:
+    """tcp_cwnd_test: how many segments the next TSO skb may carry: 0 when cwnd is full
+    (before 6.10 a one-segment skb with the FIN still could: ``fin_exempt``), else
+    min(cwnd/2, free cwnd) (the cwnd/2 cap keeps one skb from taking the whole window)."""
     if in_flight >= cwnd:
-        return 1 if fin_only else 0
+        return 1 if fin_exempt else 0
     half, free = cwnd >> 1 or 1, cwnd - in_flight
     return half if half < free else free
 
@@ -98,7 +139,7 @@ def tcp_is_cwnd_limited(sk: Sock) -> bool:
     return False
 
 
-def tcp_cwnd_validate(sk: Sock, is_cwnd_limited: bool) -> None:
+def tcp_cwnd_validate(sk: Sock, now: Micros, is_cwnd_limited: bool) -> None:
     """tcp_cwnd_validate (as since f4ce91ce12a7, 2022, which keeps is_cwnd_limited for a
     whole window): remember, per window of data (until snd_una passes cwnd_usage_seq), whether the
     sender filled cwnd and the most packets it had out."""
@@ -109,6 +150,11 @@ def tcp_cwnd_validate(sk: Sock, is_cwnd_limited: bool) -> None:
         cc.is_cwnd_limited = is_cwnd_limited
         cc.max_packets_out = packets_out
         cc.cwnd_usage_seq = snd.snd_nxt
+    if (not tcp_is_cwnd_limited(sk) and not snd.queue and snd.nospace
+            and (sk.state is State.ESTABLISHED or sk.state is State.CLOSE_WAIT)):
+        # "the starvation is caused by insufficient sender buffer": everything queued
+        # went out, cwnd is not full, and the application waits for room
+        tcp_chrono_start(sk, now, Chrono.SNDBUF_LIMITED)
 
 
 def tcp_cong_avoid(sk: Sock, now: Micros, acked: int) -> None:
@@ -135,17 +181,75 @@ def tcp_ca_ssthresh(sk: Sock) -> int:
     return cc.ca.ssthresh(cc.cwnd)
 
 
-def tcp_enter_loss(sk: Sock, now: Micros) -> None:
-    """tcp_enter_loss on an RTO: ssthresh from the congestion control (only on the first
-    RTO of an episode: repeated timeouts in TCP_CA_Loss keep it), cwnd = in flight + 1 = 1
-    (everything outstanding is marked lost), and CUBIC's state reset (cubictcp_state)."""
+def tcp_packets_in_flight(sk: Sock) -> int:
+    """tcp_packets_in_flight: segments out, less those the duplicate ACKs say left the
+    network and those marked lost, plus retransmissions still out."""
     cc = sk.cc
-    if not cc.in_loss:
+    return len(sk.snd.rtx) - cc.sacked_out - cc.lost_out + cc.retrans_out
+
+
+def tcp_mark_skb_lost(sk: Sock, skb: Skb) -> None:
+    """tcp_mark_skb_lost: a lost segment is no longer in flight; a retransmission of it
+    that was counted is not either (it must go again)."""
+    cc = sk.cc
+    if skb.rexmit:
+        skb.rexmit = False
+        cc.retrans_out -= 1
+    if not skb.lost:
+        skb.lost = True
+        cc.lost_out += 1
+
+
+def tcp_enter_loss(sk: Sock, now: Micros) -> None:
+    """tcp_enter_loss on an RTO: ssthresh from the congestion control (only when a new
+    episode starts: repeated timeouts in TCP_CA_Loss keep it), every outstanding segment
+    marked lost but those sent within the last RTT (tcp_timeout_mark_lost; the duplicate
+    ACK count is dropped), cwnd = in flight + 1 = 1, the Loss state until what was
+    outstanding is ACKed (high_seq), and CUBIC's state reset (cubictcp_state)."""
+    cc, snd = sk.cc, sk.snd
+    if (cc.ca_state <= CaState.DISORDER or cc.high_seq <= snd.snd_una
+            or (cc.ca_state == CaState.LOSS and not cc.retransmits)):
+        cc.prior_cwnd = cc.cwnd
         cc.ssthresh = tcp_ca_ssthresh(sk)
-    cc.cwnd = 1
-    cc.in_loss = True
+    cc.sacked_out = 0
+    recent = now - (cc.srtt_us or 0)
+    for i, skb in enumerate(snd.rtx):
+        if i and skb.sent_at > recent:
+            continue        # "don't mark recently sent ones lost yet" (RACK's timeout)
+        tcp_mark_skb_lost(sk, skb)
+    cc.cwnd = tcp_packets_in_flight(sk) + 1
+    cc.ca_state = CaState.LOSS
+    cc.high_seq = snd.snd_nxt
     if cc.ca is not None:
-        cc.ca.on_loss(now, sk.snd.snd_nxt)
+        cc.ca.on_loss(now, snd.snd_nxt)
+
+
+def tcp_cwnd_reduction(sk: Sock, now: Micros, delivered: int, una_advanced: bool,
+                       newly_lost: int) -> None:
+    """tcp_cwnd_reduction, Proportional Rate Reduction (RFC 6937) in fast recovery: while
+    more than ssthresh is in flight, send ssthresh/prior_cwnd segments per segment
+    delivered; below it, grow back toward ssthresh at most as fast as slow start; at
+    least one segment (the fast retransmission) on entering."""
+    cc = sk.cc
+    if delivered <= 0 or not cc.prior_cwnd:
+        return
+    in_flight = tcp_packets_in_flight(sk)
+    delta = cc.ssthresh - in_flight
+    cc.prr_delivered += delivered
+    if delta < 0:
+        sndcnt = (cc.ssthresh * cc.prr_delivered + cc.prior_cwnd - 1) // cc.prior_cwnd \
+            - cc.prr_out
+    else:
+        sndcnt = max(cc.prr_delivered - cc.prr_out, delivered)
+        if una_advanced and not newly_lost:
+            sndcnt += 1
+        sndcnt = min(delta, sndcnt)
+    sndcnt = max(sndcnt, 0 if cc.prr_out else 1)
+    new = in_flight + sndcnt
+    if new != cc.cwnd:
+        sk.event(now, Kind.MODE, Reason.CWND_PRR, f"cwnd {cc.cwnd} → {new} "
+                 f"({CA_STATE_NAMES[cc.ca_state]}: ssthresh {cc.ssthresh})", cwnd=new)
+        cc.cwnd = new
 
 
 def tcp_ca_event_tx_start(sk: Sock, now: Micros) -> None:
@@ -170,20 +274,42 @@ def pacing_rate_estimate(sk: Sock) -> float:
 
 
 def tcp_cwnd_restart(sk: Sock, now: Micros) -> None:
-    """tcp_cwnd_restart (net.ipv4.tcp_slow_start_after_idle, RFC 2861): idle longer than
-    the RTO halves cwnd per RTO idle, down to the initial window."""
+    """tcp_slow_start_after_idle_check → tcp_cwnd_restart (net.ipv4.tcp_slow_start_after_idle,
+    RFC 2861): after more than one RTO without sending data (lsndtime), with nothing in
+    flight, cwnd is halved once per RTO of idle time beyond the first, down to the initial
+    window (restart_cwnd = min(init_cwnd, cwnd)); ssthresh becomes tcp_current_ssthresh.
+    Not under BBR (a cong_control congestion control). Checked when a skb is queued
+    (tcp_skb_entail) and when a window update arrives with data queued
+    (tcp_ack_update_window): packetdrill's slow-start-after-win-update, cwnd 36 → 10 after
+    2.1 s of zero window, 5 MSS sent (half the restarted window, tcp_cwnd_test)."""
     p, cc = sk.profile, sk.cc
-    if (p.slow_start_after_idle and not sk.snd.rtx and cc.srtt_us
-            and sk.jiffies(now) - sk.snd.lsndtime_j > sk.rto_j
-            and cc.cwnd > p.init_cwnd):
-        idle_rtos = (sk.jiffies(now) - sk.snd.lsndtime_j) // max(1, sk.rto_j)
-        new = max(p.init_cwnd, cc.cwnd >> idle_rtos)
+    if not p.slow_start_after_idle or sk.snd.rtx or cc.bbr is not None or not cc.srtt_us:
+        return
+    rto_j = sk.rto_j
+    delta = sk.jiffies(now) - sk.snd.lsndtime_j
+    if delta <= rto_j:
+        return
+    restart = min(p.init_cwnd, cc.cwnd)
+    # tcp_current_ssthresh (not in a cwnd reduction): at least 3/4 of the old window
+    cc.ssthresh = max(cc.ssthresh, (cc.cwnd >> 1) + (cc.cwnd >> 2))
+    cwnd = cc.cwnd
+    delta -= rto_j
+    while delta > 0 and cwnd > restart:
+        cwnd >>= 1
+        delta -= rto_j
+    new = max(cwnd, restart)
+    if new != cc.cwnd:
         sk.event(now, Kind.MODE, Reason.CWND_IDLE, f"cwnd {cc.cwnd} → {new}", cwnd=new)
         cc.cwnd = new
 
 
-def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets: int) -> None:
-    """tcp_rate_gen + tcp_cong_control: a delivery-rate sample for BBR, or slow start."""
+def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets: int,
+                     delivered: int = -1, una_advanced: bool = True,
+                     newly_lost: int = 0) -> None:
+    """tcp_rate_gen + tcp_cong_control: a delivery-rate sample for BBR; otherwise, in fast
+    recovery, Proportional Rate Reduction of ``delivered`` (segments ACKed or
+    duplicate-ACKed; default: the ACKed ones), else slow start / congestion avoidance
+    when data was ACKed (tcp_may_raise_cwnd)."""
     cc = sk.cc
     acked = len(acked_skbs)
     cc.delivered += acked
@@ -226,7 +352,13 @@ def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets
                 sk.event(now, Kind.MODE, Reason.CWND_GROW,
                          f"HyStart: slow start ends at cwnd {cc.cwnd}", cwnd=cc.cwnd)
                 cc.ssthresh = ssthresh
-            tcp_cong_avoid(sk, now, acked)
+        if cc.ca is None:
+            return
+        if cc.ca_state == CaState.RECOVERY or cc.ca_state == CaState.CWR:
+            tcp_cwnd_reduction(sk, now, acked if delivered < 0 else delivered,
+                               una_advanced, newly_lost)
+        elif acked:
+            tcp_cong_avoid(sk, now, acked if delivered < 0 else delivered)
         return
     cwnd, mark = cc.bbr.on_ack(now, rs, cc.delivered, cc.cwnd, sk.packets_out, cc.srtt_us)
     if mark:
@@ -243,7 +375,7 @@ def tcp_rate_check_app_limited(sk: Sock, now: Micros) -> None:
     """tcp_rate_check_app_limited: less than a segment queued, nothing in the device
     queue, cwnd not full: later rate samples describe the application, not the path."""
     snd, cc = sk.snd, sk.cc
-    in_flight = len(snd.rtx)
+    in_flight = tcp_packets_in_flight(sk)
     if (snd.write_seq - snd.snd_nxt < sk.mss and snd.tx_busy_until <= now
             and in_flight < cc.cwnd):
         cc.app_limited = (cc.delivered + in_flight) or 1

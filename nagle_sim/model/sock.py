@@ -9,6 +9,8 @@ kernel's are over ``struct sock *sk``. Standard library and lower model modules 
 
 from __future__ import annotations
 
+from typing import Final
+
 from .config import AckStyle, SocketOptions, StackProfile
 from .events import Kind, Micros, Reason, Segment, Side, Timer, TraceEvent
 from .state import (
@@ -25,36 +27,75 @@ from .state import (
 )
 
 
-def _initial_recv_state(side: Side, profile: StackProfile, mss: int) -> RecvState:
-    """tcp_select_initial_window and tcp_init_buffer_space: the SYN's window is the
-    initial window rounded down to whole segments (the connecting side counts the 12
-    timestamp bytes, which it does not know yet will be used: tcp_connect_init), and
-    rcv_ssthresh starts there; window_clamp is the whole buffer's window at the default
-    scaling ratio. CLASSIC stacks keep a plain cap (no scaling model)."""
+def _initial_recv_state(side: Side, profile: StackProfile, mss: int,
+                        advmss: int) -> RecvState:
+    """tcp_select_initial_window and tcp_init_buffer_space: the SYN's window is the whole
+    buffer's window (tcp_full_space: tcp_rmem[1] at the default scaling ratio), rounded
+    down to whole segments (the connecting side counts the 12 timestamp bytes, which it
+    does not know yet will be used: tcp_connect_init), then capped at 65535 (the SYN's
+    window is not scaled) and at `StackProfile.rcv_wnd`; rcv_ssthresh starts there;
+    window_clamp is the whole buffer's window. Rounding comes before the cap: tcp_rmem[1]
+    131072 gives 64240 / 65160 (44 × 1460, 45 × 1448), packetdrill's defaults.sh
+    (540000) gives 65535. CLASSIC stacks keep a plain cap (no scaling model)."""
     rcv_mss = min(profile.initial_rcv_mss, mss)
     if profile.ack_style is not AckStyle.LINUX:
         return RecvState(rcv_wnd=profile.rcv_wnd, window_clamp=profile.rcv_buf,
-                         rcv_mss=rcv_mss)
-    syn_mss = mss + (profile.syn_tstamp_bytes if side is Side.CLIENT else 0)
-    initial = min(65535, profile.rcv_wnd)
-    initial -= initial % syn_mss if syn_mss <= initial else 0
+                         rcv_mss=rcv_mss, rcvbuf=profile.rcv_buf)
+    syn_mss = advmss + (profile.syn_tstamp_bytes if side is Side.CLIENT else 0)
     clamp = max(profile.rcv_buf * profile.scaling_ratio >> TCP_RMEM_TO_WIN_SCALE,
                 profile.min_window_clamp)
+    space = clamp
+    if space > syn_mss:
+        space -= space % syn_mss
+    initial = min(space, 65535, profile.rcv_wnd)
     return RecvState(rcv_wnd=initial, window_clamp=clamp, rcv_mss=rcv_mss,
-                     rcv_ssthresh=min(initial, clamp), scaling_ratio=profile.scaling_ratio)
+                     rcv_ssthresh=min(initial, clamp), scaling_ratio=profile.scaling_ratio,
+                     rcvbuf=profile.rcv_buf)
+
+
+WHEEL_LVL_CLK_SHIFT: Final = 3
+"""kernel/time/timer.c LVL_CLK_SHIFT: each level of the wheel is 8 times coarser."""
+WHEEL_LVL_SIZE: Final = 64
+"""LVL_SIZE: buckets per level."""
+WHEEL_LVL_DEPTH: Final = 9
+"""LVL_DEPTH for HZ > 100."""
+
+
+def wheel_bucket_expiry(expires_j: int, clk_j: int) -> int:
+    """calc_wheel_index / calc_index (kernel/time/timer.c, the 4.8 wheel): the jiffy at
+    which a timer due at ``expires_j``, armed when the wheel's clock reads ``clk_j``,
+    runs. A timer less than LVL_START(1) = 63 jiffies ahead sits on level 0 and runs on
+    the jiffy after its expiry; 63-503 jiffies ahead, on level 1, rounded up to the next
+    multiple of 8 jiffies; each further level 8 times coarser (LVL_START(n) = 63 <<
+    3(n-1)). Rounding up, never down: "the timer wheel has to guarantee that a timer does
+    not fire early". Measured here: a 76-jiffy probe timer (RTO 301.5 ms) fired 307-335 ms
+    after it was armed over 12 runs, in 4 ms steps; level 0 would give 304-308 ms."""
+    delta = expires_j - clk_j
+    if delta < WHEEL_LVL_SIZE - 1:
+        return expires_j + 1                # level 0 (most timers: delayed ACKs, RTOs)
+    lvl = 0
+    start = WHEEL_LVL_SIZE - 1
+    while lvl < WHEEL_LVL_DEPTH - 1 and delta >= start:
+        lvl += 1
+        start <<= WHEEL_LVL_CLK_SHIFT
+    shift = lvl * WHEEL_LVL_CLK_SHIFT
+    return ((expires_j >> shift) + 1) << shift
 
 
 class Sock:
     """One side's TCP state. Rules read and change it; only `Endpoint` is public."""
 
-    __slots__ = ("side", "profile", "mss", "state", "established", "snd", "rcv", "ack", "cc",
-                 "timers", "events", "out", "tick_us", "phase", "handshake_sent_at")
+    __slots__ = ("side", "profile", "mss", "advmss", "state", "established", "snd", "rcv",
+                 "ack", "cc", "timers", "events", "out", "tick_us", "phase", "handshake_sent_at",
+                 "shutdown", "err")
 
     def __init__(self, side: Side, profile: StackProfile, options: SocketOptions,
-                 mss: int) -> None:
+                 mss: int, advmss: int = 0) -> None:
         self.side = side
         self.profile = profile
         self.mss = mss
+        self.advmss = advmss or mss
+        """tp->advmss: the MSS we announce (our MTU's; the link MSS in a scenario)."""
         self.state = State.CLOSED if side is Side.CLIENT else State.LISTEN
         self.established = False
         """ESTABLISHED or CLOSE_WAIT (the application may write); kept by `transition`."""
@@ -69,10 +110,16 @@ class Sock:
         """Where in a tick time 0 falls (µs)."""
         self.handshake_sent_at = Micros(0)
         """When our SYN or SYN-ACK left (the first RTT sample)."""
+        self.shutdown = 0
+        """sk->sk_shutdown: `Shutdown` bits (shutdown(), close(), a reset)."""
+        self.err = ""
+        """sk->sk_err as its errno name ("" none): set by a reset or a timeout, reported
+        (and cleared) by the next call that fails on it (sock_error)."""
 
         nonagle = (Nonagle.OFF if options.nodelay else 0) | (Nonagle.CORK if options.cork else 0)
-        self.snd = SendState(nonagle=nonagle)
-        self.rcv = _initial_recv_state(side, profile, mss)
+        self.snd = SendState(nonagle=nonagle, sndbuf=profile.wmem_default,
+                             mss_clamp=mss + profile.syn_tstamp_bytes)
+        self.rcv = _initial_recv_state(side, profile, mss, self.advmss)
         self.ack = AckState(pingpong=profile.pingpong_thresh if options.quickack is False else 0)
         self.cc = CongestionState(cwnd=profile.init_cwnd, rto_us=profile.rto_initial_us)
 
@@ -127,9 +174,16 @@ class Sock:
         return (now + self.phase) // self.tick_us
 
     def jiffy_timer_at(self, now: Micros, expires_j: int) -> Micros:
-        """When a timer_list due at jiffy ``expires_j`` runs (the timer wheel rounds up)."""
-        fire_j = expires_j + (1 if self.profile.timer_wheel_round_up else 0)
-        fire_j = max(fire_j, self.jiffies(now) + 1)
+        """When a timer_list due at jiffy ``expires_j`` runs: the timer wheel's bucket
+        (`wheel_bucket_expiry`) on the kernel's jiffies counter, of which the model's jiffy
+        0 is `StackProfile.jiffies_at_zero`."""
+        now_j = self.jiffies(now)
+        if self.profile.timer_wheel_round_up:
+            off = self.profile.jiffies_at_zero
+            fire_j = wheel_bucket_expiry(expires_j + off, now_j + off) - off
+        else:
+            fire_j = expires_j
+        fire_j = max(fire_j, now_j + 1)
         return Micros(fire_j * self.tick_us - self.phase)
 
     # ---------------------------------------------------------------- timer slots
@@ -141,6 +195,12 @@ class Sock:
     def cancel(self, now: Micros, timer: Timer, reason: Reason = Reason.TIMER_CLEARED) -> None:
         if self.disarm(timer):
             self.event(now, Kind.TIMER_CANCELLED, reason, timer=timer)
+
+    def sock_error(self, default: str) -> str:
+        """sock_error: take the pending error, if any, else ``default``."""
+        err = self.err or default
+        self.err = ""
+        return err
 
     def disarm(self, timer: Timer) -> bool:
         """Clear ``timer``'s slot without tracing it; whether it was armed. (``in`` and

@@ -14,6 +14,7 @@ from typing import Final
 
 from .events import Micros, Reason, Timer
 from .sock import Sock
+from .state import CaState
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,8 @@ def tcp_schedule_loss_probe(sk: Sock, now: Micros, advancing_rto: bool) -> bool:
     than the RTO would fire. Re-armed after every send and every ACK, so it is not
     traced; only a probe that fires is. Returns False when no probe is scheduled."""
     p, rtx = sk.profile, sk.snd.rtx
-    if not p.tail_loss_probe or not rtx or sk.cc.in_loss:
+    ca_state = sk.cc.ca_state
+    if not p.tail_loss_probe or not rtx or (ca_state != CaState.OPEN and ca_state != CaState.CWR):
         return False
     # without an RTT sample: TCP_TIMEOUT_INIT
     timeout_j = tlp_timeout_j(sk) if sk.cc.srtt_us else p.us_to_jiffies(p.rto_initial_us)
@@ -110,5 +112,12 @@ def tcp_check_probe_timer(sk: Sock, now: Micros) -> None:
     if sk.snd.rtx or Timer.PROBE0 in timers or Timer.RTO in timers or Timer.TLP in timers:
         return
     base_j = max(sk.rto_j, sk.profile.us_to_jiffies(sk.profile.probe0_min_us))
-    at = sk.jiffy_timer_at(now, sk.jiffies(now) + (base_j << sk.cc.backoff))
+    when_j = base_j << sk.cc.backoff
+    cc = sk.cc
+    if cc.user_timeout_us and cc.probes_tstamp >= 0:
+        # tcp_clamp_probe0_to_user_timeout: no probe later than the user timeout
+        elapsed_j = max(sk.jiffies(now) - sk.jiffies(cc.probes_tstamp), 0)
+        remaining_j = sk.profile.us_to_jiffies(cc.user_timeout_us) - elapsed_j
+        when_j = min(max(remaining_j, sk.profile.timeout_min_j), when_j)
+    at = sk.jiffy_timer_at(now, sk.jiffies(now) + when_j)
     sk.arm(now, Timer.PROBE0, at, Reason.PROBE0_ARMED, f"RTO {sk.cc.rto_us / 1000:g} ms")

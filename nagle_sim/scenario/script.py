@@ -19,12 +19,16 @@ from .errors import ScenarioError, clip
 from .files import MAX_FILE_BYTES
 from .types import (
     OPTIONS,
+    SHUTDOWN_HOWS,
+    VALUE_OPTIONS,
     Close,
     GetOpt,
     Read,
     Repeat,
     SetOpt,
     SetTiming,
+    SetValue,
+    Shutdown,
     Sleep,
     Statement,
     Write,
@@ -49,6 +53,8 @@ MAX_SIZE: Final = 1_000_000_000
 """The largest whole number a script takes: a write, writev part or read size, a repeat
 count (a write of 1 GB)."""
 MAX_SLEEP_US: Final = 10 * 86_400 * 1_000_000   # ten days: far beyond any run's time limit
+_MAX_BUFFER: Final = 1 << 30
+"""`set sndbuf` / `set notsent_lowat` take at most 1 GiB."""
 
 
 
@@ -151,11 +157,13 @@ class _Parser:
             raise self.error(line, f"'{{' is only allowed after 'repeat N', not after "
                                    f"{clip(verb)!r}")
         if verb == "write":
-            if len(args) == 2 and args[1].lower() == "more":
-                return Write(line, self.positive_int(args[0], line, "write size"), more=True)
-            if len(args) != 1:
-                raise self.error(line, "use 'write N' or 'write N more'")
-            return Write(line, self.positive_int(args[0], line, "write size"))
+            flags = [a.lower() for a in args[1:]]
+            if not args or len(flags) > 2 or len(set(flags)) != len(flags) or any(
+                    f not in ("more", "eor") for f in flags):
+                raise self.error(line, "use 'write N', 'write N more', 'write N eor' or "
+                                       "'write N more eor'")
+            return Write(line, self.positive_int(args[0], line, "write size"),
+                         more="more" in flags, eor="eor" in flags)
         if verb == "writev":
             if not args:
                 raise self.error(line, "use 'writev A B ...' with at least one size")
@@ -181,10 +189,22 @@ class _Parser:
             if us > MAX_SLEEP_US:
                 raise self.error(line, f"set {args[0].lower()} {clip(args[1])} is too long")
             return SetTiming(line, args[0].lower(), Micros(us))
+        if verb == "set" and args and args[0].lower() in VALUE_OPTIONS:
+            option = args[0].lower()
+            if len(args) != 2:
+                raise self.error(line, f"use 'set {option} "
+                                       f"{'1s' if option == 'user_timeout' else '8k'}'")
+            if option == "user_timeout":
+                us = self.duration(args[1], line)
+                if us > MAX_SLEEP_US:
+                    raise self.error(line, f"set user_timeout {clip(args[1])} is too long")
+                return SetValue(line, option, -(-us // 1000))
+            return SetValue(line, option, self.size(args[1], line, f"set {option}"))
         if verb == "set":
             if len(args) != 2 or args[0].lower() not in OPTIONS:
-                raise self.error(line, "use 'set nodelay|cork|quickack on|off' or "
-                                       "'set delack_max|rto_min 5ms'")
+                raise self.error(line, "use 'set nodelay|cork|quickack on|off', "
+                                       "'set delack_max|rto_min|user_timeout 5ms' or "
+                                       "'set sndbuf|notsent_lowat 8k'")
             value = args[1].lower()
             if value not in ("on", "off", "1", "0", "true", "false"):
                 raise self.error(line, f"bad value {clip(args[1])!r} for set: use on or off")
@@ -197,9 +217,24 @@ class _Parser:
             if args:
                 raise self.error(line, "'close' takes no arguments")
             return Close(line)
+        if verb == "shutdown":
+            if len(args) != 1 or args[0].lower() not in SHUTDOWN_HOWS:
+                raise self.error(line, "use 'shutdown rd', 'shutdown wr' or 'shutdown rdwr'")
+            return Shutdown(line, args[0].lower())
         raise self.error(line, f"unknown statement {clip(words[0])!r} (expected write, "
                                "writev, "
-                               "read, sleep, set, get, repeat or close)")
+                               "read, sleep, set, get, repeat, shutdown or close)")
+
+    def size(self, text: str, line: int, what: str) -> int:
+        """A byte count such as 8192, 8k or 1m (k = 1024, m = 1048576)."""
+        m = re.fullmatch(r"([0-9]{1,10})([km]?)", text.lower())
+        if m is None:
+            raise self.error(line, f"{what} must be a byte count such as 8192 or 8k, "
+                                   f"got {clip(text)!r}")
+        value = int(m.group(1)) * {"": 1, "k": 1024, "m": 1 << 20}[m.group(2)]
+        if value > _MAX_BUFFER:
+            raise self.error(line, f"{what} {clip(text)} is too large (at most 1 GiB)")
+        return value
 
     def duration(self, text: str, line: int) -> int:
         """A duration such as 15ms, 250us or 1.5s, in whole µs."""

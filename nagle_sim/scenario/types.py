@@ -30,6 +30,9 @@ class Write:
     line: int
     size: int
     more: bool = False
+    eor: bool = False
+    """MSG_EOR: the write ends a record; later writes never join its last skb
+    (`tcp_skb_can_collapse_to`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +87,32 @@ class Close:
     line: int
 
 
-Statement = Write | Writev | Read | Sleep | SetOpt | SetTiming | GetOpt | Repeat | Close
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """`shutdown rd|wr|rdwr`: shutdown(2) with SHUT_RD, SHUT_WR or SHUT_RDWR."""
+
+    line: int
+    how: str   # "rd" | "wr" | "rdwr"
+
+
+@dataclass(frozen=True, slots=True)
+class SetValue:
+    """`set sndbuf 8k` (SO_SNDBUF, bytes), `set notsent_lowat 16k` (TCP_NOTSENT_LOWAT,
+    bytes), `set user_timeout 1s` (TCP_USER_TIMEOUT; ``value`` in whole ms)."""
+
+    line: int
+    option: str
+    value: int
+
+
+Statement = (Write | Writev | Read | Sleep | SetOpt | SetTiming | GetOpt | Repeat | Close
+             | Shutdown | SetValue)
+
+SHUTDOWN_HOWS: Final = ("rd", "wr", "rdwr")
+"""`shutdown` arguments: SHUT_RD, SHUT_WR, SHUT_RDWR."""
+VALUE_OPTIONS: Final = ("sndbuf", "notsent_lowat", "user_timeout")
+"""`set NAME VALUE` options that take a number: sizes in bytes (``k``/``m`` suffixes are
+1024 and 1048576) or, for user_timeout, a duration."""
 
 OPTIONS: Final = tuple(opt.value for opt in SockOpt)
 """Option names a script may set or get: the model's `SockOpt` values."""
@@ -121,7 +149,7 @@ def walk(body: tuple[Statement, ...]) -> Iterator[Statement]:
 def describe(stmt: Statement) -> tuple[str, str]:
     """(op name, argument text) as they appear in a trace's ``ops``."""
     if isinstance(stmt, Write):
-        return "write", f"{stmt.size}{' more' if stmt.more else ''}"
+        return "write", f"{stmt.size}{' more' if stmt.more else ''}{' eor' if stmt.eor else ''}"
     if isinstance(stmt, Writev):
         return "writev", " ".join(map(str, stmt.parts))
     if isinstance(stmt, Read):
@@ -136,6 +164,11 @@ def describe(stmt: Statement) -> tuple[str, str]:
         return "get", stmt.option
     if isinstance(stmt, Close):
         return "close", ""
+    if isinstance(stmt, Shutdown):
+        return "shutdown", stmt.how
+    if isinstance(stmt, SetValue):
+        value = f"{stmt.value}ms" if stmt.option == "user_timeout" else str(stmt.value)
+        return "set", f"{stmt.option} {value}"
     return "repeat", str(stmt.count)
 
 

@@ -29,7 +29,7 @@ from typing import Any, Final
 import simpy
 
 from ..model.config import StackProfile
-from ..model.endpoint import Endpoint, ModelError, SockOpt
+from ..model.endpoint import Endpoint, ModelError, SocketError, SockOpt
 from ..model.events import (
     REASON_CODE,
     REASON_TEXT,
@@ -40,6 +40,7 @@ from ..model.events import (
     Side,
     flag_letters,
 )
+from ..model.state import TCP_ERRORS, State
 from ..scenario import (
     Close,
     GetOpt,
@@ -47,6 +48,8 @@ from ..scenario import (
     Scenario,
     SetOpt,
     SetTiming,
+    SetValue,
+    Shutdown,
     Sleep,
     Statement,
     Write,
@@ -119,17 +122,23 @@ class RunLimit(Exception):
 
 class _Blocked:
     """What a side's application is waiting for (for deadlock messages): the handshake
-    (``total`` 0) or ``remaining`` more bytes of a read of ``total``. Worded only when a
+    (``total`` 0), ``remaining`` more bytes of a read of ``total``, or room in the send
+    buffer for ``remaining`` more bytes of a write (``writing``). Worded only when a
     deadlock message needs it: a big run blocks on reads hundreds of thousands of times."""
 
-    __slots__ = ("line", "remaining", "total")
+    __slots__ = ("line", "remaining", "total", "writing")
 
-    def __init__(self, line: int, remaining: int = 0, total: int = 0) -> None:
+    def __init__(self, line: int, remaining: int = 0, total: int = 0,
+                 writing: bool = False) -> None:
         self.line = line
         self.remaining = remaining
         self.total = total
+        self.writing = writing
 
     def what(self) -> str:
+        if self.writing:
+            return (f"send-buffer room for the last {self.remaining:,} B of a "
+                    f"{self.total:,}-byte write")
         return read_wait(self.remaining, self.total) if self.total else HANDSHAKE_WAIT
 
 
@@ -144,6 +153,10 @@ class _App:
     closed: bool = False
     done: bool = False
     reading: Read | None = None
+    writing: int = 0
+    """Bytes of a blocking write still to copy (its statement is ``record``'s)."""
+    write_more: bool = False
+    write_eor: bool = False
     record: OpRecord | None = None
     got: int = 0
     blocked: _Blocked | None = None
@@ -408,13 +421,21 @@ class SimDriver:
         ep.receive_segment(now, seg)
         self._pump(to, now)
         app = to.app
-        wake = to.profile.wakeup_us
         if ep.established and not was_established and not app.started:
             app.started = True
-            self._schedule(now + wake, _START, to)
-        elif app.blocked is not None and app.reading is not None and (ep.unread or ep.peer_fin):
+            self._schedule(now + to.profile.wakeup_us, _START, to)
+        else:
+            self._wake_blocked(to, now)
+
+    def _wake_blocked(self, host: _Host, now: int) -> None:
+        """Resume a blocked call that can go on: a read with data, end of stream or an
+        error to report; a write with send-buffer room (sk_stream_write_space), or whose
+        connection is gone (the call then fails with the error)."""
+        app, ep = host.app, host.ep
+        if app.blocked is not None and (app.reading is not None and ep.readable or (
+                app.writing and (ep.take_write_wakeup() or ep.state is State.CLOSED))):
             app.blocked = None
-            self._schedule(now + wake, _RESUME, to)
+            self._schedule(now + host.profile.wakeup_us, _RESUME, host)
 
     def _on_wake(self, host: _Host, deadline: int) -> None:
         pending = host.wakes
@@ -423,6 +444,10 @@ class SimDriver:
         now = self._now()
         host.ep.on_deadline(now)
         self._pump(host, now)
+        if host.app.started:
+            # a timer can end the connection (TCP_USER_TIMEOUT, tcp_retries2: tcp_write_err)
+            # with a call blocked on it: the call returns with the error
+            self._wake_blocked(host, now)
 
     # ---------------------------------------------------------------- applications
     def _start(self, host: _Host) -> None:
@@ -444,6 +469,12 @@ class SimDriver:
         app = host.app
         try:
             self._run_ops(host)
+        except SocketError as exc:      # the call failed as the kernel's would (errno)
+            line = app.record.line if app.record else 0
+            op = app.record.op if app.record else "call"
+            self._fail(side_error(self.scenario.source, line, app.side,
+                                  f"{op} failed: {exc.errno} "
+                                  f"({TCP_ERRORS.get(exc.errno, exc.errno)}): {exc}"))
         except ModelError as exc:
             line = app.record.line if app.record else 0
             self._fail(side_error(self.scenario.source, line, app.side, str(exc)))
@@ -451,7 +482,15 @@ class SimDriver:
     def _run_ops(self, host: _Host) -> None:
         app, side, ep, profile = host.app, host.side, host.ep, host.profile
         while True:
-            if app.reading is not None:
+            if app.writing:
+                nxt = ep.snd_nxt
+                sent = self._write_step(host)
+                if app.writing:
+                    return
+                end = app.vnow + profile.syscall_us + profile.tx_segment_us * sent
+                if self._loopback and ep.snd_nxt != nxt and ep.notsent_bytes:
+                    end = max(end, self._loopback_reaction(host, app.vnow))
+            elif app.reading is not None:
                 if not self._read_step(host):
                     return
                 end = app.vnow + profile.syscall_us
@@ -486,6 +525,10 @@ class SimDriver:
                 else:
                     nxt = ep.snd_nxt
                     sent = self._call(host, stmt, record)
+                    if app.writing:     # the send buffer filled: the write blocks
+                        app.blocked = _Blocked(step.line, app.writing,
+                                               _write_size(stmt), writing=True)
+                        return
                     end = app.vnow + profile.syscall_us + profile.tx_segment_us * sent
                     if self._loopback and ep.snd_nxt != nxt and ep.notsent_bytes:
                         end = max(end, self._loopback_reaction(host, app.vnow))
@@ -526,9 +569,16 @@ class SimDriver:
         """A non-blocking socket call; returns how many segments it transmitted."""
         app, ep, now = host.app, host.ep, Micros(host.app.vnow)
         if isinstance(stmt, Write):
-            ep.app_write(now, stmt.size, more=stmt.more)
+            # (two isinstance checks: `Write | Writev` builds a union type on every call)
+            app.writing = stmt.size - ep.app_write(now, stmt.size, more=stmt.more,
+                                                   eor=stmt.eor)
+            app.write_more = stmt.more
+            app.write_eor = stmt.eor
         elif isinstance(stmt, Writev):
-            ep.app_write(now, sum(stmt.parts))
+            size = sum(stmt.parts)
+            app.writing = size - ep.app_write(now, size)
+            app.write_more = False
+            app.write_eor = False
         elif isinstance(stmt, SetOpt):
             ep.set_option(now, SockOpt(stmt.option), stmt.on)
         elif isinstance(stmt, SetTiming):
@@ -538,14 +588,45 @@ class SimDriver:
         elif isinstance(stmt, Close):
             app.closed = True
             ep.app_close(now)
+        elif isinstance(stmt, Shutdown):
+            ep.shutdown(now, stmt.how)
+        elif isinstance(stmt, SetValue):
+            if stmt.option == "sndbuf":
+                ep.set_sndbuf(stmt.value)
+            elif stmt.option == "notsent_lowat":
+                ep.set_notsent_lowat(stmt.value)
+            else:
+                ep.set_user_timeout(stmt.value)
         return self._pump(host, now)
+
+    def _write_step(self, host: _Host) -> int:
+        """A blocking write woken by send-buffer room goes on (the same call); returns the
+        segments it transmitted. ``app.writing`` stays non-zero if it must wait again."""
+        app, ep = host.app, host.ep
+        app.writing -= ep.app_write(Micros(app.vnow), app.writing, more=app.write_more,
+                                    eor=app.write_eor,
+                                    resume=True)
+        sent = self._pump(host, app.vnow)
+        if app.writing:
+            assert app.record is not None
+            app.blocked = _Blocked(app.record.line, app.writing, 0, writing=True)
+        return sent
 
     def _read_step(self, host: _Host) -> bool:
         """Copy what is queued; True when the read is complete, False when it must block."""
         app, ep = host.app, host.ep
         stmt = app.reading
         assert stmt is not None and app.record is not None
-        app.got += ep.app_read(Micros(app.vnow), stmt.size - app.got)
+        try:
+            app.got += ep.app_read(Micros(app.vnow), stmt.size - app.got)
+        except SocketError as exc:      # a reset: the read fails with its error
+            self._pump(host, app.vnow)
+            app.record.result = eof_result(app.got)
+            why = ("the retransmissions went unanswered (TCP_USER_TIMEOUT or tcp_retries2)"
+                   if exc.errno == "ETIMEDOUT" else
+                   f"the {app.side.peer.value} reset the connection")
+            raise ModelError(f"read {stmt.size} failed after {app.got} B: {exc.errno} "
+                             f"({TCP_ERRORS.get(exc.errno, exc.errno)}): {why}") from None
         self._pump(host, app.vnow)
         if app.got >= stmt.size:
             app.reading = None
@@ -597,6 +678,14 @@ class SimDriver:
                  (app.blocked.what(), app.blocked.line) if app.blocked else ("nothing", 0))
                 for side, app in self.apps.items()))
         return self.trace
+
+
+def _write_size(stmt: Statement) -> int:
+    """The bytes of a write or gather write (writev's sizes summed)."""
+    if isinstance(stmt, Writev):
+        return sum(stmt.parts)
+    assert isinstance(stmt, Write)
+    return stmt.size
 
 
 def _first(entry: tuple[int, int, int, _Host, Segment | None], timer: tuple[int, int]) -> bool:

@@ -62,11 +62,11 @@ class Harness:
         self.clock.advance(t)
 
     def peer(self, t: int, *, seq: int, ack: int, length: int = 0, flags: str = "A",
-             window: int = 65535) -> None:
+             window: int = 65535, tsval: int = -1, tsecr: int = -1) -> None:
         self.advance(t)
         self.ep.receive_segment(self.now, Segment(
             src=self.side.peer, seq=seq, ack=ack, length=length, flags=parse_flags(flags),
-            window=window, sent_at=self.now))
+            window=window, sent_at=self.now, tsval=tsval, tsecr=tsecr))
         self._collect()
 
     def write(self, t: int, n: int, more: bool = False) -> None:

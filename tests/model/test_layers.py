@@ -14,7 +14,7 @@ LAYERS: dict[str, int] = {
     "events": 0, "config": 0, "bbr": 0, "cubic": 0, "state": 0, "sock": 0,
     "rate": 1,
     "output": 2, "timers": 2,
-    "send": 3, "recv": 3,
+    "send": 3, "recv": 3, "recovery": 3,
     "connection": 4,
     "endpoint": 5,
     "__init__": 6,
