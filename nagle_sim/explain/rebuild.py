@@ -14,6 +14,7 @@ Must not import rich, textual or realnet.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +24,14 @@ from ..model.events import Micros, Side
 from ..scenario import Scenario, loads
 from ..trace import Outcome, Trace
 from .causes import WINDOW_CAUSES, Stall, View, find_stalls, view_of
-from .totrace import Captured
+from .totrace import Captured, Hole
 
 MAX_MODEL_SEGMENTS = 2_000
-"""The model re-runs at most this many of the capture's data segments (the first ones):
-the simulator takes well under a second for that, and explain must stay within seconds on a
-100,000-segment capture. Stalls after that point are not compared (`reproduced` null)."""
+"""The model re-runs at most this many of the capture's data segments (the first ones),
+counted as the MSS-sized segments they are on the wire (a 64 KB TSO super-segment counts
+45): the simulator takes well under a second for that, and explain must stay within
+seconds on a 100,000-segment capture — and on a hostile one whose every frame claims 64 KB.
+Stalls after that point are not compared (`reproduced` null)."""
 MAX_WHATIF_SEGMENTS = 1_000
 """The what-ifs report medians, so they run on an even shorter prefix."""
 SLEEP_MIN_US = 5_000
@@ -79,6 +82,48 @@ class _Message:
         return sum(self.writes)
 
 
+def captured_bytes(cap: Captured) -> dict[Side, int]:
+    """Payload bytes each side's segments carry in the capture (first sends only)."""
+    out = {Side.CLIENT: 0, Side.SERVER: 0}
+    for s, again in zip(cap.trace.segments, cap.retransmit, strict=True):
+        if s.length and not again:
+            out[s.src] += s.length
+    return out
+
+
+def split_holes(cap: Captured) -> tuple[dict[tuple[Side, int], int], list[Hole]]:
+    """Which sequence holes the rebuild writes as bytes, and which stay gaps.
+
+    A hole is only a claim made by sequence or ACK numbers: a capture that dropped packets
+    (tcpdump's "dropped by kernel") has them, and so has a damaged or forged one (an ACK of
+    999,000,000 after 6 bytes). Holes are filled in order while each side's filled bytes
+    stay within the bytes its captured segments carry — a capture that lost more than it
+    kept is not one to simulate — and the rest are gaps: noted, not simulated. So the
+    rebuilt scenario never writes more than twice what the capture holds.
+    Returns ({(side, end of hole): bytes to write}, the gaps)."""
+    budget = captured_bytes(cap)
+    filled: dict[tuple[Side, int], int] = {}
+    gaps: list[Hole] = []
+    for h in cap.holes:
+        size = h.end - h.start
+        if size <= budget[h.side]:
+            budget[h.side] -= size
+            filled[(h.side, h.end)] = size
+        else:
+            gaps.append(h)
+    return filled, gaps
+
+
+def gap_shift(gaps: list[Hole]) -> Callable[[tuple[str, int]], tuple[str, int]]:
+    """A captured stall's pairing key (side, first byte) as the rebuilt scenario numbers
+    that byte: the gaps before it were not written."""
+    def shift(key: tuple[str, int]) -> tuple[str, int]:
+        side, byte = key
+        return side, byte - sum(h.end - h.start for h in gaps
+                                if h.side.value == side and h.end <= byte)
+    return shift
+
+
 def _messages(cap: Captured, stalls: list[Stall], limit: int
               ) -> tuple[list[_Message], Micros | None, dict[Side, int]]:
     """The conversation as alternating messages of writes; sleeps before writes that ended
@@ -95,12 +140,14 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
     cut: Micros | None = None
     tails = {Side.CLIENT: 0, Side.SERVER: 0}
     # bytes the capture lost (see `totrace.find_holes`) were written all the same: each
-    # hole joins the write of the first segment seen after it
-    missing = {(h.side, h.end): h.end - h.start for h in cap.holes}
+    # hole joins the write of the first segment seen after it — within the bytes the
+    # capture holds (`split_holes`); a larger one is a gap, not bytes to simulate
+    missing, _gaps = split_holes(cap)
+    mss = max(1, cap.mss)
     for i, s in enumerate(segs):
         if not s.length or cap.retransmit[i]:
             continue
-        count += 1
+        count += -(-s.length // mss)
         if count > limit:
             cut = cap.seen[i]
             break
@@ -353,13 +400,15 @@ def _run(toml: str, where: str) -> tuple[Scenario, Trace]:
     return scenario, run_sim(scenario)
 
 
-def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None) -> None:
+def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None,
+                key: Callable[[tuple[str, int]], tuple[str, int]] | None = None) -> None:
     """Fill each captured stall's `model_ms` / `reproduced` from the model's stall that
     released the same byte (the same side's first data after it), else the model's stall
     ending near it with the same first cause. Pairing is one-to-one and in order: a model
     stall is used at most once, and never one before the last one used (two captured
     stalls before one write must not both claim the model's single stall there). Stalls
-    from ``cut`` on were not re-run: both stay None."""
+    from ``cut`` on were not re-run: both stay None. ``key`` maps a captured stall's key
+    to the model's numbering (`gap_shift`: gaps in the capture were not written)."""
     by_key: dict[tuple[str, int], list[int]] = {}
     for j, m in enumerate(model):
         if m.key is not None:
@@ -372,7 +421,8 @@ def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = 
             continue
         twin_j: int | None = None
         if st.key is not None:
-            twin_j = next((j for j in by_key.get(st.key, ()) if j > floor and j not in used),
+            mine = key(st.key) if key is not None else st.key
+            twin_j = next((j for j in by_key.get(mine, ()) if j > floor and j not in used),
                           None)
         if twin_j is None:
             # near in time with the same first cause (stalls ended by a bare ACK)
@@ -412,6 +462,16 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     slow: frozenset[Side] = frozenset()
     toml, profiles, cut = build_toml(cap, stalls, os_choice, nodelay=nd0)
     notes = []
+    _filled, gaps = split_holes(cap)
+    shift = gap_shift(gaps) if gaps else None
+    for side in Side:
+        mine = [h for h in gaps if h.side is side]
+        if mine:
+            notes.append(f"{sum(h.end - h.start for h in mine):,} B of the {side.value}'s "
+                         "stream that its sequence or ACK numbers skip are more than the "
+                         f"{captured_bytes(cap)[side]:,} B the capture holds: a gap (damaged "
+                         "or cut numbers), not lost packets; the rebuilt scenario does not "
+                         "write them")
     if cut is not None:
         notes.append(f"the model re-ran the capture up to {cut / 1000:.1f} ms (its first "
                      f"{MAX_MODEL_SEGMENTS:,} data segments); later stalls are not compared; "
@@ -426,7 +486,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     out.model = model
     mview = view_of(model, cap.dist, cap.mss, sack)
     out.model_stalls = find_stalls(mview)
-    pair_stalls(stalls, out.model_stalls, cut)
+    pair_stalls(stalls, out.model_stalls, cut, shift)
     slow = _slow_ackers(stalls, profiles)
     if slow:
         # the capture shows delayed ACKs the model (in quick-ACK mode) did not make: try
@@ -437,7 +497,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         mview2 = view_of(model2, cap.dist, cap.mss, sack)
         stalls2 = find_stalls(mview2)
         before = sum(1 for st in stalls if st.reproduced)
-        pair_stalls(stalls, stalls2, cut)
+        pair_stalls(stalls, stalls2, cut, shift)
         if sum(1 for st in stalls if st.reproduced) > before:
             toml, scenario, model, mview = toml2, scenario2, model2, mview2
             out.toml, out.scenario, out.model, out.model_stalls = toml, scenario, model, stalls2
@@ -446,7 +506,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
                              "TCP_QUICKACK off before each read")
         else:
             slow = frozenset()
-            pair_stalls(stalls, out.model_stalls, cut)
+            pair_stalls(stalls, out.model_stalls, cut, shift)
     if model.outcome is not Outcome.OK:
         out.notes.append(f"the model's re-run ended with {model.outcome}: {model.message}")
     if cut is not None:     # compare the what-ifs with a baseline of the same length

@@ -350,7 +350,8 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
                          f"never appear in the capture ({len(mine)} hole(s), the first "
                          f"between {mine[0].t_from / 1000:.3f} and {mine[0].t_to / 1000:.3f} "
                          "ms): packets the capture dropped; stalls there are less certain and "
-                         "the rebuild fills the missing bytes in")
+                         "the rebuild writes the missing bytes (up to as many as the capture "
+                         "holds: beyond that they are a gap)")
     if retrans_count:
         notes.append(f"{retrans_count} retransmission(s) in the capture")
     client_ep, server_ep = format_endpoint(conn.client), format_endpoint(conn.server)
