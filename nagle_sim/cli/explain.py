@@ -43,7 +43,60 @@ def fill_explain(p: argparse.ArgumentParser) -> None:
                         "(copied while tcpdump was writing, or cut with head -c)")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
+    p.add_argument("--top", type=_top, default=10, metavar="N",
+                   help="list the N connections with the longest stalls (default 10); the "
+                        "N most suspect are always analysed in full")
     p.set_defaults(func=cmd_explain)
+
+
+def _top(text: str) -> int:
+    """``--top``: how many connections the summary table lists."""
+    if not text.isdigit() or not 0 < int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"expected a number of connections 1-100000, got "
+                                         f"{text!r}")
+    return int(text)
+
+
+class TerminalProgress:
+    """What explain is doing, on one line of a terminal's stderr (rewritten at most ten
+    times a second, cleared at the end): reading a large file takes seconds."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, stage: str, done: int, of: int) -> None:
+        import time
+        now = time.monotonic()
+        if now - self.last < 0.1 and stage != "explaining":
+            return
+        self.last = now
+        if stage == "reading":
+            text = f"reading {self.name}: {100 * done // of} %" if of else \
+                f"reading {self.name}: {done / 1e6:.0f} MB"
+        elif stage == "analysing":
+            text = f"analysing the suspect connections: {done}/{of}"
+        else:
+            text = "explaining the connection and re-running it on the model"
+        sys.stderr.write("\r\033[K" + text)
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _progress(path: str) -> TerminalProgress | None:
+    """A progress line when stderr is a terminal (never in a pipe or a log)."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return TerminalProgress(Path(path).name) if tty and os.environ.get("TERM") != "dumb" \
+        else None
 
 
 def _check_output(path: str | None, flag: str, suffix: str) -> None:
@@ -97,11 +150,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
                                (args.scenario, "--scenario", ".toml")):
         _check_output(path, flag, suffix)
+    progress = _progress(args.capture)
     try:
         ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
-                          truncated_ok=getattr(args, "truncated_ok", False))
+                          truncated_ok=getattr(args, "truncated_ok", False),
+                          top=getattr(args, "top", 10), progress=progress)
     except MemoryError:
         raise UserError(f"{args.capture}: too large to explain in memory") from None
+    finally:
+        if progress is not None:
+            progress.clear()
     written: list[str] = []
     try:
         if args.svg or args.png:

@@ -33,11 +33,15 @@ def connection_json(c: Connection) -> dict[str, Any]:
     sent_c, sent_s = c.bytes_sent()
     gap, _ = c.longest_gap()
     return {"number": c.number, "client": _ep(c.client), "server": _ep(c.server),
-            "client_known": c.client_known, "packets": len(c.packets),
+            "client_known": c.client_known, "packets": c.count,
             "duration_ms": _ms(c.duration), "bytes_client_to_server": sent_c,
             "bytes_server_to_client": sent_s, "longest_gap_ms": _ms(gap),
             "longest_stall_ms": _ms(c.longest_stall[0]) if c.longest_stall else None,
-            "longest_stall_cause": (c.longest_stall[2] or None) if c.longest_stall else None}
+            "longest_stall_cause": (c.longest_stall[2] or None) if c.longest_stall else None,
+            "analysed": c.stalls is not None,
+            "stalls": c.stalls[0] if c.stalls is not None else None,
+            "stalls_ms": _ms(c.stalls[1]) if c.stalls is not None else None,
+            "suspect_gaps": c.suspect[0]}
 
 
 def stall_cell(c: Connection) -> str:
@@ -46,6 +50,47 @@ def stall_cell(c: Connection) -> str:
         return f"gap {c.longest_gap()[0] / 1000:.1f} ms"
     us, _at, cause = c.longest_stall
     return f"{us / 1000:.1f} ms {cause}" if cause else "none"
+
+
+def stalls_cell(c: Connection) -> str:
+    """The listing's "stalls" cell: how many, when analysed (else "?")."""
+    return "?" if c.stalls is None else str(c.stalls[0])
+
+
+def _longest_cell(c: Connection) -> str:
+    """The terminal's last cell: the longest stall's length and count, then its cause."""
+    cell = stall_cell(c)
+    n = None if c.stalls is None else c.stalls[0]
+    count = "" if n is None else f"{n} stall{'' if n == 1 else 's'}"
+    if " ms " in cell:
+        ms, cause = cell.split(" ms ", 1)
+        return f"{ms} ms\n{cause}\n{count}".rstrip()
+    return f"{cell}\n{count}".rstrip() if n else cell
+
+
+def listed(ex: Explanation) -> list[Connection]:
+    """The summary table's rows: the ``ex.top`` connections with the longest stalls that
+    are not an idle application's (analysed), then the most suspect by the triage, then
+    the longest quiet gap; the explained one is always among them."""
+    rows = sorted(ex.connections, key=lambda c: (
+        -(c.longest_stall or (0, 0, ""))[0], -c.suspect[1], -c.gap[0], c.number))[:ex.top]
+    if ex.chosen not in rows:
+        rows.append(ex.chosen)
+    return rows
+
+
+def triage_line(ex: Explanation, shown: int) -> str:
+    """What the table leaves out, and how much was analysed in full."""
+    conns = ex.connections
+    analysed = sum(1 for c in conns if c.stalls is not None and c.gap[0] >= 10_000)
+    gaps = sum(1 for c in conns if c.gap[0] >= 10_000)
+    suspect = sum(1 for c in conns if c.suspect[0])
+    rest = len(conns) - shown
+    more = (f"{rest:,} more not listed (--top N lists more, --json all); " if rest > 0
+            else "")
+    return (f"{more}{gaps:,} of {len(conns):,} connection(s) have a quiet gap of 10 ms or "
+            f"more, {suspect:,} of them one an idle application does not explain; "
+            f"{analysed:,} analysed in full")
 
 
 def _ep(ep: tuple[bytes, int]) -> str:
@@ -128,15 +173,16 @@ def markdown(ex: Explanation) -> str:
     from ..export.tables import render_markdown as markdown_table
     c = ex.chosen
     lines = [f"# Explain: {ex.capture.path}", "",
-             f"Connection {c.number}: {c.label()}, {len(c.packets)} packets, "
+             f"Connection {c.number}: {c.label()}, {c.count} packets, "
              f"{c.duration / 1000:.1f} ms; captured {_where(ex)}.", ""]
     if len(ex.connections) > 1:
+        rows = listed(ex)
         lines += ["## Connections", "", markdown_table(
-            ["#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
+            ["#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c", "stalls",
              "longest stall (not app)"],
-            [[str(x.number), x.label(), str(len(x.packets)), f"{x.duration / 1000:.1f}",
-              *map(str, x.bytes_sent()), stall_cell(x)]
-             for x in ex.connections])]
+            [[str(x.number), x.label(), str(x.count), f"{x.duration / 1000:.1f}",
+              *map(str, x.bytes_sent()), stalls_cell(x), stall_cell(x)]
+             for x in rows]), "", triage_line(ex, len(rows)) + "."]
     lines += ["## Stalls", ""]
     if not ex.stalls:
         lines.append("No stall of 10 ms or more.")
@@ -212,17 +258,17 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
         for h in ("packets", "ms", "bytes →/←"):
             table.add_column(h, overflow="fold", justify="right")
         table.add_column("longest stall (not app)", overflow="fold", min_width=17)
-        for x in ex.connections[:50]:
+        rows = listed(ex)
+        for x in rows:
             sent = x.bytes_sent()
             table.add_row(("▶" if x is c else " ") + str(x.number),
                           Text(f"{format_endpoint(x.client)}\n→ {format_endpoint(x.server)}"),
-                          str(len(x.packets)), f"{x.duration / 1000:.1f}",
-                          f"{sent[0]}/{sent[1]}", Text(stall_cell(x).replace(" ms ", " ms\n")))
+                          str(x.count), f"{x.duration / 1000:.1f}",
+                          f"{sent[0]}/{sent[1]}", Text(_longest_cell(x)))
         console.print(table)
-        if len(ex.connections) > 50:
-            console.print(Text(f"… {len(ex.connections) - 50} more connections (see --json)"))
+        console.print(Text(triage_line(ex, len(rows)), style="dim"))
     head = Text("Connection ", style="bold")
-    head.append(f"{c.number}: {c.label()}, {len(c.packets)} packets, "
+    head.append(f"{c.number}: {c.label()}, {c.count} packets, "
                 f"{c.duration / 1000:.1f} ms, captured {_where(ex)}")
     console.print(head)
     if ex.rebuilt:

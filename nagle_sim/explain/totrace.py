@@ -142,9 +142,10 @@ def _loopback(addr: bytes) -> bool:
                                             and addr[12] == 127)
 
 
-def _handshake(conn: Connection) -> tuple[Packet | None, Packet | None, Packet | None]:
+def _handshake(conn: Connection, raw: list[Packet]
+               ) -> tuple[Packet | None, Packet | None, Packet | None]:
     syn = synack = ack = None
-    for p in conn.packets[:64]:
+    for p in raw[:64]:
         c = conn.from_client(p)
         if p.flags & TH_SYN and not p.flags & TH_ACK and c and syn is None:
             syn = p
@@ -167,7 +168,7 @@ def _ahead(a: int, b: int) -> bool:
     return 0 < ((a - b) & 0xFFFFFFFF) < 1 << 31
 
 
-def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
+def _reaction_from_data(conn: Connection, raw: list[Packet]) -> tuple[int | None, int | None]:
     """Without a handshake: the quickest reaction of each side (µs at the capture point),
     client first; a host's distance from the capture point is at most half of it.
 
@@ -189,8 +190,8 @@ def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
     acked: dict[bool, int | None] = {True: None, False: None}    # highest ACK of a side
     woke: dict[bool, int | None] = {True: None, False: None}     # ACK of new data, seen at
     # a side not seen sending yet has been quiet since the capture began, at least
-    last_sent[True] = last_sent[False] = conn.packets[0].t if conn.packets else None
-    for p in conn.packets:
+    last_sent[True] = last_sent[False] = raw[0].t if raw else None
+    for p in raw:
         c = conn.from_client(p)
         if p.plen:
             w = woke[c]
@@ -235,11 +236,12 @@ def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
 def to_trace(conn: Connection, source_name: str) -> Captured:
     """Build the trace of ``conn``; ``source_name`` goes into the title and meta."""
     notes: list[str] = []
-    packets = _dedupe(conn.packets, notes)
-    syn, synack, ack = _handshake(conn)
+    raw = conn.loaded()
+    packets = _dedupe(raw, notes)
+    syn, synack, ack = _handshake(conn, raw)
     handshake = syn is not None and synack is not None
     dist = {Side.CLIENT: 0, Side.SERVER: 0}
-    c_react, s_react = _reaction_from_data(conn)
+    c_react, s_react = _reaction_from_data(conn, raw)
     if handshake:
         assert syn is not None and synack is not None
         g1 = synack.t - syn.t
