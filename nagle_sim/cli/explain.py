@@ -18,7 +18,8 @@ from . import options
 
 
 def fill_explain(p: argparse.ArgumentParser) -> None:
-    p.add_argument("capture", help="pcap or pcapng file (tcpdump -w, Wireshark)")
+    p.add_argument("capture", nargs="?",
+                   help="pcap or pcapng file (tcpdump -w, Wireshark)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--conn", type=options.connection, metavar="N",
                        help="explain connection N (default: the longest stall)")
@@ -43,6 +44,14 @@ def fill_explain(p: argparse.ArgumentParser) -> None:
                         "(copied while tcpdump was writing, or cut with head -c)")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
+    from ..explain.advice import DEFAULT_RUNTIME, runtime_names
+    p.add_argument("--runtime", choices=runtime_names(), default=DEFAULT_RUNTIME,
+                   metavar="NAME",
+                   help="write each stall's fix for this runtime: "
+                        + ", ".join(runtime_names()) + f" (default {DEFAULT_RUNTIME})")
+    p.add_argument("--runtimes", action="store_true",
+                   help="print each runtime's Nagle default and the calls that change it, "
+                        "with their sources, and exit")
     p.add_argument("--top", type=_top, default=10, metavar="N",
                    help="list the N connections with the longest stalls (default 10); the "
                         "N most suspect are always analysed in full")
@@ -147,6 +156,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json and args.markdown:
         # one document on stdout: JSON with Markdown after it would parse as neither
         raise UserError("--json and --markdown both print to stdout: give one of them")
+    if getattr(args, "runtimes", False):
+        return print_runtimes(args)
+    if args.capture is None:
+        raise UserError("nagle-sim explain: give a capture file (or --runtimes)")
     for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
                                (args.scenario, "--scenario", ".toml")):
         _check_output(path, flag, suffix)
@@ -160,6 +173,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.clear()
+    ex.runtime = getattr(args, "runtime", ex.runtime)
     written: list[str] = []
     try:
         if args.svg or args.png:
@@ -204,6 +218,40 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"wrote {path}", file=sys.stderr)
     if getattr(args, "tui", False):
         return open_tui(ex)
+    return EXIT_OK
+
+
+def print_runtimes(args: argparse.Namespace) -> int:
+    """``--runtimes``: every runtime's default and calls, with the source of each row."""
+    import json
+
+    from ..explain.advice import RUNTIMES, runtimes_table
+    if args.json:
+        sys.stdout.write(json.dumps([r.to_json() for r in RUNTIMES.values()],
+                                    ensure_ascii=False) + "\n")
+        return EXIT_OK
+    if args.markdown:
+        from ..export.tables import render_markdown
+        sys.stdout.write(render_markdown(
+            ["runtime", "Nagle by default", "NODELAY", "one write per message",
+             "cork / MSG_MORE", "QUICKACK", "source"], runtimes_table()) + "\n")
+        return EXIT_OK
+    from rich.console import Console
+    from rich.text import Text
+    console = Console(highlight=False)
+    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    try:
+        for rt in RUNTIMES.values():
+            console.print(Text(f"{rt.key} — {rt.name}", style="bold"))
+            for label, value in (("Nagle", rt.nagle), ("NODELAY", rt.nodelay),
+                                 ("one write", rt.coalesce), ("cork", rt.cork),
+                                 ("QUICKACK", rt.quickack)):
+                console.print(Text(f"  {label}: {value}"))
+            for src in rt.sources:
+                console.print(Text(f"  source: {src.text()}", style="dim"))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
     return EXIT_OK
 
 

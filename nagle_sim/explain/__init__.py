@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 
 from ..model.events import Side
 from ..scenario import ScenarioError
-from .causes import LOW, WINDOW_CAUSES, Stall, View, find_stalls
+from .causes import (
+    LOW,
+    WINDOW_CAUSES,
+    KernelVerdict,
+    KernelWord,
+    Stall,
+    View,
+    apply_kernel_word,
+    find_stalls,
+)
 from .connections import STALL_US, Connection, longest_stalled, split_connections
 from .pcap import CaptureError, CaptureFile, read_capture
 from .rebuild import Rebuilt, parse_os, rebuild
@@ -39,6 +48,8 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
     top: int = 10
     """Connections the summary table lists (`--top`)."""
+    runtime: str = "c"
+    """The runtime the fixes are written for (`advice.RUNTIMES` key, or "all")."""
 
 
 RANK_BUDGET = 100_000
@@ -118,11 +129,13 @@ def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
 def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
                  os_text: str = "", run_model: bool = True,
                  truncated_ok: bool = False, top: int = TOP,
-                 progress: Progress | None = None) -> Explanation:
+                 progress: Progress | None = None,
+                 kernel: KernelWord | None = None) -> Explanation:
     """Explain one connection of the capture at ``path``; ``truncated_ok``: a file that
     ends inside a frame is explained from its complete frames (a note says so); ``top``:
     connections always analysed in full (`rank`); ``progress``: called as the file is
-    read.
+    read; ``kernel``: the kernel's own decisions for this connection (a watch trace),
+    which decide the stalls they cover (`causes.apply_kernel_word`).
 
     Raises:
         ExplainError: the file or an option is bad (`CaptureError` is one).
@@ -134,14 +147,15 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
     scanned = scan(path, truncated_ok=truncated_ok, progress=progress)
     try:
         return _explain(scanned.capture, scanned.connections, scanned.store, path, conn, port,
-                        os_choice, run_model, top, progress)
+                        os_choice, run_model, top, progress, kernel)
     finally:
         scanned.store.close()
 
 
 def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, path: str,
              conn: int | None, port: int | None, os_choice: dict[Side, str],
-             run_model: bool, top: int, progress: Progress | None) -> Explanation:
+             run_model: bool, top: int, progress: Progress | None,
+             kernel: KernelWord | None) -> Explanation:
     # a bad --conn or --port is refused before the analysis
     if conn is not None and not 1 <= conn <= len(conns):
         has = "only connection 1" if len(conns) == 1 else f"connections 1 to {len(conns)}"
@@ -165,11 +179,15 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
                 frames=captured.frames, mss=captured.mss, sack=sack)
     stalls = find_stalls(view)
     doubt_missing(stalls, captured)
+    decided = apply_kernel_word(stalls, captured.trace, kernel) if kernel is not None else 0
     # the explained connection's own stalls are the final word (a lone connection was
     # not ranked; a ranked one was analysed without SACK knowledge)
     chosen.longest_stall = longest_stall(stalls)
     chosen.stalls = (len(stalls), sum(s.duration for s in stalls))
     notes = ([capture.truncated] if capture.truncated else []) + list(captured.notes)
+    if kernel is not None:
+        notes.append(f"the kernel's own decisions (a watch trace) decided {decided} of the "
+                     f"{len(stalls)} stall(s); the others are read from the wire")
     if store.truncated(chosen.number):
         notes.insert(0, f"connection {chosen.number} has {chosen.count:,} packets: "
                      f"explained from its first {len(chosen.packets):,}")
@@ -193,4 +211,5 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
 
 
 # re-exported for tests and the report
-__all__ += ["Stall", "read_capture", "split_connections", "to_trace", "find_stalls"]
+__all__ += ["Stall", "read_capture", "split_connections", "to_trace", "find_stalls",
+            "KernelWord", "KernelVerdict"]

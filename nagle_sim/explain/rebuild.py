@@ -200,8 +200,24 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
     return messages, cut, tails
 
 
-def _statements(msg: _Message, side: Side, merge: bool, slow_ack: bool = False
-                ) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Fixes:
+    """Changes a what-if makes to the rebuilt scripts, by side: ``uncork`` clears
+    TCP_CORK after each message's last write (and sets it again for the next);
+    ``last_plain`` sends each message's last write without MSG_MORE; ``more_first``
+    sends every write of a message but the last with MSG_MORE (the MSG_MORE reading of a
+    `cork` stall, fixed)."""
+
+    uncork: frozenset[Side] = frozenset()
+    last_plain: frozenset[Side] = frozenset()
+    more_first: frozenset[Side] = frozenset()
+
+
+NO_FIXES = Fixes()
+
+
+def _statements(msg: _Message, side: Side, merge: bool, slow_ack: bool = False,
+                fixes: Fixes = NO_FIXES) -> list[str]:
     if msg.side is not side:
         # TCP_QUICKACK off lasts until the next ACK, so it is set again before every read
         return (["set quickack off"] if slow_ack else []) + [f"read {msg.size}"]
@@ -209,16 +225,26 @@ def _statements(msg: _Message, side: Side, merge: bool, slow_ack: bool = False
     if merge:
         if msg.sleeps and msg.sleeps[0]:
             out.append(f"sleep {max(1, round(msg.sleeps[0] / 1000))}ms")
-        return out + [f"write {msg.size}"]
-    for size, sleep, more in zip(msg.writes, msg.sleeps, msg.more, strict=True):
-        if sleep:
-            out.append(f"sleep {max(1, round(sleep / 1000))}ms")
-        out.append(f"write {size}{' more' if more else ''}")
+        out.append(f"write {msg.size}")
+    else:
+        last = len(msg.writes) - 1
+        for i, (size, sleep, more) in enumerate(zip(msg.writes, msg.sleeps, msg.more,
+                                                    strict=True)):
+            if sleep:
+                out.append(f"sleep {max(1, round(sleep / 1000))}ms")
+            if side in fixes.more_first:
+                more = i < last
+            elif side in fixes.last_plain and i == last:
+                more = False
+            out.append(f"write {size}{' more' if more else ''}")
+    if side in fixes.uncork:
+        out += ["set cork off", "set cork on"]
     return out
 
 
 def _scripts(messages: list[_Message], merge: bool, slow_ack: frozenset[Side] = frozenset(),
-             tails: dict[Side, int] | None = None) -> dict[Side, str]:
+             tails: dict[Side, int] | None = None,
+             fixes: Fixes = NO_FIXES) -> dict[Side, str]:
     """Both scripts; runs of identical request/response rounds become ``repeat N``."""
     rounds: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     i = 0
@@ -226,7 +252,8 @@ def _scripts(messages: list[_Message], merge: bool, slow_ack: frozenset[Side] = 
         group = messages[i:i + 2] if messages[i].side is Side.CLIENT else messages[i:i + 1]
         i += len(group)
         rounds.append(tuple(tuple(st for m in group for st in _statements(
-            m, side, merge, side in slow_ack)) for side in Side))  # type: ignore[arg-type]
+            m, side, merge, side in slow_ack, fixes))
+            for side in Side))  # type: ignore[arg-type]
     lines: dict[Side, list[str]] = {Side.CLIENT: [], Side.SERVER: []}
     j = 0
     while j < len(rounds):
@@ -310,12 +337,12 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
                nodelay: dict[Side, bool] | None = None, merge: bool = False,
                cork: dict[Side, bool] | None = None,
                slow_ack: frozenset[Side] = frozenset(),
-               limit: int = MAX_MODEL_SEGMENTS) -> tuple[str, dict[Side, tuple[str, str]],
-                                                          Micros | None]:
+               limit: int = MAX_MODEL_SEGMENTS, fixes: Fixes = NO_FIXES
+               ) -> tuple[str, dict[Side, tuple[str, str]], Micros | None]:
     """The rebuilt scenario's TOML, each side's profile and why, and the capture time
     where the rebuild stopped (None: it covers the whole capture)."""
     messages, cut, tails = _messages(cap, stalls, limit)
-    scripts = _scripts(messages, merge, slow_ack, tails)
+    scripts = _scripts(messages, merge, slow_ack, tails, fixes)
     profiles: dict[Side, tuple[str, str]] = {}
     for side in Side:
         if side in os_choice:
@@ -346,7 +373,7 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
             lines.append("cork = true")
         script = scripts[side]
         if not supports:
-            script = script.replace(" more", "")
+            script = script.replace(" more", "").replace("; set cork off; set cork on", "")
         if not PROFILES[profile].supports_quickack:
             script = script.replace("set quickack off; ", "")
         lines.append(f'script = """\n{script}\n"""')
@@ -521,8 +548,11 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     # "no change") — unless the receiver's window held it: NODELAY cannot open a window
     writers = [s for s in Side if any(st.waiting is s and "nagle" in st.causes
                                       for st in stalls)]
-    if not writers and not any(st.waiting is Side.CLIENT and set(st.causes) & set(
-            WINDOW_CAUSES) for st in stalls):
+    held = {"cork", "msg_more"} | set(WINDOW_CAUSES)
+    if not writers and not any(set(st.causes) & held for st in stalls):
+        # nothing else to try: NODELAY on the client, whose answer may be "no change"
+        # (never when the data was corked or window-limited: NODELAY opens no window
+        # and TCP_CORK overrides it)
         writers = [Side.CLIENT]
     for side in writers:
         if scenario.side(side).options.nodelay:
@@ -536,21 +566,37 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         w.toml = t2
         out.whatifs.append(w)
     for side in Side:
-        if scenario.side(side).options.cork:
-            t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False}, nodelay=nd0,
-                                  slow_ack=slow, limit=MAX_WHATIF_SEGMENTS)
-            _, tr = _run(t4, where)
-            out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
-                                        f"{side.value}.cork = false", tr,
-                                        view_of(tr, cap.dist, cap.mss, sack)))
-            out.whatifs[-1].toml = t4
+        if not scenario.side(side).options.cork:
+            continue
+        # TCP_CORK kept the side's last write: clear it once the message is written
+        t4, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
+                              limit=MAX_WHATIF_SEGMENTS, fixes=Fixes(uncork=frozenset({side})))
+        _, tr = _run(t4, where)
+        out.whatifs.append(_summary(
+            f"uncork after the last write ({side.value})",
+            f"{side.value}: setsockopt(TCP_CORK, 0) after each message's last write", tr,
+            view_of(tr, cap.dist, cap.mss, sack)))
+        out.whatifs[-1].toml = t4
+        if any(st.causes[:1] == ["cork"] and st.waiting is side.peer for st in stalls):
+            # the wire cannot tell TCP_CORK from MSG_MORE: the MSG_MORE reading, fixed
+            t6, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
+                                  cork={side: False}, limit=MAX_WHATIF_SEGMENTS,
+                                  fixes=Fixes(more_first=frozenset({side})))
+            _, tr = _run(t6, where)
+            out.whatifs.append(_summary(
+                f"no MSG_MORE on the last write ({side.value})",
+                f"{side.value}: MSG_MORE on every write of a message but its last", tr,
+                view_of(tr, cap.dist, cap.mss, sack)))
+            out.whatifs[-1].toml = t6
     if " more" in toml:
         t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
-                              limit=MAX_WHATIF_SEGMENTS)
-        _, tr = _run(t5.replace(" more", ""), where)
-        out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
+                              limit=MAX_WHATIF_SEGMENTS,
+                              fixes=Fixes(last_plain=frozenset(Side)))
+        _, tr = _run(t5, where)
+        out.whatifs.append(_summary("no MSG_MORE on the last write",
+                                    "each message's last write sent without MSG_MORE", tr,
                                     view_of(tr, cap.dist, cap.mss, sack)))
-        out.whatifs[-1].toml = t5.replace(" more", "")
+        out.whatifs[-1].toml = t5
     t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0, slow_ack=slow,
                           limit=MAX_WHATIF_SEGMENTS)
     plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import Explanation
+from .advice import DEFAULT_RUNTIME, RUNTIMES, Advice, advise
 from .causes import CAUSES, Stall
 from .connections import Connection
 
@@ -98,12 +99,23 @@ def _ep(ep: tuple[bytes, int]) -> str:
     return format_endpoint(ep)
 
 
-def stall_json(s: Stall) -> dict[str, Any]:
-    return {"start_ms": _ms(s.start), "duration_ms": _ms(s.duration), "causes": s.causes,
+def fixes_of(s: Stall, runtime: str) -> list[Advice]:
+    """The advice for ``s`` in ``runtime``, or in every runtime for "all"."""
+    keys = list(RUNTIMES) if runtime == "all" else [runtime]
+    return [advise(s, k) for k in keys]
+
+
+def stall_json(s: Stall, runtime: str = DEFAULT_RUNTIME) -> dict[str, Any]:
+    fixes = fixes_of(s, runtime)
+    return {"fix": fixes[0].to_json() if runtime != "all" else None,
+            "fixes": [f.to_json() for f in fixes] if runtime == "all" else None,
+            "start_ms": _ms(s.start), "duration_ms": _ms(s.duration), "causes": s.causes,
             "cause": s.cause, "text": s.text,
             "waiting": s.waiting.value if s.waiting else None,
             "evidence": [e.to_json() for e in s.evidence],
-            "confidence": s.confidence, "reproduced": s.reproduced, "model_ms": s.model_ms}
+            "confidence": s.confidence, "reproduced": s.reproduced, "model_ms": s.model_ms,
+            "alternatives": [a.to_json() for a in s.alternatives],
+            "decided_by": s.decided_by}
 
 
 def to_json(ex: Explanation) -> dict[str, Any]:
@@ -122,7 +134,8 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "captured_at": ex.captured.captured_on,
         "captured_at_how": meta["captured_on_how"],
         "connections": [connection_json(c) for c in ex.connections],
-        "stalls": [stall_json(s) for s in ex.stalls],
+        "stalls": [stall_json(s, ex.runtime) for s in ex.stalls],
+        "runtime": ex.runtime,
         "missing": [{"side": h.side.value, "bytes": h.end - h.start, "from_seq": h.start,
                      "from_ms": _ms(h.t_from), "to_ms": _ms(h.t_to)}
                     for h in ex.captured.holes],
@@ -190,8 +203,19 @@ def markdown(ex: Explanation) -> str:
         lines.append(markdown_table(
             ["at ms", "ms", "cause", "confidence", "model", "why"],
             [[f"{s.start / 1000:.3f}", f"{s.duration / 1000:.1f}", s.cause,
-              f"{s.confidence:.1f}", _model_text(s), s.text] for s in ex.stalls]))
+              f"{s.confidence:.1f}", _model_text(s), s.text + alternatives_text(s)]
+             for s in ex.stalls]))
         lines += ["", "## Evidence", ""] + _markdown_evidence(ex.stalls)
+    fixes = fix_groups(ex.stalls)
+    if fixes:
+        lines += ["## Fixes", ""]
+        for members in fixes:
+            for f in fixes_of(members[0], ex.runtime):
+                lines.append(f"- {len(members)} × `{members[0].cause}` "
+                             f"({RUNTIMES[f.runtime].name}): {_md_text(f.summary)}")
+                lines += [f"  {i}. {_md_text(s.text)} — {_md_text(s.why)}"
+                          for i, s in enumerate(f.steps, 1)]
+        lines.append("")
     if ex.rebuilt and ex.rebuilt.whatifs:
         lines += ["## What if", ""] + [f"- {w.text}" for w in ex.rebuilt.whatifs] + [""]
     if ex.notes:
@@ -279,8 +303,9 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
     else:
         if all_stalls:
             _stall_table(ex.stalls, console)
+            print_fixes(ex.stalls, console, ex.runtime)
         else:
-            _stall_groups(ex.stalls, console)
+            _stall_groups(ex.stalls, console, ex.runtime)
         # the first stall that is more than a round trip says the most
         first = next((s for s in ex.stalls if s.causes != ["link"]), ex.stalls[0])
         console.print(Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
@@ -321,16 +346,55 @@ def group_line(members: list[Stall]) -> str:
              "reproduced" if compared else "")
     conf = min(m.confidence for m in members)
     return (f"{len(members)} × {span}: {first.cause} (confidence {conf:.1f}) — "
-            f"{first.text} ({at}){model}")
+            f"{first.text} ({at}){model}{alternatives_text(first)}")
 
 
-def _stall_groups(stalls: list[Stall], console: Any) -> None:
+def alternatives_text(s: Stall) -> str:
+    """"; or app (confidence 0.3): …" for each other reading the wire leaves open."""
+    return "".join(f"; or {a.cause} (confidence {a.confidence:.1f}): {a.text}"
+                   for a in s.alternatives)
+
+
+def _stall_groups(stalls: list[Stall], console: Any, runtime: str = DEFAULT_RUNTIME
+                  ) -> None:
     from rich.text import Text
     console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more, "
                        f"{sum(s.duration for s in stalls) / 1000:.1f} ms in all "
                        "(--all lists each):", style="bold"))
     for members in group_stalls(stalls):
         console.print(Text(f"  • {group_line(members)}"))
+    print_fixes(stalls, console, runtime)
+
+
+def fix_groups(stalls: list[Stall]) -> list[list[Stall]]:
+    """Stalls that take the same fix: the same causes and the same writer."""
+    groups: dict[tuple[str, str], list[Stall]] = {}
+    for st in stalls:
+        if st.causes == ["link"]:
+            continue
+        groups.setdefault((st.cause, st.key[0] if st.key else ""), []).append(st)
+    return list(groups.values())
+
+
+def print_fixes(stalls: list[Stall], console: Any, runtime: str) -> None:
+    """The fix for each kind of stall, in the user's runtime (every runtime for "all")."""
+    from rich.text import Text
+    for members in fix_groups(stalls):
+        first = members[0]
+        fixes = fixes_of(first, runtime)
+        head = fixes[0]
+        if runtime == "all":
+            console.print(Text(f"Fix for {len(members)} × {first.cause}: {head.summary}",
+                               style="bold"))
+            for f in fixes:
+                steps = f.steps
+                console.print(Text(f"  {f.runtime}: " + ("; then ".join(
+                    s.text for s in steps[:2]) if steps else "—")))
+            continue
+        console.print(Text(f"Fix ({RUNTIMES[runtime].name}) for {len(members)} × "
+                           f"{first.cause}: {head.summary}", style="bold"))
+        for i, step in enumerate(head.steps, 1):
+            console.print(Text(f"  {i}. {step.text} — {step.why}"))
 
 
 def _stall_table(stalls: list[Stall], console: Any) -> None:
@@ -342,7 +406,7 @@ def _stall_table(stalls: list[Stall], console: Any) -> None:
         line.append(s.cause, style="bold")
         model = _model_text(s)
         line.append(f" (confidence {s.confidence:.1f}) — {s.text}"
-                    + (f"; {model}" if model else ""))
+                    + (f"; {model}" if model else "") + alternatives_text(s))
         console.print(line)
 
 
@@ -444,8 +508,8 @@ CAUSE_WORDS = {
 
 def cause_words(stall: Stall) -> str:
     text = " + ".join(CAUSE_WORDS.get(c, c) for c in stall.causes)
-    if stall.causes == ["app"] and stall.confidence <= 0.3 and "cork" in stall.text:
-        text = "cork or app idle"
+    if stall.causes == ["cork"]:
+        text = "TCP_CORK or MSG_MORE"
     return text
 
 
