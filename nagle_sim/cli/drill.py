@@ -35,7 +35,8 @@ def _play(path: Path, args: argparse.Namespace) -> DrillResult:
         return DrillResult(str(path), status, str(exc).split(": ", 1)[-1], _line_of(str(exc)))
     try:
         return run_script(script, profile=args.profile, tolerance_us=args.tolerance_usecs,
-                          tolerance_pct=args.tolerance_percent)
+                          tolerance_pct=args.tolerance_percent,
+                          strict_segments=args.strict_segments)
     except Exception as exc:   # noqa: BLE001 - last resort: one script never ends a table
         # the runner turns every known problem into a result; reaching here is a bug in
         # it, still reported on one line (with the exception's type) and never a traceback
@@ -106,6 +107,10 @@ def fill_drill(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance-percent", type=options.percent, metavar="P",
                    help="tolerance as a share of the time since the previous event "
                    "(default: the script's, else 12.5)")
+    p.add_argument("--strict-segments", action="store_true",
+                   help="match each outbound line with exactly one model segment, as "
+                   "packetdrill's --strict_segments (default: merge consecutive segments "
+                   "up to the line's length, as packetdrill does)")
     p.add_argument("--verbose", action="store_true",
                    help="also print what was ignored (sysctls, options, unchecked fields)")
     p.set_defaults(func=cmd_drill)

@@ -54,7 +54,7 @@ _TOKEN = re.compile(r"""
   | (?P<nl>\n)
   | (?P<lcomment>//[^\n]*)
   | (?P<bcomment>/\*.*?\*/)
-  | (?P<backtick>`[^`]*`)
+  | (?P<backtick>`(?:\\.|[^`\\])*`)
   | (?P<code>%\{.*?\}%)
   | (?P<option>--[A-Za-z_][A-Za-z0-9_]*(?:=[^\s]*)?)
   | (?P<ellipsis>\.\.\.)

@@ -2,14 +2,19 @@
 
 Owns the meaning of a script for the model (docs/drill.md): inbound packets become
 `Endpoint.receive_segment`, system calls become the endpoint's application inputs,
-outbound packets are checked against what the endpoint sent — flags, sequence range,
-ACK, window, and time within packetdrill's tolerance (max(tolerance_usecs, tolerance_percent
-of the time since the previous event); defaults 4 ms and 12.5 %, as packetdrill's). Time
-follows packetdrill's rules: a relative time counts from when the previous event happened,
-except that consecutive inbound packets are anchored to each other's script times.
+outbound packets are checked against what the endpoint sent as packetdrill checks a
+kernel's (run_packet.c): consecutive packets are merged until they hold the bytes the
+line expects, unless ``--strict-segments``; then the payload length, flags, sequence,
+ACK, window, TCP options and time within packetdrill's tolerance (max(tolerance_usecs,
+tolerance_percent of the time since the previous event); defaults 4 ms and 12.5 %). Time
+follows packetdrill's rules: a relative time counts from when the previous event
+happened, except that consecutive inbound packets are anchored to each other's script
+times. Code blocks run when the script has ended, over snapshots taken at their lines.
 
-What the model cannot play (UDP/ICMP, ECN, SACK blocks, urgent data, shutdown, poll,
-zero-copy, …) ends the run as *unsupported*, with the reason; that is never a pass.
+What the model cannot play (UDP/ICMP, ECN, SACK blocks, urgent data, poll, zero-copy,
+MD5, Fast Open, a sysctl or command whose effect it lacks …) ends the run as
+*unsupported*, with the reason; that is never a pass. A pass lists what the script set
+that the model accepted without its effect.
 
 It drives the endpoint only through its public inputs and pulled outputs (house style:
 no back doors). Must not import simpy, asyncio, textual or rich.
@@ -18,9 +23,8 @@ no back doors). Must not import simpy, asyncio, textual or rich.
 from __future__ import annotations
 
 import ast
-import functools
-import operator
-import re
+import dataclasses
+import errno
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,8 +33,11 @@ from typing import Any
 
 from ..model import PROFILES, Endpoint, Micros, ModelError, Segment, Side, SocketOptions, SockOpt
 from ..model.config import StackProfile
-from ..model.events import flag_letters, parse_flags
+from ..model.events import RST, flag_letters, parse_flags
+from . import code as code_blocks
+from . import commands, options
 from .clock import ModelClock
+from .options import Negotiated, OptionConfig, PeerSyn
 from .script import (
     Code,
     Command,
@@ -44,18 +51,21 @@ from .script import (
     Str,
     Struct,
     Syscall,
+    TcpOption,
     TimeKind,
     Word,
 )
 from .timing import DEFAULT_TOLERANCE_PCT, DEFAULT_TOLERANCE_US, tolerance
 
 ANY_TIME_LIMIT_US = 3_600_000_000     # `*` waits at most an hour of model time
-TS_OPTION_BYTES = 12                  # timestamps shrink the payload per segment
-OUR_WSCALE = 8                        # what Linux 6.x offers with default tcp_rmem
 S32_MAX = (1 << 31) - 1               # packetdrill reads a call's byte count as an s32
 MAX_IO_BYTES = 1_000_000_000
 """The most bytes one write or read may move, as a scenario's ``write`` size limit: the
 model spends time per segment, so a bigger count would run for many seconds."""
+NETNS_CORE_RMEM_MAX = 4_194_304
+"""net.core.rmem_max on this machine (global): tcp_select_initial_window takes the larger of
+it and tcp_rmem[2] (a new network namespace copies the host's tcp_rmem, as the profile's
+`StackProfile.rcv_buf_max` has it)."""
 
 
 class Status(Enum):
@@ -73,17 +83,21 @@ class DrillResult:
     line: int = 0
     notes: list[str] = field(default_factory=list)
     checked: int = 0
-    """Outbound packets matched."""
-    options_unchecked: int = 0
-    """Of those, how many the script wrote with TCP options, which the model does not send
-    and so are never checked: a pass says so rather than hide it."""
+    """Outbound packets (script lines) matched."""
+    segments: int = 0
+    """The model's segments they were matched with (more when packets were merged)."""
+    caveats: list[str] = field(default_factory=list)
+    """What the script set that the model accepted without its effect: a pass names them
+    rather than hide them."""
 
     def summary(self) -> str:
-        """What a pass matched: ``8 outbound packets matched; TCP options not checked on
-        3``."""
+        """What a pass matched: ``8 outbound packets matched (from 12 model segments);
+        not modelled: send buffer tcp_wmem 262144``."""
         text = f"{self.checked} outbound packets matched"
-        if self.options_unchecked:
-            text += f"; TCP options not checked on {self.options_unchecked}"
+        if self.segments > self.checked:
+            text += f" (from {self.segments} model segments)"
+        if self.caveats:
+            text += "; not modelled: " + ", ".join(dict.fromkeys(self.caveats))
         return text
 
     def one_line(self) -> str:
@@ -103,159 +117,27 @@ def _secs(us: int) -> str:
     return f"{us / 1e6:.6f}".rstrip("0").rstrip(".") + " s" if us else "0 s"
 
 
-# ---------------------------------------------------------------- sysctls
-# sysctls a script may set (backtick lines) and what they change in the profile
-_SYSCTL_TUNE: dict[str, Callable[[str], dict[str, Any]]] = {
-    "tcp_autocorking": lambda v: {"autocorking": v.strip() != "0"},
-    "tcp_pingpong_thresh": lambda v: {"pingpong_thresh": int(v)},
-    "tcp_slow_start_after_idle": lambda v: {"slow_start_after_idle": v.strip() != "0"},
-    "tcp_congestion_control": lambda v: {"congestion": v.strip()},
-    "tcp_min_tso_segs": lambda v: {"min_tso_segs": max(1, int(v))},
-}
-_SYSCTL_HARMLESS = {
-    "tcp_timestamps", "tcp_sack", "tcp_dsack", "tcp_fack", "tcp_frto", "tcp_reordering",
-    "tcp_syn_retries", "tcp_synack_retries", "tcp_ecn_option", "tcp_tso_win_divisor",
-    "tcp_pacing_ss_ratio", "tcp_pacing_ca_ratio", "tcp_notsent_lowat",
-    "tcp_fastopen", "tcp_fastopen_key", "tcp_syncookies", "tcp_rmem", "tcp_wmem",
-    "tcp_early_retrans", "tcp_recovery", "tcp_mtu_probing", "tcp_no_metrics_save",
-}
-# packetdrill's gtests/net/common/defaults.sh, as far as the model has the knobs
-_DEFAULTS_SH = {"congestion": "cubic", "slow_start_after_idle": False}
+# ---------------------------------------------------------------- script header
+_HEADER_NOTED = {"bind_port", "connect_port", "local_ip", "remote_ip", "gateway_ip",
+                 "netmask_ip", "send_omit_free", "speed", "mss", "define", "verbose",
+                 "debug", "init_scripts", "code_command", "code_format", "dry_run"}
+"""packetdrill options that change nothing the model plays (addresses, ports, memory
+handling, how code is run)."""
 
 
-def _commands_to_tune(text: str, line: int, notes: list[str]) -> dict[str, Any]:
-    tune: dict[str, Any] = {}
-    for raw in re.split(r"[\n;]", text):
-        cmd = raw.strip()
-        if not cmd or cmd.startswith("#"):
-            continue
-        if cmd.endswith("defaults.sh"):
-            tune.update(_DEFAULTS_SH)
-            notes.append(f"line {line}: {cmd}: the model applies its CUBIC-style slow start "
-                         "and no slow start after idle, as defaults.sh sets")
-            continue
-        if re.match(r"ethtool\s+-K\s+\S+\s", cmd):
-            if re.search(r"\b[tg]so\s+off\b", cmd):
-                tune["_gso_wire"] = False     # packets leave cut to the MSS
-            notes.append(f"line {line}: {cmd}: TSO/GSO on the device follows it")
-            continue
-        m = (re.fullmatch(r"sysctl\s+(?:-q\s+|-w\s+)*(.*)", cmd)
-             or re.fullmatch(r"\S*set_sysctls\.py\s+(.*)", cmd))
-        if not m:
-            notes.append(f"line {line}: command ignored: {cmd[:60]}")
-            continue
-        for item in re.findall(r"(?:net\.ipv4\.|/proc/sys/net/ipv4/)(\w+)=(\"[^\"]*\"|\S+)",
-                               m.group(1)):
-            name, value = item[0], item[1].strip('"')
-            if name in _SYSCTL_TUNE:
-                try:
-                    tune.update(_SYSCTL_TUNE[name](value))
-                except ValueError:
-                    raise _Stop(Status.UNSUPPORTED, line, f"sysctl {name}={value}: not a "
-                                "value the model understands") from None
-                if name == "tcp_congestion_control" and value not in ("bbr", "cubic", "reno"):
-                    raise _Stop(Status.UNSUPPORTED, line,
-                                f"congestion control {value!r} is not modelled")
-            elif name in _SYSCTL_HARMLESS:
-                notes.append(f"line {line}: sysctl {name} has no effect on the model")
-            else:
-                raise _Stop(Status.UNSUPPORTED, line, f"sysctl net.ipv4.{name} is not "
-                            "modelled")
-    return tune
-
-
-# ---------------------------------------------------------------- %{ }% code
-_CMP: dict[type, Callable[[Any, Any], bool]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge}
-_BIN: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-
-
-def _eval(node: ast.AST, info: dict[str, int], line: int) -> Any:
-    """Evaluate a whitelisted expression: numbers, tcpi_* names, arithmetic, comparisons,
-    and/or/not. Anything else is unsupported (scripts are data, never executed)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id not in info:
-            known = ", ".join(sorted(n for n in info if n.startswith("tcpi_")))
-            raise _Stop(Status.UNSUPPORTED, line, f"{node.id} is not modelled (known: {known})")
-        return info[node.id]
-    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-        return _BIN[type(node.op)](_eval(node.left, info, line), _eval(node.right, info, line))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_eval(node.operand, info, line)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return not _eval(node.operand, info, line)
-    if isinstance(node, ast.BoolOp):
-        values = [_eval(v, info, line) for v in node.values]
-        return all(values) if isinstance(node.op, ast.And) else any(values)
-    if isinstance(node, ast.Compare) and all(type(op) in _CMP for op in node.ops):
-        left = _eval(node.left, info, line)
-        for op, comp in zip(node.ops, node.comparators, strict=True):
-            right = _eval(comp, info, line)
-            if not _CMP[type(op)](left, right):
-                return False
-            left = right
-        return True
-    raise _Stop(Status.UNSUPPORTED, line, f"code block: {ast.dump(node)[:60]} is outside the "
-                "supported subset (assert over tcpi_* fields)")
-
-
-MAX_CODE_CHARS = 4096
-"""A code block longer than this is refused before it is parsed (upstream blocks are a few
-lines of asserts)."""
-MAX_CODE_DEPTH = 64
-"""The deepest expression tree a code block may have: `_eval` recurses once per level."""
-
-
-def _depth(tree: ast.AST) -> int:
-    """How deep ``tree`` nests, measured without recursion (a 2000-term product is a tree
-    2000 deep, and a recursive walk over it would overflow Python's stack)."""
-    deepest = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if depth <= MAX_CODE_DEPTH:          # deeper than the limit: no need to look on
-            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
-
-
-def _run_code(code: Code, line: int, get_info: Callable[[], dict[str, int]]) -> None:
-    text = code.text.strip()
-    if len(text) > MAX_CODE_CHARS:
-        raise _Stop(Status.ERROR, line, f"code block of {len(text):,} characters (limit "
-                    f"{MAX_CODE_CHARS:,})")
-    try:
-        tree = ast.parse(text or "pass")
-    except SyntaxError as exc:
-        raise _Stop(Status.ERROR, line, f"code block: {exc.msg}") from None
-    except (RecursionError, MemoryError):    # thousands of nested operators
-        raise _Stop(Status.ERROR, line, "code block: nested too deeply to parse") from None
-    if _depth(tree) > MAX_CODE_DEPTH:
-        raise _Stop(Status.ERROR, line, f"code block: expressions nested more than "
-                    f"{MAX_CODE_DEPTH} deep")
-    asserts = [stmt for stmt in tree.body if not isinstance(stmt, ast.Pass)]
-    if not all(isinstance(stmt, ast.Assert) for stmt in asserts):
-        raise _Stop(Status.UNSUPPORTED, line, "code block: only assert statements over "
-                    "tcpi_* fields are supported")
-    info = get_info() if asserts else {}
-    for stmt in asserts:
-        assert isinstance(stmt, ast.Assert)
-        try:
-            ok = _eval(stmt.test, info, line)
-        except (ArithmeticError, RecursionError, MemoryError) as exc:
-            # division by zero, float overflow: the script's arithmetic, not the model's
-            raise _Stop(Status.ERROR, line, f"code block: {ast.unparse(stmt.test)[:80]}: "
-                        f"{type(exc).__name__}: {exc}") from None
-        if not ok:
-            shown = ", ".join(f"{name}={info[name]}" for name in sorted(
-                {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}))
-            raise _Stop(Status.FAIL, line, f"assertion failed: {ast.unparse(stmt.test)} "
-                        f"({shown})")
+def _header_unsupported(name: str, value: str) -> str | None:
+    """Why a script header option puts the script outside the model, if it does."""
+    if name == "ip_version" and value == "ipv6":
+        return "IPv6 (the model's MSS and headers are IPv4's)"
+    if name == "mtu" and value != "1500":
+        return f"an MTU of {value} (the model's MSS is tun0's 1500-byte MTU's)"
+    if name == "non_fatal":
+        return "--non_fatal (packetdrill would carry on past failures)"
+    if name == "code_sockopt" and value != "TCP_INFO":
+        return f"code blocks over {value} (only TCP_INFO is modelled)"
+    if name in ("wire_client", "wire_server", "is_anyip", "so_filename", "tcp_ts_ecr_scaled"):
+        return f"--{name}"
+    return None
 
 
 # ---------------------------------------------------------------- helpers
@@ -270,6 +152,35 @@ def _option(packet: Packet, kind: str) -> tuple[int, ...] | None:
     for opt in packet.options or ():
         if opt.kind == kind:
             return opt.values
+    return None
+
+
+def _ts(opts: tuple[TcpOption, ...]) -> int | None:
+    return next((o.values[0] for o in opts if o.kind == "TS"), None)
+
+
+_MERGE_FLAGS = ~(parse_flags("F") | parse_flags("P"))
+"""verify_packet_fragments compares every flag but FIN, PSH (and CWR, never sent here)."""
+
+
+def _fragment_mismatch(prev: Segment, cur: Segment, sniffed: int, expected: int,
+                       wscale: int) -> str | None:
+    """Why ``cur`` cannot be merged after ``prev`` (run_packet.c verify_packet_fragments,
+    its headers compared non-strictly), or None: the same flags but FIN and PSH, the next
+    sequence number, the same ACK and window; and, unless it is the last piece, the same
+    length as the one before."""
+    if prev.flags & _MERGE_FLAGS != cur.flags & _MERGE_FLAGS:
+        return (f"flags {flag_letters(cur.flags).replace('A', '.')} after "
+                f"{flag_letters(prev.flags).replace('A', '.')}")
+    if cur.seq != prev.seq + prev.length:
+        return f"seq {cur.seq} does not continue {prev.seq + prev.length}"
+    if cur.ack != prev.ack:
+        return f"ack {cur.ack} after ack {prev.ack}"
+    if cur.window >> wscale != prev.window >> wscale:     # the window field, as sent
+        return f"win {cur.window >> wscale} after win {prev.window >> wscale}"
+    if cur.length < expected - sniffed and cur.length != prev.length:
+        return (f"a {cur.length}-byte piece after a {prev.length}-byte one before the "
+                "last piece")
     return None
 
 
@@ -329,10 +240,13 @@ def _check_count(line: int, name: str, size: int) -> None:
                     f"at most {MAX_IO_BYTES:,} bytes per call")
 
 
-# include/net/tcp_states.h, by the model's state names
+# include/net/tcp_states.h's numbers, by the model's state names
 _TCP_STATES = {"ESTABLISHED": 1, "SYN_SENT": 2, "SYN_RCVD": 3, "FIN_WAIT1": 4, "FIN_WAIT2": 5,
                "TIME_WAIT": 6, "CLOSED": 7, "CLOSE_WAIT": 8, "LAST_ACK": 9, "LISTEN": 10,
                "CLOSING": 11}
+_NOT_TCP_INFO = {"state", "quick", "pingpong", "pacing_rate"}
+"""`TcpInfo` fields that are not tcp_info's own (or need converting): every other field
+``x`` is offered to code blocks as ``tcpi_x``, in the kernel's units."""
 _TCP_OPTS = {f"TCP_{opt.name}": opt for opt in SockOpt}   # the model's option vocabulary
 _IGNORED_SOCKET_OPTS = {"SO_REUSEADDR", "SO_REUSEPORT", "SO_SNDBUF", "SO_RCVBUF",
                         "SO_KEEPALIVE"}
@@ -363,54 +277,100 @@ class _Pending:
 
 class _Runner:
     def __init__(self, script: Script, profile: StackProfile, tolerance_us: int | None,
-                 tolerance_pct: float | None) -> None:
+                 tolerance_pct: float | None, strict_segments: bool) -> None:
         self.script = script
         self.notes: list[str] = []
+        self.caveats: list[str] = []
         opts = script.options
         try:
             self.tol_us = (tolerance_us if tolerance_us is not None
                            else int(opts.get("tolerance_usecs", DEFAULT_TOLERANCE_US)))
             self.tol_pct = (tolerance_pct if tolerance_pct is not None
                             else float(opts.get("tolerance_percent", DEFAULT_TOLERANCE_PCT)))
+            self.ts_tick_us = int(opts.get("tcp_ts_tick_usecs", "0") or 0)
         except ValueError:
-            raise _Stop(Status.ERROR, 0, "--tolerance_usecs / --tolerance_percent in the "
-                        "script must be numbers") from None
-        for name in opts:
-            if name not in ("tolerance_usecs", "tolerance_percent", "ip_version", "mss",
-                            "bind_port", "connect_port"):
+            raise _Stop(Status.ERROR, 0, "--tolerance_usecs, --tolerance_percent and "
+                        "--tcp_ts_tick_usecs in the script must be numbers") from None
+        self.strict = strict_segments or "strict_segments" in opts
+        for name, value in opts.items():
+            why = _header_unsupported(name, value)
+            if why is not None:
+                raise _Stop(Status.UNSUPPORTED, 0, f"script option {why} is not modelled")
+            if name in _HEADER_NOTED or name == "ip_version":
+                self.notes.append(f"script option --{name} changes nothing the model plays")
+            elif name not in ("tolerance_usecs", "tolerance_percent", "tcp_ts_tick_usecs",
+                              "strict_segments", "mtu", "code_sockopt"):
                 self.notes.append(f"script option --{name} ignored")
-        tune: dict[str, Any] = {}
+        effect = commands.Effect()
         for cmd in script.init_commands:
-            tune.update(_commands_to_tune(cmd.text, 0, self.notes))
-        self.gso_wire = bool(tune.pop("_gso_wire", True))
-        self.profile = profile.with_overrides(**tune) if tune else profile
+            self._commands(cmd.text, 0, effect)
+        self.notes.extend(effect.notes)
+        self.caveats.extend(effect.caveats)
+        run = effect.runner
+        self.gso_wire = bool(run.get("gso_wire", True))
+        self.opt_cfg = OptionConfig(
+            timestamps=run.get("timestamps", True), sack=run.get("sack", True),
+            window_scaling=run.get("window_scaling", True),
+            # the profile's own scale unless the script sets the buffers it comes from
+            wscale=(commands.wscale(run, profile.rcv_buf_max, NETNS_CORE_RMEM_MAX)
+                    if "rmem_max" in run or "core_rmem_max" in run else profile.rcv_wscale))
+        self.peer_syn = self._prescan_peer_syn()
+        self.nego = Negotiated.of(self.opt_cfg, self.peer_syn)
+        tune = dict(effect.tune)
+        # the window scale the socket offers, 0 when the peer's SYN offers none
+        # (tcp_select_initial_window, tcp_openreq_init_rwin)
+        tune["rcv_wscale"] = (self.nego.wscale if self.peer_syn is not None
+                              else self.opt_cfg.wscale)
+        if self.peer_syn is not None and not self.nego.sack:
+            # tcp_schedule_loss_probe: no tail loss probe without SACK (tcp_is_sack)
+            tune["tail_loss_probe"] = False
+        self.profile = profile.with_overrides(**tune)
         self.ep: Endpoint | None = None
         self.side = Side.SERVER
         self.options = SocketOptions()
         self.mss_cap: int | None = None
-        self.peer_wscale = 0
         self.clock = ModelClock(after_timer=self._complete_read)
         self.prev: tuple[Event, int] | None = None   # previous event and its script time
         self.fds: dict[int, str] = {}                # fd -> "listen" | "conn" | "socket"
         self.nonblocking: set[int] = set()
         self.pending: _Pending | None = None
         self.checked = 0
-        self.options_unchecked = 0
-        self._peer_mss = self._prescan_mss()
+        self.segments = 0
+        self.ts_offset: int | None = None            # script TS val - the model's
+        self.last_peer_ts: int | None = None
+        self.sock_error: str | None = None           # what getsockopt(SO_ERROR) returns
+        self.code_runs: list[tuple[int, ast.Module, dict[str, int]]] = []
+
+    def _commands(self, text: str, line: int, effect: commands.Effect) -> None:
+        where = f"line {line}" if line else "header"
+        try:
+            commands.apply(text, where, effect)
+        except commands.CommandUnsupported as exc:
+            raise _Stop(Status.UNSUPPORTED, line, str(exc)) from None
+        except commands.CommandError as exc:
+            raise _Stop(Status.ERROR, line, str(exc)) from None
 
     # ------------------------------------------------------------ the model
-    def _prescan_mss(self) -> int:
-        """The payload MSS the model will use: the peer's SYN(-ACK) mss option, less the
-        timestamps option when that SYN carries one (Linux then sends it on every segment)."""
+    def _prescan_peer_syn(self) -> PeerSyn | None:
+        """What the peer's SYN (a server's) or SYN-ACK (a client's) offers: the first
+        inbound packet with SYN decides the connection's options, MSS and window scale."""
         for ev in self.script.events:
             a = ev.action
             if isinstance(a, Packet) and a.inbound and "S" in a.flags:
-                mss = _option(a, "mss")
-                value = mss[0] if mss else 536
-                if _option(a, "TS") is not None:
-                    value -= TS_OPTION_BYTES
-                return max(value, 88)
-        return 1448
+                return PeerSyn.of(a)
+        return None
+
+    def _mss(self) -> int:
+        """The payload MSS the model will use (tcp_sync_mss): the route's 1460 clamped by
+        the peer's MSS option (536 without one) and TCP_MAXSEG, less the timestamps
+        option when both sides agreed on it (Linux then sends it on every segment)."""
+        peer = self.peer_syn
+        clamp = min(options.ROUTE_ADVMSS, peer.mss if peer is not None and peer.mss else 536)
+        if self.mss_cap:
+            clamp = min(clamp, self.mss_cap)
+        if self.nego.timestamps:
+            clamp -= options.TS_OPTION_BYTES
+        return max(clamp, 88)
 
     def _endpoint(self, line: int) -> Endpoint:
         if self.ep is None:
@@ -420,11 +380,10 @@ class _Runner:
 
     def _create(self, side: Side) -> Endpoint:
         self.side = side
-        mss = min(self._peer_mss, self.mss_cap) if self.mss_cap else self._peer_mss
-        self.ep = Endpoint(side, self.profile, self.options, mss)
-        # packetdrill sees packets on a TUN device with TSO on: a TSO burst is one packet
-        # (1:10001(10000)), as the kernel hands it to the device — unless the script
-        # turned TSO/GSO off with ethtool
+        self.ep = Endpoint(side, self.profile, self.options, self._mss())
+        # packetdrill reads packets from a TUN device with TSO on: a TSO skb reaches it
+        # whole, as the kernel built it (one packet per skb) — unless the script turned
+        # TSO/GSO off with ethtool
         self.ep.set_gso_wire(self.gso_wire)
         self.clock.ep = self.ep
         return self.ep
@@ -510,55 +469,136 @@ class _Runner:
                 elif isinstance(action, Syscall):
                     self._syscall(ev, action, offset)
                 elif isinstance(action, Command):
-                    tune = _commands_to_tune(action.text, ev.line, self.notes)
-                    if tune:
-                        raise _Stop(Status.UNSUPPORTED, ev.line, "a sysctl that changes the "
+                    effect = commands.Effect()
+                    self._commands(action.text, ev.line, effect)
+                    if effect:
+                        raise _Stop(Status.UNSUPPORTED, ev.line, "a setting that changes the "
                                     "model in the middle of a script")
+                    self.notes.extend(effect.notes)
+                    self.caveats.extend(effect.caveats)
                 else:
-                    _run_code(action, ev.line, functools.partial(self._tcp_info, ev.line))
+                    self._code(ev.line, action)
             self._complete_read()
             self.prev = (ev, start)
         if self.pending is not None:
             raise _Stop(Status.FAIL, self.pending.event.line,
                         f"{self.pending.call.name}() never returned: no data arrived")
+        self._run_code_blocks()
 
-    def _tcp_info(self, line: int) -> dict[str, int]:
-        """The ``tcpi_*`` names a code block may use, from `Endpoint.tcp_info`, with the
-        kernel's units (µs for times) and TCP state numbers (include/net/tcp_states.h)."""
-        info = self._endpoint(line).tcp_info()
-        names = {f"TCP_{state}": number for state, number in _TCP_STATES.items()}
-        return {**names, "tcpi_state": _TCP_STATES[info.state.value],
-                "tcpi_snd_cwnd": info.snd_cwnd, "tcpi_snd_ssthresh": info.snd_ssthresh,
-                "tcpi_snd_mss": info.snd_mss, "tcpi_rcv_mss": info.rcv_mss,
-                "tcpi_unacked": info.unacked, "tcpi_rtt": info.rtt, "tcpi_rto": info.rto,
-                "tcpi_ato": info.ato, "tcpi_pacing_rate": int(info.pacing_rate)}
+    # ------------------------------------------------------------ %{ }% code
+    def _code(self, line: int, block: Code) -> None:
+        """Parse a block now (a malformed one is bad input wherever it is) and keep it with
+        a tcp_info snapshot, as packetdrill does; they run when the script has ended."""
+        try:
+            tree = code_blocks.parse(block.text)
+        except code_blocks.CodeError as exc:
+            raise _Stop(Status.ERROR, line, str(exc)) from None
+        except code_blocks.CodeUnsupported as exc:
+            raise _Stop(Status.UNSUPPORTED, line, str(exc)) from None
+        snapshot = self._tcp_info() if self.ep is not None else {}
+        self.code_runs.append((line, tree, snapshot))
 
+    def _run_code_blocks(self) -> None:
+        known = frozenset(self._tcp_info()) if self.ep is not None else frozenset()
+        interp = code_blocks.Interpreter.new(known)
+        for line, tree, snapshot in self.code_runs:
+            def printed(text: str, line: int = line) -> None:
+                self.notes.append(f"line {line}: print: {text[:200]}")
+            try:
+                interp.run(tree, snapshot, printed)
+            except code_blocks.CodeUnsupported as exc:
+                raise _Stop(Status.UNSUPPORTED, line, str(exc)) from None
+            except code_blocks.CodeError as exc:
+                raise _Stop(Status.ERROR, line, str(exc)) from None
+            except code_blocks.CodeFailed as exc:
+                raise _Stop(Status.FAIL, line, str(exc)) from None
+
+    def _tcp_info(self) -> dict[str, int]:
+        """The ``tcpi_*`` values a code block sees, from `Endpoint.tcp_info`, in the
+        kernel's units (µs for times) and TCP state numbers (include/net/tcp_states.h):
+        every `TcpInfo` field but the model's own (quick, pingpong)."""
+        assert self.ep is not None
+        info = self.ep.tcp_info()
+        values = {f"tcpi_{name}": value for name, value in (
+            (f, getattr(info, f)) for f in getattr(info, "__dataclass_fields__", {}))
+            if name not in _NOT_TCP_INFO and isinstance(value, int)}
+        values["tcpi_state"] = _TCP_STATES[info.state.value]
+        values["tcpi_advmss"] = self._opt_cfg().advmss     # the MSS our SYN advertised
+        # what the SYNs agreed (tcp_get_info: tcpi_options from rx_opt, once connected)
+        agreed = info.state.value not in ("CLOSED", "LISTEN", "SYN_SENT", "SYN_RCVD")
+        nego = self.nego if agreed else Negotiated(False, False, 0, 0)
+        ws = agreed and self.peer_syn is not None and self.peer_syn.wscale is not None \
+            and self.opt_cfg.window_scaling
+        values["tcpi_options"] = ((code_blocks.CONSTANTS["TCPI_OPT_TIMESTAMPS"]
+                                   if nego.timestamps else 0)
+                                  | (code_blocks.CONSTANTS["TCPI_OPT_SACK"] if nego.sack else 0)
+                                  | (code_blocks.CONSTANTS["TCPI_OPT_WSCALE"] if ws else 0))
+        values["tcpi_snd_wscale"] = nego.peer_wscale
+        values["tcpi_rcv_wscale"] = nego.wscale
+        values["tcpi_pacing_rate"] = int(info.pacing_rate)
+        return values
+
+    # ------------------------------------------------------------ packets
     def _inbound(self, ev: Event, p: Packet) -> None:
         if p.other:
             raise _Stop(Status.UNSUPPORTED, ev.line, f"{p.other[0]} is not modelled")
-        if _option(p, "sack"):
-            raise _Stop(Status.UNSUPPORTED, ev.line, "SACK blocks (loss recovery) are not "
-                        "modelled")
+        why = options.unsupported_inbound(p)
+        if why is not None:
+            raise _Stop(Status.UNSUPPORTED, ev.line, why)
         try:
             flags = _flags_of(p)
         except ValueError as exc:
             raise _Stop(Status.UNSUPPORTED, ev.line, str(exc)) from None
-        if "S" in p.flags:
-            ws = _option(p, "wscale")
-            self.peer_wscale = ws[0] if ws else 0
-            if self.ep is None:
-                self._create(Side.SERVER)
+        if "S" in p.flags and p.length:
+            raise _Stop(Status.UNSUPPORTED, ev.line, "data on a SYN (TCP Fast Open) is not "
+                        "modelled")
+        ts = _option(p, "TS")
+        if ts is not None and self.nego.timestamps:
+            # PAWS (RFC 7323, tcp_paws_discard): the kernel drops a segment whose
+            # timestamp went backwards; the model keeps no timestamps
+            if self.last_peer_ts is not None and "S" not in p.flags and (
+                    (ts[0] - self.last_peer_ts) & 0xFFFFFFFF) >= 1 << 31:
+                raise _Stop(Status.UNSUPPORTED, ev.line, "a timestamp older than the last "
+                            "one (PAWS) is not modelled")
+            self.last_peer_ts = ts[0]        # what our segments echo (ts_recent)
+        if "S" in p.flags and self.ep is None:
+            self._create(Side.SERVER)
         ep = self._endpoint(ev.line)
         window = p.window if p.window is not None else 65535
         if "S" not in p.flags:
-            window <<= self.peer_wscale
+            window <<= self.nego.peer_wscale
+        state = ep.state
         seg = Segment(src=self.side.peer, seq=p.seq, ack=p.ack or 0, length=p.length,
                       flags=flags, window=window, sent_at=self.now)  # type: ignore[arg-type]
         self._input(ev.line, lambda: ep.receive_segment(Micros(self.now), seg))
+        if flags & RST and ep.state.value == "CLOSED" and state.value != "CLOSED":
+            # tcp_reset: the error a reset leaves on the socket
+            self.sock_error = {"SYN_SENT": "ECONNREFUSED", "CLOSE_WAIT": "EPIPE"}.get(
+                state.value, "ECONNRESET")
 
-    def _outbound(self, ev: Event, p: Packet, start: int, end: int | None, tol: int) -> None:
-        anytime = ev.time.kind is TimeKind.ANY
-        latest = self.now + ANY_TIME_LIMIT_US if anytime else (end or start) + tol
+    def _opt_cfg(self) -> OptionConfig:
+        """What the socket offers, its MSS clamped by TCP_MAXSEG (tcp_mss_clamp)."""
+        if self.mss_cap and self.mss_cap < self.opt_cfg.advmss:
+            return dataclasses.replace(self.opt_cfg, advmss=self.mss_cap)
+        return self.opt_cfg
+
+    def _model_options(self, at: int, seg: Segment) -> tuple[TcpOption, ...]:
+        """The options Linux would put on this model segment (see `options`)."""
+        ts_val = at // 1000            # tcp_time_stamp_ms: a millisecond clock
+        if seg.flags & RST and seg.why.name == "RESET_NO_SOCKET":
+            return ()                  # tcp_v4_send_reset: no options
+        if "S" in flag_letters(seg.flags):
+            return options.syn_options(self._opt_cfg(), None if self.side is Side.CLIENT
+                                       else self.peer_syn, ts_val, self.last_peer_ts or 0)
+        return options.established_options(self.nego, ts_val, self.last_peer_ts or 0)
+
+    def _next_segment(self, ev: Event, p: Packet, start: int, wait_us: int | None,
+                      got: list[tuple[int, Segment]]) -> tuple[int, Segment]:
+        """The model's next segment, waiting (firing timers) as packetdrill's
+        sniff_outbound_live_packet does: ``wait_us`` from when it starts to look (from the
+        previous fragment, for a merged packet's later ones), or an hour for ``*``."""
+        since = got[-1][0] if got else self.now
+        latest = since + (ANY_TIME_LIMIT_US if wait_us is None else wait_us)
         while not self.out:
             ep = self.ep
             d = ep.next_deadline() if ep is not None else None
@@ -566,36 +606,96 @@ class _Runner:
                 break
             self._advance(d)
         if not self.out:
+            sent = ""
+            if got:
+                sent = "; the model sent " + ", ".join(
+                    f"{s.summary()} at {_secs(t)}" for t, s in got) + ", then"
             raise _Stop(Status.FAIL, ev.line, f"expected {_expect_text(p)} at "
-                        f"{_secs(start)}, but the model sent nothing by {_secs(latest)}")
-        at, seg = self.out.popleft()
-        sent = f"{seg.summary()} at {_secs(at)}"
+                        f"{_secs(start)}{sent or ', but'} the model sent nothing by "
+                        f"{_secs(latest)} (timed out waiting for a packet)")
+        return self.out.popleft()
+
+    def _outbound(self, ev: Event, p: Packet, start: int, end: int | None, tol: int) -> None:
+        if p.other:
+            raise _Stop(Status.UNSUPPORTED, ev.line, f"{p.other[0]} is not modelled")
+        why = options.unsupported_outbound(p)
+        if why is not None:
+            raise _Stop(Status.UNSUPPORTED, ev.line, why)
+        anytime = ev.time.kind is TimeKind.ANY
+        # sniff_outbound_live_packet waits the whole seconds from the previous event's
+        # script time to this one's (its range's end), plus 2 s
+        since = self.prev[1] if self.prev is not None else 0
+        wait_us = None if anytime else ((max(start, end or start) - since) // 1_000_000
+                                        + 2) * 1_000_000
+        # run_packet.c do_outbound_script_packet: sniff packets until they hold the bytes
+        # the line expects (one only with --strict_segments); each after the first must
+        # continue the one before it (verify_packet_fragments)
+        got: list[tuple[int, Segment]] = []
+        total = 0
+        while True:
+            at, seg = self._next_segment(ev, p, start, wait_us, got)
+            if got:
+                why = _fragment_mismatch(got[-1][1], seg, total, p.length,
+                                         self.nego.wscale)
+                if why is not None:
+                    sent = ", ".join(f"{s.summary()}" for _, s in [*got, (at, seg)])
+                    raise _Stop(Status.FAIL, ev.line, f"expected {_expect_text(p)}; the "
+                                f"model's {sent} cannot be merged into it: {why}")
+            got.append((at, seg))
+            total += seg.length
+            if total >= p.length or self.strict:
+                break
+        # the merged packet: the first one's sequence number, the last one's flags, ACK,
+        # window and time (packet.c aggregate_packets)
+        first, (at, last) = got[0][1], got[-1]
+        merged = Segment(src=last.src, seq=first.seq, ack=last.ack, length=total,
+                         flags=last.flags, window=last.window, sent_at=last.sent_at,
+                         why=last.why)
+        sent = (f"{merged.summary()} at {_secs(at)}" if len(got) == 1 else
+                f"{merged.summary()} at {_secs(at)} (merged from {len(got)} segments)")
+        if total != p.length:
+            raise _Stop(Status.FAIL, ev.line, f"payload expected {p.length} bytes, the "
+                        f"model sent {total} ({sent})")
+        problems = []
+        want_flags = p.flags.replace(".", "A")
+        if sorted(want_flags) != sorted(flag_letters(merged.flags)):
+            problems.append(f"flags expected {p.flags or '-'}, got "
+                            f"{flag_letters(merged.flags).replace('A', '.') or '-'}")
+        if merged.seq != p.seq:
+            problems.append(f"seq expected {p.seq}, got {merged.seq}")
+        if p.ack is not None and merged.ack != p.ack:
+            problems.append(f"ack expected {p.ack}, got {merged.ack}")
+        if p.window is not None:
+            shift = 0 if "S" in p.flags else self.nego.wscale
+            if merged.window >> shift != p.window:
+                problems.append(f"win expected {p.window}, got {merged.window >> shift}")
+        if problems:
+            raise _Stop(Status.FAIL, ev.line, f"{'; '.join(problems)} (the model sent {sent})")
+        if p.options is not None and not self.profile.name.startswith("linux"):
+            # the option layout worked out here is Linux's (tcp_options_write)
+            self.caveats.append(f"TCP options (profile {self.profile.name})")
+        elif p.options is not None:
+            actual = self._model_options(at, last)
+            ts_want, ts_got = _option(p, "TS"), _ts(actual)
+            if self.ts_offset is None and ts_want is not None and ts_got is not None:
+                self.ts_offset = ts_want[0] - ts_got     # packetdrill maps the first one
+            bad = options.check(p.options, actual, ts_tick_us=self.ts_tick_us,
+                                ts_tolerance_us=self._ts_tolerance(start),
+                                ts_offset=self.ts_offset)
+            if bad is not None:
+                raise _Stop(Status.FAIL, ev.line, f"{bad} (the model sent {sent})")
         if not anytime and not (start - tol <= at <= (end or start) + tol):
             window = (f"{_secs(start)}~{_secs(end)}" if end is not None else _secs(start))
             raise _Stop(Status.FAIL, ev.line, f"timing: expected {_expect_text(p)} at "
                         f"{window} (tolerance {_secs(tol)}), the model sent {sent}")
-        problems = []
-        want_flags = p.flags.replace(".", "A")
-        if sorted(want_flags) != sorted(flag_letters(seg.flags)):
-            problems.append(f"flags expected {p.flags or '-'}, got "
-                            f"{flag_letters(seg.flags).replace('A', '.') or '-'}")
-        if seg.seq != p.seq:
-            problems.append(f"seq expected {p.seq}, got {seg.seq}")
-        if seg.length != p.length:
-            problems.append(f"length expected {p.length}, got {seg.length}")
-        if p.ack is not None and seg.ack != p.ack:
-            problems.append(f"ack expected {p.ack}, got {seg.ack}")
-        if p.window is not None:
-            shift = 0 if "S" in p.flags else (OUR_WSCALE if self.peer_wscale else 0)
-            if seg.window >> shift != p.window:
-                problems.append(f"win expected {p.window}, got {seg.window >> shift}")
-        if problems:
-            raise _Stop(Status.FAIL, ev.line, f"{'; '.join(problems)} (the model sent {sent})")
-        if p.options:
-            self.notes.append(f"line {ev.line}: TCP options are not checked")
-            self.options_unchecked += 1
         self.checked += 1
+        self.segments += len(got)
         self.now = max(self.now, at)
+
+    def _ts_tolerance(self, at: int) -> int:
+        """verify_outbound_tcp_option: a timestamp's tolerance counts from the script's
+        start, not from the previous event."""
+        return max(self.tol_us, int(self.tol_pct / 100.0 * at))
 
     # ------------------------------------------------------------ system calls
     def _syscall(self, ev: Event, call: Syscall, offset: int) -> None:
@@ -622,7 +722,7 @@ class _Runner:
         elif name == "setsockopt":
             self._setsockopt(line, args, fd)
         elif name == "getsockopt":
-            self._getsockopt(line, args)
+            self._getsockopt(line, args, fd)
         elif name == "connect":
             ep = self._create(Side.CLIENT)
             if fd is not None:
@@ -656,12 +756,19 @@ class _Runner:
             if opt not in _IGNORED_SOCKET_OPTS:
                 raise _Stop(Status.UNSUPPORTED, line, f"socket option {opt} is not modelled")
             self.notes.append(f"line {line}: {opt} has no effect on the model")
+            if opt in ("SO_SNDBUF", "SO_RCVBUF"):      # buffers the model does not bound
+                self.caveats.append(opt)
             return
         if opt == "TCP_MAXSEG":
             value = _int(args[3])
-            if value is None or self.ep is not None and self.ep.established:
+            ep = self.ep
+            if value is None or ep is not None and ep.state.value not in ("CLOSED", "LISTEN"):
                 raise _Stop(Status.UNSUPPORTED, line, "TCP_MAXSEG after connecting")
             self.mss_cap = value
+            if ep is not None:
+                # a listener's MSS clamp applies to the connections it accepts: the
+                # model's endpoint takes its MSS when made, so make it again
+                self._create(self.side)
             return
         if opt == "TCP_CONGESTION":
             cc = args[3].value if isinstance(args[3], Str) else ""
@@ -701,8 +808,14 @@ class _Runner:
             raise _Stop(Status.UNSUPPORTED, line, f"profile {self.profile.name} has no "
                         f"TCP_{opt.name}")
 
-    def _getsockopt(self, line: int, args: tuple[Expr, ...]) -> None:
+    def _getsockopt(self, line: int, args: tuple[Expr, ...], fd: int | None) -> None:
         opt = _words(args[2])[0] if len(args) > 2 and _words(args[2]) else "?"
+        if opt == "SO_ERROR":
+            self._so_error(line, args)
+            return
+        if opt == "TCP_MAXSEG":
+            self._maxseg(line, args, fd)
+            return
         if opt not in _TCP_OPTS:
             raise _Stop(Status.UNSUPPORTED, line, f"getsockopt {opt} is not modelled")
         self._require(line, _TCP_OPTS[opt])
@@ -711,6 +824,44 @@ class _Runner:
         if want is not None and got != want:
             raise _Stop(Status.FAIL, line, f"getsockopt {opt}: expected [{want}], the model "
                         f"returned [{got}]")
+
+    def _maxseg(self, line: int, args: tuple[Expr, ...], fd: int | None) -> None:
+        """getsockopt(TCP_MAXSEG) (do_tcp_getsockopt): a connection's MSS as it sends
+        (mss_cache); before connecting, or on the listener, TCP_MAXSEG's own value if set,
+        else TCP_MSS_DEFAULT (536)."""
+        ep = self.ep
+        if ep is not None and self.fds.get(fd if fd is not None else -1) != "listen" \
+                and ep.state.value not in ("CLOSED", "LISTEN"):
+            got = ep.tcp_info().snd_mss
+        else:
+            got = self.mss_cap or 536
+        want = _int(args[3]) if len(args) > 3 else None
+        if want is not None and got != want:
+            raise _Stop(Status.FAIL, line, f"getsockopt TCP_MAXSEG: expected [{want}], the "
+                        f"model returned [{got}]")
+
+    def _so_error(self, line: int, args: tuple[Expr, ...]) -> None:
+        """getsockopt(SO_ERROR) (sock_getsockopt: sock_error): the error a reset left on
+        the socket (tcp_reset: ECONNREFUSED in SYN_SENT, EPIPE in CLOSE_WAIT, else
+        ECONNRESET), or 0; reading it clears it. packetdrill compares the numbers (Linux's
+        errno values), however the script writes them."""
+        want = args[3] if len(args) > 3 else None
+        got, self.sock_error = self.sock_error, None
+        if isinstance(want, List) and len(want.items) == 1 and isinstance(want.items[0], Word):
+            name = want.items[0].names[0]
+            expected = getattr(errno, name, None) if name.startswith("E") else None
+            if expected is None:
+                raise _Stop(Status.ERROR, line, f"getsockopt SO_ERROR: {name} is not an "
+                            "errno name")
+        elif (n := _int(want) if want is not None else None) is not None:
+            expected = n
+        else:
+            return                                   # [...]: not checked
+        number = getattr(errno, got) if got else 0
+        if expected != number:
+            shown = errno.errorcode.get(expected, str(expected)) if expected else "0"
+            raise _Stop(Status.FAIL, line, f"getsockopt SO_ERROR: expected [{shown}], the "
+                        f"model's socket has [{got or 0}]")
 
     def _send(self, line: int, call: Syscall, fd: int | None) -> None:
         name = call.name
@@ -825,20 +976,23 @@ def _expect_text(p: Packet) -> str:
 
 
 def run_script(script: Script, *, profile: str | StackProfile = "linux",
-               tolerance_us: int | None = None,
-               tolerance_pct: float | None = None) -> DrillResult:
-    """Play ``script`` with the model as its local socket."""
+               tolerance_us: int | None = None, tolerance_pct: float | None = None,
+               strict_segments: bool = False) -> DrillResult:
+    """Play ``script`` with the model as its local socket. ``strict_segments``: each
+    outbound line is one model segment, never several merged (packetdrill's
+    ``--strict_segments``; a script's own ``--strict_segments`` line does the same)."""
     prof = PROFILES[profile] if isinstance(profile, str) else profile
     runner: _Runner | None = None
     try:
-        runner = _Runner(script, prof, tolerance_us, tolerance_pct)
+        runner = _Runner(script, prof, tolerance_us, tolerance_pct, strict_segments)
         runner.run()
     except _Stop as stop:
-        return DrillResult(script.path, stop.status, stop.message, stop.line,
-                           runner.notes if runner else [], runner.checked if runner else 0,
-                           runner.options_unchecked if runner else 0)
+        if runner is None:
+            return DrillResult(script.path, stop.status, stop.message, stop.line)
+        return DrillResult(script.path, stop.status, stop.message, stop.line, runner.notes,
+                           runner.checked, runner.segments, runner.caveats)
     return DrillResult(script.path, Status.PASS, notes=runner.notes, checked=runner.checked,
-                       options_unchecked=runner.options_unchecked)
+                       segments=runner.segments, caveats=runner.caveats)
 
 
 __all__ = ["DrillResult", "Status", "run_script", "EventTime"]

@@ -24,7 +24,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,6 +42,10 @@ log = logging.getLogger("nagle-sim.serve")
 STDIN_LIMIT = 64 * 1024
 """The most text one browser message may type into an app (a paste): a scenario is a few
 KB; 40 MB pasted once took an app 42 s of CPU and 140 MB to digest."""
+
+HEADER_TIMEOUT_S = 10.0
+"""A connection gets this long to send its first whole request, and may idle this long
+between requests (a WebSocket, once open, is not idle: its handler runs)."""
 
 LOOPBACK_NAMES = ("localhost",)
 """Host names (besides loopback IP literals) a loopback-only server answers to."""
@@ -289,6 +293,8 @@ class ClassroomServer(Server):
         super().__init__(shlex.join(self.argv), host=options.host, port=options.port,
                          title="nagle-sim", public_url=public_base(options))
         self.sessions: dict[str, tuple[ClassroomAppService, web.WebSocketResponse]] = {}
+        self._answered: set[Any] = set()
+        """Connections that have sent a whole request (aiohttp RequestHandlers)."""
         self._pending = 0
         environment = AppService._build_environment(
             cast(AppService, SimpleNamespace(debug=False)), width=80, height=24)
@@ -309,9 +315,18 @@ class ClassroomServer(Server):
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
+        app.middlewares.append(self._note_request)
         app.router.add_get("/ws/{token}", self.handle_websocket, name="websocket_token")
         app.router.add_get("/favicon.ico", self.handle_favicon)
         return app
+
+    @web.middleware
+    async def _note_request(self, request: web.Request,
+                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                            ) -> web.StreamResponse:
+        """Marks the connection as one that sent a whole request (`close_slow_requests`)."""
+        self._answered.add(request.protocol)
+        return await handler(request)
 
     def _loopback_name(self, name: str) -> bool:
         return (name in LOOPBACK_NAMES or name == self.options.host.lower()
@@ -511,6 +526,84 @@ class ClassroomServer(Server):
 
     def initialize_logging(self) -> None:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(one_line_records)
+
+    def serve(self, debug: bool = False) -> None:
+        """Serve until Ctrl-C or SIGTERM (textual-serve's own loop, plus what a server open
+        to a room needs from aiohttp: see `_serve`)."""
+        self.debug = debug
+        self.initialize_logging()
+        raise_file_limit()
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        """aiohttp's runner with a guard it lacks: a connection that has not sent a whole
+        request within `HEADER_TIMEOUT_S` is closed (aiohttp keeps a half-sent request's
+        socket open indefinitely: 1,100 of them held their sockets for 30 s and more),
+        and as many open files as the system allows, so such a flood cannot use up the
+        descriptors students need."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        with contextlib.suppress(NotImplementedError):
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop.set)
+        app = await self._make_app()
+        runner = web.AppRunner(app, handle_signals=False, keepalive_timeout=HEADER_TIMEOUT_S)
+        await runner.setup()  # on_startup: the announcement, the warm pool
+        guard: asyncio.Task[None] | None = None
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+            assert runner.server is not None
+            guard = asyncio.create_task(close_slow_requests(runner.server, self._answered))
+            await stop.wait()
+        finally:
+            if guard is not None:
+                guard.cancel()
+            await runner.cleanup()  # on_shutdown: every session ends
+
+
+async def close_slow_requests(server: Any, answered: set[Any], *,
+                              timeout_s: float = HEADER_TIMEOUT_S, every_s: float = 1.0) -> None:
+    """Close each connection of `server` (an aiohttp web.Server) that has not sent a whole
+    request `timeout_s` after it was first seen. A connection that has (`answered`) is
+    aiohttp's to time out between requests (keepalive_timeout)."""
+    seen: dict[Any, float] = {}
+    clock = asyncio.get_running_loop().time
+    while True:
+        await asyncio.sleep(every_s)
+        now = clock()
+        open_now = list(server.connections)
+        answered.intersection_update(open_now)
+        seen = {handler: seen.get(handler, now) for handler in open_now
+                if handler not in answered}
+        for handler, since in seen.items():
+            if now - since >= timeout_s:
+                handler.force_close()
+
+
+def one_line_records(record: logging.LogRecord) -> bool:
+    """A logging filter: no traceback on the teacher's console. aiohttp logs a malformed
+    request (two Host headers, say) with its parser's traceback; the operator needs one
+    line saying what was refused."""
+    if record.exc_info and record.exc_info[1] is not None:
+        error = record.exc_info[1]
+        detail = " ".join(str(error).split())
+        record.msg = f"{record.getMessage()}: refused ({type(error).__name__}: {detail})"
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+    return True
+
+
+def raise_file_limit() -> None:
+    """Open files up to the hard limit (each student is a socket and three pipes)."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            wanted = 1 << 16 if hard == resource.RLIM_INFINITY else hard
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
 
 
 def _size(value: object, default: int, *, low: int = 10, high: int = 500) -> int:

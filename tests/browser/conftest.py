@@ -50,8 +50,12 @@ def _need_browser() -> Any:
     return sync_api
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium per test module. Not per session: Playwright's sync API runs its own
+    event loop in this thread while it is open, and every asyncio test after it (Textual
+    pilots, aiohttp servers) would fail with "cannot be called from a running event
+    loop"."""
     sync_api = _need_browser()
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -36,13 +36,34 @@ def play(body: str, **kw: object):  # noqa: ANN201
 
 
 # ---------------------------------------------------------------- our scripts
+KERNEL_STRICT_FAILS = {"burst_merged.pkt": (18, "payload expected 10000 bytes, the model "
+                                                  "sent 2000")}
+"""Our scripts that packetdrill fails on this kernel (6.18) with --strict_segments, at this
+line: "live packet payload: expected 10000 bytes vs actual 2000 bytes" (the kernel's TSO
+skbs hold two segments; packetdrill merges them only without the flag). All the others
+pass there in both modes (run as root, each in its own network namespace, November 2026)."""
+
+
 @pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
 def test_script_passes_on_the_model(path: Path) -> None:
     from nagle_sim.drill import load
 
     result = run_script(load(path))
     assert result.status is Status.PASS, result.one_line()
-    assert result.checked >= 3
+    assert result.checked >= 1
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_script_with_strict_segments_does_as_the_kernel_did(path: Path) -> None:
+    from nagle_sim.drill import load
+
+    result = run_script(load(path), strict_segments=True)
+    if path.name in KERNEL_STRICT_FAILS:
+        line, message = KERNEL_STRICT_FAILS[path.name]
+        assert result.status is Status.FAIL and result.line == line, result.one_line()
+        assert message in result.message
+    else:
+        assert result.status is Status.PASS, result.one_line()
 
 
 # ---------------------------------------------------------------- parsing
@@ -187,13 +208,37 @@ def test_a_wrong_sequence_number_fails_at_its_line() -> None:
 
 
 def test_a_packet_outside_the_tolerance_is_a_timing_failure() -> None:
-    """Nagle holds the second write for the ACK at 50 ms; expecting it at once fails, and
-    the message says when the model did send it (none by the tolerance's end)."""
+    """Nagle holds the second write until the ACK; expecting it 10 ms after the ACK fails
+    on timing, naming when the model sent it. packetdrill on the kernel: "timing error:
+    expected outbound packet at 0.071766 sec but happened at 0.061756 sec"."""
+    r = play("   +0 write(4, ..., 10) = 10\n   +0 > P. 1:11(10) ack 1\n"
+             "+.001 write(4, ..., 10) = 10\n+.05 < . 1:1(0) ack 11 win 512\n"
+             "+.01 > P. 11:21(10) ack 1\n")
+    assert r.status is Status.FAIL and r.line == 13
+    assert r.message == ("timing: expected P. 11:21(10) ack 1 at 0.071 s (tolerance 0.004 s), "
+                         "the model sent P. 11:21(10) ack 1 at 0.061 s")
+
+
+def test_the_next_packet_is_checked_however_late_it_comes() -> None:
+    """Expecting the Nagle-held write at once while its ACK never comes: packetdrill
+    waits (up to 2 s) and checks the next packet, the retransmission of the first by the
+    RTO (no tail loss probe: the peer did not offer SACK). packetdrill on the kernel:
+    "tcp_seq: expected: 11 vs actual: 1", that packet at 0.2238 s."""
     r = play("   +0 write(4, ..., 10) = 10\n   +0 > P. 1:11(10) ack 1\n"
              "+.001 write(4, ..., 10) = 10\n   +0 > P. 11:21(10) ack 1\n"
              "+.05 < . 1:1(0) ack 11 win 512\n")
     assert r.status is Status.FAIL and r.line == 12
-    assert "the model sent nothing by" in r.message
+    assert r.message == "seq expected 11, got 1 (the model sent P. 1:11(10) ack 1 at 0.226 s)"
+
+
+def test_a_packet_never_sent_times_out_as_packetdrills_sniffer_does() -> None:
+    """Nothing more is ever sent after the ACK: packetdrill gives up waiting 2 s (plus the
+    whole seconds of the line's own delay) after it started to look."""
+    r = play("   +0 write(4, ..., 10) = 10\n   +0 > P. 1:11(10) ack 1\n"
+             "+.01 < . 1:1(0) ack 11 win 512\n  +1.5 > P. 11:21(10) ack 1\n")
+    assert r.status is Status.FAIL and r.line == 12
+    assert r.message == ("expected P. 11:21(10) ack 1 at 1.52 s, but the model sent nothing "
+                         "by 3.02 s (timed out waiting for a packet)")
 
 
 def test_tolerance_can_be_widened_from_the_command_line() -> None:
@@ -218,7 +263,7 @@ def test_getsockopt_is_checked() -> None:
     ("   +0 write(4, ..., 10) = -1 EAGAIN (Resource temporarily unavailable)\n",
      "failing with EAGAIN"),
     ("   +0 %{ assert tcpi_bogus == 1 }%\n", "tcpi_bogus is not modelled"),
-    ("   +0 %{ import os }%\n", "only assert statements"),
+    ("   +0 %{ import os }%\n", "outside the supported subset"),
     ("   +0 `sysctl -q net.ipv4.tcp_autocorking=0`\n", "in the middle of a script"),
 ])
 def test_what_the_model_cannot_play_is_unsupported_with_the_reason(body: str,
@@ -248,9 +293,11 @@ def test_a_blocking_read_waits_for_data() -> None:
 
 
 # ---------------------------------------------------------------- the command
-def _drill(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _drill(*args: str, timeout: float = 120,
+           columns: int = 80) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "nagle_sim", "drill", *args],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": str(columns)})
 
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
@@ -338,7 +385,7 @@ def test_one_broken_script_never_ends_a_directory_table(
 
     monkeypatch.setattr(cli, "run_script", flaky)
     args = argparse.Namespace(script=str(tmp_path), profile="linux", tolerance_usecs=None,
-                              tolerance_percent=None, verbose=False)
+                              tolerance_percent=None, verbose=False, strict_segments=False)
     assert cli.cmd_drill(args) == 2
     out = capsys.readouterr().out
     assert "KeyError" in out and "1 pass" in out and "1 error" in out
@@ -483,22 +530,22 @@ def test_cli_exit_code_for_a_feature_the_profile_lacks(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "unsupported: profile windows has no TCP_CORK" in proc.stderr
 
 
-# ---------------------------------------------------------------- unchecked options
-WITH_OPTIONS = HANDSHAKE.replace("> S. 0:0(0) ack 1 <...>",
-                                 "> S. 0:0(0) ack 1 <mss 1460,nop,nop,sackOK,nop,wscale 8>")
-
-
-def test_a_pass_says_when_tcp_options_went_unchecked() -> None:
-    r = run_script(parse(WITH_OPTIONS, "o.pkt"))
+# ---------------------------------------------------------------- what a pass left out
+def test_a_pass_names_what_the_script_set_that_the_model_does_not_have() -> None:
+    """defaults.sh sets a 540000-byte initial receive buffer and a 256 kB send buffer: the
+    model plays on without them, and the pass says so."""
+    r = run_script(parse("`../common/defaults.sh`\n" + HANDSHAKE, "d.pkt"))
     assert r.status is Status.PASS, r.one_line()
-    assert r.one_line() == "o.pkt: pass (1 outbound packets matched; TCP options not checked on 1)"
-    plain = play("")                    # <...> asks for no check: nothing to say
-    assert plain.one_line() == "t.pkt: pass (1 outbound packets matched)"
+    assert r.one_line() == ("d.pkt: pass (1 outbound packets matched; not modelled: tcp_rmem "
+                            "initial buffer 540000, send buffer tcp_wmem 262144)")
+    assert play("").one_line() == "t.pkt: pass (1 outbound packets matched)"
 
 
-def test_directory_table_shows_unchecked_options_and_verbose_notes(tmp_path: Path) -> None:
-    (tmp_path / "o.pkt").write_text(WITH_OPTIONS)
-    proc = _drill(str(tmp_path), "--verbose")
+def test_directory_table_shows_what_was_not_modelled_and_verbose_notes(tmp_path: Path) -> None:
+    (tmp_path / "d.pkt").write_text("`sysctl -q net.ipv4.tcp_tso_win_divisor=100 "
+                                    "net.ipv4.tcp_syncookies=1`\n" + HANDSHAKE)
+    proc = _drill(str(tmp_path), "--verbose", columns=250)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "TCP options not checked" in proc.stdout
-    assert "o.pkt: note: line 6: TCP options are not checked" in proc.stdout
+    assert "not modelled: TSO deferral (tcp_tso_win_divisor=100)" in proc.stdout
+    assert ("d.pkt: note: header: sysctl tcp_syncookies=1 has no effect on the model"
+            in proc.stdout)

@@ -157,7 +157,7 @@ async def test_help_over_the_capture_lists_only_the_what_ifs_it_has(
         assert isinstance(app.screen, LessonListScreen)
 
 
-SHIPPED = Path(__file__).resolve().parents[2] / "lessons" / "24-diagnose-a-capture" / "capture.pcap"
+SHIPPED = Path(__file__).resolve().parents[2] / "lessons" / "25-diagnose-a-capture" / "capture.pcap"
 
 
 async def test_n_lands_on_each_stall_of_the_shipped_capture_and_explains_it() -> None:

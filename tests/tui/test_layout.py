@@ -48,7 +48,7 @@ async def _cwnd_lesson(size: tuple[int, int], ask: bool):  # type: ignore[no-unt
     from nagle_sim.tui.app import NagleApp
     from nagle_sim.tui.screens.lesson import LessonScreen
 
-    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-twenty-writes"))
     app = NagleApp(run_sim=run_sim, ask_questions=ask)
     return app, LessonScreen(lesson)
 

@@ -36,7 +36,7 @@ def test_a_delayed_ack_is_one_row_not_two() -> None:
 
 
 def _cwnd_lesson_with_bbr():  # type: ignore[no-untyped-def]
-    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-twenty-writes"))
     text = (lesson.path / "scenario.toml").read_text("utf-8")
     assert "nodelay = true\n" in text
     text = text.replace("nodelay = true\n", 'nodelay = true\ncongestion = "bbr"\n', 1)
@@ -44,7 +44,7 @@ def _cwnd_lesson_with_bbr():  # type: ignore[no-untyped-def]
 
 
 def test_a_hold_bar_is_named_by_its_teaching_cause_not_the_first_routine_hold() -> None:
-    """Lesson 20 (nodelay-and-the-congestion-window) under BBR: a pacing hold comes first
+    """Lesson 21 (nodelay-twenty-writes) under BBR: a pacing hold comes first
     (10.047 ms), then the congestion window fills. The bar over the ten-millisecond wait
     teaches "cwnd full", not "paced"."""
     from nagle_sim.render.rows import build_bars
@@ -66,7 +66,7 @@ def test_a_hold_bar_is_named_by_its_teaching_cause_not_the_first_routine_hold() 
 def test_the_app_panel_names_the_teaching_cause_of_a_hold() -> None:
     from nagle_sim.tui.result import RunResult
 
-    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-twenty-writes"))
     scenario = loads((lesson.path / "scenario.toml").read_text("utf-8"), lesson.slug)
     result = RunResult.build(scenario, _cwnd_lesson_with_bbr(), "normal")
     held = [b for b in result.bars_at(15_000) if b.what == "hold"]

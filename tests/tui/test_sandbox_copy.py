@@ -44,7 +44,7 @@ def test_a_pending_question_hides_the_description_of_every_lesson() -> None:
         assert {k: v for k, v in data.items() if k != "description"} == whole, lesson.slug
         loads(cut, lesson.slug)   # and it loads
     # with no question pending the description stays
-    text = (_lesson("and-the-congestion-window").path / "scenario.toml").read_text("utf-8")
+    text = (_lesson("nodelay-twenty-writes").path / "scenario.toml").read_text("utf-8")
     first = tomllib.loads(text)["description"].strip().splitlines()[0]
     assert first in without_answers(text)
 
@@ -60,7 +60,7 @@ def test_overrides_written_into_the_copy_load_as_the_same_scenario() -> None:
 
 
 async def test_s_with_a_question_pending_hides_the_description() -> None:
-    lesson = _lesson("and-the-congestion-window")
+    lesson = _lesson("nodelay-twenty-writes")
     app = NagleApp(run_sim=run_sim, lessons=SHIPPED)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.push_screen(LessonScreen(lesson))
@@ -75,7 +75,7 @@ async def test_s_with_a_question_pending_hides_the_description() -> None:
 
 
 async def test_s_copies_the_what_ifs_that_are_on() -> None:
-    lesson = _lesson("and-the-congestion-window")
+    lesson = _lesson("nodelay-twenty-writes")
     app = NagleApp(run_sim=run_sim, lessons=SHIPPED, ask_questions=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.push_screen(LessonScreen(lesson))

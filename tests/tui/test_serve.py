@@ -442,3 +442,73 @@ async def test_a_key_storm_through_serve_never_crashes_the_app(
         await client.close()
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err and "Error" not in out + err, (out + err)[-3000:]
+
+
+async def test_a_half_sent_request_is_closed_and_a_whole_one_is_not() -> None:
+    """Issue 29.6: 1,100 half-sent requests held their sockets for 30 s and more."""
+    from aiohttp import web
+
+    from nagle_sim.tui.serve import close_slow_requests
+    server = ClassroomServer(ServeOptions(warm=0))
+    runner = web.AppRunner(await server._make_app(), handle_signals=False)
+    await runner.setup()
+    port = _free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    assert runner.server is not None
+    guard = asyncio.create_task(close_slow_requests(runner.server, server._answered,
+                                                    timeout_s=1.0, every_s=0.2))
+    try:
+        slow_reader, slow = await asyncio.open_connection("127.0.0.1", port)
+        slow.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+        whole_reader, whole = await asyncio.open_connection("127.0.0.1", port)
+        whole.write(b"GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await whole_reader.readline()).startswith(b"HTTP/1.1 204")
+        started = time.monotonic()
+        assert await asyncio.wait_for(slow_reader.read(10), 10) == b""
+        assert 0.8 <= time.monotonic() - started < 5
+        await asyncio.sleep(1.5)
+        assert not whole.is_closing() and len(runner.server.connections) == 1
+        whole.close()
+    finally:
+        guard.cancel()
+        await runner.cleanup()
+
+
+def test_a_malformed_request_is_one_line_on_the_teachers_console() -> None:
+    """Issue 29.6: two Host headers printed aiohttp's parser traceback."""
+    import logging
+    try:
+        raise ValueError("400, message:\n  Duplicate 'Host' header found.")
+    except ValueError:
+        record = logging.LogRecord("aiohttp.server", logging.ERROR, __file__, 1,
+                                   "Error handling request from %s", ("127.0.0.1",),
+                                   sys.exc_info())
+    from nagle_sim.tui.serve import one_line_records
+    assert one_line_records(record)
+    text = logging.Formatter("%(message)s").format(record)
+    assert text == ("Error handling request from 127.0.0.1: refused (ValueError: 400, "
+                    "message: Duplicate 'Host' header found.)")
+
+
+@pytest.mark.slow
+def test_serve_answers_two_host_headers_400_without_a_traceback() -> None:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nagle_sim", "serve", "--port", str(port),
+                             "--warm", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        with conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n")
+            assert conn.recv(100).startswith(b"HTTP/1.0 400")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=30)[0]
+    assert "Traceback" not in out and "Duplicate 'Host'" in out, out

@@ -65,7 +65,7 @@ def test_question_with_feedback(snap_compare: Callable[..., bool],
 
 async def _cwnd_lesson_in_flight(pilot: Pilot[object]) -> None:
     app = pilot.app
-    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-twenty-writes"))
     await app.push_screen(LessonScreen(lesson))
     await settle(pilot)
     ladder = app.screen.query_one(Ladder)
@@ -101,7 +101,7 @@ def test_legend_in_help(snap_compare: Callable[..., bool],
 
 async def _cwnd_lesson_question_pending(pilot: Pilot[object]) -> None:
     app = pilot.app
-    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-and-the-congestion-window"))
+    lesson = next(x for x in load_lessons() if x.slug.endswith("nodelay-twenty-writes"))
     await app.push_screen(LessonScreen(lesson))
     await settle(pilot)
     ladder = app.screen.query_one(Ladder)

@@ -76,7 +76,7 @@ def _lesson(tmp_path: Path, sweep: str = SWEEP, extra: dict[str, str] | None = N
 def _autocork_lesson() -> Lesson:
     """The S5 lesson (NODELAY is not one packet per write), found by slug: the lesson that
     declares S5's sweep, wherever the teaching order puts it."""
-    return next(x for x in load_lessons() if x.slug.endswith("nodelay-is-not-one-packet-per-write"))
+    return next(x for x in load_lessons() if x.slug.endswith("nodelay-back-to-back-writes"))
 
 
 # ------------------------------------------------------------------ the declaration
@@ -170,7 +170,7 @@ def test_a_bad_sweep_is_one_line_naming_the_file_and_the_key(
 
 
 def test_the_autocork_lesson_declares_the_s5_grid() -> None:
-    """Lesson 19 (nodelay-is-not-one-packet-per-write): its sweep is S5's table (pause ×
+    """Lesson 20 (nodelay-back-to-back-writes): its sweep is S5's table (pause ×
     NODELAY, writes sent alone) and small enough to run while the student waits."""
     sweep = _autocork_lesson().sweep
     assert sweep is not None
@@ -203,7 +203,7 @@ def _rows(data: DataTable[object]) -> list[list[str]]:
 
 
 async def test_w_shows_the_same_table_as_nagle_sim_sweep() -> None:
-    """Lesson 19 (nodelay-is-not-one-packet-per-write): every cell of the app's table is
+    """Lesson 20 (nodelay-back-to-back-writes): every cell of the app's table is
     what `nagle-sim sweep` prints for the same grid (same runs, same metrics, same
     formatting)."""
     lesson = _autocork_lesson()
@@ -379,7 +379,7 @@ async def _sweep_of_the_autocork_lesson(pilot: Pilot[object]) -> None:
 @SIZES
 def test_sweep_screen_snapshot(snap_compare: Callable[..., bool],
                                size: tuple[int, int]) -> None:
-    """Lesson 19's sweep (nodelay-is-not-one-packet-per-write): the table and the bar chart
+    """Lesson 20's sweep (nodelay-back-to-back-writes): the table and the bar chart
     readable at both sizes."""
     app = NagleApp(run_sim=run_sim, ask_questions=False)
     assert snap_compare(app, terminal_size=size, run_before=_sweep_of_the_autocork_lesson)
