@@ -36,6 +36,10 @@ def fill_explain(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until-ms", type=options.capture_ms, metavar="MS",
                    help="draw the pictures up to MS (default: just past the first stall)")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
+    p.add_argument("--annotate", metavar="OUT.pcapng",
+                   help="write the capture back as pcapng with a comment on each stall's "
+                        "first and releasing frames (Wireshark shows them as fields with "
+                        "`nagle-sim wireshark --install`); the capture itself is not touched")
     p.add_argument("--tui", action="store_true",
                    help="open the capture in the teaching app: the captured ladder with "
                         "each stall explained, the rebuilt model as overlay, what-if keys")
@@ -113,7 +117,7 @@ def _check_output(path: str | None, flag: str, suffix: str) -> None:
     if path is None:
         return
     from ..export import check_target, check_writable
-    if flag == "--scenario":
+    if flag in ("--scenario", "--annotate"):
         if Path(path).suffix.lower() != suffix:
             raise UserError(f"{flag} {path}: expected a file name ending in {suffix}")
         check_writable(path)
@@ -161,7 +165,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.capture is None:
         raise UserError("nagle-sim explain: give a capture file (or --runtimes)")
     for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
-                               (args.scenario, "--scenario", ".toml")):
+                               (args.scenario, "--scenario", ".toml"),
+                               (getattr(args, "annotate", None), "--annotate", ".pcapng")):
         _check_output(path, flag, suffix)
     progress = _progress(args.capture)
     try:
@@ -190,6 +195,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.scenario and ex.rebuilt is None:
         raise UserError(f"{args.capture}: no scenario could be rebuilt ("
                         f"{ex.notes[-1] if ex.notes else 'unknown reason'})")
+    if getattr(args, "annotate", None):
+        from ..explain.annotate import annotate
+        count = annotate(ex, args.annotate, ex.runtime)
+        written.append(f"{args.annotate} ({count} comment(s); in Wireshark with "
+                       "`nagle-sim wireshark --install`)")
     if args.scenario and ex.rebuilt is not None:
         try:
             Path(args.scenario).write_text(ex.rebuilt.toml, "utf-8")

@@ -111,6 +111,7 @@ def analyse(c: Connection, path: str) -> list[Stall]:
     stalls = find_stalls(view)
     c.longest_stall = longest_stall(stalls)
     c.stalls = (len(stalls), sum(s.duration for s in stalls))
+    c.found = stalls
     return stalls
 
 
@@ -184,6 +185,7 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
     # not ranked; a ranked one was analysed without SACK knowledge)
     chosen.longest_stall = longest_stall(stalls)
     chosen.stalls = (len(stalls), sum(s.duration for s in stalls))
+    chosen.found = stalls
     notes = ([capture.truncated] if capture.truncated else []) + list(captured.notes)
     if kernel is not None:
         notes.append(f"the kernel's own decisions (a watch trace) decided {decided} of the "

@@ -148,6 +148,10 @@ class Stall:
     reproduced: bool | None = None
     alternatives: list[Alternative] = field(default_factory=list)
     """Other readings the wire leaves open, each less likely than ``causes``."""
+    first_frame: int = 0
+    """The capture's frame number of the last segment before the quiet gap (0: none)."""
+    end_frame: int = 0
+    """The frame that ended it (the release)."""
     decided_by: str = "wire"
     """"wire" (the capture's timing) or "kernel" (a watch trace: `apply_kernel_word`)."""
 
@@ -300,7 +304,8 @@ class _Finder:
         gap = end - start
         link_part = Micros(max(0, gap - max(own, 0)))
         stall = Stall(start=Micros(start), end=Micros(end), causes=[], confidence=MEDIUM,
-                      text="", link_part=link_part)
+                      text="", link_part=link_part, first_frame=self.v.frames[p],
+                      end_frame=self.v.frames[e])
         stall.evidence.append(self.ev(p, "the last segment before the quiet gap"))
         ms = own / 1000
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .causes import probe_window
 from .pcap import TH_FIN, Packet, PacketFields
@@ -43,6 +44,8 @@ class Connection:
     filled when analysed; (0, 0, "") when it has none; None when not analysed."""
     stalls: tuple[int, int] | None = None
     """(number of stalls, µs in all) when analysed, else None."""
+    found: list[Any] | None = field(default=None, repr=False)
+    """Its stalls (`causes.Stall`) when analysed: what `--annotate` writes."""
     # --- counted as the packets went by (`Tally`)
     count: int = 0
     first_t: int = 0
