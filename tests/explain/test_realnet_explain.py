@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nagle_sim.explain import explain_file
+from nagle_sim.explain.causes import probe_window
 from nagle_sim.model.events import Side
 
 from .realcap import Tcpdump, client, listening, recv_exact, serve_echo
@@ -139,7 +140,13 @@ def test_cork_never_released_is_cork_about_200_ms(tmp_path: Path) -> None:
     assert all(200_000 <= s.duration <= 260_000 for s in corks)
 
 
-def test_200_ms_of_think_time_is_not_cork(tmp_path: Path) -> None:
+def test_200_ms_of_think_time_is_never_a_confident_cork(tmp_path: Path) -> None:
+    """sleep(0.2) wakes 0.1-4 ms late (seen up to 203.6 ms on this loaded machine): at
+    the very edge of the probe timer's window (200-224 ms here; a corked write's
+    first release was seen at 200.7 ms), where the wire cannot tell think time from a
+    corked write. Each stall is either an idle application with no other reading, or
+    `cork` at 0.6 *with* the idle application beside it — never a cork without the
+    alternative, never a confident one."""
     def body(s: socket.socket) -> None:
         for _ in range(3):
             time.sleep(0.2)
@@ -148,8 +155,13 @@ def test_200_ms_of_think_time_is_not_cork(tmp_path: Path) -> None:
     path = capture_loopback(tmp_path, body, rounds=3, request=100, reply=100,
                             nodelay=True, name="think.pcap")
     ex = explain_file(str(path))
-    assert ex.stalls and all(s.causes == ["app"] for s in ex.stalls)
-    assert ex.rebuilt is not None and "cork = true" not in ex.rebuilt.toml
+    assert ex.stalls
+    for s in ex.stalls:
+        assert (s.causes == ["app"] and not s.alternatives) or (
+            s.causes == ["cork"] and s.confidence == 0.6
+            and [a.cause for a in s.alternatives] == ["app"]), (s.cause, s.duration)
+    lo, _hi = probe_window(0)
+    assert all(s.causes == ["app"] for s in ex.stalls if s.duration < lo)
 
 
 def test_an_idle_client_is_app(tmp_path: Path) -> None:
