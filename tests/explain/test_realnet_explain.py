@@ -451,16 +451,20 @@ def test_small_corked_writes_are_named_cork_with_the_idle_app_beside(tmp_path: P
     path = capture_loopback(tmp_path, body, rounds=3, request=30, reply=20,
                             name="corksmall.pcap")
     ex = explain_file(str(path))
-    assert len(ex.stalls) == 3, [(s.cause, s.duration) for s in ex.stalls]
+    # the client's requests (the test's server thread may answer late on a loaded
+    # machine now and then: an idle server, another stall)
+    requests = [s for s in ex.stalls if s.key is not None and s.key[0] == "client"]
+    assert len(requests) == 3, [(s.cause, s.duration) for s in ex.stalls]
+    assert all(s.causes == ["app"] for s in ex.stalls if s not in requests)
     # the first request's wait also holds the time Python took from connect() to its
     # first send (on a loaded machine, with this test's server thread holding the GIL,
     # up to ~16 ms was seen): the probe timer's window is measured from the write, so
     # that one may fall past it. The requests after a reply start within the window.
-    assert ex.stalls[0].causes[0] in ("cork", "app")
+    assert requests[0].causes[0] in ("cork", "app")
     assert all(s.causes == ["cork"] and s.confidence == 0.6
                and [a.cause for a in s.alternatives] == ["app"]
-               for s in ex.stalls[1:]), [(s.cause, s.confidence, s.duration)
-                                         for s in ex.stalls]
+               for s in requests[1:]), [(s.cause, s.confidence, s.duration)
+                                        for s in ex.stalls]
 
 
 def test_a_slow_reader_is_the_receiver_not_nagle(tmp_path: Path) -> None:
