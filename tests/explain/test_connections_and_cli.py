@@ -134,9 +134,20 @@ script = "write 100000; read 10"
 script = "read 100000; write 10"
 """
     trace = model(text, "link.mss=1448")
+    big = [s for s in trace.segments if s.length > 1448]
+    assert big                       # the model's GSO writes super-segments
     ex = explain_file(str(write_capture(trace, tmp_path / "tso.pcap", at="both")))
-    big = [s for s in ex.captured.trace.segments if s.length > ex.captured.mss]
-    assert big and ex.captured.trace.meta["super_segments"] == len(big)
+    # explained as the wire segments they were: none longer than the MSS, every byte
+    # there, PSH only where the super-segment had it
+    segs = ex.captured.trace.segments
+    assert all(s.length <= ex.captured.mss for s in segs)
+    assert ex.captured.trace.meta["super_segments"] == len(big)
+    sent = sorted((s.seq, s.length) for s in segs if s.src.value == "client" and s.length)
+    assert sum(n for _, n in sent) == 100_000
+    assert all(a + n == b for (a, n), (b, _) in zip(sent, sent[1:], strict=False))
+    assert sum("P" in s.flags for s in segs if s.src.value == "client" and s.length) == \
+        sum("P" in s.flags for s in trace.segments if s.src.value == "client" and s.length)
+    assert any("super-segments" in n for n in ex.notes)
     assert "gso = true" in (ex.rebuilt.toml if ex.rebuilt else "")
 
 
@@ -331,3 +342,23 @@ def test_pictures_without_a_stall_show_the_first_segments_and_until_ms_chooses(
                  "1000000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "PNG would be" in err
+
+
+def test_super_segments_without_the_handshake_still_give_the_wire_mss(tmp_path: Path) -> None:
+    """A capture cut after the handshake, of a sender with TSO/GSO (its super-segments
+    are whole multiples of the MSS): the MSS is inferred as 1448 B, not as the largest
+    super-segment, and the super-segments are split into the wire's segments."""
+    text = """[client]
+nodelay = true
+script = "repeat 3 { write 20000; read 10 }"
+[server]
+script = "repeat 3 { read 20000; write 10 }"
+"""
+    trace = model(text, "link.mss=1448")
+    assert any(s.length > 1448 and s.length % 1448 == 0 for s in trace.segments)
+    later = [s for s in trace.segments if "S" not in s.flags and s.t > 0][1:]
+    ex = explain_file(str(write_capture(trace, tmp_path / "cut.pcap", segments=later,
+                                        at="both")))
+    assert not ex.captured.handshake
+    assert ex.captured.mss == 1448, ex.captured.trace.meta["inferred"]["mss"]
+    assert all(s.length <= 1448 for s in ex.captured.trace.segments)
