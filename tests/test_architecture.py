@@ -14,9 +14,12 @@ import realnet
 from nagle_sim.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py"}
-"""Modules that start a process of their own (``python -m realnet``, the link relay):
-they parse their own command lines."""
+PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py",
+                        "realnet/watch/__main__.py", "realnet/watch/demo.py",
+                        "realnet/watch/build.py"}
+"""Modules that start a process of their own (``python -m realnet``, the link relay,
+``python -m realnet.watch`` until `nagle-sim watch` has its command, watch's demo program
+and the BPF object's build): they parse their own command lines."""
 
 
 def _sources() -> list[Path]:
@@ -75,6 +78,11 @@ NOT_BAD_INPUT = {
     "realnet.core._SideFailure": "a side's failure, recorded in the trace",
     "realnet.remote.ProtocolError": "a malformed peer message, turned into a RealnetError",
     "nagle_sim.tui.classroom.RealQueueBusy": "the app's message, never the CLI's",
+    "nagle_sim.drill.code.CodeFailed": "a script's assertion failed: its result, exit 1",
+    "nagle_sim.drill.code.CodeUnsupported": "the script is unsupported: its result",
+    "nagle_sim.drill.commands.CommandUnsupported": "the script is unsupported: its result",
+    "realnet.watch.build.BuildError": "the BPF object's build, a developer's tool",
+    "realnet.watch.session.Stopped": "a signal ending a watch session",
 }
 """Exceptions that are not the user's bad input, and where they go instead."""
 

@@ -156,6 +156,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from ..explain import explain_file
     from ..explain.report import dumps, markdown, print_report, write_pictures
     from ..export import ExportError
+    from ..runners import simulate
 
     if args.json and args.markdown:
         # one document on stdout: JSON with Markdown after it would parse as neither
@@ -171,7 +172,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     progress = _progress(args.capture)
     try:
         ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
-                          truncated_ok=getattr(args, "truncated_ok", False),
+                          runner=simulate, truncated_ok=getattr(args, "truncated_ok", False),
                           top=getattr(args, "top", 10), progress=progress)
     except MemoryError:
         raise UserError(f"{args.capture}: too large to explain in memory") from None

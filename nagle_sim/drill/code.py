@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UserError
+
 MAX_CODE_CHARS = 4096
 """A code block longer than this is refused before it is parsed (upstream blocks are a few
 lines of asserts)."""
@@ -60,7 +62,7 @@ class CodeUnsupported(Exception):
     """The block names something the model cannot provide."""
 
 
-class CodeError(Exception):
+class CodeError(UserError):
     """The block is not valid code, or its arithmetic or names fail (bad input: exit 2)."""
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UserError
 from .options import wscale_for
 
 
@@ -32,7 +33,7 @@ class CommandUnsupported(Exception):
     """A command whose effect the model does not have."""
 
 
-class CommandError(Exception):
+class CommandError(UserError):
     """A command that cannot be read (bad input)."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..model.events import Side
 from ..scenario import ScenarioError
+from ..trace import Runner
 from .causes import (
     LOW,
     WINDOW_CAUSES,
@@ -128,11 +129,13 @@ def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
 
 
 def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
-                 os_text: str = "", run_model: bool = True,
+                 os_text: str = "", runner: Runner | None = None,
                  truncated_ok: bool = False, top: int = TOP,
                  progress: Progress | None = None,
                  kernel: KernelWord | None = None) -> Explanation:
-    """Explain one connection of the capture at ``path``; ``truncated_ok``: a file that
+    """Explain one connection of the capture at ``path``; ``runner``: the simulator's
+    (`nagle_sim.runners.simulate`), to re-run the rebuilt scenario on the model and ask
+    its what-ifs (without one, the scenario is only written); ``truncated_ok``: a file that
     ends inside a frame is explained from its complete frames (a note says so); ``top``:
     connections always analysed in full (`rank`); ``progress``: called as the file is
     read; ``kernel``: the kernel's own decisions for this connection (a watch trace),
@@ -148,14 +151,14 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
     scanned = scan(path, truncated_ok=truncated_ok, progress=progress)
     try:
         return _explain(scanned.capture, scanned.connections, scanned.store, path, conn, port,
-                        os_choice, run_model, top, progress, kernel)
+                        os_choice, runner, top, progress, kernel)
     finally:
         scanned.store.close()
 
 
 def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, path: str,
              conn: int | None, port: int | None, os_choice: dict[Side, str],
-             run_model: bool, top: int, progress: Progress | None,
+             runner: Runner | None, top: int, progress: Progress | None,
              kernel: KernelWord | None) -> Explanation:
     # a bad --conn or --port is refused before the analysis
     if conn is not None and not 1 <= conn <= len(conns):
@@ -195,7 +198,7 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
                      f"explained from its first {len(chosen.packets):,}")
     rebuilt: Rebuilt | None
     try:
-        rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model, view=view)
+        rebuilt = rebuild(captured, stalls, os_choice, runner=runner, view=view)
     except ScenarioError as exc:
         # e.g. a capture whose timing is beyond what a scenario may say (a link delay over
         # ten minutes): the stalls stand, only the model's re-run is missing

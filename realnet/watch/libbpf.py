@@ -22,11 +22,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from nagle_sim.errors import UserError
+
 _LOG_LIMIT = 200
 """libbpf log lines kept for an error message (a verifier log can run to thousands)."""
 
 
-class BpfError(Exception):
+class BpfError(UserError):
     """libbpf could not be found, or refused to open, load or attach: one line."""
 
 

@@ -32,6 +32,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+from nagle_sim.errors import UserError
+
 from . import raw
 from .libbpf import BpfError, Object, lib, num_possible_cpus
 
@@ -81,7 +83,7 @@ WIRE_FALLBACK: Final = ("the wire still tells a lot: capture it (tcpdump) and ru
                         "`nagle-sim explain`")
 
 
-class WatchError(Exception):
+class WatchError(UserError):
     """watch cannot run here: one line saying what is missing and what still works."""
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any, Final
 
+from nagle_sim.errors import UserError
+
 # record types (NW_EV_*)
 SOCK: Final = 1
 STATE: Final = 2
@@ -175,7 +177,7 @@ _MAX_FIXTURE_RECORDS: Final = 2_000_000
 _MAX_LINE: Final = 4096
 
 
-class FixtureError(ValueError):
+class FixtureError(UserError, ValueError):
     """A raw-event file that cannot be read: one line naming the file and the line."""
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from nagle_sim.__main__ import main
 from nagle_sim.explain import explain_file
+from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
 
 from .captures import hand_trace, handshake, seg, write_capture
@@ -77,7 +78,7 @@ def test_absurd_times_and_mss_still_explain(tmp_path: Path) -> None:
     assert data[first + 54:first + 56] == b"\x02\x04"
     data[first + 56:first + 58] = struct.pack("!H", 5)
     path.write_bytes(bytes(data))
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls
     assert ex.captured.mss >= 88
     assert ex.rebuilt is None
@@ -96,7 +97,7 @@ def test_out_of_order_timestamps(tmp_path: Path) -> None:
         n += 1
     struct.pack_into("<I", data, off, struct.unpack_from("<I", data, off)[0] + 3)
     path.write_bytes(bytes(data))
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls            # a 3 s jump is a (odd) stall, reported, not a crash
 
 
@@ -121,7 +122,7 @@ def test_an_absurd_ack_is_a_gap_not_bytes_to_simulate(tmp_path: Path) -> None:
     path = write_capture(hand_trace(segs), tmp_path / "ack.pcap", at="client",
                          linktype="raw")
     assert path.stat().st_size < 400
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.rebuilt is not None and ex.rebuilt.model is not None
     assert _rebuilt_writes(ex.rebuilt.toml) == 6
     assert sum(s.length for s in ex.rebuilt.model.segments if s.src.value == "client") == 6
@@ -149,8 +150,8 @@ def test_a_sequence_jump_is_a_gap_and_pairing_still_works(tmp_path: Path) -> Non
                 s.ack > segs[cut].seq:
             segs[i] = dataclasses.replace(s, ack=s.ack + jump)
     path = write_capture(trace, tmp_path / "jump.pcap", segments=segs)
-    whole = explain_file(str(write_capture(trace, tmp_path / "plain.pcap")))
-    ex = explain_file(str(path))
+    whole = explain_file(str(write_capture(trace, tmp_path / "plain.pcap")), runner=run_sim)
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.rebuilt is not None
     assert _rebuilt_writes(ex.rebuilt.toml) == _rebuilt_writes(whole.rebuilt.toml)
     assert [s.cause for s in ex.stalls] == [s.cause for s in whole.stalls]
@@ -169,7 +170,7 @@ def test_frames_that_claim_64_kb_each_bound_the_model(tmp_path: Path) -> None:
     segs.append(seg("server", t + 1, "A", 1, 0, 1 + 400 * 65_000))
     path = write_capture(hand_trace(segs, mss=536), tmp_path / "big.pcap", snaplen=96)
     assert path.stat().st_size < 80_000
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.rebuilt is not None and ex.rebuilt.model is not None
     # 2,000 wire segments of the MSS at most are re-run (plus what they make)
     assert _rebuilt_writes(ex.rebuilt.toml) <= 2_000 * ex.captured.mss + 65_000

@@ -37,6 +37,7 @@ from nagle_sim.explain import explain_file
 from nagle_sim.explain.advice import advise
 from nagle_sim.explain.causes import probe_window
 from nagle_sim.model.events import Side
+from nagle_sim.sim.driver import run_sim
 
 from .realcap import Tcpdump, recv_exact
 
@@ -209,7 +210,7 @@ def test_go_needs_no_change_by_default(build_dir: Path, tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- cork and MSG_MORE
 def _cork_stalls(path: Path) -> tuple[list, object]:
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     # the first request follows the handshake: its wait is measured from the connect
     return [s for s in ex.stalls if s.causes and s.causes[0] == "cork"], ex
 

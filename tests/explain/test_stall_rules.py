@@ -11,6 +11,7 @@ import pytest
 
 from nagle_sim.explain import explain_file
 from nagle_sim.model.events import Side
+from nagle_sim.sim.driver import run_sim
 
 from .conftest import model
 from .test_causes import THINK  # a client that thinks SLEEP ms before each request
@@ -32,7 +33,7 @@ def test_a_server_closing_after_its_last_write_is_not_rebuilt_with_nodelay(
     trace = model(HTTP_CLOSE, "link.delay_ms=1")
     fin_data = [s for s in trace.segments if "F" in s.flags and s.length]
     assert fin_data and fin_data[0].src is Side.SERVER     # the body rides on the FIN
-    ex = explain_file(str(capture_of(trace)))
+    ex = explain_file(str(capture_of(trace)), runner=run_sim)
     assert ex.rebuilt is not None
     assert not ex.rebuilt.scenario.side(Side.SERVER).options.nodelay
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
@@ -46,7 +47,7 @@ def test_evidence_rows_are_in_frame_order(capture_of: Cap) -> None:
     it; the report lists them as the capture has them."""
     from .conftest import S1
     trace = model(S1, "link.delay_ms=250")
-    ex = explain_file(str(capture_of(trace, at="client")))
+    ex = explain_file(str(capture_of(trace, at="client")), runner=run_sim)
     multi = [s for s in ex.stalls if len(s.evidence) > 2]
     assert multi
     for s in ex.stalls:
@@ -69,7 +70,7 @@ def test_a_small_corked_write_is_named_cork_with_the_idle_app_as_the_alternative
     `cork` (TCP_CORK or MSG_MORE, both said) at 0.6, with an idle application that wrote
     after that much think time as the alternative at 0.3. The rebuild corks the client
     and the what-ifs uncork it."""
-    ex = explain_file(str(capture_of(model(CORK_SMALL))))
+    ex = explain_file(str(capture_of(model(CORK_SMALL))), runner=run_sim)
     assert len(ex.stalls) == 4
     assert all(204_000 <= s.duration <= 208_500 for s in ex.stalls)
     for s in ex.stalls:
@@ -108,7 +109,7 @@ def test_think_time_in_the_probe_window_reads_as_cork_with_the_app_alternative(
     """Think time that lands in the probe timer's window looks like a corked write on the
     wire: named cork at 0.6 with the idle application at 0.3 beside it; outside it, an
     idle application at 0.9."""
-    ex = explain_file(str(capture_of(model(THINK.replace("SLEEP", str(sleep_ms))))))
+    ex = explain_file(str(capture_of(model(THINK.replace("SLEEP", str(sleep_ms))))), runner=run_sim)
     later = ex.stalls[1:]
     assert later
     if cork:
@@ -133,7 +134,7 @@ def test_a_slow_reader_is_the_receiver_not_nagle(capture_of: Cap) -> None:
     segment): `receiver` / `zero_window`, whatever the ACK timing looks like — and
     NODELAY, which opens no window, is not offered."""
     from nagle_sim.explain.causes import WINDOW_CAUSES
-    ex = explain_file(str(capture_of(model(SLOW_READER))))
+    ex = explain_file(str(capture_of(model(SLOW_READER))), runner=run_sim)
     waited = [s for s in ex.stalls if s.waiting is Side.CLIENT
               and s.causes[0] not in ("rto", "tlp")]
     assert len(waited) >= 5
@@ -153,7 +154,7 @@ script = "repeat 4 { write 1000; write 1000; read 10 }"
 [server]
 script = "repeat 4 { read 2000; write 10 }"
 """
-    ex = explain_file(str(capture_of(model(text))))
+    ex = explain_file(str(capture_of(model(text))), runner=run_sim)
     assert ex.captured.trace.meta["window_scale"] == {"client": 7, "server": 7}
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
 
@@ -172,7 +173,7 @@ def test_a_zero_window_and_its_update_are_named_zero_window(capture_of: Cap) -> 
         seg("server", 101.05, "A", 1, ack=8193, win=65536),
     ]
     segs[1].window = 4096          # the SYN-ACK offers 4096 B
-    ex = explain_file(str(capture_of(hand_trace(segs), at="client")))
+    ex = explain_file(str(capture_of(hand_trace(segs), at="client")), runner=run_sim)
     assert [s.cause for s in ex.stalls] == ["zero_window", "zero_window"]
     assert all(s.waiting is Side.CLIENT for s in ex.stalls)
     assert ex.rebuilt is not None
