@@ -97,7 +97,8 @@ class Packet:
     flags: int             # TH_* bits
     win: int               # raw header value (not scaled)
     plen: int              # payload length from the IP length (exact under truncation)
-    fp: int = 0            # fingerprint of the whole IP packet as captured (and iface)
+    fp: int = 0            # the packet's fingerprint: IPv4 id, TCP checksum and header
+                           # fields; IPv6 its bytes (and the pcapng interface)
     way: int = -1          # Linux cooked capture's packet type (0 to us, 4 outgoing), -1
     mss: int = 0           # SYN options
     wscale: int = -1
@@ -150,7 +151,7 @@ def parse_tcp_ip(buf: bytes, off: int, end: int, t: int, frame: int, out: Captur
             out.truncated_headers += 1
             return None
         ihl = (buf[off] & 0x0F) * 4
-        total, _ipid, frag, proto = _IP4.unpack_from(buf, off + 2)
+        total, ipid, frag, proto = _IP4.unpack_from(buf, off + 2)
         if proto != _TCP or frag & 0x1FFF or ihl < 20:
             out.skipped += 1            # not TCP, or a later IP fragment
             return None
@@ -159,6 +160,7 @@ def parse_tcp_ip(buf: bytes, off: int, end: int, t: int, frame: int, out: Captur
         # TSO on the capturing host: IP total length 0 means "as long as the frame"
         ip_payload = (total - ihl) if total else (n - tcp)
     elif version == 6:
+        ipid = -1
         if n - off < 40:
             out.truncated_headers += 1
             return None
@@ -201,7 +203,13 @@ def parse_tcp_ip(buf: bytes, off: int, end: int, t: int, frame: int, out: Captur
     sack_ok = ts = False
     if doff > 20 and offflags & TH_SYN:    # only the handshake's options are used
         mss, wscale_, sack_ok, ts = _syn_options(buf, tcp + 20, min(tcp + doff, n))
-    fp = hash(buf[off:n]) if not iface else hash((iface, buf[off:n]))
+    if ipid >= 0:
+        # IPv4: the same packet is the same TCP header, IP id and TCP checksum (which
+        # covers the payload) — a forwarding host's second copy differs in TTL only
+        csum = int.from_bytes(buf[tcp + 16:tcp + 18], "big")
+        fp = hash((ipid, csum, src, sport, seq, ack, offflags, win, plen, iface))
+    else:
+        fp = hash(buf[off:n]) if not iface else hash((iface, buf[off:n]))
     return (t, src, dst, sport, dport, seq, ack, offflags & 0x3F, win, plen, fp, way,
             max(mss, 0), wscale_, sack_ok, ts, doff - 20, frame)
 

@@ -39,10 +39,13 @@ written to the temporary file (so memory stays this plus the connection analysed
 MAX_CONNECTION_PACKETS = 1_000_000
 """A connection longer than this is analysed on its first packets only (a note says so):
 its `Packet` objects and trace cost about 400 bytes a packet."""
-_REC = struct.Struct("<qIIBHIqhHbBBI")
+_REC = struct.Struct("<qIIBHIIhHbBBIH")
 """One stored packet: time, seq, ack, flags (bit 7: sent by the connection's second
-endpoint), window, payload length, fingerprint, cooked direction, MSS, window scale,
-SACK/timestamps bits, option bytes, frame number: 42 bytes."""
+endpoint), window, payload length, a 32-bit print of the packet (IPv4: its IP id and TCP
+checksum, which covers the payload; else a hash of its bytes), cooked direction, MSS,
+window scale, SACK/timestamps bits, option bytes, frame number, pcapng interface: 40
+bytes. The fingerprint `totrace` compares to find a packet captured twice is made from
+it and the header fields when the packet is read back."""
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, of): ``("reading", bytes read, file size)`` as the file streams
@@ -107,9 +110,10 @@ class PacketStore:
         parts.append(bytes(held.buf))
         ends = (held.a, held.b), (held.b, held.a)
         out = []
-        for (t, seq, ack, flags, win, plen, fp, way, mss, wscale, bits, olen,
-             frame) in _REC.iter_unpack(b"".join(parts)):
+        for (t, seq, ack, flags, win, plen, fp32, way, mss, wscale, bits, olen, frame,
+             iface) in _REC.iter_unpack(b"".join(parts)):
             (src, sport), (dst, dport) = ends[flags >> 7]
+            fp = hash((fp32, seq, ack, flags, win, plen, olen, iface))
             out.append(Packet(t, src, dst, sport, dport, seq, ack, flags & 0x3F, win, plen,
                               fp, way, mss, wscale, bool(bits & 1), bool(bits & 2), olen,
                               frame))
@@ -125,7 +129,7 @@ class PacketStore:
 
 
 _IP4 = struct.Struct("!HHHxB")
-_TCPH = struct.Struct("!HHIIHH")
+_TCPH = struct.Struct("!HHIIHHH")           # ports, seq, ack, offset+flags, window, checksum
 _COOKED = (LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
 
 
@@ -156,7 +160,7 @@ def _feed(batches: Iterator[Batch], out: CaptureFile, splitter: Splitter,
                 off, way = o, (_way(lt, buf, start) if lt in _COOKED else -1)
             if end - off >= 20 and buf[off] >> 4 == 4:
                 ihl = (buf[off] & 0x0F) * 4
-                total, _ipid, frag, proto = ip4(buf, off + 2)
+                total, ipid, frag, proto = ip4(buf, off + 2)
                 if proto != 6 or frag & 0x1FFF or ihl < 20:
                     out.skipped += 1            # not TCP, or a later IP fragment
                     continue
@@ -164,7 +168,7 @@ def _feed(batches: Iterator[Batch], out: CaptureFile, splitter: Splitter,
                 if end - tcp < 20:
                     out.truncated_headers += 1
                     continue
-                sport, dport, seq, ack, offflags, win = tcph(buf, tcp)
+                sport, dport, seq, ack, offflags, win, csum = tcph(buf, tcp)
                 doff = (offflags >> 12) * 4
                 plen = ((total - ihl) if total else (end - tcp)) - doff
                 if doff < 20 or plen < 0:
@@ -177,7 +181,7 @@ def _feed(batches: Iterator[Batch], out: CaptureFile, splitter: Splitter,
                 if doff > 20 and flags & 0x02:
                     mss, wscale, sack_ok, ts = syn_options(buf, tcp + 20, min(tcp + doff, end))
                     bits = sack_ok | (ts << 1)
-                fp = hash(buf[off:end]) if not iface else hash((iface, buf[off:end]))
+                fp32 = (ipid << 16) | csum
                 olen = doff - 20
             else:
                 fields = parse(buf, off, end, t, frame, out, way, iface)
@@ -185,6 +189,7 @@ def _feed(batches: Iterator[Batch], out: CaptureFile, splitter: Splitter,
                     continue
                 (_t, src, dst, sport, dport, seq, ack, flags, win, plen, fp, way, mss,
                  wscale, sack_ok, ts, olen, _frame) = fields
+                fp32 = fp & 0xFFFFFFFF
                 key = src + dst + sport.to_bytes(2, "big") + dport.to_bytes(2, "big")
                 bits = sack_ok | (ts << 1)
             tcp_count += 1
@@ -211,8 +216,8 @@ def _feed(batches: Iterator[Batch], out: CaptureFile, splitter: Splitter,
             if tally.count > limit:
                 store.cut.add(tally.conn.number)
                 continue
-            kept += pack(t, seq, ack, flags | (d << 7), win, plen, fp, way, mss, wscale,
-                         bits, olen, frame)
+            kept += pack(t, seq, ack, flags | (d << 7), win, plen, fp32, way, mss, wscale,
+                         bits, olen, frame, iface if iface < 65536 else 65535)
             held += size
             if held > memory:
                 store.spill()
