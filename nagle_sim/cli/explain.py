@@ -251,15 +251,20 @@ def print_runtimes(args: argparse.Namespace) -> int:
     from rich.text import Text
     console = Console(highlight=False)
     console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    from ..explain.report import hang
     try:
-        for rt in RUNTIMES.values():
+        for i, rt in enumerate(RUNTIMES.values()):
+            if i:
+                console.print()
             console.print(Text(f"{rt.key} — {rt.name}", style="bold"))
-            for label, value in (("Nagle", rt.nagle), ("NODELAY", rt.nodelay),
-                                 ("one write", rt.coalesce), ("cork", rt.cork),
-                                 ("QUICKACK", rt.quickack)):
-                console.print(Text(f"  {label}: {value}"))
-            for src in rt.sources:
-                console.print(Text(f"  source: {src.text()}", style="dim"))
+            # labels in one column, values wrapped under their own start (80 columns)
+            for label, value, style in (
+                    ("Nagle", rt.nagle, ""), ("one write", rt.coalesce, ""),
+                    ("NODELAY", rt.nodelay, ""), ("cork", rt.cork, ""),
+                    ("uncork", rt.uncork, ""), ("QUICKACK", rt.quickack, ""),
+                    *(("source", src.text(), "dim") for src in rt.sources)):
+                if value:
+                    hang(console, f"  {label:<11}", Text(value, style=style))
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()

@@ -44,11 +44,15 @@ class Runtime:
     """Cork or MSG_MORE around header and body, and how to clear it after the last write."""
     quickack: str
     sources: tuple[Source, ...]
+    uncork: str = ""
+    """The call that clears a cork after a message's last write ("" when the runtime
+    cannot cork a socket itself)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"runtime": self.key, "name": self.name, "nagle": self.nagle,
                 "nodelay_default": self.nodelay_default, "coalesce": self.coalesce,
-                "nodelay": self.nodelay, "cork": self.cork, "quickack": self.quickack,
+                "nodelay": self.nodelay, "cork": self.cork, "uncork": self.uncork,
+                "quickack": self.quickack,
                 "sources": [{"what": s.what, "where": s.where, "version": s.version}
                             for s in self.sources]}
 
@@ -68,7 +72,8 @@ RUNTIMES: dict[str, Runtime] = {r.key: r for r in (
         "setsockopt(…, TCP_CORK, &zero, …) after the body; or send(fd, hdr, n, MSG_MORE) "
         "then send(fd, body, m, 0) — never MSG_MORE on the last write",
         "setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one) after every recv()",
-        (TCP7, SEND2)),
+        (TCP7, SEND2),
+        uncork="int zero = 0; setsockopt(fd, IPPROTO_TCP, TCP_CORK, &zero, sizeof zero);"),
     Runtime(
         "python", "Python (socket module)",
         "on: the socket module sets nothing, the kernel's default stands", False,
@@ -79,7 +84,8 @@ RUNTIMES: dict[str, Runtime] = {r.key: r for r in (
         "sock.send(header, socket.MSG_MORE) then sock.send(body)",
         "sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1) after every recv()",
         (Source("socket objects keep the kernel default; setsockopt and sendmsg",
-                "docs.python.org/3/library/socket.html", "Python 3.11"), TCP7)),
+                "docs.python.org/3/library/socket.html", "Python 3.11"), TCP7),
+        uncork="sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)"),
     Runtime(
         "python-asyncio", "Python asyncio streams and transports",
         "off: every TCP transport sets TCP_NODELAY when it is created", True,
@@ -92,7 +98,9 @@ RUNTIMES: dict[str, Runtime] = {r.key: r for r in (
         "socket.TCP_QUICKACK, 1) after every read",
         (Source("_SelectorSocketTransport.__init__ calls base_events._set_nodelay",
                 "Lib/asyncio/selector_events.py, Lib/asyncio/base_events.py",
-                "CPython 3.11.7"),)),
+                "CPython 3.11.7"),),
+        uncork="writer.get_extra_info('socket').setsockopt(socket.IPPROTO_TCP, "
+        "socket.TCP_CORK, 0)"),
     Runtime(
         "java", "Java (java.net.Socket, java.nio SocketChannel)",
         "on: TCP_NODELAY is FALSE by default", False,
@@ -118,7 +126,8 @@ RUNTIMES: dict[str, Runtime] = {r.key: r for r in (
         "the epoll transport: EpollChannelOption.TCP_QUICKACK",
         (Source("\"Enable TCP_NODELAY by default if possible\"",
                 "netty/netty transport/src/main/java/io/netty/channel/socket/"
-                "DefaultSocketChannelConfig.java", "4.1, commit e5951d46"),)),
+                "DefaultSocketChannelConfig.java", "4.1, commit e5951d46"),),
+        uncork="channel.config().setOption(EpollChannelOption.TCP_CORK, false)"),
     Runtime(
         "node", "Node.js (net.Socket)",
         "on: \"When a TCP connection is created, it will have Nagle's algorithm enabled\"",
@@ -142,7 +151,9 @@ RUNTIMES: dict[str, Runtime] = {r.key: r for r in (
         "1) … 0 after the body",
         "the same through SyscallConn with unix.TCP_QUICKACK after every Read",
         (Source("newTCPConn calls setNoDelay(fd, true); SetNoDelay: \"The default is true "
-                "(no delay)\"", "src/net/tcpsock.go", "Go 1.26.8"),)),
+                "(no delay)\"", "src/net/tcpsock.go", "Go 1.26.8"),),
+        uncork="unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_CORK, 0) (through "
+        "conn.SyscallConn())"),
     Runtime(
         "rust", "Rust (std::net::TcpStream, tokio::net::TcpStream)",
         "on: std and tokio leave the kernel default", False,
@@ -155,7 +166,8 @@ RUNTIMES: dict[str, Runtime] = {r.key: r for r in (
         (Source("TcpStream::set_nodelay", "std/net/struct.TcpStream.html",
                 "Rust 1.95.0 documentation"),
          Source("TcpStreamExt::set_quickack (unstable)", "std::os::linux::net",
-                "Rust nightly documentation"))),
+                "Rust nightly documentation")),
+        uncork="rustix::net::sockopt::set_tcp_cork(&stream, false)"),
     Runtime(
         "dotnet", ".NET (System.Net.Sockets)",
         "on: Socket.NoDelay is false by default (Kestrel sets it true)", False,
@@ -172,7 +184,8 @@ RUNTIMES: dict[str, Runtime] = {r.key: r for r in (
          Source("KestrelServerOptions.NoDelay: \"Defaults to true\"",
                 "learn.microsoft.com/dotnet/api/"
                 "microsoft.aspnetcore.server.kestrel.kestrelserveroptions.nodelay",
-                "ASP.NET Core"))),
+                "ASP.NET Core")),
+        uncork="socket.SetSocketOption(SocketOptionLevel.Tcp, (SocketOptionName)3, 0)"),
     Runtime(
         "nginx", "nginx",
         "off on keep-alive connections: tcp_nodelay on is the default", True,
@@ -304,7 +317,9 @@ def advise(stall: Stall, runtime: str = DEFAULT_RUNTIME) -> Advice:
         assert side is not None
         steps = []
         if first == "cork":
-            steps.append(Step("uncork", f"clear the cork after the last write: {rt.cork}",
+            steps.append(Step("uncork", (f"clear the cork after each message's last write: "
+                                         f"{rt.uncork}") if rt.uncork else
+                              f"clear the cork after each message's last write ({rt.cork})",
                               "TCP_CORK holds a partial segment until it is cleared or "
                               "the 200 ms probe timer fires"))
         steps.append(Step("last_write", "no MSG_MORE on a message's last write"

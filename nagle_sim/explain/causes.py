@@ -76,6 +76,11 @@ def wheel_granularity(delta_j: int) -> int:
     return gran
 
 
+def _ms(us: int) -> str:
+    """µs as milliseconds without a trailing ".0" ("200", "220.5")."""
+    return f"{us / 1000:.1f}".removesuffix(".0")
+
+
 def probe_window(rtt_us: int) -> tuple[int, int]:
     """(earliest, latest) µs after a sender's last activity at which the probe timer that
     releases corked or MSG_MORE data fires, from the kernel's rule: tcp_check_probe_timer
@@ -672,7 +677,7 @@ class _Finder:
             if held_time and held is not None:
                 stall.evidence.append(self.ev(held, "sent without PSH: the rest of the "
                                               "write stayed queued"))
-            window = f"the probe timer's window {probe_lo / 1000:.0f}-{probe_hi / 1000:.1f} ms"
+            window = (f"the probe timer's window {_ms(probe_lo)}–{_ms(probe_hi)} ms")
             qms = quiet / 1000
             stall.evidence.append(self.ev(e, (
                 f"sent {qms:.1f} ms after the {snd.value} last acted, with nothing in "
@@ -686,8 +691,8 @@ class _Finder:
                           f"{held_by} until the probe timer (max(RTO, 200 ms)) released "
                           "them")
             if cause == "cork":
-                stall.text += (" (a cork never cleared after the last write, or MSG_MORE "
-                               "on the last write: the wire cannot tell which)")
+                stall.text += (": a cork never cleared after the last write, or MSG_MORE "
+                               "on the last write — the wire cannot tell which")
             if probe_time and not held_time:
                 # the competing reading: think time that lands in the window by chance
                 stall.alternatives.append(Alternative(

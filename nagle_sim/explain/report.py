@@ -269,9 +269,9 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
     from .connections import format_endpoint
 
     c = ex.chosen
-    console.print(Text(f"{ex.capture.path}: {ex.capture.fmt}, "
-                       f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames"
-                       f"{_skipped(ex)}, {len(ex.connections)} TCP connection(s)"))
+    hang(console, "", Text(f"{ex.capture.path}: {ex.capture.fmt}, "
+                           f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames"
+                           f"{_skipped(ex)}, {len(ex.connections)} TCP connection(s)"), 4)
     if len(ex.connections) > 1:
         # fits 80 columns: endpoints on two lines, long cells fold (never cut: users need
         # the port for --port)
@@ -290,14 +290,14 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
                           str(x.count), f"{x.duration / 1000:.1f}",
                           f"{sent[0]}/{sent[1]}", Text(_longest_cell(x)))
         console.print(table)
-        console.print(Text(triage_line(ex, len(rows)), style="dim"))
+        hang(console, "", Text(triage_line(ex, len(rows)), style="dim"), 4)
     head = Text("Connection ", style="bold")
     head.append(f"{c.number}: {c.label()}, {c.count} packets, "
                 f"{c.duration / 1000:.1f} ms, captured {_where(ex)}")
-    console.print(head)
+    hang(console, "", head, 4)
     if ex.rebuilt:
         for side, (profile, why) in ex.rebuilt.profiles.items():
-            console.print(Text(f"  {side.value}: {profile} ({why})", style="dim"))
+            hang(console, "  ", Text(f"{side.value}: {profile} ({why})", style="dim"), 4)
     if not ex.stalls:
         console.print(Text("No stall of 10 ms or more.", style="green"))
     else:
@@ -306,23 +306,64 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
             print_fixes(ex.stalls, console, ex.runtime)
         else:
             _stall_groups(ex.stalls, console, ex.runtime)
-        # the first stall that is more than a round trip says the most
-        first = next((s for s in ex.stalls if s.causes != ["link"]), ex.stalls[0])
-        console.print(Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
-                           f"({first.cause}):", style="bold"))
+        first = evidence_stall(ex.stalls)
+        hang(console, "", Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
+                               f"({first.cause}):", style="bold"), 4)
         for e in first.evidence:
-            console.print(Text(f"  {e.text()}"))
+            hang(console, "  ", Text(e.text()), 4)
     if ex.rebuilt and ex.rebuilt.whatifs:
-        console.print(Text("What if", style="bold"))
+        console.print(Text("What if (the rebuilt scenario re-run on the model)",
+                           style="bold"))
         if ex.rebuilt.baseline:
             b = ex.rebuilt.baseline
-            console.print(Text(f"  as captured: {_per_request(ex.rebuilt.captured_per_request_ms)}"
-                               f"; the model of it: {_per_request(b.per_request_ms)}, "
-                               f"{b.stalls} stall(s)"))
+            hang(console, "  ", Text(
+                f"as captured: {_per_request(ex.rebuilt.captured_per_request_ms)}; the "
+                f"model of it: {_per_request(b.per_request_ms)}, {b.stalls} stall(s)"), 4)
         for w in ex.rebuilt.whatifs:
-            console.print(Text(f"  {w.text}"))
+            # the capture's and the model's own times are on the line above
+            hang(console, "  ", Text(f"{w.name}: {_per_request(w.per_request_ms)}, "
+                                     f"{w.stalls} stall(s)"), 4)
     for note in ex.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        hang(console, "note: ", Text(note, style="dim"), 6)
+
+
+def hang(console: Any, lead: str, body: Any, indent: int | None = None) -> None:
+    """Print ``lead`` then ``body`` (str, or a rich Text whose style and spans are kept),
+    the lines it wraps into indented by ``indent`` columns (default: the lead's width),
+    so a long item reads as one block at 80 columns instead of running back to the
+    margin. Wraps at word boundaries; a word longer than a line is folded."""
+    import textwrap
+
+    from rich.text import Text
+    text = body if isinstance(body, Text) else Text(body)
+    width = max(20, console.width)
+    pad = len(lead) if indent is None else indent
+    plain = text.plain
+    lines = textwrap.wrap(plain, width=width, initial_indent=lead,
+                          subsequent_indent=" " * pad, break_on_hyphens=False,
+                          drop_whitespace=True) or [lead]
+    # map each wrapped line back onto the text (same characters, in order, the
+    # whitespace at the breaks dropped) to keep its styles
+    pos = 0
+    for i, line in enumerate(lines):
+        head = lead if i == 0 else " " * pad
+        chunk = line[len(head):]
+        at = plain.find(chunk, pos) if chunk else pos
+        if at < 0:                  # cannot happen: textwrap only drops whitespace
+            at = pos
+        out = Text(head, style=text.style, end="\n")
+        out.append_text(text[at:at + len(chunk)])
+        out.no_wrap = True
+        console.print(out, overflow="ignore", crop=False)
+        pos = at + len(chunk)
+
+
+def evidence_stall(stalls: list[Stall]) -> Stall:
+    """The stall whose evidence the terminal shows: the first that a socket setting or the
+    network caused (not an idle application, not only the round trip), else the first
+    that is more than a round trip, else the first."""
+    return next((s for s in stalls if s.causes[0] not in ("app", "link")),
+                next((s for s in stalls if s.causes != ["link"]), stalls[0]))
 
 
 def group_stalls(stalls: list[Stall]) -> list[list[Stall]]:
@@ -334,7 +375,7 @@ def group_stalls(stalls: list[Stall]) -> list[list[Stall]]:
 
 
 def group_line(members: list[Stall]) -> str:
-    """"11 × 42.7–44.0 ms: nagle+delayed_ack — why (first at …); model: 11/11 reproduced"."""
+    """"11 × 42.7–44.0 ms, first at …: nagle+delayed_ack — why; model: 11/11 reproduced"."""
     durations = [m.duration / 1000 for m in members]
     span = (f"{durations[0]:.1f} ms" if max(durations) - min(durations) < 0.05
             else f"{min(durations):.1f}–{max(durations):.1f} ms")
@@ -345,8 +386,8 @@ def group_line(members: list[Stall]) -> str:
     model = (f"; model: {sum(1 for m in compared if m.reproduced)}/{len(compared)} "
              "reproduced" if compared else "")
     conf = min(m.confidence for m in members)
-    return (f"{len(members)} × {span}: {first.cause} (confidence {conf:.1f}) — "
-            f"{first.text} ({at}){model}{alternatives_text(first)}")
+    return (f"{len(members)} × {span}, {at}: {first.cause} (confidence {conf:.1f}) — "
+            f"{first.text}{model}{alternatives_text(first)}")
 
 
 def alternatives_text(s: Stall) -> str:
@@ -362,7 +403,7 @@ def _stall_groups(stalls: list[Stall], console: Any, runtime: str = DEFAULT_RUNT
                        f"{sum(s.duration for s in stalls) / 1000:.1f} ms in all "
                        "(--all lists each):", style="bold"))
     for members in group_stalls(stalls):
-        console.print(Text(f"  • {group_line(members)}"))
+        hang(console, "  • ", group_line(members))
     print_fixes(stalls, console, runtime)
 
 
@@ -377,24 +418,41 @@ def fix_groups(stalls: list[Stall]) -> list[list[Stall]]:
 
 
 def print_fixes(stalls: list[Stall], console: Any, runtime: str) -> None:
-    """The fix for each kind of stall, in the user's runtime (every runtime for "all")."""
+    """The fix for each kind of stall, in the user's runtime (every runtime for "all"):
+    the stalls a change can remove first, each with its ordered steps (the why dimmed
+    under each); those no socket setting removes (an idle application, losses, the
+    round trip) after them, one line each."""
     from rich.text import Text
-    for members in fix_groups(stalls):
-        first = members[0]
-        fixes = fixes_of(first, runtime)
-        head = fixes[0]
-        if runtime == "all":
-            console.print(Text(f"Fix for {len(members)} × {first.cause}: {head.summary}",
-                               style="bold"))
-            for f in fixes:
-                steps = f.steps
-                console.print(Text(f"  {f.runtime}: " + ("; then ".join(
-                    s.text for s in steps[:2]) if steps else "—")))
+    groups = fix_groups(stalls)
+    if not groups:
+        return
+    where = ("every runtime" if runtime == "all"
+             else f"{RUNTIMES[runtime].name}; --runtime NAME for another")
+    hang(console, "", Text(f"Fix — {where}:", style="bold"), 4)
+    actionable = [(g, fixes_of(g[0], runtime)) for g in groups]
+    actionable.sort(key=lambda gf: not _can_fix(gf[1][0]))
+    for members, fixes in actionable:
+        first, head = members[0], fixes[0]
+        label = f"{len(members)} × {first.cause}"
+        if not _can_fix(head):
+            hang(console, "  • ", Text(f"{label}: {head.summary}"))
             continue
-        console.print(Text(f"Fix ({RUNTIMES[runtime].name}) for {len(members)} × "
-                           f"{first.cause}: {head.summary}", style="bold"))
+        line = Text(f"{label}: ", style="bold")
+        line.append(head.summary)
+        hang(console, "  • ", line)
+        if runtime == "all":
+            for f in fixes:
+                hang(console, "      ", Text(f"{f.runtime}: " + ("; then ".join(
+                    s.text for s in f.steps[:2]) if f.steps else "—")), 8)
+            continue
         for i, step in enumerate(head.steps, 1):
-            console.print(Text(f"  {i}. {step.text} — {step.why}"))
+            hang(console, f"    {i}. ", Text(step.text))
+            hang(console, "       why: ", Text(step.why, style="dim"), 12)
+
+
+def _can_fix(advice: Advice) -> bool:
+    """A change to one endpoint's code or settings removes the stall."""
+    return advice.side is not None and any(s.kind != "none" for s in advice.steps)
 
 
 def _stall_table(stalls: list[Stall], console: Any) -> None:
@@ -402,12 +460,12 @@ def _stall_table(stalls: list[Stall], console: Any) -> None:
     from rich.text import Text
     console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more:", style="bold"))
     for s in stalls:
-        line = Text(f"  at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms: ")
+        line = Text(f"at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms: ")
         line.append(s.cause, style="bold")
         model = _model_text(s)
         line.append(f" (confidence {s.confidence:.1f}) — {s.text}"
                     + (f"; {model}" if model else "") + alternatives_text(s))
-        console.print(line)
+        hang(console, "  ", line, 4)
 
 
 PICTURE_SEGMENTS = 60

@@ -299,6 +299,32 @@ def test_loopback_addresses_mean_one_host(tmp_path: Path, addrs: dict[Side, str]
     assert ex.rebuilt is not None and "delay_ms = 0.000" in ex.rebuilt.toml
 
 
+HEADINGS = ("Connection ", "Fix — ", "Evidence for ", "What if", "note: ")
+
+
+@pytest.mark.parametrize("extra", [[], ["--all"], ["--runtime", "java"]])
+def test_the_report_reads_as_blocks_at_80_columns(
+        s1_trace: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, extra: list[str]) -> None:
+    """At 80 columns every line fits and a wrapped item's continuation is indented under
+    it: only the headings start at the margin (a line folded back to column 0 made the
+    stall groups and the fix steps hard to tell apart). The fix names the writer and its
+    steps in order, each with its reason."""
+    monkeypatch.setenv("COLUMNS", "80")
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), *extra]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    margin = [line for line in lines[1:] if line and not line.startswith(" ")]
+    assert all(line.startswith(HEADINGS) or line[0].isdigit() for line in margin), margin
+    fix = lines.index(next(line for line in lines if line.startswith("Fix — ")))
+    assert "nagle+delayed_ack: change the client" in " ".join(lines[fix + 1:fix + 3])
+    steps = [line.split(".")[0].strip() for line in lines[fix:]
+             if line.startswith("    ") and line.strip()[:2] in ("1.", "2.", "3.", "4.")]
+    assert steps[:2] == ["1", "2"]
+    assert sum(line.strip().startswith("why: ") for line in lines[fix:]) >= 2
+
+
 def test_identical_stalls_are_grouped_and_all_lists_each(
         s1_trace: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
