@@ -178,3 +178,37 @@ def test_a_zero_window_and_its_update_are_named_zero_window(capture_of: Cap) -> 
     assert all(s.waiting is Side.CLIENT for s in ex.stalls)
     assert ex.rebuilt is not None
     assert not any("NODELAY" in w.name for w in ex.rebuilt.whatifs)
+
+
+class _Kernel:
+    """A stand-in for watch's side of the seam: the kernel recorded a decision for the
+    second stall only (it saw the think time: no cork was set)."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def verdict(self, stall, trace):  # type: ignore[no-untyped-def]
+        from nagle_sim.explain.causes import KernelVerdict
+        self.asked.append(stall.start)
+        if len(self.asked) != 2:
+            return None
+        return KernelVerdict(causes=("app",), text="the kernel held nothing: the client "
+                             "application wrote late", evidence=("no cork set",))
+
+
+def test_the_kernels_word_decides_the_stalls_it_covers(capture_of: Cap) -> None:
+    """With a watch trace's decisions (`causes.KernelWord`), a stall the kernel recorded
+    takes its causes at confidence 1.0, decided_by "kernel", the wire's reading kept as
+    the alternative; the others stay the wire's; a note counts them."""
+    word = _Kernel()
+    ex = explain_file(str(capture_of(model(CORK_SMALL))), kernel=word)
+    assert len(word.asked) == len(ex.stalls) == 4
+    decided = ex.stalls[1]
+    assert decided.causes == ["app"] and decided.confidence == 1.0
+    assert decided.decided_by == "kernel"
+    assert [a.cause for a in decided.alternatives] == ["cork"]
+    assert "the wire's reading" in decided.alternatives[0].text
+    assert any(e.note == "no cork set" for e in decided.evidence)
+    assert all(s.decided_by == "wire" and s.causes == ["cork"]
+               for i, s in enumerate(ex.stalls) if i != 1)
+    assert any("decided 1 of the 4 stall(s)" in n for n in ex.notes)
