@@ -263,5 +263,5 @@ def scan(path: str, *, truncated_ok: bool = False, progress: Progress | None = N
         raise no_tcp(capture)
     conns = splitter.finish()
     for c in conns:
-        c.load = (lambda n=c.number: store.packets(n))  # type: ignore[misc]
+        c.load = (lambda n=c.number: store.packets(n))
     return Scan(capture=capture, connections=conns, store=store)
