@@ -66,6 +66,9 @@ def _longest_cell(c: Connection) -> str:
     if " ms " in cell:
         ms, cause = cell.split(" ms ", 1)
         return f"{ms} ms\n{cause}\n{count}".rstrip()
+    if cell == "none" and n:
+        # every stall was an idle application's: say so rather than "none, 5 stalls"
+        return f"{count}, all app"
     return f"{cell}\n{count}".rstrip() if n else cell
 
 
@@ -281,7 +284,7 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
         table.add_column("client → server", overflow="fold", min_width=21)
         for h in ("packets", "ms", "bytes →/←"):
             table.add_column(h, overflow="fold", justify="right")
-        table.add_column("longest stall (not app)", overflow="fold", min_width=17)
+        table.add_column("longest stall\n(not app)", overflow="fold", min_width=17)
         rows = listed(ex)
         for x in rows:
             sent = x.bytes_sent()
