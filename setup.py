@@ -42,15 +42,23 @@ COMPILED = [
     "nagle_sim/model/sock.py",
     "nagle_sim/model/state.py",
     "nagle_sim/model/timers.py",
-    "nagle_sim/trace.py",
-    "nagle_sim/units.py",
-    "nagle_sim/scenario.py",
-    "nagle_sim/script.py",
+    "nagle_sim/trace/records.py",
+    "nagle_sim/trace/document.py",
+    "nagle_sim/trace/codec.py",
+    "nagle_sim/trace/units.py",
+    "nagle_sim/scenario/errors.py",
+    "nagle_sim/scenario/files.py",
+    "nagle_sim/scenario/types.py",
+    "nagle_sim/scenario/script.py",
+    "nagle_sim/scenario/steps.py",
+    "nagle_sim/scenario/loader.py",
     "nagle_sim/sim/driver.py",
 ]
-"""What a wheel compiles: the model, the driver and the script interpreter (every simulated
-segment runs through them) and the trace and scenario types they build. Everything else
-(CLI, app, exports, realnet) is I/O- or UI-bound and stays interpreted."""
+"""What a wheel compiles: the model, the driver and the script walker (every simulated
+segment runs through them), the trace's records and JSON codec (a big run builds and
+writes a million records) and the scenario modules the driver's types come from. The
+packages' ``__init__`` files (re-exports only) and everything else (CLI, app, exports,
+realnet, summaries) are I/O- or UI-bound and stay interpreted."""
 
 BUILDING = {"bdist_wheel", "build", "build_ext", "install", "bdist"}
 """setuptools commands that produce installable files (PEP 517 ``build_wheel`` runs

@@ -44,13 +44,17 @@ import time
 from pathlib import Path
 
 import nagle_sim.model.endpoint
+import nagle_sim.scenario.loader
+import nagle_sim.scenario.steps
 import nagle_sim.sim.driver
-import nagle_sim.trace
+import nagle_sim.trace.codec
+import nagle_sim.trace.records
 from nagle_sim import scenario
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Outcome, Trace, TraceError
 
-_HOT = (nagle_sim.model.endpoint, nagle_sim.sim.driver, nagle_sim.trace, scenario)
+_HOT = (nagle_sim.model.endpoint, nagle_sim.sim.driver, nagle_sim.trace.records,
+        nagle_sim.trace.codec, nagle_sim.scenario.loader, nagle_sim.scenario.steps)
 
 
 def build() -> str:

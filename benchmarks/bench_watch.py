@@ -1,6 +1,6 @@
 """watch's cost on the worst case it meets: a NODELAY write-read loop over loopback.
 
-    sudo python -m benchmarks.bench_watch [--round-trips 100000] [--pairs 3]
+    sudo python -m benchmarks.bench_watch [--round-trips 100000] [--pairs 3] [--trace]
 
 A client and a server process ping-pong 32 bytes with TCP_NODELAY (every call a syscall,
 every message a segment, nothing held: watch's hooks run on every send, receive, segment
@@ -10,7 +10,9 @@ so machine noise hits both alike); each run times its own loop (watch's start-up
 0.4-0.7 s of loading and attaching, is outside the timed part). Prints the medians, the
 ratios of wall time and of the loop processes' CPU time (goal: at most 1.5; under other
 load the CPU ratio is the one to judge), watch's own CPU time, and its counters (goal: 0
-lost, 0 rate-limited).
+lost, 0 rate-limited). ``--trace`` watches with ``nagle-sim watch -o`` instead: every
+segment of the watched sockets is a record too (a trace file's wire), the dearest way
+to watch.
 """
 
 from __future__ import annotations
@@ -63,11 +65,14 @@ LOOP = textwrap.dedent('''
 ''')
 
 
-def run_once(script: Path, n: int, watched: bool) -> tuple[float, float, float,
-                                                            dict[str, int]]:
+def run_once(script: Path, n: int, watched: bool, trace: bool = False
+             ) -> tuple[float, float, float, dict[str, int]]:
     """(loop wall s, loop CPU s, watch's own CPU s, watch's counters)"""
     cmd = [sys.executable, str(script), str(n)]
-    if watched:
+    if watched and trace:
+        cmd = [sys.executable, "-m", "nagle_sim", "watch", "--json", "--quiet", "-o",
+               str(script.with_name("trace.json")), "--", *cmd]
+    elif watched:
         cmd = [sys.executable, "-m", "realnet.watch", "--json", "--quiet", "--", *cmd]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -94,6 +99,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--round-trips", type=int, default=100_000)
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--trace", action="store_true",
+                    help="watch with nagle-sim watch -o (every segment a record)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_watch needs root (BPF)", file=sys.stderr)
@@ -107,7 +114,7 @@ def main() -> int:
         counters: list[dict[str, int]] = []
         for i in range(args.pairs):
             for w in ((False, True) if i % 2 == 0 else (True, False)):
-                t, cpu, watch_cpu, c = run_once(script, args.round_trips, w)
+                t, cpu, watch_cpu, c = run_once(script, args.round_trips, w, args.trace)
                 (watched if w else base).append((t, cpu))
                 if w:
                     counters.append(c)

@@ -43,7 +43,7 @@ def real_unavailable(remote: str | None = None) -> str | None:
     can). Without CAP_NET_RAW the run would succeed with an empty capture that looks like
     a valid measurement ("segments 67 → 0")."""
     try:
-        from realnet.core import RealnetError, capture_unavailable, check_platform
+        from realnet.host import RealnetError, capture_unavailable, check_platform
     except ImportError as exc:
         return f"real-socket runs need the realnet package ({exc})"
     try:
@@ -106,3 +106,38 @@ def remove_stale_real() -> list[str]:
     the names removed (`realnet.cleanup.remove_stale`)."""
     from realnet.cleanup import remove_stale
     return remove_stale()
+
+
+def watch_kernel(command: Any = None, **options: Any) -> Any:
+    """``nagle-sim watch``: the kernel's own decisions for a program, a process or a port
+    (`realnet.watch.session.run` with a `realnet.watch.loader.Config` built from
+    ``options``: pids, port, ring_mb, rate, burst, segments; the session's own keyword
+    options pass through). A `UserError` (one line, exit 2) when watch cannot run here."""
+    try:
+        from realnet.watch.loader import Config
+        from realnet.watch.session import run
+    except ImportError as exc:
+        raise UserError(f"watch is unavailable: {exc}") from None
+    config_keys = {"pids", "port", "ring_mb", "rate", "burst", "segments"}
+    config = Config(**{k: v for k, v in options.items() if k in config_keys})
+    if command is None:
+        config.check()
+    return run(config, command, **{k: v for k, v in options.items() if k not in config_keys})
+
+
+def watch_check() -> int:
+    """``nagle-sim watch --check``: does watch see each decision on this kernel? (the
+    exit status of `realnet.watch.check.main`)."""
+    from realnet.watch.check import main as check
+    return int(check())
+
+
+def watch_traces(result: Any, command: Any = None) -> list[Trace]:
+    """The traces of a finished `watch_kernel` session that kept its sockets' segments
+    and decisions: one per watched connection (`realnet.watch.trace`)."""
+    from realnet.watch.trace import connection_traces
+    if result.engine is None:
+        return []
+    return connection_traces(result.engine, host=result.host, stalls=result.stalls,
+                             notes=result.notes, counters=result.counters,
+                             command=command)

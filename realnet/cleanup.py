@@ -1,19 +1,21 @@
 """Naming conventions and stale-resource cleanup for realnet.
 
 Owns: how realnet names its kernel resources (network namespaces
-``<prefix><owner-pid>-<seq>-c|s`` and relay processes tagged in their argv) and its temp
+``<prefix><owner-pid>-<seq>-c|s|l`` and relay processes tagged in their argv) and its temp
 files (``nsim-<owner-pid>-*.json``, written by older versions; side logs are now anonymous
 memfds that vanish with their last descriptor), and finding/removing those whose owner
 process is dead (e.g. a run that was SIGKILLed and never reached ``__exit__``). Every realnet
 run calls `remove_stale_quietly` first; ``nagle-sim realnet cleanup`` calls `remove_stale`.
 
 Must not import: textual, rich, simpy, nagle_sim, or `realnet.netns` (netns imports
-us; keep this module dependency-free apart from pyroute2.netns).
+us). Standard library only: `realnet.watchdog` runs it in a process that must start fast
+(pyroute2 alone took ~1 s to import, several on a loaded machine).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -22,13 +24,31 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyroute2 import netns as pr_netns
-
 NS_PREFIX = "nsim-"
 RELAY_MODULE = "realnet.relay"
 # The relay carries ``--tag <link tag>`` in its argv; the tag embeds the owner PID,
 # so a plain /proc scan can tell whose relay it is even after it was reparented.
 RELAY_TAG_FLAG = "--tag"
+
+
+NETNS_RUN_DIR = "/var/run/netns"
+"""Where named network namespaces are bind-mounted (iproute2's and pyroute2's place)."""
+_MNT_DETACH = 2
+
+
+def _listnetns() -> list[str]:
+    try:
+        return os.listdir(NETNS_RUN_DIR)
+    except FileNotFoundError:
+        return []
+
+
+def _remove_netns(name: str) -> None:
+    """Unmount and unlink a named namespace's bind mount, as ``ip netns delete`` does."""
+    path = os.path.join(NETNS_RUN_DIR, name)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.umount2(path.encode(), _MNT_DETACH)
+    os.unlink(path)
 
 
 def link_tag(owner_pid: int, seq: int, prefix: str = NS_PREFIX) -> str:
@@ -38,7 +58,9 @@ def link_tag(owner_pid: int, seq: int, prefix: str = NS_PREFIX) -> str:
 
 def owner_of(name: str, prefix: str = NS_PREFIX) -> int | None:
     """Owner PID encoded in a namespace name or relay tag, or None if not ours."""
-    m = re.fullmatch(re.escape(prefix) + r"(\d+)-\d+(?:-[cs])?", name)
+    # -c, -s: an emulated link's two sides; -l: a private loopback (these were not
+    # matched, so no cleanup ever found a killed private-loopback run's namespace)
+    m = re.fullmatch(re.escape(prefix) + r"(\d+)-\d+(?:-[csl])?", name)
     return int(m.group(1)) if m else None
 
 
@@ -85,7 +107,7 @@ class Ours:
 
 def list_namespaces(prefix: str = NS_PREFIX) -> list[str]:
     """Names of our namespaces (by prefix + owner-pid pattern) under /run/netns."""
-    return sorted(n for n in pr_netns.listnetns() if owner_of(n, prefix) is not None)
+    return sorted(n for n in _listnetns() if owner_of(n, prefix) is not None)
 
 
 def list_relays(prefix: str = NS_PREFIX) -> list[RelayProc]:
@@ -153,10 +175,10 @@ def remove_namespace(name: str) -> bool:
     The kernel frees the namespace (and its TUN device) once the last reference
     (bind mount, socket, or process inside) is gone.
     """
-    if name not in pr_netns.listnetns():
+    if name not in _listnetns():
         return False
     with contextlib.suppress(FileNotFoundError):
-        pr_netns.remove(name)
+        _remove_netns(name)
     return True
 
 
@@ -185,16 +207,26 @@ def remove_stale(prefix: str = NS_PREFIX) -> list[str]:
     alone. A PID reused by an unrelated process makes its stale resources look
     alive; they are then removed the next time that PID is dead.
     """
-    stale = list_stale(prefix)
+    return _remove(list_stale(prefix))
+
+
+def remove_owned(owner_pid: int, prefix: str = NS_PREFIX) -> list[str]:
+    """Remove the namespaces, relays and temp files of ``owner_pid`` (dead: the
+    `realnet.watchdog` calls this once its owner has exited). Returns what was removed."""
+    return _remove(list_ours(prefix, owner_pid=owner_pid))
+
+
+def _remove(ours: Ours) -> list[str]:
     removed: list[str] = []
-    # Relays first: they hold the TUN fds; with them gone the namespaces are empty.
-    for relay in stale.relays:
-        kill_process(relay.pid)
-        removed.append(f"relay:{relay.pid}")
-    for name in stale.namespaces:
+    # Names first (instant): a namespace whose name is gone is freed by the kernel as soon
+    # as its relay, which holds the TUN fds, has exited (stopping one can take seconds).
+    for name in ours.namespaces:
         if remove_namespace(name):
             removed.append(name)
-    for path in stale.files:
+    for relay in ours.relays:
+        kill_process(relay.pid)
+        removed.append(f"relay:{relay.pid}")
+    for path in ours.files:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             removed.append(str(path))

@@ -15,7 +15,8 @@ The TUN devices are non-persistent and only the relay holds their fds, so the
 devices vanish with the relay. Each TUN also gets an AF_PACKET "tap" (opened
 here, handed to the relay) whose kernel timestamps give every packet's send
 time, so the delay is exact even when the relay wakes up late. The namespaces
-are bind mounts under /run/netns and must be removed explicitly: `close()` does,
+are bind mounts under /run/netns and must be removed explicitly: `close()` does;
+if the process is killed (SIGKILL: no ``finally`` runs) its `realnet.watchdog` does,
 and `realnet.cleanup` removes those whose owner PID is dead.
 
 TUN devices have no offloads unless TUNSETOFFLOAD is used (we never do), so the
@@ -52,7 +53,7 @@ from typing import Literal, Self
 from pyroute2 import IPRoute
 from pyroute2 import netns as pr_netns
 
-from realnet import cleanup
+from realnet import cleanup, watchdog
 from realnet import relay as relay_mod
 
 Side = Literal["client", "server"]
@@ -220,6 +221,7 @@ class PrivateLoopback:
 
     def __enter__(self) -> Self:
         cleanup.remove_stale()
+        watchdog.ensure()       # removes the namespace if this process is killed
         self.ns_name = f"{cleanup.link_tag(self._owner_pid, next(_seq))}-l"
         pr_netns.create(self.ns_name)
         self._created = True
@@ -344,6 +346,7 @@ class EmulatedLink:
             raise RuntimeError("EmulatedLink is not re-entrant; create a new one")
         cleanup.remove_stale()
         _install_safety_nets()
+        watchdog.ensure()       # removes the namespaces if this process is killed
         self._owner_pid = os.getpid()
         self.tag = cleanup.link_tag(self._owner_pid, next(_seq))
         self.client_ns, self.server_ns = f"{self.tag}-c", f"{self.tag}-s"

@@ -3,9 +3,11 @@
 Owns: `run_real`, the entry point of every real run, and the local run (loopback or an
 emulated link between two network namespaces): choosing the link, the sockets and their
 options, the captures, and cleanup on every exit path (Ctrl-C and SIGTERM included). The
-machinery both local and remote runs share (side processes, supervision, trace assembly)
-lives in `realnet.core`; remote runs in `realnet.remote`. Imports flow runner -> remote ->
-core, never back. Must not import simpy, textual or rich.
+machinery both local and remote runs share lives in its own modules: the side processes
+(`realnet.side`, `realnet.child`), their records (`realnet.records`), supervision
+(`realnet.supervise`), what this host can do (`realnet.host`) and trace assembly
+(`realnet.assemble`); remote runs in `realnet.remote`. Imports flow runner -> remote ->
+those, never back. Must not import simpy, textual or rich.
 """
 
 from __future__ import annotations
@@ -23,30 +25,32 @@ from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, SetTiming, walk
 from nagle_sim.trace import Trace
 from realnet import cleanup, sockopts
-from realnet.core import (
-    NO_AUTOCORK,
-    Progress,
-    RealnetError,
-    SideRunner,
+from realnet.assemble import (
     base_meta,
     build_trace,
+    report_retransmissions,
+    segments_from_lo,
+    segments_from_tuns,
+    trace_origin_ns,
+)
+from realnet.host import (
+    Progress,
+    RealnetError,
     capture_unavailable,
     check_platform,
     maxseg_for,
     netns_unavailable,
-    report_retransmissions,
     rt_priority_available,
-    rtt_s,
-    run_timeout_s,
-    segments_from_lo,
-    segments_from_tuns,
-    stall_timeout_s,
-    supervise,
 )
 from realnet.hostfacts import _int
 from realnet.hostfacts import read_sysctl as _read_sysctl
+from realnet.side import SideRunner
+from realnet.supervise import rtt_s, run_timeout_s, stall_timeout_s, supervise
 
 __all__ = ["RealnetError", "check_platform", "run_real"]
+
+NO_AUTOCORK = {"net.ipv4.tcp_autocorking": "0"}
+"""Sysctls of the emulated link's namespaces (see docs/realnet.md, "autocork")."""
 
 
 def run_real(scenario: Scenario, *, remote: str | None = None,
@@ -305,6 +309,9 @@ class _LocalRun:
             for _, cap in captures:
                 cap.start()
                 stack.callback(_stop_quietly, cap)
+            recorder = _kernel_recorder(port, self.say)
+            if recorder is not None:
+                stack.callback(recorder.stop)
 
             # The server is in accept() before the client connects, as in the simulator.
             sides[Side.SERVER].go()
@@ -318,6 +325,8 @@ class _LocalRun:
             # Let the last FIN / ACK cross the link before the captures stop.
             time.sleep(rtt_s(sc) + (0.03 if self.emulated else 0.01))
             packets = {side: cap.stop() for side, cap in captures}
+            if recorder is not None:
+                recorder.stop()
             for side, cap in captures:
                 if cap.stats is not None and cap.stats.kernel_drops:
                     self.meta.setdefault("capture_drops", {})[side.value] = cap.stats.kernel_drops
@@ -339,8 +348,28 @@ class _LocalRun:
         else:
             segs = []
         trace = build_trace(sc, logs, segs, self.meta, outcome)
+        if recorder is not None:
+            _add_kernel_decisions(trace, recorder, trace_origin_ns(logs, segs))
         report_retransmissions(trace, self.say)
         return trace
+
+
+def _kernel_recorder(port: int, say: Progress) -> Any:
+    """watch attached to the run's port (the kernel's own decisions, `"by": "kernel"` in
+    the trace), or None with the reason said once when it cannot load here."""
+    from realnet.watch.record import KernelRecorder
+    recorder = KernelRecorder(port)
+    why = recorder.start()
+    if why is not None:
+        say(f"realnet: the kernel's decisions are not recorded ({why})")
+    return recorder
+
+
+def _add_kernel_decisions(trace: Trace, recorder: Any, t0_ns: int) -> None:
+    events = recorder.events(t0_ns)
+    trace.meta["kernel_decisions"] = recorder.meta(len(events))
+    if events:
+        trace.events = sorted([*trace.events, *events], key=lambda e: e.t)
 
 
 def _stop_quietly(cap: Any) -> None:

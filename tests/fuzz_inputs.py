@@ -134,7 +134,7 @@ def make_trace_fields(rng: random.Random) -> str:
 
 def check_scenario(text: str) -> None:
     """Load the scenario and validate its ``[[expect]]`` claims (nothing is run)."""
-    from nagle_sim.expect import parse_claims
+    from nagle_sim.lessons import parse_claims
     parse_claims(loads(text, "fuzz.toml"))
 
 

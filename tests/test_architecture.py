@@ -14,10 +14,11 @@ import realnet
 from nagle_sim.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py",
+PROCESS_ENTRY_POINTS = {"realnet/__main__.py", "realnet/relay.py", "realnet/watchdog.py",
                         "realnet/watch/__main__.py", "realnet/watch/demo.py",
                         "realnet/watch/build.py"}
-"""Modules that start a process of their own (``python -m realnet``, the link relay,
+"""Modules that start a process of their own (``python -m realnet``, the link relay, the
+realnet watchdog,
 ``python -m realnet.watch`` until `nagle-sim watch` has its command, watch's demo program
 and the BPF object's build): they parse their own command lines."""
 
@@ -73,11 +74,13 @@ NOT_BAD_INPUT = {
     "nagle_sim.drill.runner._Stop": "the script's end, inside the drill runner",
     "realnet.relay._Stop": "a signal ending the relay process",
     "nagle_sim.export.png.PngUnavailable": "Pillow missing: turned into an ExportError",
-    "nagle_sim.scenario.FileTooBig": "turned into the caller's one-line error",
-    "realnet.core._Aborted": "the runner stopping a side, internal",
-    "realnet.core._SideFailure": "a side's failure, recorded in the trace",
-    "realnet.remote.ProtocolError": "a malformed peer message, turned into a RealnetError",
+    "nagle_sim.scenario.files.FileTooBig": "turned into the caller's one-line error",
+    "realnet.child._Aborted": "the runner stopping a side, internal",
+    "realnet.child._SideFailure": "a side's failure, recorded in the trace",
+    "realnet.remote.protocol.ProtocolError": "a malformed peer message, turned into a RealnetError",
     "nagle_sim.tui.classroom.RealQueueBusy": "the app's message, never the CLI's",
+    "nagle_sim.classroom.state.Refused": "a vote or teacher command refused: told to the "
+                                         "student's app or the teacher's page, never the CLI",
     "nagle_sim.drill.code.CodeFailed": "a script's assertion failed: its result, exit 1",
     "nagle_sim.drill.code.CodeUnsupported": "the script is unsupported: its result",
     "nagle_sim.drill.commands.CommandUnsupported": "the script is unsupported: its result",
@@ -92,10 +95,38 @@ def test_every_bad_input_error_is_a_user_error() -> None:
     (so the command line catches one type and prints one line, exit 2)."""
     classes = _error_classes()
     names = {f"{c.__module__}.{c.__name__}" for c in classes}
-    assert "nagle_sim.scenario.ScenarioError" in names     # the walk saw the modules
+    assert "nagle_sim.scenario.errors.ScenarioError" in names     # the walk saw them
     stray = sorted(n for c, n in ((c, f"{c.__module__}.{c.__name__}") for c in classes)
                    if not issubclass(c, UserError) and n not in NOT_BAD_INPUT)
     assert stray == []
     assert not [n for n in NOT_BAD_INPUT if n in names and
                 issubclass(next(c for c in classes if f"{c.__module__}.{c.__name__}" == n),
                            UserError)], "listed as not bad input, yet a UserError"
+
+
+TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "runners.py"}
+"""The only modules directly under ``nagle_sim/``: the package, its start-up guard, the
+error root and the runner seam. Everything else is a package with its name (a hub, an
+executor, a feature, a view, the command line)."""
+
+
+def test_nagle_sim_holds_packages_not_modules() -> None:
+    """``ls nagle_sim`` tells hubs, executors, features, views and the cli apart: they are
+    packages; a flat module beside them (``sweep_run.py``, ``compare.py``) is refused."""
+    top = ROOT / "nagle_sim"
+    modules = {p.name for p in top.glob("*.py")}
+    assert "__main__.py" in modules     # the walk looked at the right folder
+    assert modules - TOP_LEVEL_MODULES == set()
+    packages = {p.name for p in top.iterdir() if (p / "__init__.py").is_file()}
+    assert {"cli", "compare", "lessons", "scenario", "sweep", "trace"} <= packages
+
+
+def test_no_module_is_named_for_a_commands_fragment() -> None:
+    """A feature is one package (its command line in `nagle_sim.cli`), never a ``*_cli`` or
+    ``*_run`` module beside another module of the same feature."""
+    names = [p.relative_to(ROOT).as_posix() for p in _sources()]
+    assert len(names) > 100
+    fragments = [n for n in names
+                 if Path(n).stem.endswith(("_cli", "_run")) or
+                 any(part.endswith(("_cli", "_run")) for part in Path(n).parts[:-1])]
+    assert fragments == []

@@ -154,7 +154,7 @@ SUBCOMMANDS = {"run": "--trace-format", "show": "--trace-format", "tui": "[file]
 def test_detail_levels_are_the_renderers() -> None:
     """The parser spells --detail's choices out (so it imports no renderer): the same."""
     from nagle_sim.cli.options import DETAIL_LEVELS
-    from nagle_sim.render.rows import DETAIL_LEVELS as RENDERED
+    from nagle_sim.trace.rows import DETAIL_LEVELS as RENDERED
     assert DETAIL_LEVELS == RENDERED
 
 
@@ -206,7 +206,7 @@ def test_run_json_imports_only_what_it_uses() -> None:
     heavy = [m for m in loaded if m.split(".")[0] in ("rich", "textual", "realnet", "dpkt")
              or m.startswith(("nagle_sim.render", "nagle_sim.explain", "nagle_sim.sweep",
                               "nagle_sim.drill", "nagle_sim.export", "nagle_sim.tui",
-                              "nagle_sim.summary", "nagle_sim.compare", "nagle_sim.lessons"))]
+                              "nagle_sim.trace.summary", "nagle_sim.compare", "nagle_sim.lessons"))]
     assert heavy == []
 
 

@@ -285,7 +285,7 @@ def test_the_version_profile_follows_the_kernel_release() -> None:
 
 
 def test_model_scenario_picks_profiles_for_the_real_hosts() -> None:
-    from nagle_sim.compare_run import model_scenario
+    from nagle_sim.compare import model_scenario
     from nagle_sim.scenario import loads
 
     sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n'
@@ -336,7 +336,7 @@ def test_a_real_trace_without_segments_never_reports_no_stalls() -> None:
 def test_the_model_sleeps_as_long_as_the_real_sleeps_took() -> None:
     """Optional in issue 18: a real sleep ends late (more under load); the aligned model
     run takes the median per statement, so long loops of sleeps do not drift apart."""
-    from nagle_sim.compare_run import with_measured_sleeps
+    from nagle_sim.compare import with_measured_sleeps
     from nagle_sim.scenario import Repeat, Sleep, loads
 
     sc = loads('[client]\nscript = """\nrepeat 3 {\n  write 1\n  sleep 300ms\n}\n"""\n'
@@ -484,15 +484,16 @@ def test_validate_remote_never_prints_the_token_nor_reads_markup(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`validate --remote TOKEN@HOST:PORT`: the token is a secret (never in the output)
     and user text such as ``[/]`` is shown as written, never parsed as rich markup."""
-    import nagle_sim.compare_run as compare_run
+    import nagle_sim.compare as compare_pkg
+    import nagle_sim.compare.validate as validate
     from nagle_sim.__main__ import main
     from nagle_sim.scenario import ScenarioError
 
     def refuse(*_args: object, **_kwargs: object) -> object:
         raise ScenarioError("lesson.toml: [bold]not markup[/]")
 
-    monkeypatch.setattr(compare_run, "run_both", refuse)
-    monkeypatch.setattr(compare_run, "not_comparable", lambda _s: "")
+    monkeypatch.setattr(compare_pkg, "run_both", refuse)
+    monkeypatch.setattr(validate, "not_comparable", lambda _s: "")
     monkeypatch.setattr("nagle_sim.runners.real_unavailable", lambda _r=None: None)
     monkeypatch.setenv("COLUMNS", "400")
     code = main(["validate", "--remote", "sec[/]ret-tok3n@127.0.0.1:7070"])
@@ -527,7 +528,7 @@ def test_one_rule_names_a_profiles_congestion_control() -> None:
 def test_the_model_link_and_the_clock_estimate_share_one_asymmetry_rule() -> None:
     """Declared delays 1 + 1 ms against a measured 3.5 ms round trip: within max(2 ms,
     25 %) for both the clock estimate and the model's link (it was 1 ms for the link)."""
-    from nagle_sim.compare_run import _path_delays
+    from nagle_sim.compare.run import _path_delays
     from nagle_sim.scenario import loads
 
     sc = loads('[link]\ndelay_ms = 1\n[client]\nscript = "write 1"\n'
@@ -647,8 +648,7 @@ def test_a_write_on_the_other_side_of_a_send_within_1ms_is_followed(early_us: in
     """Lesson 01 (issue 11's three green validates): one write lands µs after the ACK
     that sends a bundle in the kernel, just before it in the model. The model is run again
     with that write on the kernel's side, the comparison agrees and its notes say so."""
-    from nagle_sim.compare import first_write_tie, profiles_of
-    from nagle_sim.compare_run import aligned_model_run
+    from nagle_sim.compare import aligned_model_run, first_write_tie, profiles_of
     from nagle_sim.sim.driver import run_sim
 
     sc, real = _kernel_with_faster_acks(early_us)
@@ -670,8 +670,7 @@ def test_a_write_on_the_other_side_of_a_send_within_1ms_is_followed(early_us: in
 def test_a_write_further_than_1ms_from_the_send_stays_a_difference() -> None:
     """The model's write 362 µs before its send, the kernel's 1.138 ms after: no tie; the
     comparison reports the split as it did before ties were followed."""
-    from nagle_sim.compare import first_write_tie, profiles_of
-    from nagle_sim.compare_run import aligned_model_run
+    from nagle_sim.compare import aligned_model_run, first_write_tie, profiles_of
     from nagle_sim.sim.driver import run_sim
 
     sc, real = _kernel_with_faster_acks(1500)
@@ -762,7 +761,8 @@ def test_an_event_may_be_timed_from_its_senders_own_last_call() -> None:
 def test_a_tie_must_account_for_exactly_the_writes_bytes() -> None:
     """A split that differs by more (or less) than the write that fell on the other side
     of the send is not that tie: it stays a difference."""
-    from nagle_sim.compare import _write_bytes, first_write_tie
+    from nagle_sim.compare import first_write_tie
+    from nagle_sim.compare.align import _write_bytes
     from nagle_sim.sim.driver import run_sim
 
     assert [_write_bytes(a) for a in ("1", "1000 more", "10 20 30", "")] == [1, 1000, 60, 0]

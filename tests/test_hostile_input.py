@@ -29,7 +29,7 @@ from nagle_sim.scenario import (
     loads,
     parse_script,
 )
-from nagle_sim.script import steps
+from nagle_sim.scenario.steps import steps
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import MAX_TEXT, Outcome, Trace, TraceError
 
@@ -132,6 +132,64 @@ def test_bad_trace_numbers_are_one_line_errors(tmp_path: Path, field: str, value
                                                capsys: pytest.CaptureFixture[str]) -> None:
     text = json.dumps(_trace_doc(seg={field: "@@"})).replace('"@@"', value)
     _one_line_error(["show", _write(tmp_path, "t.json", text)], capsys, fragment)
+
+
+_TIME_FIELDS = [("seg", "t_ms"), ("seg", "arrive_ms"), ("op", "start_ms"), ("op", "end_ms"),
+                ("event", "t_ms"), ("event", "deadline_ms")]
+
+
+@pytest.mark.parametrize(("record", "field"), _TIME_FIELDS,
+                         ids=[f"{r}.{f}" for r, f in _TIME_FIELDS])
+@pytest.mark.parametrize("value", ["1" + "0" * 400, "-1" + "0" * 400, "9" * 4000])
+def test_a_huge_integer_time_in_a_trace_is_a_one_line_error(
+        tmp_path: Path, record: str, field: str, value: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29.5: 10**400 in a time field raised OverflowError (math.isfinite converts
+    the int to a float) instead of the one-line error."""
+    event = {"t_ms": 0.0, "side": "client", "kind": "k", "code": "", "reason": "r"}
+    doc = _trace_doc(events=[event], **{record: {field: "@@"}} if record != "event" else {})
+    if record == "event":
+        event[field] = "@@"
+    text = json.dumps(doc).replace('"@@"', value)
+    _one_line_error(["show", _write(tmp_path, "t.json", text)], capsys,
+                    f"{field}: time a number of more than 60 digits ms is not a finite number")
+
+
+_HOSTILE_JSON = ["1" + "0" * 400, "-1" + "0" * 400, "1e400", "-1e400", "NaN", "Infinity",
+                 "-Infinity", str(2**64), "-1", "1.5", '"5"', "true", "null", "[1]", "{}",
+                 "[[[[[[1]]]]]]"]
+
+
+@pytest.mark.parametrize("value", _HOSTILE_JSON)
+def test_every_field_of_a_saved_trace_takes_any_json_value_without_a_traceback(
+        tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every field of every record kind and of the document (also the ones a reader may
+    leave out), given each hostile JSON value: `show` prints the trace (exit 0) or one
+    line (exit 2); never an exception. The trace codec checks them all (issue 29.5)."""
+    event = {"t_ms": 0.0, "side": "client", "kind": "k", "code": "", "reason": "r",
+             "detail": "", "timer": "delack", "deadline_ms": 1.0, "data": {"ato": 40}}
+    base = _trace_doc(events=[event], seg={"arrive_ms": 0.5, "win": 10, "why": "w",
+                                           "code": ""},
+                      op={"line": 1, "iter": [0], "loop": 1, "result": "ok"})
+    paths: list[tuple[object, ...]] = [(k,) for k in base if k not in ("segments", "ops",
+                                                                       "events")]
+    paths += [("meta", "mss")]
+    for kind in ("segments", "ops", "events"):
+        record = base[kind][0]     # type: ignore[index]
+        paths += [(kind, 0, k) for k in record]
+    paths += [("events", 0, "data", "ato"), ("ops", 0, "iter", 0)]
+    for path in paths:
+        doc = json.loads(json.dumps(base))
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = "@@"
+        text = json.dumps(doc).replace('"@@"', value)
+        code, err = _cli(["show", _write(tmp_path, "t.json", text)], capsys)
+        assert code in (0, 2), (path, err)
+        assert "Traceback" not in err, (path, err)
+        if code == 2:
+            assert err.startswith("error: ") and err.count("\n") == 1, (path, err)
 
 
 def test_a_non_integer_loop_index_in_a_trace_is_refused(tmp_path: Path,
@@ -476,7 +534,7 @@ def test_compare_prints_a_markup_title_as_it_is() -> None:
     from rich.console import Console
 
     from nagle_sim.compare import compare
-    from nagle_sim.compare_run import print_comparison
+    from nagle_sim.render.compare import print_comparison
     sim = run_sim(loads('title = "[/] [bold]t"\n' + S1.read_text().split("\n", 1)[1]))
     console = Console(file=io.StringIO(), width=200)
     print_comparison(compare(sim, sim), console)
@@ -486,7 +544,7 @@ def test_compare_prints_a_markup_title_as_it_is() -> None:
 def test_a_huge_claim_selector_is_a_one_line_error() -> None:
     """Found by benchmarks/fuzz_inputs.py (seed 1): a 5000-digit slice bound in a claim's
     metric reached int() and raised a bare ValueError."""
-    from nagle_sim.expect import parse_claims
+    from nagle_sim.lessons import parse_claims
     metric = "iterations[1:" + "9" * 5000 + "].latency_ms.max"
     text = S1.read_text() + f'[[expect]]\nmetric = "{metric}"\nat_most = 1\nwhy = "x"\n'
     with pytest.raises(ScenarioError, match=r"expect\[0\]: bad selector"):

@@ -11,7 +11,7 @@ FORBIDDEN = ("simpy", "textual", "rich", "asyncio")
 
 
 @pytest.mark.parametrize("module", ["nagle_sim.model", "nagle_sim.scenario", "nagle_sim.trace",
-                                    "nagle_sim.summary", "nagle_sim.render.rows"])
+                                    "nagle_sim.trace.summary", "nagle_sim.trace.rows"])
 def test_core_modules_import_no_io_or_ui_library(module: str) -> None:
     code = (f"import sys, {module}; bad = [m for m in {FORBIDDEN!r} if m in sys.modules]; "
             "print(','.join(bad))")
@@ -27,7 +27,7 @@ def test_realnet_uses_only_the_shared_data_layer(module: str) -> None:
     code = (f"import sys, {module}; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('simpy', 'textual', 'rich') "
             "or m in ('nagle_sim.render', 'nagle_sim.sim', 'nagle_sim.tui', "
-            "'nagle_sim.compare', 'nagle_sim.summary')]; print(','.join(sorted(bad)))")
+            "'nagle_sim.compare', 'nagle_sim.trace.summary')]; print(','.join(sorted(bad)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "", f"{module} pulled in {out}"

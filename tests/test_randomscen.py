@@ -1,4 +1,4 @@
-"""nagle_sim.randomscen and ``validate --random``: generated scenarios are valid, run to
+"""nagle_sim.scenario.generator and ``validate --random``: generated scenarios are valid, run to
 the end on the model, are the same for the same seed, and the command's options fail with
 one line. The kernel side is tests/realnet/test_random_validate.py."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nagle_sim.randomscen import MAX_SEED, random_scenario
 from nagle_sim.scenario import loads
+from nagle_sim.scenario.generator import MAX_SEED, random_scenario
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Outcome
 

@@ -12,33 +12,35 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nagle_sim import trace
-from nagle_sim.units import ms
+from nagle_sim.trace import codec
+from nagle_sim.trace.units import ms
 
 
 @given(st.one_of(st.integers(min_value=-(10**17), max_value=10**17),
                  st.integers(min_value=0, max_value=2_000_000),
                  st.integers(min_value=10**15 - 2_000, max_value=10**15 + 2_000)))
 def test_a_time_is_written_as_json_writes_its_ms(us: int) -> None:
-    assert trace._ms(us) == json.dumps(ms(us))
+    assert codec._ms(us) == json.dumps(ms(us))
 
 
 def test_every_remainder_of_a_ms_is_written_as_json_writes_it() -> None:
     for us in range(0, 3_000_000, 7):
-        assert trace._ms(us) == json.dumps(ms(us)), us
-    assert trace._ms(None) == "null"
+        assert codec._ms(us) == json.dumps(ms(us)), us
+    assert codec._ms(None) == "null"
 
 
 @given(st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), st.booleans()),
                        max_size=4))
 def test_event_data_is_written_as_json_writes_it(data: dict[str, int]) -> None:
-    assert trace._data_text(data) == json.dumps(data, ensure_ascii=False)
+    assert codec._data_text(data) == json.dumps(data, ensure_ascii=False)
 
 
 def test_an_event_text_cached_under_a_clashing_key_is_not_reused() -> None:
     """The writer finds an event's side..timer text by its fields' identities XORed: two
     events may clash on that key; the second must get its own text, not the first's."""
     from nagle_sim.model.events import Side
-    from nagle_sim.trace import EventRecord, _RecordWriter
+    from nagle_sim.trace import EventRecord
+    from nagle_sim.trace.codec import _RecordWriter
 
     first = EventRecord(t=1, side=Side.CLIENT, kind="hold", code="A", reason="a")
     second = EventRecord(t=1, side=Side.SERVER, kind="mode", code="B", reason="b",
@@ -105,14 +107,18 @@ def test_setsockopt_words_name_the_option_and_its_value() -> None:
 def test_module_constants_of_compiled_modules_are_final() -> None:
     """Compiled (setup.py, mypyc), a module-level name that is not ``Final`` is looked up
     in the module's globals dict at every use; a ``Final`` one is inlined or a C static.
-    Reads the sources: every UPPER_CASE module-level assignment is annotated Final."""
+    Reads the sources of every module setup.py compiles: every UPPER_CASE module-level
+    assignment is annotated Final."""
     import ast
     from pathlib import Path
 
-    import nagle_sim
-    root = Path(nagle_sim.__file__).parent
-    sources = [*sorted((root / "model").glob("*.py")), root / "trace.py",
-               root / "script.py", root / "units.py", root / "sim" / "driver.py"]
+    root = Path(__file__).resolve().parents[1]
+    setup = ast.parse((root / "setup.py").read_text(encoding="utf-8"))
+    compiled = next(node.value for node in setup.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "COMPILED"
+                            for t in node.targets))
+    sources = [root / path for path in ast.literal_eval(compiled)]
+    assert len(sources) > 20 and all(path.is_file() for path in sources)
     plain = []
     for path in sources:
         for node in ast.parse(path.read_text(encoding="utf-8")).body:

@@ -1,4 +1,5 @@
-"""summary.py: iterations and stall causes, the numbers the CLI, TUI and lessons quote."""
+"""nagle_sim.trace.summary: iterations and stall causes, the numbers the CLI, TUI and lessons
+quote."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import pytest
 from nagle_sim import scenario
 from nagle_sim.model.events import Micros, Side
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.summary import iterations, summarize
 from nagle_sim.trace import SegmentRecord
+from nagle_sim.trace.summary import iterations, summarize
 
 
 def test_iterations_come_from_the_first_top_level_loop_only() -> None:
@@ -74,7 +75,7 @@ def test_a_hold_begun_in_the_last_microseconds_of_a_gap_is_not_its_cause() -> No
     """Found by comparing random scenarios with the kernel: a write corked and uncorked at
     once, just as the reply arrives, held its bytes for 2 µs of a 20 ms gap. The gap was
     the reply on the link, and the stall says so (it used to say "corked")."""
-    from nagle_sim.summary import stalls
+    from nagle_sim.trace.summary import stalls
 
     trace = run_sim(scenario.loads(CORK_EACH_REQUEST, "cork.toml"))
     after_reply = [st for st in stalls(trace) if "uncork" in st.ended_by]
@@ -90,7 +91,7 @@ def test_gaps_a_sleep_explains_are_kept_only_when_asked() -> None:
     sleep covers at least half of the gap."""
     from dataclasses import replace
 
-    from nagle_sim.summary import stalls
+    from nagle_sim.trace.summary import stalls
 
     sc = scenario.loads(CORK_EACH_REQUEST, "cork.toml")
     # a sleep a little longer than half of the 40 ms gap hides it from the stall list

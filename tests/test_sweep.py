@@ -24,7 +24,7 @@ from nagle_sim.sweep import (
     table,
     writes_alone,
 )
-from nagle_sim.sweep_run import run_sweep
+from nagle_sim.sweep.run import run_sweep
 from nagle_sim.trace import OpRecord, SegmentRecord, Trace
 
 DATA = Path(__file__).parent / "data"

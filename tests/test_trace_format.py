@@ -75,6 +75,12 @@ def _odd_trace() -> Trace:
             EventRecord(t=5, side=Side.CLIENT, kind="timer_armed", code="Y",
                         reason="only in events", timer="delack", deadline=44_000,
                         data={"cwnd": 10, "négatif": -3}),
+            # a decision the kernel was observed taking (nagle-sim watch, real runs)
+            EventRecord(t=6, side=Side.SERVER, kind="ack_delayed", code="DELACK_WAIT",
+                        reason="the kernel's", timer="delack", deadline=46_000,
+                        data={"ato_j": 10}, by="kernel"),
+            EventRecord(t=7, side=Side.CLIENT, kind="hold", code="X", reason="first sentence",
+                        by="kernel"),
         ])
 
 
@@ -182,12 +188,13 @@ def test_v2_states_each_sentence_once(s1: Trace) -> None:
 
 def test_v2_keeps_a_second_sentence_for_one_code_in_the_record() -> None:
     doc = json.loads(_odd_trace().dumps())
-    assert doc["reasons"] == {"X": "first sentence", "Y": "only in events", "EMPTY": ""}
+    assert doc["reasons"] == {"X": "first sentence", "Y": "only in events", "EMPTY": "",
+                              "DELACK_WAIT": "the kernel's"}
     whys = [s.get("why") for s in doc["segments"]]
     assert whys[1] is None and whys[2].startswith("second") and whys[3] == "no code"
     odd = _odd_trace().title
     assert [e.get("reason") for e in doc["events"]] == [None, "other " + odd, "no code",
-                                                        None, None]
+                                                        None, None, None, None]
 
 
 def _v2_doc(**changes: object) -> dict[str, object]:
@@ -302,7 +309,7 @@ def test_the_fast_reader_agrees_with_the_checked_one(kind: str, v2: bool,
                                                      data: st.DataObject) -> None:
     """Whatever record the fast path accepts, the checked path reads the same; what the
     checked path refuses, the fast path never accepts."""
-    from nagle_sim import trace as tr
+    from nagle_sim.trace import codec as tr
     keys = sorted(_FIELDS[kind]) + ["extra"]
     drop = data.draw(st.sets(st.sampled_from(keys), max_size=2))
     changes = data.draw(st.dictionaries(st.sampled_from(keys), _VALUES, max_size=2))
@@ -340,3 +347,17 @@ def test_event_records_share_equal_details_and_data() -> None:
     flag = record("", {"ato": True})            # type: ignore[dict-item]
     assert flag.data is not a.data and json.dumps(flag.data) == '{"ato": true}'
     assert record("", {}).data == {} and record("", {}).data is record("x", {}).data
+
+
+def test_a_kernel_decision_is_marked_and_reads_back() -> None:
+    """``"by": "kernel"`` marks a decision the running kernel took (docs/trace.md); a
+    model event has no ``by``; both readers keep it."""
+    trace = _odd_trace()
+    doc = json.loads(trace.dumps())
+    by = [e.get("by") for e in doc["events"]]
+    assert by == [None, None, None, None, None, "kernel", "kernel"]
+    back = Trace.loads(trace.dumps(), "k.json")
+    assert [e.by for e in back.events] == ["", "", "", "", "", "kernel", "kernel"]
+    doc["events"][5]["by"] = ["kernel"]
+    with pytest.raises(TraceError, match=r"events\[5\]\.by: expected text"):
+        Trace.loads(json.dumps(doc), "k.json")

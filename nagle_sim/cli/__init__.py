@@ -9,7 +9,7 @@
   output path, a profile name).
 - one module per command: `run` (run, show), `app` (tui, serve, lessons), `export`,
   `compare` (compare, validate), `sweep`, `explain`, `drill`, `realnet` (run, serve,
-  cleanup).
+  cleanup), `watch`.
 
 argparse is imported here and in process entry points only (`nagle_sim.__main__`,
 ``python -m realnet``, the relay process). Commands get their executors from

@@ -24,8 +24,12 @@ def cmd_tui(args: argparse.Namespace) -> int:
     run_real = runners.real_runner() if not blocker else None
     run_sim = runners.simulate
     classroom = None
+    class_link = None
     if getattr(args, "classroom", False):  # started by `nagle-sim serve`, one per tab
         from pathlib import Path
+
+        from ..tui.classlink import ClassLink
+        class_link = ClassLink.from_environment()  # serve's channel to the class, if any
         classroom = Classroom(allow_real=args.allow_real, real_timeout_s=args.real_timeout,
                               real_lock=Path(args.real_lock) if args.real_lock else None)
         if run_real is not None and args.allow_real:
@@ -34,7 +38,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
         # CLASSROOM_RECORD_LIMIT records (~200 MB), and a superseded run is cancelled
         run_sim = runners.classroom_simulator()
     return run_app(None if classroom else getattr(args, "file", None), run_sim=run_sim,
-                   run_real=run_real, classroom=classroom, real_blocker=blocker)
+                   run_real=run_real, classroom=classroom, real_blocker=blocker,
+                   class_link=class_link)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -45,10 +50,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = args.token
     if token is None and not is_loopback(args.host):
         token = new_token()  # open to a network: never without a key
+    if args.teacher_token is not None and args.teacher_token == token:
+        raise UserError("serve --teacher-token: must differ from the class token (anyone "
+                        "with the class link would lead the class)")
     serve_options = ServeOptions(
         host=args.host, port=args.port, token=token, max_sessions=args.max_sessions,
         idle_s=args.idle_minutes * 60, allow_real=args.allow_real,
         real_timeout_s=args.real_timeout, public_url=args.public_url,
+        teacher_token=args.teacher_token, start_method=args.start_method,
         warm=args.warm if args.warm is not None
         else (1 if is_loopback(args.host) else args.max_sessions))
     try:
@@ -89,6 +98,9 @@ def fill_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=options.bounded_int(1, 65535), default=8000)
     p.add_argument("--token", type=options.class_token,
                    help="the class's key in the URL (default: random when not on loopback)")
+    p.add_argument("--teacher-token", type=options.class_token, metavar="TOKEN",
+                   help="the key of the teacher's page (default: random each start; it is "
+                   "never derived from the class's)")
     p.add_argument("--max-sessions", type=options.bounded_int(1, 500), default=40,
                    help="browser sessions at once (default 40); more get a 'class is full' "
                    "page")
@@ -101,6 +113,10 @@ def fill_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warm", type=options.bounded_int(0, 500), metavar="N",
                    help="app processes started ahead of students (default: --max-sessions "
                    "when open to a class, 1 on loopback; each ~50 MiB)")
+    p.add_argument("--start-method", choices=("fork", "exec"), default="fork",
+                   help="how each tab's app starts: forked from a process that has loaded "
+                   "the app once (default, where the system can fork), or as a new "
+                   "process each (slower, more memory)")
     p.add_argument("--public-url", metavar="URL",
                    help="the base URL students use, if not http://<this host>:<port>")
     p.set_defaults(func=cmd_serve)

@@ -1,29 +1,43 @@
 """``nagle-sim compare`` and ``nagle-sim validate``: the model against the kernel.
 
-Owns: the two commands' options and the checks that must fail before anything runs (the
+Owns: the two commands' options, the checks that must fail before anything runs (the
 saved traces on each side, ``--profile``, ``--seed``/``--keep``, whether this host can
-run the kernel side at all: never "DISAGREE" against an empty capture). Running and
-judging are `nagle_sim.compare_run`'s.
+run the kernel side at all: never "DISAGREE" against an empty capture), what they print
+and write, and their exit codes (1 when the kernel disagrees). Running and judging are
+`nagle_sim.compare`'s, the terminal report `nagle_sim.render.compare`'s, both runners
+come from `nagle_sim.runners`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from . import options
+
+if TYPE_CHECKING:
+    from ..compare import Both, Comparison
+    from ..scenario import Scenario
+    from ..trace import Runner
+
+    BothRunner = Callable[[Scenario], Both]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare SCENARIO`` (run both), ``compare SCENARIO REAL.json`` (the model against a
     saved real trace), ``compare MODEL.json REAL.json`` (two saved traces). Saved traces
     are checked before anything runs: the right source on each side, meta the comparison
-    can use, and the same scenario (`compare_run.load_real`)."""
+    can use, and the same scenario (`nagle_sim.compare.load_real`)."""
     from .. import runners
-    from ..compare_run import check_same_title, compare_cli, load_model, load_real
+    from ..compare import check_same_title, load_model, load_real
     options.check_output(args.markdown)
     options.check_output(args.csv)
     options.check_profile(args.profile)
@@ -56,13 +70,65 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if why is not None:  # never "DISAGREE" against an empty capture
             raise UserError(f"compare: {why}")
         run_real = runners.real(args.remote, args.token, progress=_progress)
-    return compare_cli(scenario, args, run_sim=runners.simulate, run_real=run_real)
+    return _compare(scenario, args, run_real)
+
+
+def _compare(scenario: Scenario | None, args: argparse.Namespace,
+             run_real: Runner | None) -> int:
+    """Compare (a saved model trace, the model against a saved real trace, or both run
+    here), print or ``--json`` it, write ``--markdown``/``--csv``; 0 when they agree."""
+    from ..compare import compare, load_real, model_against, not_comparable, run_both
+    from ..runners import simulate
+    from ..trace import TraceError
+    reason = not_comparable(scenario) if scenario is not None else ""
+    if reason:
+        _progress(f"note: {reason}; comparing anyway, expect differences")
+    profile = args.profile or "auto"
+    saved = args.real
+    real = args.real_trace
+    if saved and real is None:
+        real = load_real(saved, scenario)
+    if real is not None and not real.ops and not real.segments:
+        raise TraceError(f"{saved}: nothing to compare: the real trace has neither ops nor "
+                         "captured segments")
+    if args.model_trace is not None and real is not None:
+        cmp = compare(args.model_trace, real)
+    elif real is not None:
+        assert scenario is not None
+        cmp = model_against(scenario, real, simulate, profile).compare()
+    else:
+        assert scenario is not None and run_real is not None, "no saved trace: run both"
+        cmp = run_both(scenario, run_real=run_real, run_sim=simulate,
+                       profile=profile).compare()
+    if args.json:
+        sys.stdout.write(json.dumps(cmp.to_json(), ensure_ascii=False) + "\n")
+    else:
+        from rich.console import Console
+
+        from ..render.compare import print_comparison
+        print_comparison(cmp, Console())
+    _write_tables(cmp, args.markdown, args.csv)
+    return 0 if cmp.agree else 1
+
+
+def _write_tables(cmp: Comparison, markdown: str | None, csv_path: str | None) -> None:
+    from ..compare import comparison_markdown, match_rows
+    from ..export.tables import render_csv
+    if markdown:
+        Path(markdown).write_text(comparison_markdown(cmp), "utf-8")
+        _progress(f"wrote {markdown}")
+    if csv_path:
+        Path(csv_path).write_text(render_csv(*match_rows(cmp)), "utf-8")
+        _progress(f"wrote {csv_path}")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """``nagle-sim validate``: every lesson (or ``--random N`` generated scenarios) on the
+    kernel and on the model; a table of verdicts; exit 1 if any disagrees (everything is
+    printed first)."""
     from .. import runners
-    from ..compare_run import validate_cli, validate_random_cli
-    from ..randomscen import MAX_SEED
+    from ..compare import run_both
+    from ..scenario.generator import MAX_SEED
     options.check_output(args.markdown)
     options.check_profile(args.profile)
     if args.random is None and (args.seed is not None or args.keep is not None):
@@ -77,13 +143,74 @@ def cmd_validate(args: argparse.Namespace) -> int:
     why = runners.real_unavailable(args.remote)
     if why is not None:
         raise UserError(f"validate: {why}")
-    run_real = runners.real(args.remote, args.token, progress=_progress)
-    validate = validate_random_cli if args.random is not None else validate_cli
-    return validate(args, run_sim=runners.simulate, run_real=run_real)
+    both: BothRunner = partial(
+        run_both, run_real=runners.real(args.remote, args.token, progress=_progress),
+        run_sim=runners.simulate, profile=args.profile or "auto")
+    where = f", server side on {_without_token(args.remote)}" if args.remote else ""
+    if args.random is not None:
+        return _validate_random(args, both, where)
+    return _validate_lessons(args, both, where)
+
+
+def _validate_lessons(args: argparse.Namespace, both: BothRunner, where: str) -> int:
+    from rich.console import Console
+
+    from ..compare import TOLERANCE_TEXT
+    from ..compare.validate import LESSON_HEADERS, lesson_rows, validate_lessons
+    from ..lessons import load_lessons
+    from ..render.compare import print_lesson_problems, verdict_table
+    results = validate_lessons(load_lessons(), both, _progress)
+    rows = lesson_rows(results)
+    console = Console()
+    console.print(verdict_table(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})",
+                                LESSON_HEADERS, rows, verdict=1))
+    print_lesson_problems(results, console)
+    _write_markdown(args.markdown,
+                    f"# Model vs kernel, every lesson\n\nTolerance: {TOLERANCE_TEXT}.",
+                    LESSON_HEADERS, rows)
+    ok = all(res.cmp is not None and res.cmp.agree for res in results if res.comparable)
+    return 0 if ok else 1
+
+
+def _validate_random(args: argparse.Namespace, both: BothRunner, where: str) -> int:
+    from rich.console import Console
+    from rich.text import Text
+
+    from ..compare import TOLERANCE_TEXT
+    from ..compare.validate import RANDOM_HEADERS, validate_random
+    from ..render.compare import verdict_table
+    keep = Path(args.keep) if args.keep else None
+    first, count = args.seed, args.random
+    rows, agreed = validate_random(first, count, both, _progress, keep)
+    console = Console()
+    console.print(verdict_table(f"Model vs kernel, {count} random scenario(s){where} "
+                                f"({TOLERANCE_TEXT})", RANDOM_HEADERS, rows, verdict=2))
+    console.print(Text(f"{agreed} of {count} agree"
+                       + ("" if agreed == count or keep is None else
+                          f"; the others are in {keep}: nagle-sim compare FILE")))
+    _write_markdown(args.markdown,
+                    f"# Model vs kernel, random scenarios {first} to {first + count - 1}\n\n"
+                    f"Tolerance: {TOLERANCE_TEXT}. {agreed} of {count} agree.",
+                    RANDOM_HEADERS, rows)
+    return 0 if agreed == count else 1
+
+
+def _write_markdown(path: str | None, heading: str, headers: list[str],
+                    rows: list[list[str]]) -> None:
+    """``--markdown PATH``: the heading paragraph, then the table."""
+    if path:
+        from ..export.tables import render_markdown
+        Path(path).write_text(f"{heading}\n\n{render_markdown(headers, rows)}", "utf-8")
+        _progress(f"wrote {path}")
+
+
+def _without_token(remote: str) -> str:
+    """``[TOKEN@]HOST:PORT`` as it may be shown: the token is a secret, never printed."""
+    return remote.rpartition("@")[2]
 
 
 def _progress(message: str) -> None:
-    """A real run's one-line status messages, on stderr as they come."""
+    """A line on stderr as it comes: a real run's status, a lesson or a file written."""
     print(message, file=sys.stderr, flush=True)
 
 

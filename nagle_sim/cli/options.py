@@ -118,8 +118,8 @@ def class_token(text: str) -> str:
 
 
 def seed(text: str) -> int:
-    """``validate --seed``: 0 to `nagle_sim.randomscen.MAX_SEED`."""
-    from ..randomscen import MAX_SEED
+    """``validate --seed``: 0 to `nagle_sim.scenario.generator.MAX_SEED`."""
+    from ..scenario.generator import MAX_SEED
     if not (text.strip().isascii() and text.strip().isdigit()) or len(text.strip()) > 19:
         raise argparse.ArgumentTypeError(f"expected a whole number 0 to {MAX_SEED}, got "
                                          f"{text[:40]!r}")
@@ -130,8 +130,8 @@ def seed(text: str) -> int:
 
 
 def random_count(text: str) -> int:
-    """``validate --random``: 1 to `nagle_sim.compare_run.MAX_RANDOM`."""
-    from ..compare_run import MAX_RANDOM
+    """``validate --random``: 1 to `nagle_sim.compare.validate.MAX_RANDOM`."""
+    from ..compare.validate import MAX_RANDOM
     value = count(text)
     if not 1 <= value <= MAX_RANDOM:
         raise argparse.ArgumentTypeError(f"{text!r} is not between 1 and {MAX_RANDOM}")
@@ -184,7 +184,7 @@ def percent(text: str) -> float:
 
 # ---------------------------------------------------------------- option groups
 DETAIL_LEVELS = ("wire", "normal", "all")
-"""``--detail``'s choices: `nagle_sim.render.rows.DETAIL_LEVELS`, written out here so that
+"""``--detail``'s choices: `nagle_sim.trace.rows.DETAIL_LEVELS`, written out here so that
 building the parser imports no renderer (tests/test_cli.py holds the two equal)."""
 
 

@@ -2,7 +2,7 @@
 
 Owns: `COMMANDS` (every subcommand: its name, help, and where its options are filled in)
 and `Parser` (argparse with the one-line error). A command's module (`nagle_sim.cli.run`,
-`…app`, `…export`, `…compare`, `…sweep`, `…explain`, `…drill`, `…realnet`) is imported
+`…app`, `…export`, `…compare`, `…sweep`, `…explain`, `…drill`, `…realnet`, `…watch`) is imported
 only when that command parses or formats its help, so ``nagle-sim run`` never imports
 explain's, sweep's or the app's option helpers; adding a command is one row here and a
 ``fill_<name>`` function in its module.
@@ -62,6 +62,8 @@ COMMANDS: tuple[Command, ...] = (
             "sweep:fill_sweep"),
     Command("drill", "play packetdrill scripts against the model", "drill:fill_drill"),
     Command("realnet", "run scenarios over real kernel sockets", "realnet:fill_realnet"),
+    Command("watch", "watch the kernel's own Nagle / delayed-ACK decisions for a program",
+            "watch:fill_watch"),
 )
 """Every subcommand, in the order ``nagle-sim --help`` lists them."""
 

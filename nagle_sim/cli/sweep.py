@@ -1,9 +1,9 @@
 """``nagle-sim sweep``: run a grid, print its table, write CSV / Markdown / plots.
 
-Owns: the sweep command's options, orchestration and terminal output (a rich table, a
-progress bar with ETA on stderr). The grid, metrics and runs are `nagle_sim.sweep`'s;
-drawing is `nagle_sim.export.plot`'s; real runs come from `nagle_sim.runners`. Must not
-import textual or simpy.
+Owns: the sweep command's options and orchestration (a progress bar with ETA on stderr,
+the files asked for). The grid, metrics and runs are `nagle_sim.sweep`'s; the terminal
+table is `nagle_sim.render.sweep`'s, plots `nagle_sim.export.plot`'s; both runners come
+from `nagle_sim.runners`. Must not import textual or simpy.
 """
 
 from __future__ import annotations
@@ -17,43 +17,16 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from ..export.scene import Scene, SceneTooBig
+from ..render.sweep import print_sweep
 from ..scenario import ScenarioError, read_text
-from ..sweep import SweepError, SweepResult, fmt, parse_metrics, parse_vary, table
-from ..sweep_run import run_sweep
+from ..sweep import SweepError, parse_metrics, parse_vary, table
+from ..sweep.run import run_sweep
 from . import options
 
 if TYPE_CHECKING:       # imported where used: building the CLI parser must stay light
     from ..lessons import LessonSweep
-
-
-def _print(result: SweepResult, console: Console) -> None:
-    headers, rows = table(result)
-    title = f"sweep of {result.source}"
-    if result.real and len(result.metrics) == 1:
-        # one metric: name it once in the title, keep the four columns narrow
-        metric = result.metrics[0]
-        title += (f": {metric}, model vs kernel (" + (
-            f"mean of {result.repeat} runs, sample sd, " if result.repeat > 1 else "one run, ")
-            + "diff = kernel − model)")
-        headers = [h.removeprefix(f"{metric} ") for h in headers]
-    t = Table(title=escape(title), title_justify="left")
-    for i, h in enumerate(headers):
-        numeric = i >= len(result.axes) and h != "note"
-        t.add_column(escape(h), justify="right" if numeric else "left",
-                     overflow="fold")
-    for row in rows:
-        t.add_row(*(escape(fmt(v) if isinstance(v, int | float) and not isinstance(v, bool)
-                           else "–" if v is None else str(v).lower()
-                           if isinstance(v, bool) else str(v)) for v in row))
-    if not console.is_terminal:
-        # piped or redirected: the table at its natural width (rich assumes 80 columns and
-        # folds wider tables into fragments nobody can paste into a slide)
-        wide = console.options.update_width(10_000)
-        console.width = max(console.width, console.measure(t, options=wide).maximum)
-    console.print(t)
 
 
 def _lesson_sweep(path: str, text: str) -> LessonSweep | None:
@@ -154,7 +127,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from ..export.tables import render_markdown
         sys.stdout.write(render_markdown(headers, [[_cell_text(v) for v in r] for r in rows]))
     else:
-        _print(result, Console(highlight=False))
+        print_sweep(result, Console(highlight=False))
     if args.csv:
         from ..export.tables import render_csv
         Path(args.csv).write_text(render_csv(headers, [[_cell_text(v) for v in r]

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from ..model.config import LINUX
 from ..model.events import Micros, Side
-from ..summary import STALL_MIN
 from ..trace import SegmentRecord, Trace
+from ..trace.summary import STALL_MIN
 
 REACT_US = 2_000
 """A send this soon after an arrival was caused by that arrival (woken, or released)."""
@@ -774,7 +774,7 @@ class _Finder:
 def wire_causes(trace: Trace) -> dict[tuple[int, int], Stall]:
     """The stalls of a trace that has no hold events (a real-socket run), named from the
     wire alone as explain names a capture's: keyed by (start, end) send times, as
-    `nagle_sim.summary.stalls` sees its gaps (the trace's own timeline, distance 0)."""
+    `nagle_sim.trace.summary.stalls` sees its gaps (the trace's own timeline, distance 0)."""
     mss = int(trace.meta.get("mss", 1448) or 1448) if isinstance(
         trace.meta.get("mss", 1448), int) else 1448
     view = view_of(trace, {Side.CLIENT: 0, Side.SERVER: 0}, mss)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.events import Micros, Side
-from ..summary import STALL_MIN
 from ..trace import SegmentRecord, Trace
+from ..trace.summary import STALL_MIN
 from .causes import HIGH, LOW, MEDIUM, RetransmitMarker
 from .connections import Connection, format_endpoint
 from .pcap import TH_ACK, TH_FIN, TH_PUSH, TH_RST, TH_SYN, Packet

@@ -3,7 +3,7 @@
 Owns: ladder layout for slides: time column, client/server lifelines, sloped segment arrows
 labelled like the terminal ladder, app-call side notes, hold / delayed-ACK / probe bars,
 compressed time gaps (labelled with their real duration), title, legend, and the overlay of
-a second (real) trace. Rows and bars come from `nagle_sim.render.rows` so this picture says
+a second (real) trace. Rows and bars come from `nagle_sim.trace.rows` so this picture says
 what the terminal and TUI ladders say. Must not import textual, simpy, asyncio or PIL.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model.events import Micros, Side, short
-from ..render.rows import Bar, Row, RowKind, build_bars, build_rows
 from ..trace import SegmentRecord, Trace
-from ..units import ms_text
+from ..trace.rows import Bar, Row, RowKind, build_bars, build_rows
+from ..trace.units import ms_text
 from . import scene as sc
 from .scene import Item, Line, Rect, Scene, Text, text_width
 

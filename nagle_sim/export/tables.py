@@ -2,7 +2,7 @@
 
 Owns: the generic table writers (`render_markdown`, `render_csv`, `write_rows`, which any
 caller, e.g. the compare command, can use for its own rows) and the run-summary tables
-built from `nagle_sim.summary`. Must not import textual, simpy or asyncio.
+built from `nagle_sim.trace.summary`. Must not import textual, simpy or asyncio.
 
 Markdown gets three tables (iterations, segments per side, stalls with causes). CSV gets
 one tidy table with one row per iteration (what a spreadsheet wants to plot): its latency,
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model.events import Side
-from ..summary import Summary, summarize, wire_unknown
 from ..trace import Outcome, Trace
-from ..units import ms
+from ..trace.summary import Summary, summarize, wire_unknown
+from ..trace.units import ms
 
 Cell = str | int | float | None
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model.events import Micros, Side
-from ..render.rows import build_bars
-from ..summary import stalls
 from ..trace import SegmentRecord, Trace
-from ..units import ms_text
+from ..trace.rows import build_bars
+from ..trace.summary import stalls
+from ..trace.units import ms_text
 from . import scene as sc
 from .scene import Line, Polyline, Rect, Scene, Text, text_width
 

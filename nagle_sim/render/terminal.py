@@ -13,10 +13,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..model.events import Side, short
-from ..summary import Stall, Summary, WireNamer, summarize
 from ..trace import Outcome, Trace
-from ..units import ms_text
-from .rows import Row, RowKind, build_rows
+from ..trace.rows import Row, RowKind, build_rows
+from ..trace.summary import Stall, Summary, WireNamer, summarize
+from ..trace.units import ms_text
 
 _STYLE = {
     RowKind.OP: "bold cyan", RowKind.HOLD: "bold yellow", RowKind.TIMER: "magenta",

@@ -52,7 +52,7 @@ from ..scenario import (
     Write,
     Writev,
 )
-from ..script import (
+from ..scenario.steps import (
     HANDSHAKE_WAIT,
     Step,
     after_close,

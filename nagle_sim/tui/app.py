@@ -24,6 +24,7 @@ from textual.theme import Theme
 
 from ..lessons import Lesson, load_lessons
 from ..scenario import ScenarioError
+from .classlink import ClassLink
 from .classroom import NO_FILES, REAL_OFF, Classroom
 from .commands import binding_commands, own_bindings
 from .runners import Runner
@@ -74,10 +75,13 @@ class NagleApp(App[int]):
     def __init__(self, *, run_sim: Runner, run_real: Runner | None = None,
                  lessons: Sequence[Lesson] | None = None, lessons_root: Path | None = None,
                  path: str | None = None, ask_questions: bool = True,
-                 classroom: Classroom | None = None, real_blocker: str = "") -> None:
+                 classroom: Classroom | None = None, real_blocker: str = "",
+                 class_link: ClassLink | None = None) -> None:
         super().__init__()
         self.run_sim = run_sim
         self.classroom = classroom
+        self.class_link = class_link
+        """The served app's link to its class (`classlink`): follows the teacher."""
         if classroom is not None and not classroom.allow_real:
             run_real, real_blocker = None, REAL_OFF
         self.run_real = run_real
@@ -103,11 +107,17 @@ class NagleApp(App[int]):
     def on_mount(self) -> None:
         self.register_theme(HIGH_CONTRAST)
         self.push_screen(LessonListScreen())
+        if self.class_link is not None:
+            self.class_link.attach(self)  # a class led already: its lesson comes first
         if self.start_path is not None:
             if self.classroom is not None:  # a served session never opens server files
                 self.notify(NO_FILES, severity="warning")
             else:
                 self.push_screen(SandboxScreen(self.start_path))
+
+    def on_unmount(self) -> None:
+        if self.class_link is not None:
+            self.class_link.close()
 
     def on_ready(self) -> None:
         """Take the size the terminal last reported, once more. Textual's web driver posts
@@ -205,13 +215,15 @@ class NagleApp(App[int]):
 
 
 def run_app(path: str | None = None, *, run_sim: Runner, run_real: Runner | None = None,
-            classroom: Classroom | None = None, real_blocker: str = "") -> int:
+            classroom: Classroom | None = None, real_blocker: str = "",
+            lessons: Sequence[Lesson] | None = None,
+            class_link: ClassLink | None = None) -> int:
     """Run the TUI: the lesson list, or the sandbox on ``path``. Returns an exit code.
 
     The executors are injected: the CLI passes the simulator, and realnet's runner when it
     can run here. The app itself never imports either (an import contract checks it)."""
     app = NagleApp(run_sim=run_sim, run_real=run_real, path=path, classroom=classroom,
-                   real_blocker=real_blocker)
+                   real_blocker=real_blocker, lessons=lessons, class_link=class_link)
     result = app.run()
     return result if isinstance(result, int) else 0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..trace import Trace
-from ..units import ms_text
+from ..trace.units import ms_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

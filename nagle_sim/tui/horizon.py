@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..model.events import Micros
-from ..render.rows import Bar, Row, RowKind
 from ..trace import Outcome, SegmentRecord, Trace
+from ..trace.rows import Bar, Row, RowKind
 from .rows import row_times
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 from ..compare import Match, compare
 from ..model.events import Micros
-from ..render.rows import Bar, Row, RowKind, build_bars
 from ..scenario import Scenario
-from ..summary import Stall, Summary, summarize
 from ..trace import Outcome, SegmentRecord, Trace
-from ..units import ms_text
+from ..trace.rows import Bar, Row, RowKind, build_bars
+from ..trace.summary import Stall, Summary, summarize
+from ..trace.units import ms_text
 from .rows import RowList, gc_paused, row_times
 
 
@@ -46,7 +46,7 @@ class RunResult:
     @classmethod
     def build(cls, scenario: Scenario, trace: Trace, detail: str = "normal",
               overrides: tuple[str, ...] = ()) -> RunResult:
-        """Rows at ``detail`` (render.rows.DETAIL_LEVELS: wire, normal, all)."""
+        """Rows at ``detail`` (trace.rows.DETAIL_LEVELS: wire, normal, all)."""
         with gc_paused():
             return cls._build(scenario, trace, detail, overrides)
 

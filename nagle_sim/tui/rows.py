@@ -1,9 +1,9 @@
 """The ladder rows of one run, worded when first read.
 
 A 10,000-message NODELAY run has 500,000 ladder rows; wording every one of them (a label
-and an explanation sentence each, `render.rows.make_row`) took longer than simulating the
+and an explanation sentence each, `trace.rows.make_row`) took longer than simulating the
 run, and the app reads only the rows on screen and the one selected. `RowList` keeps each
-row's time and trace item (`render.rows.row_items`) and makes a row on first access.
+row's time and trace item (`trace.rows.row_items`) and makes a row on first access.
 Pure Python: must not import textual, simpy or realnet.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import overload
 
-from ..render.rows import Row, RowItem, make_row, row_items
 from ..trace import SegmentRecord, Trace
+from ..trace.rows import Row, RowItem, make_row, row_items
 
 
 class RowList(Sequence[Row]):

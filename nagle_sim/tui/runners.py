@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..lessons import Lesson
 from ..scenario import Scenario
 from ..trace import Runner, Trace
 from .classroom import Classroom
+
+if TYPE_CHECKING:
+    from .classlink import ClassLink
 
 __all__ = ["AppServices", "Runner", "run_cancellable"]
 
@@ -42,6 +45,8 @@ class AppServices(Protocol):
     projector: bool
     scores: dict[str, tuple[int, int]]
     """Per lesson slug: (right answers, questions), shown in the lesson list."""
+    class_link: ClassLink | None
+    """A served app's link to its class and teacher (None: working alone)."""
 
     def lesson_list(self) -> tuple[list[Lesson], str]:
         """The lessons, and a one-line error if loading them failed."""

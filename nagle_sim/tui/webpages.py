@@ -1,6 +1,7 @@
 """The HTML that `nagle-sim serve` sends to browsers, written here (not textual-serve's
-template): the student page, the pages that refuse or turn a student away, and the page
-an export (`e`) opens in the student's browser.
+template): the student page (with its nickname box), the teacher's page (its script and
+style are files beside this module, in ``web/``), the pages that refuse or turn a student
+away, and the page an export (`e`) opens in the student's browser.
 
 Owns: page text and the security headers that go with each page. Everything a page
 loads comes from the serve host itself (textual-serve's bundled xterm.js, CSS and Roboto
@@ -11,7 +12,9 @@ textual, simpy, realnet or aiohttp (serve.py puts these strings into responses).
 from __future__ import annotations
 
 import base64
+import functools
 import html
+from importlib import resources
 
 PAGE_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; "
             "style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; "
@@ -19,6 +22,13 @@ PAGE_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; "
             "frame-ancestors 'none'")
 """The student page's Content-Security-Policy: the browser itself refuses anything from
 another host (CSP 3's 'self' covers the page's own ws:// and wss:// socket)."""
+
+TEACHER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+               "connect-src 'self'; base-uri 'none'; form-action 'none'; "
+               "frame-ancestors 'none'")
+"""The teacher's page runs no inline script or style at all: its one script and style
+sheet are files of this server, and everything students typed (nicknames) is put into
+the page as text by that script, never as HTML."""
 
 DOWNLOAD_CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
                 "sandbox allow-downloads")
@@ -49,18 +59,97 @@ body.-closed .intro-dialog { display: none; }
 body.-first-byte .textual-terminal { opacity: 1; }
 #start { display: none; }
 #terminal { position: absolute; inset: 0; }
+.join-dialog { z-index: 20; }
+body.-joined .join-dialog { display: none; }
+.join-dialog label { display: block; margin: 0.5em 0; }
+.join-dialog input { font: inherit; font-size: 22px; padding: 0.3em 0.5em; width: 14em;
+  background: #0c181f; color: #fff; border: 2px solid #5e0ba7; }
+.join-dialog .lead { font-size: 24px; font-weight: bold; margin: 0 0 0.5em; }
+.join-dialog .small { font-size: 14px; color: #aab; }
+.notice { position: fixed; top: 12px; left: 50%; transform: translateX(-50%); z-index: 30;
+  max-width: 44em; padding: 0.7em 1.2em; background: #f0c040; color: #000; font-size: 18px;
+  font-weight: bold; border-radius: 4px; box-shadow: 0 2px 12px #000; }
+.notice[hidden] { display: none; }
 """
 
-# Runs before textual.js creates its socket: remembers why the socket closed, so the
-# "session ended" box can say it (the server closes with a reason: idle, class full,
+# Runs before textual.js creates its socket: adds this browser's own id to the socket's
+# address (kept in local storage, so a reload is the same student, with the same votes),
+# sends the nickname once the socket is open, and remembers why the socket closed, so
+# the "session ended" box can say it (the server closes with a reason: idle, class full,
 # class ended), or that the page never got through.
 _WATCH_SOCKET = """
 (function () {
+  const PASTE_LIMIT = PASTE_LIMIT_CHARACTERS;
   const Native = window.WebSocket;
+  let appSocket = null;
+  let pendingName = null;
+  function browserId() {
+    let id = null;
+    try { id = window.localStorage.getItem("nagle-sim-student"); } catch (e) { id = null; }
+    if (!id || !/^[A-Za-z0-9_-]{16,64}$/.test(id)) {
+      const bytes = new Uint8Array(16);
+      window.crypto.getRandomValues(bytes);
+      id = Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); })
+        .join("");
+      try { window.localStorage.setItem("nagle-sim-student", id); } catch (e) { /* private */ }
+    }
+    return id;
+  }
+  function sendName() {
+    if (appSocket && appSocket.readyState === Native.OPEN && pendingName !== null) {
+      appSocket.send(JSON.stringify(["name", pendingName]));
+      pendingName = null;
+    }
+  }
+  window.nagleJoin = function (name) { pendingName = name; sendName(); };
+  // Typed text has a size limit (serve's STDIN_LIMIT): a longer paste is stopped here,
+  // before the terminal turns it into one huge message, and said once, in the page.
+  let noticeTimer = null;
+  function notice(text) {
+    const box = document.getElementById("notice");
+    if (!box) { return; }
+    box.textContent = String(text).slice(0, 300);
+    box.hidden = false;
+    window.clearTimeout(noticeTimer);
+    noticeTimer = window.setTimeout(function () { box.hidden = true; }, 10000);
+  }
+  function tooLong(length) {
+    const size = length >= 1048576 ? (length / 1048576).toFixed(1) + " MB" :
+      Math.floor(length / 1024) + " KB";
+    notice("Not pasted: that text is " + size + ", and the app takes at most " +
+      Math.round(PASTE_LIMIT / 1024) + " KB at once. Nothing of it was typed.");
+  }
+  window.addEventListener("paste", function (event) {
+    if (event.target && event.target.id === "nickname") { return; }
+    const data = event.clipboardData ? event.clipboardData.getData("text/plain") : "";
+    if (data.length > PASTE_LIMIT) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+      tooLong(data.length);
+    }
+  }, true);
   function Watched(url, protocols) {
+    if (appSocket === null) {
+      url = url + (url.indexOf("?") < 0 ? "?" : "&") + "student=" + browserId();
+    }
     const ws = protocols === undefined ? new Native(url) : new Native(url, protocols);
+    if (appSocket === null) {
+      appSocket = ws;
+      const send = ws.send.bind(ws);
+      ws.send = function (data) {  // what gets past the paste check (a drop, say)
+        if (typeof data === "string" && data.length > PASTE_LIMIT + 64 &&
+            data.startsWith('["stdin"')) { tooLong(data.length); return; }
+        return send(data);
+      };
+      ws.addEventListener("message", function (event) {
+        if (typeof event.data !== "string" || !event.data.startsWith('["notice"')) {
+          return;
+        }
+        try { notice(JSON.parse(event.data)[1]); } catch (e) { /* not ours */ }
+      });
+    }
     let opened = false;
-    ws.addEventListener("open", function () { opened = true; });
+    ws.addEventListener("open", function () { opened = true; sendName(); });
     ws.addEventListener("close", function (event) {
       const reason = document.getElementById("closed-reason");
       if (!reason) { return; }
@@ -95,22 +184,136 @@ STUDENT_PAGE = """<!DOCTYPE html>
 <script src="/static/js/textual.js"></script>
 </head>
 <body>
+<div class="dialog join-dialog"><form class="box" id="join">
+<p class="lead">{title} class</p>
+<label for="nickname">Your name for the class</label>
+<input id="nickname" name="nickname" maxlength="24" autocomplete="nickname" autofocus
+ spellcheck="false" placeholder="optional">
+<p class="small">Your teacher sees it next to where you are in the lesson (not your
+votes). Leave it empty to stay anonymous.</p>
+<button type="submit">Join</button>
+</form></div>
 <div class="dialog intro-dialog"><div class="box">{title}: starting your app…
 <button type="button" id="start" onclick="location.reload()">Start</button></div></div>
 <div class="dialog closed-dialog"><div class="box"><p>Session ended.</p>
 <p id="closed-reason"></p>
 <button type="button" onclick="location.reload()">Start again</button></div></div>
+<div id="notice" class="notice" role="alert" hidden></div>
 <div id="terminal" class="textual-terminal" data-session-websocket-url="{ws_url}"
  data-font-size="{font_size}"></div>
+<script>{join}</script>
+</body></html>
+"""
+
+# The nickname box: the app starts behind it at once (the socket opens on page load);
+# Join sends the name (remembered for the next visit) and hands the keys to the terminal.
+_JOIN = """
+(function () {
+  const form = document.getElementById("join");
+  const input = document.getElementById("nickname");
+  try { input.value = window.localStorage.getItem("nagle-sim-name") || ""; } catch (e) { }
+  input.focus();
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    const name = input.value.trim().slice(0, 24);
+    try { window.localStorage.setItem("nagle-sim-name", name); } catch (e) { }
+    window.nagleJoin(name);
+    document.body.classList.add("-joined");
+    const keys = document.querySelector(".xterm-helper-textarea");
+    if (keys) { keys.focus(); }
+  });
+})();
+"""
+
+
+def student_page(*, ws_url: str, font_size: int, title: str = "nagle-sim",
+                 paste_limit: int = 64 * 1024 - 64) -> str:
+    """The page a student's browser opens: xterm.js connected to `ws_url`; a paste of
+    more than `paste_limit` characters is refused in the page, with a notice."""
+    watch = _WATCH_SOCKET.replace("PASTE_LIMIT_CHARACTERS", str(int(paste_limit)))
+    return STUDENT_PAGE.format(title=html.escape(title), icon=ICON, style=_STYLE,
+                               watch=watch, ws_url=html.escape(ws_url),
+                               font_size=int(font_size), join=_JOIN)
+
+
+TEACHER_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>nagle-sim: the class</title>
+<link rel="icon" href="{icon}">
+<link rel="stylesheet" href="/teacher/teacher.css">
+<script src="/teacher/teacher.js" defer></script>
+</head>
+<body>
+<header>
+  <div class="brand">nagle-sim class</div>
+  <div class="count"><span id="count">0</span> <span id="count-word">students</span></div>
+  <div class="join"><img id="qr" alt="QR code of the class link">
+    <div><div class="small">Students join at</div><div id="class-link" class="link"></div></div>
+  </div>
+</header>
+<div id="banner" class="banner" hidden></div>
+<main>
+  <section id="stage" aria-live="polite">
+    <div id="lesson-title" class="lesson-title">No lesson is led yet</div>
+    <div id="prompt" class="prompt">Open a lesson for everyone, then move the class to a
+      question.</div>
+    <div id="phase-line" class="phase-line"></div>
+    <div id="chart" class="chart"></div>
+  </section>
+  <aside id="side">
+    <div class="tabs"><button type="button" id="tab-students" class="on">Students</button>
+      <button type="button" id="tab-results">Results</button></div>
+    <ol id="roster"></ol>
+    <div id="results" hidden>
+      <table><thead><tr><th>#</th><th>question</th><th>vote 1</th><th>vote 2</th></tr>
+      </thead><tbody id="results-body"></tbody></table>
+      <p class="exports">Download: <a id="csv" href="#">CSV</a> · <a id="md" href="#">Markdown</a>
+        <label><input type="checkbox" id="names"> with nicknames</label></p>
+    </div>
+  </aside>
+</main>
+<footer id="controls">
+  <div class="row">
+    <label for="lesson">Lesson</label> <select id="lesson"></select>
+    <button type="button" id="open">Open for everyone</button>
+    <span id="questions" class="questions"></span>
+    <button type="button" id="free">Let everyone go on alone</button>
+  </div>
+  <div class="row phases">
+    <button type="button" data-phase="vote">1 Vote</button>
+    <button type="button" data-phase="show">2 Show</button>
+    <button type="button" data-phase="discuss">3 Discuss</button>
+    <button type="button" data-phase="revote">4 Re-vote</button>
+    <button type="button" data-phase="reveal">5 Reveal</button>
+    <button type="button" data-phase="play">6 Play on</button>
+    <button type="button" id="next" class="primary">Next ▶</button>
+    <button type="button" id="hide-names">Hide names</button>
+  </div>
+</footer>
 </body></html>
 """
 
 
-def student_page(*, ws_url: str, font_size: int, title: str = "nagle-sim") -> str:
-    """The page a student's browser opens: xterm.js connected to `ws_url`."""
-    return STUDENT_PAGE.format(title=html.escape(title), icon=ICON, style=_STYLE,
-                               watch=_WATCH_SOCKET, ws_url=html.escape(ws_url),
-                               font_size=int(font_size))
+def teacher_page() -> str:
+    """The teacher's page: a skeleton its script fills from the teacher socket."""
+    return TEACHER_PAGE.format(icon=ICON)
+
+
+@functools.cache
+def teacher_file(name: str) -> str:
+    """``teacher.js`` or ``teacher.css`` (files of this package, in ``web/``)."""
+    if name not in ("teacher.js", "teacher.css"):
+        raise KeyError(name)
+    return resources.files(__package__).joinpath("web", name).read_text("utf-8")
+
+
+def not_teacher_page() -> str:
+    return _plain_page("nagle-sim: not the teacher's link", (
+        "<h1>This is not the teacher's link</h1><p>The teacher's page needs the teacher's "
+        "own key (<code>/teacher?key=…</code>), printed by <code>nagle-sim serve</code> "
+        "when it starts. The class link (with <code>?token=</code>) is for students and "
+        "does not open it.</p>"))
 
 
 def _plain_page(title: str, body: str, *, refresh_s: int | None = None) -> str:

@@ -38,6 +38,9 @@ MAX_STALLS: Final = 10_000
 """Stalls kept per socket (more are counted in `Conn.stalls_dropped`)."""
 MAX_QUICK: Final = 256
 """Quick ACKs kept per socket for the notes (the first ones are the ones that matter)."""
+MAX_WIRE: Final = 2_000_000
+"""Segments kept for trace files (all sockets together); more are counted in
+`Engine.wire_dropped`."""
 MAX_CONNS: Final = 10_000
 """Sockets kept; past it closed sockets without stalls are forgotten (a long watch of a
 busy server stays bounded; notes about forgotten sockets are lost)."""
@@ -154,6 +157,20 @@ class Stall:
                 "evidence": [d.to_json() for d in self.evidence]}
 
 
+@dataclass(slots=True, frozen=True)
+class WireSeg:
+    """A segment a watched socket sent (``out``) or received, as the kernel saw it: at the
+    device (net_dev_start_xmit) or on arrival (tcp_probe, established sockets only)."""
+
+    t_us: int
+    out: bool
+    seq: int
+    ack: int
+    length: int
+    flags: int
+    win: int
+
+
 @dataclass(slots=True)
 class Conn:
     """One watched socket."""
@@ -178,6 +195,11 @@ class Conn:
         default_factory=lambda: deque(maxlen=_RECENT))
     delack_arms: deque[Decision] = field(default_factory=lambda: deque(maxlen=_RECENT))
     quick_acks: list[Decision] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    """Every decision about this socket, kept only when the engine keeps them (trace
+    files, real runs)."""
+    wire: list[WireSeg] = field(default_factory=list)
+    """Its segments, kept only when the engine keeps the wire (`Engine(wire=True)`)."""
     closed: bool = False
 
     @property
@@ -202,11 +224,22 @@ class Engine:
     """Feed records in order (`feed`); read decisions as they come and the per-socket
     holds and stalls at any time (`stalls`, `notes`)."""
 
-    def __init__(self, hz: int = 250, t0_ns: int | None = None) -> None:
+    def __init__(self, hz: int = 250, t0_ns: int | None = None, *, wire: bool = False,
+                 keep: bool = False) -> None:
+        """``wire``: the records include every segment (`Config.segments`), kept per
+        socket for a trace file; ``keep``: keep every decision per socket
+        (`Conn.decisions`)."""
         if not 10 <= hz <= 10_000:
             raise ValueError(f"HZ {hz}: not a kernel tick rate")
         self.hz = hz
         self.t0_ns = t0_ns
+        self.wire = wire
+        self.keep = keep
+        self.wire_kept = 0
+        self.wire_dropped = 0
+        self.fresh_stalls: list[Stall] = []
+        """Stalls named since the caller last emptied this list (a live view shows them
+        as they end; `stalls` has them all)."""
         self.conns: dict[int, Conn] = {}
         self.by_tuple: dict[tuple[str, int, str, int], Conn] = {}
         self.all_conns: list[Conn] = []
@@ -270,7 +303,19 @@ class Engine:
         handler = _HANDLERS.get(e.type)
         if handler is None:
             return []
-        return handler(self, e)
+        out = handler(self, e)
+        if self.keep and out:
+            c = self.conns.get(e.sk)
+            if c is not None:
+                c.decisions.extend(out)
+        return out
+
+    def _keep_wire(self, c: Conn, e: RawEvent, out: bool) -> None:
+        if self.wire_kept >= MAX_WIRE:
+            self.wire_dropped += 1
+            return
+        self.wire_kept += 1
+        c.wire.append(WireSeg(self.us(e), out, e.seq, e.ack, e.len, e.tcpflags, e.win))
 
     def _decision(self, c: Conn, e: RawEvent, kind: Kind | str, reason: Reason | None,
                   detail: str, timer: str | None = None, deadline_us: int | None = None,
@@ -362,7 +407,13 @@ class Engine:
 
     def _on_in(self, e: RawEvent) -> list[Decision]:
         c = self._conn(e)
-        c.last_in = e
+        if self.wire:
+            self._keep_wire(c, e, False)
+        # only an ACK of new data that arrives while data is held may release it (the
+        # program reports nothing else unless it records the wire)
+        if c.hold is not None and e.tcpflags & raw.TH_ACK and \
+                0 < (e.ack - e.snd_una) & 0xFFFFFFFF < 1 << 31:
+            c.last_in = e
         return []
 
     def _release(self, c: Conn, e: RawEvent) -> tuple[Reason, str]:
@@ -395,6 +446,11 @@ class Engine:
         c = self._conn(e)
         out: list[Decision] = []
         flags = e.tcpflags
+        if self.wire:
+            self._keep_wire(c, e, True)
+            if e.len and c.hold is None and not flags & (raw.TH_SYN | raw.TH_FIN | raw.TH_RST) \
+                    and e.ctx not in _DECIDING_CONTEXTS:
+                return out      # data nothing held, sent by a write or an ACK: no decision
         if e.len and c.hold is not None:
             why, how = self._release(c, e)
             h = c.hold
@@ -525,6 +581,10 @@ class Engine:
                 # handler), TCP_QUICKACK=1, or tcp_enter_quickack_mode on arrival
                 reason = {raw.CTX_DELACK_TIMER: Reason.PINGPONG_EXIT,
                           raw.CTX_SETSOCKOPT: Reason.QUICKACK_ON}.get(e.ctx)
+            elif opp == 0 and e.ctx == raw.CTX_SETSOCKOPT:
+                reason = Reason.QUICKACK_OFF     # TCP_QUICKACK=0: inet_csk_enter_pingpong_mode
+            elif opp == 0 and e.state == raw.TCP_CLOSE_WAIT:
+                reason = Reason.FIN_ACK          # tcp_fin enters ping-pong on the peer's FIN
             elif opp == 0:
                 reason = Reason.PINGPONG_ENTER
             else:
@@ -534,8 +594,11 @@ class Engine:
                 words += " (quick-ACK mode entered on an arriving segment)"
             out.append(self._decision(c, e, Kind.MODE, reason, words))
         if e.ato != oato:
-            reason = Reason.ATO_INFLATE if e.ato > oato and e.ctx == raw.CTX_SOFTIRQ and \
-                not e.pingpong and oato else Reason.ATO_UPDATE
+            # tcp_delack_timer_handler doubles ato (up to the RTO) when the timer fires
+            # outside ping-pong: an increase seen in the timer's own run is that; any
+            # other change is tcp_event_data_recv's estimate or a reset to ATO_MIN
+            reason = Reason.ATO_INFLATE if e.ato > oato and \
+                e.ctx == raw.CTX_DELACK_TIMER and oato else Reason.ATO_UPDATE
             out.append(self._decision(c, e, Kind.MODE, reason,
                                       f"ato {self.j_ms(oato)} → {self.j_ms(e.ato)} "
                                       f"({oato} → {e.ato} jiffies)"))
@@ -569,7 +632,10 @@ class Engine:
                     break
         if h.duration_us >= STALL_MIN_US:
             if len(c.stalls) < MAX_STALLS:
-                c.stalls.append(self._name_stall(c, h, peer))
+                stall = self._name_stall(c, h, peer)
+                c.stalls.append(stall)
+                if len(self.fresh_stalls) < MAX_STALLS:
+                    self.fresh_stalls.append(stall)
             else:
                 c.stalls_dropped += 1
 
@@ -641,6 +707,9 @@ class Engine:
         return out
 
 
+_DECIDING_CONTEXTS: Final = frozenset({raw.CTX_DELACK_TIMER, raw.CTX_WRITE_TIMER,
+                                       raw.CTX_SETSOCKOPT})
+"""Contexts whose data segments the program reports even when nothing was held."""
 _OPT: Final = {raw.TCP_NODELAY: "TCP_NODELAY", raw.TCP_CORK: "TCP_CORK",
                raw.TCP_QUICKACK: "TCP_QUICKACK"}
 _HOLD_WORDS: Final = {Reason.NAGLE_HOLD: "Nagle", Reason.CORK_HOLD: "TCP_CORK",

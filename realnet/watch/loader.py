@@ -240,6 +240,9 @@ class Config:
     max_sockets: int = 4096
     rate: int = 100_000
     burst: int = 20_000
+    segments: bool = False
+    """Report every segment of a watched socket, not only the ones a decision is about
+    (a trace file's wire: `nagle-sim watch -o`); costs a record per segment."""
 
     def check(self) -> None:
         if not self.pids and not self.port:
@@ -260,8 +263,8 @@ class Config:
 
     def section(self) -> bytes:
         """struct nw_config (bpf/nagle_watch.h)."""
-        return struct.pack("<IIHB5x", self.rate, self.burst, self.port,
-                           1 if self.pids else 0)
+        return struct.pack("<IIHBB4x", self.rate, self.burst, self.port,
+                           1 if self.pids else 0, 1 if self.segments else 0)
 
 
 @dataclass(slots=True)

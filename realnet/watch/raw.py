@@ -71,6 +71,7 @@ TCP_ESTABLISHED: Final = 1
 TCP_SYN_SENT: Final = 2
 TCP_SYN_RECV: Final = 3
 TCP_CLOSE: Final = 7
+TCP_CLOSE_WAIT: Final = 8
 
 _FORMAT: Final = "<5Q2I12I3I2H12B4H16s16s16s4x"
 RECORD: Final = struct.Struct(_FORMAT)

@@ -48,6 +48,8 @@ class Result:
     returncode: int | None = None
     signal: int | None = None
     host: dict[str, Any] = field(default_factory=dict)
+    engine: Engine | None = None
+    """The decision engine with its sockets (their wire and decisions when kept)."""
 
 
 def run(config: Config, command: Sequence[str] | None = None, *,
@@ -55,11 +57,17 @@ def run(config: Config, command: Sequence[str] | None = None, *,
         duration_s: float | None = None, keep_records: bool = False,
         keep_decisions: bool = True, max_records: int = 1_000_000,
         record_to: IO[str] | None = None,
-        on_start: Callable[[Report], None] | None = None) -> Result:
+        on_start: Callable[[Report], None] | None = None,
+        keep_per_socket: bool = False,
+        on_started: Callable[[int], None] | None = None,
+        on_stall: Callable[[Stall], None] | None = None) -> Result:
     """Watch until the command exits, ``duration_s`` passes, or a signal comes.
 
     ``keep_records`` keeps up to ``max_records`` raw records in memory (tests);
-    ``record_to`` streams them to a fixture file as they come (bounded memory)."""
+    ``record_to`` streams them to a fixture file as they come (bounded memory);
+    ``keep_per_socket`` keeps each socket's decisions and, with ``config.segments``, its
+    segments (trace files: `realnet.watch.trace`); ``on_started`` is called with the
+    started program's pid; ``on_stall`` with each stall as soon as it ends."""
     if command is not None and not command:
         raise WatchError("-- COMMAND: nothing to run after --")
     if command is not None and shutil.which(command[0]) is None:
@@ -80,6 +88,11 @@ def run(config: Config, command: Sequence[str] | None = None, *,
                 result_decisions.append(d)
             if on_decision is not None:
                 on_decision(d)
+        if eng.fresh_stalls:
+            fresh, eng.fresh_stalls = eng.fresh_stalls, []
+            if on_stall is not None:
+                for s in fresh:
+                    on_stall(s)
 
     if command is not None:
         config.pids = (*config.pids, os.getpid())
@@ -95,7 +108,8 @@ def run(config: Config, command: Sequence[str] | None = None, *,
         old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, stop)
         rep = watcher.start()
         hz = rep.hz or 250
-        engine_box.append(Engine(hz=hz, t0_ns=time.monotonic_ns()))
+        engine_box.append(Engine(hz=hz, t0_ns=time.monotonic_ns(),
+                                 wire=config.segments, keep=keep_per_socket))
         result.host = {"hz": hz, "kernel": os.uname().release}
         if record_to is not None:
             raw.write_fixture(record_to, result.host, ())
@@ -110,6 +124,8 @@ def run(config: Config, command: Sequence[str] | None = None, *,
             finally:
                 watcher.remove_tgid(os.getpid())
             watcher.add_tgid(proc.pid)    # in case it forked before the hook saw it
+            if on_started is not None:
+                on_started(proc.pid)
         deadline = time.monotonic() + duration_s if duration_s is not None else None
         while True:
             watcher.poll(_POLL_MS)
@@ -150,6 +166,7 @@ def run(config: Config, command: Sequence[str] | None = None, *,
         eng = engine_box[0]
         result.stalls = eng.stalls()
         result.notes = eng.notes()
+        result.engine = eng
     result.decisions = result_decisions
     result.records = records
     return result

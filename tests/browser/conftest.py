@@ -38,6 +38,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 calling Google's services, so the network log holds only what the page asked for."""
 
 TOKEN = "browser-test-class-1"
+TEACHER = "browser-test-teacher-1"
 
 
 def _need_browser() -> Any:
@@ -90,6 +91,9 @@ class ServeProcess:
         given = self.token if token is None else token
         return f"http://{name}:{self.port}/?token={given}"
 
+    def teacher_url(self, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}/teacher?key={TEACHER}"
+
     def stop(self) -> str:
         """SIGINT (the teacher's Ctrl-C); returns what serve printed."""
         if self.process.poll() is None:
@@ -107,7 +111,8 @@ def start_serve(*args: str, env: dict[str, str] | None = None) -> ServeProcess:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "nagle_sim", "serve", "--port", str(port), "--token", TOKEN,
-         *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+         "--teacher-token", TEACHER, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, **(env or {})})
     served = ServeProcess(port, process)
     listen = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
@@ -228,14 +233,30 @@ def screenshot(page: Any, name: str, folder: Path) -> Path:
 
 
 def open_student(browser: Any, url: str, *, width: int = 1280, height: int = 720,
-                 context_options: dict[str, Any] | None = None) -> Student:
+                 context_options: dict[str, Any] | None = None, name: str = "") -> Student:
+    """A student's own browser (a context of its own: its own local storage, so its own
+    id) on the class link, joined with `name` (the page's nickname box; empty: none)."""
     context = browser.new_context(viewport={"width": width, "height": height},
                                   accept_downloads=True, **(context_options or {}))
     page = context.new_page()
     screen = Screen()
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
+    page.on("websocket", lambda websocket: requests.append(websocket.url))
     page.on("websocket", screen.attach)
     page.goto(url)
+    page.fill("#nickname", name)
+    page.press("#nickname", "Enter")
+    page.wait_for_selector(".join-dialog", state="hidden")
     student = Student(page, screen, requests)
     return student
+
+
+def open_teacher(browser: Any, url: str, *, width: int = 1280, height: int = 720) -> Any:
+    """The teacher's page in a browser of its own, once its socket has said hello."""
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  accept_downloads=True)
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function("document.querySelectorAll('#lesson option').length > 0")
+    return page

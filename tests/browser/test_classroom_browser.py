@@ -154,3 +154,39 @@ def test_a_loopback_alias_is_served(browser: Any) -> None:
         student.page.context.close()
     finally:
         served.stop()
+
+
+_PASTE = """text => {
+    const data = new DataTransfer();
+    data.setData('text/plain', text);
+    document.querySelector('.xterm-helper-textarea').dispatchEvent(new ClipboardEvent(
+        'paste', {clipboardData: data, bubbles: true, cancelable: true}));
+}"""
+
+
+def test_a_40_mb_paste_is_refused_in_the_page_with_one_notice(
+        browser: Any, class_open_to_lan: ServeProcess) -> None:
+    """Issue 29.7: 40 MB pasted into a class tab grew its app 75 → 211 MB over 42 s of
+    CPU. The page now refuses a paste over the limit before the terminal sends it, and
+    says so once; a paste within the limit is typed as before (the same event path)."""
+    student = open_student(browser, class_open_to_lan.url())
+    student.wait_for("Pick a lesson", what="the first screen")
+    student.settle()
+    student.page.locator(".xterm-screen").click(position={"x": 5, "y": 5})
+    student.page.evaluate(_PASTE, "small-paste-42")
+    deadline = 50
+    while not any("small-paste-42" in m for m in student.screen.sent) and deadline:
+        student.page.wait_for_timeout(100)
+        deadline -= 1
+    assert any("small-paste-42" in m for m in student.screen.sent), (
+        "a synthetic paste does not reach the terminal: this test would check nothing")
+
+    student.page.evaluate(_PASTE, "x" * (40 * 2**20))
+    student.page.wait_for_selector("#notice:not([hidden])")
+    words = student.page.inner_text("#notice")
+    assert "Not pasted" in words and "40.0 MB" in words and "64 KB" in words, words
+    assert max(len(m) for m in student.screen.sent) < 70_000
+    student.press("Enter")  # the app still takes keys: it opens the lesson under the cursor
+    student.wait_for(lambda text: "Pick a lesson" not in text, what="a lesson opened")
+    assert not student.screen.closed
+    student.page.context.close()

@@ -148,7 +148,7 @@ script = "read 200000; write 10"
 
 
 def _explain_hand(capture_of: Cap, segments: list, **kw: object):
-    return explain_file(str(capture_of(hand_trace(segments), **kw)))
+    return explain_file(str(capture_of(hand_trace(segments), **kw)), runner=run_sim)
 
 
 def test_retransmission_of_the_tail_is_a_tail_loss_probe(capture_of: Cap) -> None:

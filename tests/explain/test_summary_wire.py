@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from nagle_sim.explain.causes import wire_causes
-from nagle_sim.summary import stalls
 from nagle_sim.trace import Trace
+from nagle_sim.trace.summary import stalls
 
 
 def test_a_trace_without_holds_gets_wire_causes(s1_trace: Trace) -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from nagle_sim.export import ExportError, export_cli, export_default, export_to, write_table
 from nagle_sim.export.tables import render_markdown
-from nagle_sim.summary import summarize
 from nagle_sim.trace import Trace
+from nagle_sim.trace.summary import summarize
 
 from .conftest import S1
 

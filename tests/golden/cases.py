@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nagle_sim import expect, scenario
+from nagle_sim import lessons, scenario
 from nagle_sim.scenario import Scenario, ScenarioError
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
@@ -47,7 +47,7 @@ _PROFILE_VARIANTS = ("linux-5.4", "windows", "freebsd", "macos")
 
 def _variants(base: Scenario, text: str, path: Path) -> Iterator[tuple[tuple[str, ...], str]]:
     """(overrides, label) for each what-if: claim variants, lesson toggles, profiles."""
-    for claim in expect.parse_claims(base):
+    for claim in lessons.parse_claims(base):
         yield claim.when, f"when {list(claim.when)}"
     lesson = base.raw.get("lesson", {})
     for toggle in lesson.get("toggles", []):
@@ -72,7 +72,7 @@ def cases() -> Iterator[Case]:
                 continue
             seen.add(when)
             try:
-                variant = expect.variant(base, text, when, str(path))
+                variant = lessons.variant(base, text, when, str(path))
             except ScenarioError:
                 continue    # e.g. a profile without an option the script sets
             yield Case(f"{name} {label}", variant)

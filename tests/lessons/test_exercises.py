@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from nagle_sim import expect
+from nagle_sim import lessons as expect
 from nagle_sim.lessons import Lesson, load_lessons
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace

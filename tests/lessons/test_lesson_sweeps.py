@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nagle_sim.lessons import load_lessons
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.sweep_run import run_sweep
+from nagle_sim.sweep.run import run_sweep
 
 TABLES = next(x for x in load_lessons() if x.slug.endswith("build-the-s3-and-s5-tables"))
 

@@ -1,4 +1,4 @@
-"""Every lesson loads, runs cleanly and keeps its claims; unit tests of nagle_sim.expect."""
+"""Every lesson loads, runs cleanly and keeps its claims; unit tests of the claims."""
 
 from __future__ import annotations
 
@@ -7,9 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from nagle_sim import expect
-from nagle_sim.expect import ClaimResult, check, check_text, parse_metric
-from nagle_sim.lessons import Lesson, lesson_dirs, load_lesson, load_lessons, toggle_errors
+from nagle_sim import lessons as expect
+from nagle_sim.lessons import (
+    ClaimResult,
+    Lesson,
+    check,
+    check_text,
+    lesson_dirs,
+    load_lesson,
+    load_lessons,
+    parse_metric,
+    toggle_errors,
+)
 from nagle_sim.scenario import Scenario, ScenarioError
 from nagle_sim.scenario import loads as scenario_loads
 from nagle_sim.sim.driver import run_sim
@@ -84,7 +93,7 @@ def test_lesson_claims_hold(path: Path) -> None:
         f"expected {r.expected_text}" for r in failed)
 
 
-# ---------------------------------------------------------------- expect.py unit tests
+# ------------------------------------------- claims and the metric language (nagle_sim.lessons)
 ECHO = """
 title = "hand-made write-write-read"
 [client]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nagle_sim import expect
+from nagle_sim import lessons as expect
 from nagle_sim.lessons import lesson_dirs, load_lesson
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "lessons.md"

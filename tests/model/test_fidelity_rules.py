@@ -327,7 +327,7 @@ def test_aligned_run_follows_each_real_sleep_where_the_median_would_drift() -> N
     """compare's aligned run (lessons/22): when the median run of a sleep, repeated, would
     drift from the real run's total, each run of it is as long as its real twin,
     counting the executor's idle time around it and the write's cost beyond syscall_us."""
-    from nagle_sim.compare_run import measured_sleep_runs
+    from nagle_sim.compare import measured_sleep_runs
     from nagle_sim.model.events import Micros
     from nagle_sim.trace import OpRecord
 

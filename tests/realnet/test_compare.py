@@ -20,8 +20,7 @@ import pytest
 if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
-from nagle_sim.compare import compare
-from nagle_sim.compare_run import aligned_model_run
+from nagle_sim.compare import aligned_model_run, compare
 from nagle_sim.scenario import load
 from nagle_sim.sim.driver import run_sim
 from realnet.runner import run_real

@@ -19,7 +19,7 @@ import pytest
 if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
-from nagle_sim.compare_run import aligned_model_run
+from nagle_sim.compare import aligned_model_run
 from nagle_sim.model.endpoint import TcpInfo
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import Scenario, loads

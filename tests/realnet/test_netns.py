@@ -177,14 +177,20 @@ def test_relay_survives_exit_of_the_creating_thread() -> None:
         link.close()
 
 
-def _spawn_owner_and_signal(sig: int) -> tuple[list[str], int, int]:
+def _spawn_owner_and_signal(sig: int, *, kill_watchdog: bool = False
+                            ) -> tuple[list[str], int, int]:
     """Run a link owner in a child process that never exits the `with` by itself,
-    send it `sig`; returns (namespaces, relay pid, child's exit status)."""
+    send it `sig`; returns (namespaces, relay pid, child's exit status).
+    ``kill_watchdog``: the owner SIGKILLs its watchdog first (what the next run and
+    `realnet cleanup` must still handle)."""
     code = (
-        "import time\n"
+        "import os, signal, time\n"
+        "from realnet import watchdog\n"
         "from realnet.netns import EmulatedLink\n"
         "link = EmulatedLink(1000, 1000).__enter__()\n"
-        "print(link.client_ns, link.server_ns, link.relay_pid, flush=True)\n"
+        + ("proc = watchdog._process\nos.kill(proc.pid, signal.SIGKILL)\nproc.wait()\n"
+           if kill_watchdog else "")
+        + "print(link.client_ns, link.server_ns, link.relay_pid, flush=True)\n"
         "time.sleep(60)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
@@ -198,9 +204,17 @@ def _spawn_owner_and_signal(sig: int) -> tuple[list[str], int, int]:
 
 
 def _spawn_and_sigkill_owner() -> tuple[list[str], int]:
-    """SIGKILL: no __exit__, no atexit, no signal handler -- stale leftovers."""
-    names, relay_pid, _ = _spawn_owner_and_signal(signal.SIGKILL)
+    """SIGKILL: no __exit__, no atexit, no signal handler, and the watchdog killed
+    first -- stale leftovers."""
+    names, relay_pid, _ = _spawn_owner_and_signal(signal.SIGKILL, kill_watchdog=True)
     return names, relay_pid
+
+
+def test_a_sigkilled_owners_watchdog_removes_its_namespaces() -> None:
+    """Issue 29.10: no further run, no `realnet cleanup`: gone within 5 s."""
+    names, relay_pid, _ = _spawn_owner_and_signal(signal.SIGKILL)
+    assert _wait_until(lambda: not set(names) & set(cleanup.list_namespaces()), 5.0), names
+    assert _wait_until(lambda: not cleanup.pid_alive(relay_pid), 5.0)
 
 
 def test_sigterm_to_owner_cleans_up() -> None:

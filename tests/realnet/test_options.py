@@ -18,13 +18,12 @@ import pytest
 if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
-from nagle_sim.compare import compare
-from nagle_sim.compare_run import aligned_model_run
+from nagle_sim.compare import aligned_model_run, compare
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import ScenarioError, loads
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
-from realnet.core import RealnetError
+from realnet.host import RealnetError
 from realnet.runner import run_real
 
 pytestmark = [pytest.mark.realnet, pytest.mark.usefixtures("requires_root_netns")]

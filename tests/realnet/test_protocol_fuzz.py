@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
-from realnet.core import LogReader
+from realnet.records import LogReader
 from realnet.remote import Channel, ProtocolError, printable
 
 JSON = st.recursive(
@@ -106,3 +106,23 @@ def test_printable_is_one_safe_line(text: str) -> None:
     out = printable(text)
     assert "\n" not in out and "\r" not in out and "\x1b" not in out
     assert all(ch.isprintable() or ch == " " for ch in out), out
+
+
+def test_the_longest_writev_the_loader_accepts_is_a_readable_record() -> None:
+    """Issue 29.9: a writev's argument over 10,000 characters was "not a short string" to
+    the record reader, though the loader accepts it and the model runs it. The bound now
+    follows the loader's: every writev it accepts reads back."""
+    from nagle_sim.scenario import MAX_WRITEV_PARTS, describe, parse_script
+    from nagle_sim.scenario.script import MAX_SIZE
+    from realnet.records import MAX_ARG_CHARS, OpLog
+
+    script = "writev " + " ".join([str(MAX_SIZE)] * MAX_WRITEV_PARTS)
+    (stmt,) = parse_script(script)
+    op, arg = describe(stmt)
+    assert len(arg) > 10_000 and len(arg) <= MAX_ARG_CHARS
+    back = OpLog.from_rec(json.loads(json.dumps(OpLog(op, arg, 1, 2, line=1).to_rec())))
+    assert back.arg == arg
+    with pytest.raises(ValueError):     # and the reader still bounds what a peer sends
+        OpLog.from_rec([op, arg + " 1", 1, 2, 1, [], None, 0])
+    with pytest.raises(Exception, match="too large"):   # the loader refuses a longer one
+        parse_script("writev " + " ".join([str(MAX_SIZE + 1)] * 2))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nagle_sim.randomscen import random_scenario
 from nagle_sim.scenario import loads
+from nagle_sim.scenario.generator import random_scenario
 
 pytestmark = [pytest.mark.realnet, pytest.mark.usefixtures("requires_root_netns")]
 

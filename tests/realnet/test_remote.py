@@ -32,16 +32,18 @@ from realnet.remote import (
     MAX_HELLO_BYTES,
     PROTOCOL,
     PROTOCOL_VERSION,
-    _proof,
     printable,
     scenario_text,
     serve_forever,
+    token_proof,
 )
 from realnet.runner import RealnetError, run_real
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 TOKEN = "test-token-0123456789"
+NEVER_CONNECTS = ["127.0.0.1", 9]
+"""A run request's ``data_from`` for runs whose data connection is never made."""
 
 
 def _free_port() -> int:
@@ -110,7 +112,7 @@ def _authenticated(serve: Serve, token: str = TOKEN
     assert challenge["type"] == "challenge" and challenge["auth"] == "token"
     cnonce = "ab" * 16
     _send(s, {"type": "hello", "nonce": cnonce,
-              "proof": _proof(token, "client", str(challenge["nonce"]), cnonce)})
+              "proof": token_proof(token, "client", str(challenge["nonce"]), cnonce)})
     return s, read, read()
 
 
@@ -252,13 +254,89 @@ def _send_run_of(serve: Serve, where: str) -> None:
     vanishes and the serve aborts it after the client's silence."""
     s, read, _hello = _authenticated(serve)
     with s:
-        _send(s, {"type": "run", "where": where,
+        _send(s, {"type": "run", "where": where, "data_from": NEVER_CONNECTS,
                   "scenario": '[server]\nscript = "sleep 1ms"\n[client]\nscript = "sleep 1ms"\n'})
         reply = read()
         assert reply["type"] == "ready", reply
         _send(s, {"type": "abort"})
         while read()["type"] != "result":
             pass
+
+
+def _finish_run(s: socket.socket, read: Callable[[], dict[str, object]]
+                ) -> tuple[list[dict[str, object]], dict[str, object]]:
+    """Poll a started run until its result: (the server side's records, the result)."""
+    records: list[dict[str, object]] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        _send(s, {"type": "status"})
+        reply = read()
+        while reply["type"] in ("log", "packets"):
+            records += reply.get("records", [])     # type: ignore[arg-type]
+            reply = read()
+        if reply["type"] == "result":
+            return records, reply
+        assert reply["type"] == "status", reply
+        time.sleep(0.05)
+    raise AssertionError("the run did not finish")
+
+
+def test_a_stranger_connecting_first_to_the_data_port_is_refused(server: Serve) -> None:
+    """Issue 29.8: the run's data port accepted whoever connected first, without the token
+    (a third party received the server's 100 B and answered 5 B). Now the serve's kernel
+    hears only the address and port the client named in its authenticated run request:
+    the stranger's connect gets no answer, the client still runs."""
+    s, read, _hello = _authenticated(server)
+    real = socket.socket()
+    with s, real:
+        real.bind(("127.0.0.1", 0))
+        _send(s, {"type": "run", "where": "data.toml",
+                  "data_from": ["127.0.0.1", real.getsockname()[1]],
+                  "scenario": '[server]\nscript = "write 100; read 5"\n'
+                              '[client]\nscript = "read 100; write 5"\n'})
+        ready = read()
+        assert ready["type"] == "ready", ready
+        port = int(ready["port"])      # type: ignore[call-overload]
+        with socket.socket() as stranger:
+            stranger.settimeout(1.5)
+            with pytest.raises(OSError):      # TimeoutError: its SYN is dropped
+                stranger.connect(("127.0.0.1", port))
+                stranger.recv(100)            # before: the server's 100 B arrived
+        real.settimeout(10)
+        real.connect(("127.0.0.1", port))
+        got = b""
+        while len(got) < 100:
+            chunk = real.recv(100 - len(got))
+            assert chunk, "the data connection closed early"
+            got += chunk
+        real.sendall(b"x" * 5)
+        records, result = _finish_run(s, read)
+    assert result["type"] == "result"
+    ops = [r["op"][:2] for r in records if "op" in r]         # type: ignore[index]
+    assert ops == [["accept", ""], ["write", "100"], ["read", "5"]], ops
+    end = next(r["end"] for r in records if "end" in r)
+    assert end["done"] is True and end["error"] is None, end   # type: ignore[index]
+
+
+@pytest.mark.parametrize("data_from, words", [
+    (None, "'data_from' must be"),
+    (["127.0.0.1"], "'data_from' must be"),
+    (["127.0.0.1", 0], "'data_from' must be"),
+    (["not an ip", 4000], "is not an IP address"),
+    (["10.1.2.3", 4000], "a NAT or proxy between the hosts"),
+], ids=["missing", "short", "port-0", "not-ip", "other-address"])
+def test_a_run_request_must_name_where_its_data_connection_comes_from(
+        server: Serve, data_from: object, words: str) -> None:
+    s, read, _hello = _authenticated(server)
+    with s:
+        msg: dict[str, object] = {"type": "run", "where": "d.toml",
+                                  "scenario": '[server]\nscript = "read 1"\n'}
+        if data_from is not None:
+            msg["data_from"] = data_from
+        _send(s, msg)
+        reply = read()
+    assert reply["type"] == "error" and words in str(reply["error"]), reply
+    _healthy(server)
 
 
 def test_printable_strips_escapes() -> None:
@@ -292,7 +370,7 @@ def test_idle_client_is_dropped_after_the_handshake_timeout(server: Serve) -> No
         start = time.monotonic()
         reply = read()
         waited = time.monotonic() - start
-    from realnet.remote import HANDSHAKE_TIMEOUT_S
+    from realnet.remote.protocol import HANDSHAKE_TIMEOUT_S
 
     assert reply["type"] == "error" and "timeout" in str(reply["error"])
     assert HANDSHAKE_TIMEOUT_S - 0.5 < waited < HANDSHAKE_TIMEOUT_S + 3, waited
@@ -301,12 +379,12 @@ def test_idle_client_is_dropped_after_the_handshake_timeout(server: Serve) -> No
 def test_second_run_is_told_busy_at_once(server: Serve) -> None:
     first, read_first, _ = _authenticated(server)
     with first:
-        _send(first, {"type": "run", "where": "long.toml",
+        _send(first, {"type": "run", "where": "long.toml", "data_from": NEVER_CONNECTS,
                       "scenario": '[server]\nscript = "sleep 3s"\n[client]\nscript = "sleep 3s"'})
         assert read_first()["type"] == "ready"
         second, read_second, _ = _authenticated(server)
         with second:
-            _send(second, {"type": "run", "where": "second.toml",
+            _send(second, {"type": "run", "where": "second.toml", "data_from": NEVER_CONNECTS,
                            "scenario": '[server]\nscript = "sleep 1ms"\n'})
             start = time.monotonic()
             reply = read_second()
@@ -508,7 +586,7 @@ def test_strangers_holding_every_slot_cannot_lock_out_a_client_with_the_token(
         server: Serve) -> None:
     """Every slot held by connections that never authenticate (and reopen as they are
     dropped): a client with the token is still served, taking the oldest stranger's slot."""
-    from realnet.remote import MAX_CLIENTS
+    from realnet.remote.protocol import MAX_CLIENTS
 
     strangers = [server.connect() for _ in range(MAX_CLIENTS)]
     try:
@@ -535,7 +613,7 @@ def test_strangers_holding_every_slot_cannot_lock_out_a_client_with_the_token(
 
 def test_connections_beyond_the_cap_are_told_busy_at_once(server: Serve) -> None:
     """Authenticated connections hold their slots: one more is told busy at once."""
-    from realnet.remote import MAX_CLIENTS
+    from realnet.remote.protocol import MAX_CLIENTS
 
     idle = [_authenticated(server)[0] for _ in range(MAX_CLIENTS)]
     try:
@@ -592,7 +670,7 @@ def test_no_auth_on_loopback_runs_without_a_token() -> None:
 
 
 def test_keep_alive_clock_requests_cannot_hold_a_session(server: Serve) -> None:
-    from realnet.remote import MAX_CLOCKS
+    from realnet.remote.protocol import MAX_CLOCKS
 
     s, read, _hello = _authenticated(server)
     with s:
@@ -648,7 +726,7 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
     """Client clock = server clock + 5 ms, 2 µs each way (times in µs). The handshake's
     four kernel timestamps give the offset exactly; each segment takes its sender's
     time and the receiver's capture gives its arrival."""
-    from realnet.remote import _estimate_offset, merge_captures
+    from realnet.remote import estimate_offset, merge_captures
 
     skew = 5_000
     local = [_pkt(100, True, "S"), _pkt(104, False, "SA", outgoing=False),
@@ -657,7 +735,7 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
               _pkt(107 - skew, True, "PA", 1, 10, outgoing=False), _pkt(200 - skew, False, "A")]
     sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
     # the control channel's estimate (123 ns off, within its bounds) is refined
-    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=-skew * 1000 + 123,
+    est = estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=-skew * 1000 + 123,
                            control_rtt_ns=9)
     assert est.method.startswith("handshake")
     assert est.handshake_ns == -skew * 1000
@@ -681,9 +759,9 @@ def test_the_handshake_gives_the_clock_offset_and_segments_are_timed_at_their_se
 
 
 def test_a_remote_write_that_sent_nothing_is_not_called_a_deadlock() -> None:
-    from nagle_sim.script import deadlock_message
-    from realnet.core import RunEnd
-    from realnet.remote import _name_remote_failure
+    from nagle_sim.scenario.steps import deadlock_message
+    from realnet.remote.client import _name_remote_failure
+    from realnet.supervise import RunEnd
 
     sc = loads('[client]\nscript = "read 1000000000"\n[server]\nscript = "write 1000000000"\n',
                "g.toml")
@@ -831,7 +909,7 @@ def test_a_serve_answering_every_poll_with_packets_is_refused() -> None:
 
 def test_more_packets_than_the_cap_are_refused_not_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import realnet.remote as remote
+    import realnet.remote.client as remote
 
     monkeypatch.setattr(remote, "MAX_REMOTE_PACKETS", 100)
 
@@ -857,7 +935,7 @@ def test_every_packet_field_is_bounded(row: list[object]) -> None:
 
 def test_a_reply_that_never_ends_hits_the_reply_deadline(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import realnet.remote as remote
+    import realnet.remote.client as remote
 
     monkeypatch.setattr(remote, "REPLY_DEADLINE_S", 1.0)
 
@@ -872,19 +950,19 @@ def test_the_handshake_clock_is_checked_against_the_control_channel() -> None:
     """True offset 0, 2 µs each way. A retransmitted SYN (the first lost) must not add
     its 1 s timeout to the round trip; handshake timestamps that disagree with the control
     channel beyond both round trips' bounds are not used."""
-    from realnet.remote import _estimate_offset
+    from realnet.remote import estimate_offset
 
     sc = loads('[client]\nscript = "write 1"\n[server]\nscript = "read 1"\n')
     local = [_pkt(100, True, "S"), _pkt(1_000_100, True, "S"),
              _pkt(1_000_104, False, "SA", outgoing=False)]
     remote = [_pkt(1_000_102, True, "S", outgoing=False), _pkt(1_000_102, False, "SA")]
-    est = _estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=0,
+    est = estimate_offset(local, 0, remote, 0, 9000, sc, control_ns=0,
                            control_rtt_ns=50_000)
     assert est.method.startswith("handshake"), est.method
     assert est.handshake_rtt_ns == 4_000 and est.offset_ns == 0
     # the serve's capture is 30 ms off (not one exchange): the control channel's is kept
     skewed = [_pkt(1_030_102, True, "S", outgoing=False), _pkt(1_030_102, False, "SA")]
-    est = _estimate_offset(local, 0, skewed, 0, 9000, sc, control_ns=0,
+    est = estimate_offset(local, 0, skewed, 0, 9000, sc, control_ns=0,
                            control_rtt_ns=50_000)
     assert est.method.startswith("control channel") and "not used" in est.method
     assert est.offset_ns == 0

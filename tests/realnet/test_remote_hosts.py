@@ -47,8 +47,8 @@ def two_hosts(tmp_path: Path, to_server_ms: float, to_client_ms: float,
     """A serve in the server namespace of a fresh emulated link (autocorking off in both,
     as local emulated runs do); ``as_user``: run the serve without root; ``congestion``:
     the congestion control the serve asks the kernel for, whatever the profile says."""
-    from realnet.core import NO_AUTOCORK
     from realnet.netns import EmulatedLink
+    from realnet.runner import NO_AUTOCORK
 
     link = EmulatedLink(round(to_server_ms * 1000), round(to_client_ms * 1000),
                         sysctls=NO_AUTOCORK)

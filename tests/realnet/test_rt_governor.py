@@ -13,8 +13,8 @@ import pytest
 if not sys.platform.startswith("linux"):
     pytest.skip("realnet needs Linux", allow_module_level=True)
 
-from realnet import core
-from realnet.core import RT_BURST_NS, RT_SHARE, RtGovernor
+from realnet import child as core
+from realnet.child import RT_BURST_NS, RT_SHARE, RtGovernor
 
 
 class FakeClocks:

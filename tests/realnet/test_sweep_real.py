@@ -9,7 +9,7 @@ import pytest
 
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.sweep import parse_vary
-from nagle_sim.sweep_run import run_sweep
+from nagle_sim.sweep.run import run_sweep
 
 pytestmark = pytest.mark.realnet
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -11,7 +11,7 @@ import pytest
 from nagle_sim import scenario
 from nagle_sim.model import Side
 from nagle_sim.model.endpoint import Endpoint, ModelError
-from nagle_sim.randomscen import random_scenario
+from nagle_sim.scenario.generator import random_scenario
 from nagle_sim.sim.driver import SimDriver, run_sim
 from nagle_sim.trace import Outcome
 

@@ -10,8 +10,8 @@ import pytest
 from nagle_sim import scenario
 from nagle_sim.model import Side
 from nagle_sim.sim.driver import run_sim
-from nagle_sim.summary import summarize
 from nagle_sim.trace import Outcome, Trace
+from nagle_sim.trace.summary import summarize
 
 DATA = Path(__file__).parent.parent / "data"
 

@@ -10,9 +10,9 @@ import pytest
 from textual.widgets import ProgressBar
 
 from nagle_sim.lessons import load_lessons
-from nagle_sim.render.rows import DETAIL_LEVELS, build_rows
 from nagle_sim.scenario import loads
 from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace.rows import DETAIL_LEVELS, build_rows
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.rows import RowList, row_segments, row_times
 from nagle_sim.tui.screens.run import RunScreen

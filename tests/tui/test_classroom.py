@@ -345,3 +345,164 @@ async def test_an_export_while_a_question_is_pending_stops_at_its_time(
     from nagle_sim.tui.horizon import trace_until
     assert pcap == to_pcap(trace_until(full.trace, screen.horizon))
     assert len(pcap) < len(to_pcap(full.trace)) and shown >= 0
+
+
+# ------------------------------------------------------------------ a class led by a teacher
+# (issue 24) The app end of the local channel, driven from a fake serve end in the test:
+# the messages are those of nagle_sim.classroom.state.ClassState.student_view.
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import socket  # noqa: E402
+from typing import Any  # noqa: E402
+
+from textual.widgets import Button  # noqa: E402
+
+from nagle_sim.tui.classlink import ClassLink  # noqa: E402
+from nagle_sim.tui.screens.question import QuestionScreen  # noqa: E402
+
+
+class FakeServe:
+    """serve's end of one app's channel, in the test's event loop."""
+
+    def __init__(self) -> None:
+        self.ours, theirs = socket.socketpair()
+        self.link = ClassLink(theirs)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.got: list[dict[str, Any]] = []
+
+    async def start(self) -> None:
+        self.ours.setblocking(False)
+        self.reader, self.writer = await asyncio.open_connection(sock=self.ours)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.writer is not None
+        self.writer.write(json.dumps(message).encode() + b"\n")
+
+    async def next(self, kind: str, within: float = 10.0) -> dict[str, Any]:
+        assert self.reader is not None
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            line = await asyncio.wait_for(self.reader.readline(), max(0.01, left))
+            message = json.loads(line)
+            self.got.append(message)
+            if message["t"] == kind:
+                return message
+
+
+def view(phase: str | None, *, lead: str | None = "01-tiny", counts: Any = (),
+         answer: int | None = None, mine: Any = (None, None), done: Any = ()) -> dict[str, Any]:
+    poll = None
+    if phase is not None:
+        poll = {"id": 1, "lesson": "01-tiny", "question": 0, "phase": phase,
+                "round": {"vote": 1, "revote": 2}.get(phase), "counts": list(counts),
+                "answer": answer, "mine": list(mine)}
+    return {"t": "class", "lead": lead, "poll": poll, "done": list(done), "name": "Ada"}
+
+
+async def _until(pilot: Any, check: Any, what: str, within: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await pilot.pause(0.05)
+
+
+def _class_text(app: NagleApp) -> str:
+    return str(app.screen.query_one("#class", Static).render())
+
+
+async def test_the_app_follows_the_teacher_through_a_whole_poll(make_app: MakeApp) -> None:
+    """Lead mode and the peer-instruction loop as a student's app lives it: the question
+    comes to the lesson list; a vote is sent by its canonical index, once per round,
+    with no verdict; the class histogram shows when the phase allows; the re-vote opens
+    the choices again; the reveal gives the verdict on the re-vote; "play" closes the
+    question and the ladder plays on past its horizon."""
+    serve = FakeServe()
+    app = make_app(classroom=Classroom(), class_link=serve.link)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await serve.start()
+        await settle(pilot)
+        assert isinstance(app.screen, LessonListScreen)
+        serve.send(view("vote"))
+        await _until(pilot, lambda: isinstance(app.screen, QuestionScreen), "the question")
+        question = app.screen
+        assert isinstance(question, QuestionScreen)
+        lesson = app.screen_stack[-2]
+        assert isinstance(lesson, LessonScreen) and lesson.lesson.slug == "01-tiny"
+        await pilot.press("escape")  # a class question stays until the reveal
+        assert app.screen is question
+
+        await pilot.press("3")  # canonical choice 2
+        vote = await serve.next("vote")
+        assert vote == {"t": "vote", "poll": 1, "round": 1, "choice": 2}
+        await pilot.press("1")  # one vote per round: nothing more is sent
+        serve.send({"t": "ballot", "poll": 1, "round": 1, "ok": True})
+        await _until(pilot, lambda: "is in" in _class_text(app), "the vote acknowledged")
+        assert str(question.query_one("#verdict", Static).render()) == ""
+        assert all(b.disabled for b in question.query(Button) if (b.id or "")
+                   .startswith("choice-"))
+
+        serve.send(view("show", counts=[[1, 0, 2]], mine=[2, None]))
+        await _until(pilot, lambda: "vote 1 (3)" in _class_text(app), "vote 1's histogram")
+        assert "✓" not in _class_text(app)  # no answer before the reveal
+
+        serve.send(view("revote", mine=[2, None]))
+        await _until(pilot, lambda: "Vote again" in _class_text(app), "the re-vote")
+        assert "vote 1" not in _class_text(app)  # the first histogram is hidden now
+        await pilot.press("2")
+        assert await serve.next("vote") == {"t": "vote", "poll": 1, "round": 2, "choice": 1}
+        serve.send({"t": "ballot", "poll": 1, "round": 2, "ok": True})
+
+        serve.send(view("reveal", counts=[[1, 0, 2], [0, 3, 0]], answer=1, mine=[2, 1]))
+        await _until(pilot, lambda: "Right." in str(
+            question.query_one("#verdict", Static).render()), "the verdict on the re-vote")
+        assert "vote 2 (3)" in _class_text(app) and "✓" in _class_text(app)
+        before = lesson.query_one(Ladder).cursor
+        serve.send(view("play", counts=[[1, 0, 2], [0, 3, 0]], answer=1, mine=[2, 1],
+                        done=[0]))
+        await _until(pilot, lambda: app.screen is lesson, "the question closed by play")
+        await _until(pilot, lambda: lesson.query_one(Ladder).cursor > before + 1,
+                     "the ladder playing past the horizon")
+        assert lesson.answers == {0: 1}
+        report = await serve.next("at")
+        assert report["lesson"] == "01-tiny" and report["screen"] in ("lesson", "question")
+
+
+async def test_in_a_led_lesson_a_question_waits_for_the_class(make_app: MakeApp) -> None:
+    """Stepping past a question the class has not reached does not ask it alone (that
+    would show the answer before the class votes); without a lead it asks as before."""
+    serve = FakeServe()
+    app = make_app(classroom=Classroom(), class_link=serve.link)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await serve.start()
+        await settle(pilot)
+        serve.send(view(None))
+        await _until(pilot, lambda: isinstance(app.screen, LessonScreen), "the lesson led")
+        await settle(pilot)
+        await pilot.press("end")
+        await settle(pilot)
+        assert isinstance(app.screen, LessonScreen), "the question was asked alone"
+        serve.send(view(None, lead=None))
+        await _until(pilot, lambda: serve.link.leading() is None, "the lead ended")
+        await pilot.press("end")
+        await _until(pilot, lambda: isinstance(app.screen, QuestionScreen),
+                     "the question asked alone once the class is free")
+
+
+async def test_a_link_that_breaks_leaves_the_app_working_alone(make_app: MakeApp) -> None:
+    serve = FakeServe()
+    app = make_app(classroom=Classroom(), class_link=serve.link)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await serve.start()
+        await settle(pilot)
+        serve.send(view(None))
+        await _until(pilot, lambda: isinstance(app.screen, LessonScreen), "the lesson led")
+        assert serve.writer is not None
+        serve.writer.write(b"x" * 20_000 + b"\n")  # over the line limit: the link ends
+        await _until(pilot, lambda: serve.link.closed, "the link closed")
+        await settle(pilot)
+        await pilot.press("end")
+        await _until(pilot, lambda: isinstance(app.screen, QuestionScreen),
+                     "the question asked alone")

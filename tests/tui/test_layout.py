@@ -145,9 +145,9 @@ async def test_every_send_and_every_arrival_is_named_on_its_line(
 def test_delayed_ack_rows_are_purple_like_their_bar_and_the_legend_explains_stubs() -> None:
     """Issue 12: "delack timer fired" was amber, which the legend gives to probe/RTO."""
     from nagle_sim.lessons import load_lessons
-    from nagle_sim.render.rows import RowKind, build_rows
     from nagle_sim.scenario import loads
     from nagle_sim.sim.driver import run_sim
+    from nagle_sim.trace.rows import RowKind, build_rows
     from nagle_sim.tui.palette import legend_text
     from nagle_sim.tui.widgets.ladder import _BAR_CLASS, _row_class
 

@@ -13,8 +13,8 @@ from textual.binding import Binding
 from textual.widgets import Markdown, Static
 
 from nagle_sim.lessons import Lesson
-from nagle_sim.render.rows import RowKind
 from nagle_sim.scenario import ScenarioError, load
+from nagle_sim.trace.rows import RowKind
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.screens.help import HelpScreen, screen_bindings
 from nagle_sim.tui.screens.lesson import LessonScreen

@@ -4,9 +4,9 @@ two rows saying the same sentence at the same moment."""
 from __future__ import annotations
 
 from nagle_sim.lessons import load_lessons
-from nagle_sim.render.rows import ROUTINE_CODES, build_rows
 from nagle_sim.scenario import loads
 from nagle_sim.sim.driver import run_sim
+from nagle_sim.trace.rows import ROUTINE_CODES, build_rows
 
 
 def _traces():  # type: ignore[no-untyped-def]
@@ -47,7 +47,7 @@ def test_a_hold_bar_is_named_by_its_teaching_cause_not_the_first_routine_hold() 
     """Lesson 21 (nodelay-twenty-writes) under BBR: a pacing hold comes first
     (10.047 ms), then the congestion window fills. The bar over the ten-millisecond wait
     teaches "cwnd full", not "paced"."""
-    from nagle_sim.render.rows import build_bars
+    from nagle_sim.trace.rows import build_bars
 
     trace = _cwnd_lesson_with_bbr()
     holds = [e.code for e in trace.events if e.kind == "hold"]

@@ -16,7 +16,7 @@ from nagle_sim.lessons import Lesson, load_lesson, load_lessons, parse_sweep
 from nagle_sim.scenario import Scenario, ScenarioError
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.sweep import CellResult, SweepResult, grid, table
-from nagle_sim.sweep_run import run_sweep
+from nagle_sim.sweep.run import run_sweep
 from nagle_sim.trace import Trace
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.screens.lesson import LessonScreen

@@ -175,3 +175,13 @@ def test_memory_stays_bounded_over_many_connections(monkeypatch):
             eng.feed(e2)
     assert len(eng.all_conns) <= 52
     assert len(eng.conns) <= 52
+
+
+def test_the_peers_fin_entering_ping_pong_is_named_as_the_model_names_it():
+    """tcp_fin puts a socket that gets the peer's FIN in ESTABLISHED into ping-pong
+    (inet_csk_enter_pingpong_mode): the model's FIN_ACK, not the reply-within-ato rule."""
+    _eng, decisions = replay("cork")
+    fin = [d for d in decisions if d.kind == "mode" and d.code == Reason.FIN_ACK.name]
+    assert [(d.side, d.detail) for d in fin] == [("client", "ping-pong 0 → 1")]
+    assert not [d for d in decisions if d.code == Reason.PINGPONG_ENTER.name
+                and d.t_us >= fin[0].t_us]

@@ -19,7 +19,7 @@ from ...model.events import Side
 from ...scenario import ScenarioError, loads
 from ..whatif import Knob
 from ..widgets.ladder import Ladder
-from .question import QuestionScreen
+from .question import Ballot, QuestionScreen
 from .run import RunScreen
 
 
@@ -63,6 +63,8 @@ class LessonScreen(RunScreen):
         self.answers: dict[int, int] = {}
         self.reopened: int | None = None
         """A question reopened from the list (q): its time is the horizon while it is open."""
+        self.class_pending: dict[str, object] | None = None
+        """A class question that arrived before the lesson's run (`classlink`)."""
 
     def compose_side(self) -> ComposeResult:
         with VerticalScroll(id="side"):
@@ -142,6 +144,9 @@ class LessonScreen(RunScreen):
 
     def on_result(self, result: object) -> None:
         self.query_one("#variants", Static).update(self.variants_text())
+        link = self.services.class_link
+        if link is not None:
+            link.lesson_ready(self)
 
     def done(self) -> int:
         """How many questions, in time order, the student has answered: the reveals of
@@ -219,6 +224,15 @@ class LessonScreen(RunScreen):
         at_end = self.result is not None and last == len(self.result.rows) - 1
         if pending is not None and self.result is not None and (
                 index > last or (at_end and index >= last)):
+            link = self.services.class_link
+            if link is not None and link.holds(self.lesson.slug, pending[0]):
+                # a class led by its teacher answers this question together
+                if ladder.rows:
+                    ladder.cursor = len(ladder.rows) - 1
+                self.pause()
+                self.say("The class answers the next question together: your teacher "
+                         "opens it.", timeout=4)
+                return
             # the move would pass the pending question's time: ask first. A jump to a
             # later stall then stops on the first row the answer reveals, not past what
             # the student just predicted; End goes on (and asks the next question).
@@ -229,7 +243,9 @@ class LessonScreen(RunScreen):
         if ladder.rows:
             ladder.cursor = ladder.validate_cursor(index)
 
-    def ask(self, number: int, question: Question, then: int | None = None) -> None:
+    def ask(self, number: int, question: Question, then: int | None = None, *,
+            ballot: Ballot | None = None) -> None:
+        """Ask question `number`, alone or (`ballot`) as a class vote."""
         self.pause()
         if self.result is not None and (self.result.overrides or self.simulating()):
             # a question is about the lesson's own run, never about a what-if variant drawn
@@ -256,6 +272,9 @@ class LessonScreen(RunScreen):
             self.refresh_view()
             if then is not None:
                 self.move_to(then)
+            if ballot is not None:
+                ballot.answered(self)
 
         self.app.push_screen(QuestionScreen(question, number=number + 1,
-                                            total=len(self.lesson.questions)), answered)
+                                            total=len(self.lesson.questions), ballot=ballot),
+                             answered)

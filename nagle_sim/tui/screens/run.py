@@ -31,7 +31,7 @@ from ...compare import Match
 from ...model.events import Side
 from ...scenario import Scenario, ScenarioError, loads
 from ...trace import Trace
-from ...units import ms_text
+from ...trace.units import ms_text
 from ..classroom import export_stem
 from ..horizon import running_label, trace_until, visible_bars, visible_rows, visible_segments
 from ..layout import ZOOM_LEVELS
@@ -141,8 +141,10 @@ class RunScreen(Screen[None]):
         """The option state of the scenario with `extra` applied (what toggles flip from)."""
         self.horizon: int | None = None
         """While a question is pending: the time (µs) after which nothing is shown."""
+        self._ladder: Ladder | None = None
+        """The ladder once mounted (`check_action`)."""
         self.detail = "normal"
-        """Which rows the ladder shows (render.rows.DETAIL_LEVELS), as the CLI's --detail."""
+        """Which rows the ladder shows (trace.rows.DETAIL_LEVELS), as the CLI's --detail."""
         self.export_name = Path(where).stem
         """File-name stem of exports (the lesson's folder name for a lesson)."""
 
@@ -171,10 +173,15 @@ class RunScreen(Screen[None]):
         """A key that reaches this screen while it is still being composed (typed just
         after the key that opened it) runs nothing: the screen's actions act on its
         ladder and panels, which are not there yet (a key storm in a classroom tab ended
-        the app with NoMatches for the Ladder). Back (esc) always works."""
-        return action == "app.pop_screen" or bool(self.query(Ladder))
+        the app with NoMatches for the Ladder). Back (esc) always works. The ladder is
+        remembered at mount rather than queried: the footer asks this of every binding at
+        each of its many rebuilds, and the DOM query was 11 % of the CPU a classroom app
+        spent following its teacher into a lesson (cProfile, issue 24)."""
+        ladder = self._ladder
+        return action == "app.pop_screen" or (ladder is not None and ladder.is_attached)
 
     def on_mount(self) -> None:
+        self._ladder = self.query_one(Ladder)
         self._ui = (asyncio.get_running_loop(), contextvars.copy_context())
         self.sub_title = self.title_text
         self.query_one("#progress").display = False
@@ -545,7 +552,7 @@ class RunScreen(Screen[None]):
     def action_detail(self) -> None:
         if self.result is None:
             return
-        from ...render.rows import DETAIL_LEVELS
+        from ...trace.rows import DETAIL_LEVELS
         self.detail = DETAIL_LEVELS[(DETAIL_LEVELS.index(self.detail) + 1) % len(DETAIL_LEVELS)]
         ladder = self.query_one(Ladder)
         old_time = ladder.current_row.t if ladder.current_row else 0

@@ -5,7 +5,7 @@ docs/lessons.md), `open_sweep` (what the key does on any screen) and `bar_chart`
 plot drawn with block characters. The cells run through the app's injected runner in a
 thread, one at a time, cancellable; the grid, the metrics and the table rows are
 `nagle_sim.sweep`'s, so the screen shows what ``nagle-sim sweep`` prints for the same
-grid. No simpy, no realnet, no `nagle_sim.sweep_run` (it imports the simulator).
+grid. No simpy, no realnet, no `nagle_sim.sweep.run` (its worker pool).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...render.rows import Row
-from ...units import ms_text
+from ...trace.rows import Row
+from ...trace.units import ms_text
 
 
 class ExplainPanel(VerticalScroll, can_focus=True):

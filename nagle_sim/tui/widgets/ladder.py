@@ -2,7 +2,7 @@
 
 A `ScrollView` using the line API with an LRU strip cache (the shape of Textual's `Log`), so
 only visible lines are ever drawn and 100,000-row traces scroll and step instantly.
-Geometry comes from `tui.layout`, rows and bars from `render.rows`. No simpy, no realnet.
+Geometry comes from `tui.layout`, rows and bars from `trace.rows`. No simpy, no realnet.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ...model.events import Side
-from ...render.rows import Bar, Row, RowKind
 from ...trace import SegmentRecord
-from ...units import ms_text
+from ...trace.rows import Bar, Row, RowKind
+from ...trace.units import ms_text
 from ..layout import LadderLayout, Scale
 from ..palette import ladder_css
 from ..rows import gc_paused, row_segments, row_times

@@ -515,8 +515,9 @@ int nw_seg_in(struct bpf_raw_tracepoint_args *ctx)
 	struct sk_buff *skb = (struct sk_buff *)ctx->args[1];
 	__u64 key = (__u64)sk;
 	struct sockval *v = bpf_map_lookup_elem(&socks, &key);
-	/* report an arriving ACK only while data waits: it may release it */
-	if (!v || !v->held)
+	/* report an arriving ACK only while data waits (it may release it), or every
+	 * segment when user space records the wire (cfg.segments) */
+	if (!v || (!v->held && !cfg.segments))
 		return 0;
 	struct tcphdr_raw th;
 	if (bpf_probe_read_kernel(&th, sizeof(th), BPF_CORE_READ(skb, data)))
@@ -524,7 +525,7 @@ int nw_seg_in(struct bpf_raw_tracepoint_args *ctx)
 	__u32 ack = bpf_ntohl(th.ack_seq);
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 una = BPF_CORE_READ(tp, snd_una);
-	if (!(th.flags & NW_TH_ACK) || (__s32)(ack - una) <= 0)
+	if (!cfg.segments && (!(th.flags & NW_TH_ACK) || (__s32)(ack - una) <= 0))
 		return 0;
 	__u8 c = context_of(sk, v);
 	check_mode(sk, v, c);
@@ -567,7 +568,8 @@ int nw_seg_out(struct bpf_raw_tracepoint_args *ctx)
 	__u8 c = context_of(sk, v);
 	int pure_ack = !len && !(th.flags & (NW_TH_SYN | NW_TH_FIN | NW_TH_RST));
 	int report = pure_ack || v->held || (th.flags & (NW_TH_SYN | NW_TH_FIN | NW_TH_RST)) ||
-		     c == NW_CTX_DELACK_TIMER || c == NW_CTX_WRITE_TIMER || c == NW_CTX_SETSOCKOPT;
+		     c == NW_CTX_DELACK_TIMER || c == NW_CTX_WRITE_TIMER || c == NW_CTX_SETSOCKOPT ||
+		     cfg.segments;
 	if (!report)
 		return 0;      /* a data segment nothing held: no decision (modes: next look) */
 	check_mode(sk, v, c);
@@ -681,12 +683,15 @@ int nw_timer_done(struct bpf_raw_tracepoint_args *ctx)
 	if (!cc || !cc->sk)
 		return 0;
 	struct sock *sk = (struct sock *)cc->sk;
+	__u8 kind = cc->kind;
 	cc->sk = 0;
 	cc->kind = 0;
 	__u64 key = (__u64)sk;
 	struct sockval *v = bpf_map_lookup_elem(&socks, &key);
+	/* what the timer changed and sent nothing to show (a delayed-ACK fire outside
+	 * ping-pong inflates ato) is the timer's: stamped with its context */
 	if (v)
-		check_mode(sk, v, NW_CTX_SOFTIRQ);     /* a fire outside ping-pong inflates ato */
+		check_mode(sk, v, kind ? kind : NW_CTX_SOFTIRQ);
 	return 0;
 }
 

@@ -126,7 +126,8 @@ struct nw_config {
 	__u32 burst;        /* bucket depth */
 	__u16 port;         /* watch sockets with this local or peer port (0: none) */
 	__u8 pid_filter;    /* watch sockets of the tgids in watch_tgids */
-	__u8 pad[5];
+	__u8 segments;      /* report every segment of a watched socket (a trace's wire) */
+	__u8 pad[4];
 };
 
 struct sockopt_call {

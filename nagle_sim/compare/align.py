@@ -1,0 +1,315 @@
+"""Aligning the model's run with a real one: what is the real run's chance, not a rule.
+
+Owns: what the model borrows from the real run it is compared with, each named in the
+comparison's notes — the kernel's jiffy phase (`measured_jiffy_phase`,
+`with_jiffy_phase`), the real sleeps' lengths (`with_measured_sleeps`,
+`measured_sleep_runs`) and write/segment ties (a write within `WRITE_TIE_US` of a
+segment's send lands on either side of it: `first_write_tie`); `aligned_model_run` runs
+the model with all of them. The simulator's runner is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..model.config import LINUX
+from ..model.events import Micros, Side
+from ..scenario import Repeat, Sleep
+from ..trace import SegmentRecord, Trace
+from ..trace.summary import STALL_MIN
+from ..trace.units import ms_text
+from .hosts import profiles_of
+from .verdict import compare
+
+SimRunner = Callable[..., Trace]
+"""The simulator's runner: a `Runner` that also takes the driver's ``sleeps=`` (each run of
+a sleep statement as long as the real run's, `aligned_model_run`)."""
+
+
+WRITE_TIE_US = 1_000
+"""A write and a segment sent from an arriving ACK this close together may come in either
+order: the model's ACK arrives up to a few hundred µs off the real one (the relay, the
+real calls' costs), so which bundle the write joins is the kernel's call, not a rule."""
+
+WRITE_TIE_ROUNDS = 4
+"""At most this many ties are followed in one comparison."""
+
+@dataclass(frozen=True, slots=True)
+class WriteTie:
+    """A write that the kernel and the model put on opposite sides of a segment's send:
+    the first place their data segments split the byte stream differently."""
+
+    side: Side
+    line: int
+    iteration: tuple[int, ...]
+    loop: int
+    sim_offset: int
+    """The model's write start minus its segment's send time (µs; negative: before)."""
+    real_offset: int
+    """The same in the kernel's run."""
+    at: Micros
+    """When the kernel sent the segment."""
+
+    @property
+    def shift(self) -> int:
+        """How much later (µs; negative: earlier) the model's write must start to fall on
+        the kernel's side of the send."""
+        if self.real_offset >= 0:
+            return 1 - self.sim_offset
+        return -1 - self.sim_offset
+
+    def describe(self) -> str:
+        where = f"{self.side.value} line {self.line}"
+        if self.iteration:
+            where += f", iteration {'.'.join(map(str, self.iteration))}"
+        def when(off: int) -> str:
+            return f"{abs(off)} µs {'after' if off >= 0 else 'before'}"
+        return (f"a write/segment tie at {ms_text(self.at)} ms: the {where} write came "
+                f"{when(self.real_offset)} the kernel's segment and {when(self.sim_offset)} "
+                f"the model's; the model's write was moved {abs(self.shift)} µs "
+                f"{'later' if self.shift > 0 else 'earlier'}, to the kernel's side (a tie: "
+                f"within {WRITE_TIE_US / 1000:g} ms)")
+
+def _new_data(trace: Trace, side: Side) -> list[SegmentRecord]:
+    """``side``'s data segments that carry new bytes, in the order they left."""
+    out, high = [], 0
+    for seg in trace.segments:
+        if seg.src is side and seg.is_data and seg.seq >= high:
+            out.append(seg)
+            high = seg.seq + seg.length
+    return out
+
+def first_write_tie(sim: Trace, real: Trace) -> WriteTie | None:
+    """Of each side's first place where the two runs split its bytes into segments
+    differently, the earliest (kernel time) that is a tie: a write within `WRITE_TIE_US`
+    of the send, on opposite sides of it. None when neither is; a side whose first split
+    is a real difference keeps it (the comparison still reports it)."""
+    ties = []
+    for side in Side:
+        for a, b in zip(_new_data(sim, side), _new_data(real, side), strict=False):
+            if (a.seq, a.length) == (b.seq, b.length):
+                continue
+            if a.seq == b.seq:
+                tie = _tie_at(sim, real, side, a, b)
+                if tie is not None:
+                    ties.append(tie)
+            break
+    return min(ties, key=lambda t: t.at, default=None)
+
+def _tie_at(sim: Trace, real: Trace, side: Side, a: SegmentRecord,
+            b: SegmentRecord) -> WriteTie | None:
+    writes = [op for op in real.ops if op.side is side and op.op in ("write", "writev")
+              and abs(op.start - b.t) <= WRITE_TIE_US]
+    if not writes:
+        return None
+    w_real = min(writes, key=lambda op: abs(op.start - b.t))
+    twins = [op for op in sim.ops if op.side is side and op.op == w_real.op
+             and (op.line, op.iteration, op.loop) == (w_real.line, w_real.iteration,
+                                                      w_real.loop)]
+    if len(twins) != 1 or not w_real.line:
+        return None
+    real_off, sim_off = w_real.start - b.t, twins[0].start - a.t
+    # The kernel's segment is the shorter one when its write came after the send, and by
+    # exactly that write's bytes: anything else is a different split, not this tie.
+    if (b.length < a.length) != (real_off >= 0) or (sim_off >= 0) == (real_off >= 0):
+        return None
+    if abs(a.length - b.length) != _write_bytes(w_real.arg):
+        return None
+    if abs(sim_off) > WRITE_TIE_US:
+        return None
+    return WriteTie(side=side, line=w_real.line, iteration=w_real.iteration,
+                    loop=w_real.loop, sim_offset=sim_off, real_offset=real_off, at=b.t)
+
+def _write_bytes(arg: str) -> int:
+    """The bytes a write or writev op's argument names ("1000", "1000 more", "10 20")."""
+    return sum(int(tok) for tok in arg.split() if tok.isascii() and tok.isdigit())
+
+def measured_jiffy_phase(real: Trace, hz: int) -> int | None:
+    """Where the real run's kernel ticks fell (µs into a tick at t=0), or None.
+
+    Timer-driven segments (a pure ACK that ends a quiet gap of 10 ms or more: a delayed
+    ACK, a probe) leave at the start of a jiffy, so ``-t mod tick`` is the phase. The
+    phase of a real run is arbitrary — like a seed, not a rule — so the model is run with
+    the measured one when the two are compared."""
+    tick = 1_000_000 // hz
+    segs = real.segments
+    phases = [(-nxt.t) % tick for prev, nxt in zip(segs, segs[1:], strict=False)
+              if nxt.t - prev.t >= STALL_MIN and nxt.is_pure_ack]
+    if not phases:
+        return None
+    # circular median: the phase the most timer ACKs agree with (within 0.5 ms)
+    return max(phases, key=lambda p: sum(min((p - q) % tick, (q - p) % tick) <= 500
+                                         for q in phases))
+
+
+def with_jiffy_phase(scenario: Any, phase: int) -> Any:
+    """``scenario`` with both sides' kernels ticking at ``phase`` (one machine, one clock)."""
+    sides = {side.value: replace(scenario.side(side), profile=scenario.side(side).profile
+                                 .with_overrides(jiffy_phase_us=phase)) for side in Side}
+    return replace(scenario, **sides)
+
+def aligned_model_run(scenario: Any, real: Trace, run_sim: SimRunner) -> Trace:
+    """The model at the real run's jiffy phase (local runs) and with its measured sleeps:
+    each ``sleep`` statement as long as the real ones took (median), or, where that
+    median would still drift from the real run over the loop, each run of it as long as
+    its real twin (``run_sim``'s ``sleeps``)."""
+    scenario, slept = with_measured_sleeps(scenario, real)
+    runs = measured_sleep_runs(real)
+    phase = measured_jiffy_phase(real, scenario.client.profile.hz)
+    extra: dict[str, Any] = {"sleeps": runs} if runs else {}
+    if phase is not None and not real.meta.get("remote"):
+        scenario = with_jiffy_phase(scenario, phase)
+    sim: Trace = run_sim(scenario, **extra)
+    sim = _follow_write_ties(scenario, real, run_sim, sim, dict(runs))
+    if phase is not None and not real.meta.get("remote"):
+        sim.meta["jiffy_phase_us"] = phase
+    for side, line in runs:
+        key = f"{side.value}:{line}"
+        slept[key] = slept.get(key, "as measured") + " (each run as long as the kernel's)"
+    if slept:
+        sim.meta["measured_sleeps"] = slept
+    return sim
+
+def _follow_write_ties(scenario: Any, real: Trace, run_sim: SimRunner, sim: Trace,
+                       runs: dict[tuple[Side, int], list[int]]) -> Trace:
+    """While the runs disagree and the first place they split the bytes differently is a
+    write that fell within `WRITE_TIE_US` of a segment's send on the kernel's side and the
+    other side in the model (`first_write_tie`), run the model again with that write moved
+    to the kernel's side: the sleep before it is made that much longer or shorter. The
+    model still decides everything after; a split that is no tie stays a difference.
+    Each tie followed is named in the trace's meta (``write_ties``), and so in the
+    comparison's notes."""
+
+    profiles = profiles_of(scenario)
+    followed: list[str] = []
+    seen: set[tuple[Side, int, bool]] = set()
+    for _ in range(WRITE_TIE_ROUNDS):
+        # the cheap test first: most runs split their bytes alike, and a full comparison
+        # of a big run is not free
+        tie = first_write_tie(sim, real)
+        if tie is None or compare(sim, real, profiles=profiles).agree:
+            break
+        # A second tie on the same statement in the same direction is a pattern (the
+        # model's timing off in one direction), not chance: left as a difference.
+        pattern = (tie.side, tie.line, tie.shift > 0)
+        if pattern in seen:
+            break
+        seen.add(pattern)
+        moved = _moved_sleep(sim, tie.side, tie.line, tie.iteration, tie.loop, tie.shift)
+        if moved is None:
+            break
+        key, spans = moved
+        runs[key] = spans
+        followed.append(tie.describe())
+        sim = run_sim(scenario, sleeps=runs)
+    if followed:
+        sim.meta["write_ties"] = followed
+    return sim
+
+def _moved_sleep(sim: Trace, side: Side, line: int, iteration: tuple[int, ...], loop: int,
+                 shift: int) -> tuple[tuple[Side, int], list[int]] | None:
+    """Every run of the sleep statement just before the given write (as long as each took
+    in ``sim``), the one before the write made ``shift`` µs longer; None when no sleep comes
+    right before it or it cannot be that much shorter."""
+    ops = [op for op in sim.ops if op.side is side]
+    at = next((i for i, op in enumerate(ops) if op.op in ("write", "writev")
+               and (op.line, op.iteration, op.loop) == (line, iteration, loop)), None)
+    if not at or ops[at - 1].op != "sleep" or not ops[at - 1].line:
+        return None
+    sleep = ops[at - 1]
+    same = [op for op in ops if op.op == "sleep" and op.line == sleep.line]
+    spans = [op.end - op.start for op in same if op.end is not None]
+    if len(spans) != len(same):
+        return None
+    index = next(i for i, op in enumerate(same) if op is sleep)
+    if spans[index] + shift < 0:
+        return None
+    spans[index] += shift
+    return (side, sleep.line), spans
+
+SLEEP_DRIFT_MIN_US = 50
+"""A sleep statement whose real runs took this much longer or shorter in all (the median
+difference times how often it ran) is given its measured length in the model."""
+
+CALL_GAP_MAX_US = 1000
+"""The longest idle time between two of a side's calls, or the longest call, counted as
+the executor's own overhead (tens of µs on this VM); a longer one is a call that blocked
+or one the trace does not hold."""
+
+_NON_BLOCKING = frozenset({"write", "writev", "set", "get"})
+
+def _measured_sleeps(real: Trace) -> dict[tuple[Side, int], list[int]]:
+    """Per (side, line) of a ``sleep``, how long each of its real runs held the side up
+    beyond what the model charges: the sleep, the executor's idle time just before and
+    after it, and how much longer than ``syscall_us`` the non-blocking call before it took
+    (the model's calls follow back to back, a real executor's ~40 µs apart)."""
+
+    measured: dict[tuple[Side, int], list[int]] = {}
+    for side in Side:
+        ops = [op for op in real.ops if op.side is side]
+        for i, op in enumerate(ops):
+            if op.op != "sleep" or op.end is None or not op.line:
+                continue
+            took = op.end - op.start
+            prev = ops[i - 1] if i else None
+            if (prev is not None and prev.end is not None
+                    and 0 <= op.start - prev.end <= CALL_GAP_MAX_US):
+                took += op.start - prev.end
+                call = prev.end - prev.start
+                if prev.op in _NON_BLOCKING and 0 <= call <= CALL_GAP_MAX_US:
+                    took += max(0, call - LINUX.syscall_us)
+            after = ops[i + 1].start if i + 1 < len(ops) else None
+            if after is not None and 0 <= after - op.end <= CALL_GAP_MAX_US:
+                took += after - op.end
+            measured.setdefault((side, op.line), []).append(took)
+    return measured
+
+def measured_sleep_runs(real: Trace) -> dict[tuple[Side, int], list[int]]:
+    """The sleeps whose every run the model should follow: those where the median run
+    length, repeated, would drift `SLEEP_DRIFT_MIN_US` or more from the real run's total
+    (why-nagle-exists: 100 × ``write 1; sleep 2ms`` took 2.06-2.24 ms a run, and the bytes
+    Nagle bundles depend on where each write falls against the returning ACK)."""
+    out = {}
+    for key, spans in _measured_sleeps(real).items():
+        median = sorted(spans)[len(spans) // 2]
+        if abs(sum(spans) - median * len(spans)) >= SLEEP_DRIFT_MIN_US:
+            out[key] = spans
+    return out
+
+def with_measured_sleeps(scenario: Any, real: Trace) -> tuple[Any, dict[str, str]]:
+    """``scenario`` with each ``sleep`` statement as long as the real run's sleeps of that
+    statement took (median, per side and line, `_measured_sleeps`), where the drift adds
+    up to `SLEEP_DRIFT_MIN_US` or more over the statement's runs. A real sleep ends a
+    little late, more so under load (~0.5 ms per iteration seen on this VM), and the model's
+    sleeps are exact: without this, a long loop of sleeps drifts apart and one late write
+    fails the comparison.
+    Returns (scenario, "side:line" -> "declared → measured" for those changed)."""
+
+
+    measured = _measured_sleeps(real)
+    changed: dict[str, str] = {}
+
+    def walk(side: Side, body: tuple[Any, ...]) -> tuple[Any, ...]:
+        out = []
+        for stmt in body:
+            if isinstance(stmt, Repeat):
+                stmt = replace(stmt, body=walk(side, stmt.body))
+            elif isinstance(stmt, Sleep) and (side, stmt.line) in measured:
+                values = sorted(measured[(side, stmt.line)])
+                median = values[len(values) // 2]
+                if abs(median - stmt.duration) * len(values) >= SLEEP_DRIFT_MIN_US:
+                    changed[f"{side.value}:{stmt.line}"] = (f"{stmt.duration} µs → "
+                                                           f"{median} µs")
+                    stmt = replace(stmt, duration=Micros(median))
+            out.append(stmt)
+        return tuple(out)
+
+    sides = {}
+    for side in Side:
+        spec = scenario.side(side)
+        script = walk(side, spec.script)
+        if script != spec.script:
+            sides[side.value] = replace(spec, script=script)
+    return (replace(scenario, **sides) if sides else scenario), changed
