@@ -94,7 +94,7 @@ EPHEMERAL = 32768
 """Linux hands out source ports from 32768 up (ip_local_port_range; IANA's range starts at
 49152): a port there is almost always the connecting side's."""
 STALL_US = 10_000
-"""A quiet gap this long is a stall candidate (`nagle_sim.summary.STALL_MIN`)."""
+"""A quiet gap this long is a stall candidate (`nagle_sim.trace.summary.STALL_MIN`)."""
 REACT_US = 2_000
 """A send this soon after an arrival answers it (`causes.REACT_US`)."""
 UNKNOWN_PROBE = (190_000, 1_300_000)
