@@ -64,6 +64,13 @@ def test_the_watch_object_ships_with_its_sources(unpacked: Path) -> None:
         assert (watch / name).read_bytes() == (ROOT / "realnet" / "watch" / name).read_bytes()
 
 
+def test_the_wireshark_plugin_ships(unpacked: Path) -> None:
+    """`nagle-sim wireshark --install` copies explain's Lua post-dissector from the
+    installed package."""
+    name = "nagle_sim/explain/nagle_sim.lua"
+    assert (unpacked / name).read_bytes() == (ROOT / name).read_bytes()
+
+
 def test_a_pure_build_compiles_nothing(unpacked: Path) -> None:
     """NAGLE_SIM_PURE=1 (like an editable install) leaves every module interpreted."""
     assert not sorted(unpacked.rglob("*.so")), "a pure build holds compiled modules"

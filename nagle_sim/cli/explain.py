@@ -18,7 +18,8 @@ from . import options
 
 
 def fill_explain(p: argparse.ArgumentParser) -> None:
-    p.add_argument("capture", help="pcap or pcapng file (tcpdump -w, Wireshark)")
+    p.add_argument("capture", nargs="?",
+                   help="pcap or pcapng file (tcpdump -w, Wireshark)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--conn", type=options.connection, metavar="N",
                        help="explain connection N (default: the longest stall)")
@@ -35,6 +36,10 @@ def fill_explain(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until-ms", type=options.capture_ms, metavar="MS",
                    help="draw the pictures up to MS (default: just past the first stall)")
     p.add_argument("--scenario", metavar="OUT.toml", help="write the rebuilt scenario")
+    p.add_argument("--annotate", metavar="OUT.pcapng",
+                   help="write the capture back as pcapng with a comment on each stall's "
+                        "first and releasing frames (Wireshark shows them as fields with "
+                        "`nagle-sim wireshark --install`); the capture itself is not touched")
     p.add_argument("--tui", action="store_true",
                    help="open the capture in the teaching app: the captured ladder with "
                         "each stall explained, the rebuilt model as overlay, what-if keys")
@@ -43,7 +48,68 @@ def fill_explain(p: argparse.ArgumentParser) -> None:
                         "(copied while tcpdump was writing, or cut with head -c)")
     p.add_argument("--all", action="store_true",
                    help="list every stall (default: identical stalls grouped, one line each)")
+    from ..explain.advice import DEFAULT_RUNTIME, runtime_names
+    p.add_argument("--runtime", choices=runtime_names(), default=DEFAULT_RUNTIME,
+                   metavar="NAME",
+                   help="write each stall's fix for this runtime: "
+                        + ", ".join(runtime_names()) + f" (default {DEFAULT_RUNTIME})")
+    p.add_argument("--runtimes", action="store_true",
+                   help="print each runtime's Nagle default and the calls that change it, "
+                        "with their sources, and exit")
+    p.add_argument("--top", type=_top, default=10, metavar="N",
+                   help="list the N connections with the longest stalls (default 10); the "
+                        "N most suspect are always analysed in full")
     p.set_defaults(func=cmd_explain)
+
+
+def _top(text: str) -> int:
+    """``--top``: how many connections the summary table lists."""
+    if not text.isdigit() or not 0 < int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"expected a number of connections 1-100000, got "
+                                         f"{text!r}")
+    return int(text)
+
+
+class TerminalProgress:
+    """What explain is doing, on one line of a terminal's stderr (rewritten at most ten
+    times a second, cleared at the end): reading a large file takes seconds."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, stage: str, done: int, of: int) -> None:
+        import time
+        now = time.monotonic()
+        if now - self.last < 0.1 and stage != "explaining":
+            return
+        self.last = now
+        if stage == "reading":
+            text = f"reading {self.name}: {100 * done // of} %" if of else \
+                f"reading {self.name}: {done / 1e6:.0f} MB"
+        elif stage == "analysing":
+            text = f"analysing the suspect connections: {done}/{of}"
+        else:
+            text = "explaining the connection and re-running it on the model"
+        sys.stderr.write("\r\033[K" + text)
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _progress(path: str) -> TerminalProgress | None:
+    """A progress line when stderr is a terminal (never in a pipe or a log)."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return TerminalProgress(Path(path).name) if tty and os.environ.get("TERM") != "dumb" \
+        else None
 
 
 def _check_output(path: str | None, flag: str, suffix: str) -> None:
@@ -51,7 +117,7 @@ def _check_output(path: str | None, flag: str, suffix: str) -> None:
     if path is None:
         return
     from ..export import check_target, check_writable
-    if flag == "--scenario":
+    if flag in ("--scenario", "--annotate"):
         if Path(path).suffix.lower() != suffix:
             raise UserError(f"{flag} {path}: expected a file name ending in {suffix}")
         check_writable(path)
@@ -95,14 +161,25 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json and args.markdown:
         # one document on stdout: JSON with Markdown after it would parse as neither
         raise UserError("--json and --markdown both print to stdout: give one of them")
+    if getattr(args, "runtimes", False):
+        return print_runtimes(args)
+    if args.capture is None:
+        raise UserError("nagle-sim explain: give a capture file (or --runtimes)")
     for path, flag, suffix in ((args.svg, "--svg", ".svg"), (args.png, "--png", ".png"),
-                               (args.scenario, "--scenario", ".toml")):
+                               (args.scenario, "--scenario", ".toml"),
+                               (getattr(args, "annotate", None), "--annotate", ".pcapng")):
         _check_output(path, flag, suffix)
+    progress = _progress(args.capture)
     try:
         ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
-                          runner=simulate, truncated_ok=getattr(args, "truncated_ok", False))
+                          runner=simulate, truncated_ok=getattr(args, "truncated_ok", False),
+                          top=getattr(args, "top", 10), progress=progress)
     except MemoryError:
         raise UserError(f"{args.capture}: too large to explain in memory") from None
+    finally:
+        if progress is not None:
+            progress.clear()
+    ex.runtime = getattr(args, "runtime", ex.runtime)
     written: list[str] = []
     try:
         if args.svg or args.png:
@@ -119,6 +196,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.scenario and ex.rebuilt is None:
         raise UserError(f"{args.capture}: no scenario could be rebuilt ("
                         f"{ex.notes[-1] if ex.notes else 'unknown reason'})")
+    if getattr(args, "annotate", None):
+        from ..explain.annotate import annotate
+        count = annotate(ex, args.annotate, ex.runtime)
+        written.append(f"{args.annotate} ({count} comment(s); in Wireshark with "
+                       "`nagle-sim wireshark --install`)")
     if args.scenario and ex.rebuilt is not None:
         try:
             Path(args.scenario).write_text(ex.rebuilt.toml, "utf-8")
@@ -147,6 +229,45 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"wrote {path}", file=sys.stderr)
     if getattr(args, "tui", False):
         return open_tui(ex)
+    return EXIT_OK
+
+
+def print_runtimes(args: argparse.Namespace) -> int:
+    """``--runtimes``: every runtime's default and calls, with the source of each row."""
+    import json
+
+    from ..explain.advice import RUNTIMES, runtimes_table
+    if args.json:
+        sys.stdout.write(json.dumps([r.to_json() for r in RUNTIMES.values()],
+                                    ensure_ascii=False) + "\n")
+        return EXIT_OK
+    if args.markdown:
+        from ..export.tables import render_markdown
+        sys.stdout.write(render_markdown(
+            ["runtime", "Nagle by default", "NODELAY", "one write per message",
+             "cork / MSG_MORE", "QUICKACK", "source"], runtimes_table()) + "\n")
+        return EXIT_OK
+    from rich.console import Console
+    from rich.text import Text
+    console = Console(highlight=False)
+    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    from ..explain.report import hang
+    try:
+        for i, rt in enumerate(RUNTIMES.values()):
+            if i:
+                console.print()
+            console.print(Text(f"{rt.key} — {rt.name}", style="bold"))
+            # labels in one column, values wrapped under their own start (80 columns)
+            for label, value, style in (
+                    ("Nagle", rt.nagle, ""), ("one write", rt.coalesce, ""),
+                    ("NODELAY", rt.nodelay, ""), ("cork", rt.cork, ""),
+                    ("uncork", rt.uncork, ""), ("QUICKACK", rt.quickack, ""),
+                    *(("source", src.text(), "dim") for src in rt.sources)):
+                if value:
+                    hang(console, f"  {label:<11}", Text(value, style=style))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
     return EXIT_OK
 
 

@@ -55,6 +55,11 @@ COMMANDS: tuple[Command, ...] = (
             "compare:fill_validate"),
     Command("explain", "open a real capture (pcap/pcapng) and explain every stall",
             "explain:fill_explain"),
+    Command("wireshark", "install the Wireshark plugin that shows explain's findings",
+            "wireshark:fill_wireshark",
+            description="Install (or locate) the Lua post-dissector that turns the comments "
+            "of `explain --annotate` into Wireshark fields (nagle_sim.cause, .stall_ms, "
+            ".side, .fix) with expert info."),
     Command("sweep", "run a scenario over a grid of settings; table and plot",
             "sweep:fill_sweep"),
     Command("drill", "play packetdrill scripts against the model", "drill:fill_drill"),

@@ -1,8 +1,10 @@
 """`nagle-sim explain CAPTURE`: open a real capture and explain every stall.
 
-Owns: the pipeline `explain_file` — read (`pcap`), split (`connections`), convert
-(`totrace`), find and name stalls (`causes`), rebuild and re-run on the model (`rebuild`) —
-and `ExplainError`, the one-line message for bad input. Views live in `report`.
+Owns: the pipeline `explain_file` — stream the file once, splitting and triaging its
+connections (`scan`, `connections`), analyse the suspect ones (`rank`), then for the one
+explained convert (`totrace`), find and name stalls (`causes`), rebuild and re-run on the
+model (`rebuild`) — and `ExplainError`, the one-line message for bad input. Views live in
+`report`.
 Must not import textual or realnet; rich only inside `report` and `cli` (lazily).
 """
 
@@ -13,10 +15,20 @@ from dataclasses import dataclass, field
 from ..model.events import Side
 from ..scenario import ScenarioError
 from ..trace import Runner
-from .causes import LOW, WINDOW_CAUSES, Stall, View, find_stalls
-from .connections import Connection, longest_stalled, split_connections
+from .causes import (
+    LOW,
+    WINDOW_CAUSES,
+    KernelVerdict,
+    KernelWord,
+    Stall,
+    View,
+    apply_kernel_word,
+    find_stalls,
+)
+from .connections import STALL_US, Connection, longest_stalled, split_connections
 from .pcap import CaptureError, CaptureFile, read_capture
 from .rebuild import Rebuilt, parse_os, rebuild
+from .scanner import PacketStore, Progress, scan
 from .totrace import Captured, to_trace
 
 __all__ = ["CaptureError", "ExplainError", "Explanation", "explain_file"]
@@ -35,11 +47,18 @@ class Explanation:
     stalls: list[Stall]
     rebuilt: Rebuilt | None
     notes: list[str] = field(default_factory=list)
+    top: int = 10
+    """Connections the summary table lists (`--top`)."""
+    runtime: str = "c"
+    """The runtime the fixes are written for (`advice.RUNTIMES` key, or "all")."""
 
 
-RANK_BUDGET = 400_000
-"""Packets analysed to rank several connections by their longest stall (the rest are
-ranked by their longest quiet gap): bounded time on a capture of many connections."""
+RANK_BUDGET = 100_000
+"""Packets analysed in full to rank a capture's connections by their longest stall
+(after the `TOP` most suspect ones, which are always analysed): bounded time on a capture
+of many connections. The rest keep the triage's numbers."""
+TOP = 10
+"""Connections the summary table lists by default (`--top N`)."""
 
 
 def longest_stall(stalls: list[Stall]) -> tuple[int, int, str]:
@@ -50,20 +69,51 @@ def longest_stall(stalls: list[Stall]) -> tuple[int, int, str]:
     return (best.duration, best.start, best.cause) if best else (0, 0, "")
 
 
-def rank(conns: list[Connection], path: str) -> None:
-    """Fill each connection's `Connection.longest_stall` (not ``app``), within budget.
+def triage_order(conns: list[Connection]) -> list[Connection]:
+    """Connections that can hold a stall (a quiet gap ≥ 10 ms), the most suspect first:
+    the longest gap an idle application does not explain (`connections.Tally`), then the
+    longest quiet gap."""
+    return sorted((c for c in conns if c.gap[0] >= STALL_US),
+                  key=lambda c: (-c.suspect[1], -c.gap[0], c.number))
+
+
+def rank(conns: list[Connection], path: str, *, top: int = TOP,
+         budget: int | None = None, progress: Progress | None = None) -> None:
+    """Fill `Connection.longest_stall` and `.stalls`: a connection without a quiet gap of
+    10 ms has none; the others are analysed in full in triage order — the ``top`` most
+    suspect always, the other suspect ones while ``budget`` packets last, and those whose
+    every gap an idle application explains only when the whole capture fits the budget.
     A single connection is left to `explain_file`, which finds its stalls anyway."""
+    for c in conns:
+        if c.gap[0] < STALL_US:
+            c.longest_stall, c.stalls = (0, 0, ""), (0, 0)
     if len(conns) < 2:
         return
-    budget = RANK_BUDGET
-    for c in sorted(conns, key=lambda c: -c.longest_gap()[0]):
-        if len(c.packets) > budget:
+    if budget is None:
+        budget = RANK_BUDGET
+    small = sum(c.count for c in conns) <= budget
+    todo = []
+    for i, c in enumerate(triage_order(conns)):
+        if i >= top and (c.count > budget or not (c.suspect[0] or small)):
             continue
-        budget -= len(c.packets)
-        cap = to_trace(c, path)
-        view = View(trace=cap.trace, seen=cap.seen, retransmit=cap.retransmit,
-                    frames=cap.frames, mss=cap.mss)
-        c.longest_stall = longest_stall(find_stalls(view))
+        budget -= c.count
+        todo.append(c)
+    for i, c in enumerate(todo):
+        if progress is not None:
+            progress("analysing", i, len(todo))
+        analyse(c, path)
+
+
+def analyse(c: Connection, path: str) -> list[Stall]:
+    """Every stall of connection ``c`` (its packets read back and dropped again)."""
+    cap = to_trace(c, path)
+    view = View(trace=cap.trace, seen=cap.seen, retransmit=cap.retransmit,
+                frames=cap.frames, mss=cap.mss)
+    stalls = find_stalls(view)
+    c.longest_stall = longest_stall(stalls)
+    c.stalls = (len(stalls), sum(s.duration for s in stalls))
+    c.found = stalls
+    return stalls
 
 
 def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
@@ -80,11 +130,16 @@ def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
 
 def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
                  os_text: str = "", runner: Runner | None = None,
-                 truncated_ok: bool = False) -> Explanation:
+                 truncated_ok: bool = False, top: int = TOP,
+                 progress: Progress | None = None,
+                 kernel: KernelWord | None = None) -> Explanation:
     """Explain one connection of the capture at ``path``; ``runner``: the simulator's
     (`nagle_sim.runners.simulate`), to re-run the rebuilt scenario on the model and ask
-    its what-ifs (without one, the scenario is only written); ``truncated_ok``: a file
-    that ends inside a frame is explained from its complete frames (a note says so).
+    its what-ifs (without one, the scenario is only written); ``truncated_ok``: a file that
+    ends inside a frame is explained from its complete frames (a note says so); ``top``:
+    connections always analysed in full (`rank`); ``progress``: called as the file is
+    read; ``kernel``: the kernel's own decisions for this connection (a watch trace),
+    which decide the stalls they cover (`causes.apply_kernel_word`).
 
     Raises:
         ExplainError: the file or an option is bad (`CaptureError` is one).
@@ -93,32 +148,54 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
         os_choice: dict[Side, str] = parse_os(os_text) if os_text else {}
     except ValueError as exc:
         raise ExplainError(str(exc)) from None
-    capture = read_capture(path, truncated_ok=truncated_ok)
-    conns = split_connections(capture.packets)
-    rank(conns, path)
+    scanned = scan(path, truncated_ok=truncated_ok, progress=progress)
+    try:
+        return _explain(scanned.capture, scanned.connections, scanned.store, path, conn, port,
+                        os_choice, runner, top, progress, kernel)
+    finally:
+        scanned.store.close()
+
+
+def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, path: str,
+             conn: int | None, port: int | None, os_choice: dict[Side, str],
+             runner: Runner | None, top: int, progress: Progress | None,
+             kernel: KernelWord | None) -> Explanation:
+    # a bad --conn or --port is refused before the analysis
+    if conn is not None and not 1 <= conn <= len(conns):
+        has = "only connection 1" if len(conns) == 1 else f"connections 1 to {len(conns)}"
+        raise ExplainError(f"{path}: no connection {conn} (the capture has {has})")
+    matching = [c for c in conns if port in (c.client[1], c.server[1])] if port else []
+    if port is not None and not matching:
+        raise ExplainError(f"{path}: no connection uses port {port}")
+    rank(conns, path, top=top, progress=progress)
     if conn is not None:
-        if not 1 <= conn <= len(conns):
-            has = ("only connection 1" if len(conns) == 1
-                   else f"connections 1 to {len(conns)}")
-            raise ExplainError(f"{path}: no connection {conn} (the capture has {has})")
         chosen = conns[conn - 1]
     elif port is not None:
-        matching = [c for c in conns if port in (c.client[1], c.server[1])]
-        if not matching:
-            raise ExplainError(f"{path}: no connection uses port {port}")
         chosen = longest_stalled(matching)
     else:
         chosen = longest_stalled(conns)
+    if progress is not None:
+        progress("explaining", 0, 0)
+    chosen.packets = chosen.loaded()       # the one explained keeps its packets
     captured = to_trace(chosen, path)
     sack = bool(captured.trace.meta.get("sack_permitted", True)) or not captured.handshake
     view = View(trace=captured.trace, seen=captured.seen, retransmit=captured.retransmit,
                 frames=captured.frames, mss=captured.mss, sack=sack)
     stalls = find_stalls(view)
     doubt_missing(stalls, captured)
+    decided = apply_kernel_word(stalls, captured.trace, kernel) if kernel is not None else 0
     # the explained connection's own stalls are the final word (a lone connection was
     # not ranked; a ranked one was analysed without SACK knowledge)
     chosen.longest_stall = longest_stall(stalls)
+    chosen.stalls = (len(stalls), sum(s.duration for s in stalls))
+    chosen.found = stalls
     notes = ([capture.truncated] if capture.truncated else []) + list(captured.notes)
+    if kernel is not None:
+        notes.append(f"the kernel's own decisions (a watch trace) decided {decided} of the "
+                     f"{len(stalls)} stall(s); the others are read from the wire")
+    if store.truncated(chosen.number):
+        notes.insert(0, f"connection {chosen.number} has {chosen.count:,} packets: "
+                     f"explained from its first {len(chosen.packets):,}")
     rebuilt: Rebuilt | None
     try:
         rebuilt = rebuild(captured, stalls, os_choice, runner=runner, view=view)
@@ -135,8 +212,9 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
                          "or how slowly its application read, so the model does not "
                          "reproduce the receiver / zero_window stalls")
     return Explanation(capture=capture, connections=conns, chosen=chosen, captured=captured,
-                       stalls=stalls, rebuilt=rebuilt, notes=notes)
+                       stalls=stalls, rebuilt=rebuilt, notes=notes, top=top)
 
 
 # re-exported for tests and the report
-__all__ += ["Stall", "read_capture", "split_connections", "to_trace", "find_stalls"]
+__all__ += ["Stall", "read_capture", "split_connections", "to_trace", "find_stalls",
+            "KernelWord", "KernelVerdict"]

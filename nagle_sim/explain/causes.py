@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..model.config import LINUX
 from ..model.events import Micros, Side
@@ -46,26 +46,63 @@ PROBE_US = LINUX.probe0_min_us
 """The probe timer's floor (TCP_RTO_MIN): what releases corked or MSG_MORE data."""
 JIFFY_US = LINUX.tick_us
 """One jiffy (HZ=250)."""
-LATE_JIFFIES = 2
-"""How late a jiffy timer may run on a busy host (softirq work, a loaded machine): the
-kernel's probe timer was captured 1-2 jiffies after the model's rule."""
+LATE_JIFFIES = 3
+"""How late a jiffy timer may run on a busy host (softirq work, a loaded machine): on
+this development machine the probe timer fired one jiffy late in 13 of 80 corked
+releases when it was quiet, and up to three (223.8 ms) at load average 3-7
+(docs/explain.md, "The probe timer's window")."""
+EARLY_US = JIFFY_US
+"""How much earlier than its jiffy arithmetic a timer can be seen to fire: the jiffy
+counter at arming time may lag the clock by up to a tick (measured: a corked C client's
+first request left 200.7 ms after it connected, against 204 ms for 51 jiffies)."""
+APP_US = 4_000
+"""The application's own time between what woke it arriving and its write (the timer is
+armed then): a process blocked in read() is woken by the scheduler, which on a loaded
+host takes milliseconds."""
+WHEEL_LEVEL_START = 63
+"""The timer wheel's level 1 begins 63 jiffies ahead (kernel/time/timer.c: LVL_START(1)
+= (LVL_SIZE - 1) << 0); each level after it starts 8 times further out."""
+
+
+def wheel_granularity(delta_j: int) -> int:
+    """Jiffies by which the timer wheel rounds up a timer ``delta_j`` jiffies ahead
+    (kernel/time/timer.c, calc_wheel_index and calc_index since the 4.8 rework): level 0
+    fires on the jiffy after its expiry; a timer 63 jiffies or more ahead sits on level 1
+    and fires on the next multiple of 8 jiffies after it, and so on (×8 a level)."""
+    gran, start = 1, WHEEL_LEVEL_START
+    while delta_j >= start:
+        gran *= 8
+        start *= 8
+    return gran
+
+
+def _ms(us: int) -> str:
+    """µs as milliseconds without a trailing ".0" ("200", "220.5")."""
+    return f"{us / 1000:.1f}".removesuffix(".0")
 
 
 def probe_window(rtt_us: int) -> tuple[int, int]:
-    """(earliest, latest) µs after a write at which the probe timer that releases corked
-    or MSG_MORE data fires, from the kernel's rule as the model applies it
-    (`nagle_sim.model.timers.tcp_check_probe_timer`): armed for tcp_probe0_base =
-    max(RTO, TCP_RTO_MIN) in jiffies, where RTO = SRTT + RTTVAR and RTTVAR is at least
-    rto_min (2·RTT after the first sample); usecs_to_jiffies rounds up, the timer wheel
-    adds a jiffy, arming mid-jiffy adds up to one more, and the timer may run
-    `LATE_JIFFIES` late. Loopback: 199-220.5 ms (the model fires at 204-208 ms, a kernel
-    on a busy host was captured at 208-212 ms)."""
+    """(earliest, latest) µs after a sender's last activity at which the probe timer that
+    releases corked or MSG_MORE data fires, from the kernel's rule: tcp_check_probe_timer
+    arms it when a write finds nothing in flight and the data held, for tcp_probe0_base =
+    max(RTO, TCP_RTO_MIN) in jiffies (usecs_to_jiffies rounds up), with RTO = SRTT +
+    RTTVAR and RTTVAR at least rto_min (after the first sample 2·RTT, so up to 3·RTT on a
+    long path). The timer wheel then rounds it up (`wheel_granularity`: a jiffy, or 8
+    jiffies at HZ=250 once RTO passes ~252 ms), it may run `LATE_JIFFIES` late, be seen
+    `EARLY_US` early, and the application took up to `APP_US` to write.
+
+    Measured on this kernel (6.18, HZ=250; tests/explain/test_real_programs.py and
+    docs/explain.md): loopback 200.7-223.8 ms (window 200-224), a 20 ms path
+    225.8-231.7 ms (220-244), a 100 ms path 311.7-319.8 ms (300-352)."""
     p = LINUX
-    rto_hi = rtt_us + max(p.rto_min_us, 2 * rtt_us)
-    # SRTT is never 0: a round trip too short to measure still rounds RTO up a jiffy
-    base_j = max(rto_hi // p.tick_us + 1, p.us_to_jiffies(p.probe0_min_us))
-    late_j = base_j + (1 if p.timer_wheel_round_up else 0) + 1 + LATE_JIFFIES
-    return PROBE_US - JIFFY_US // 4, late_j * p.tick_us + 500
+    tick = p.tick_us
+    floor_j = p.us_to_jiffies(p.probe0_min_us)
+    # SRTT is never 0: a round trip too short to measure still makes RTO pass 200 ms
+    rtt = max(rtt_us, 1)
+    lo_j = max(p.us_to_jiffies(rtt + p.rto_min_us), floor_j)
+    hi_j = max(p.us_to_jiffies(rtt + max(p.rto_min_us, 2 * rtt)), floor_j)
+    late_j = hi_j + wheel_granularity(hi_j) + LATE_JIFFIES
+    return lo_j * tick - EARLY_US, late_j * tick + APP_US
 
 
 @dataclass(slots=True)
@@ -90,6 +127,18 @@ class Evidence:
                 f"{self.note}")
 
 
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """Another reading of a stall the wire cannot rule out, at its own confidence."""
+
+    cause: str
+    confidence: float
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cause": self.cause, "confidence": self.confidence, "text": self.text}
+
+
 @dataclass(slots=True)
 class Stall:
     start: Micros
@@ -105,6 +154,14 @@ class Stall:
     link_part: Micros = Micros(0)
     model_ms: float | None = None
     reproduced: bool | None = None
+    alternatives: list[Alternative] = field(default_factory=list)
+    """Other readings the wire leaves open, each less likely than ``causes``."""
+    first_frame: int = 0
+    """The capture's frame number of the last segment before the quiet gap (0: none)."""
+    end_frame: int = 0
+    """The frame that ended it (the release)."""
+    decided_by: str = "wire"
+    """"wire" (the capture's timing) or "kernel" (a watch trace: `apply_kernel_word`)."""
 
     @property
     def duration(self) -> Micros:
@@ -255,7 +312,8 @@ class _Finder:
         gap = end - start
         link_part = Micros(max(0, gap - max(own, 0)))
         stall = Stall(start=Micros(start), end=Micros(end), causes=[], confidence=MEDIUM,
-                      text="", link_part=link_part)
+                      text="", link_part=link_part, first_frame=self.v.frames[p],
+                      end_frame=self.v.frames[e])
         stall.evidence.append(self.ev(p, "the last segment before the quiet gap"))
         ms = own / 1000
 
@@ -596,31 +654,51 @@ class _Finder:
             return self._finish(stall, e)
         rtt = self._rtt()
         probe_lo, probe_hi = probe_window(rtt)
-        probe_time = not outstanding and probe_lo <= own <= probe_hi
+        # the probe timer runs from the write: after the last thing that could have
+        # prompted it (an arrival, the sender's own data), not after a pure ACK the
+        # sender's kernel sent on its own (a delayed ACK while the data sat corked)
+        quiet = self._since_prompt(e)
+        probe_time = not outstanding and probe_lo <= quiet <= probe_hi
         held = self._held_before(e) if not outstanding else None
         # the timer runs from the held segment, and is max(RTO, 200 ms): up to the 1 s
         # initial RTO when the round-trip estimate is poor
         held_time = held is not None and PROBE_US - JIFFY_US // 4 <= es.t - segs[held].t \
             <= 1_000_000 + rtt + JIFFY_US
-        if (probe_time and "P" not in es.flags) or held_time:
-            # The probe timer (max(RTO, 200 ms)) released data that was queued before the
-            # gap: a segment without PSH (MSG_MORE: no push was ever asked for), or the
-            # tail of a write whose first part went out without PSH (corked bytes). The
-            # timer sets PSH on what it releases, so a pushed release after an unpushed
-            # segment is TCP_CORK's.
+        if probe_time or held_time:
+            # The probe timer released data queued before the gap, with nothing in
+            # flight: tcp_write_wakeup sends it with PSH set, so a release without PSH is
+            # MSG_MORE's (no push was ever asked for); a pushed one is TCP_CORK or
+            # MSG_MORE — the wire cannot tell them apart. Bytes visibly held (the write's
+            # first part left without PSH) and a release in the timer's window make it
+            # sure; either alone leaves room for another reading.
             cause = "msg_more" if "P" not in es.flags else "cork"
             stall.causes = [cause]
-            stall.confidence = MEDIUM
+            stall.confidence = HIGH if probe_time and held_time else MEDIUM
             if held_time and held is not None:
                 stall.evidence.append(self.ev(held, "sent without PSH: the rest of the "
                                               "write stayed queued"))
-            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
-                                          "acted with nothing in flight: the 200 ms probe "
-                                          "timer's release of held data"))
+            window = (f"the probe timer's window {_ms(probe_lo)}–{_ms(probe_hi)} ms")
+            qms = quiet / 1000
+            stall.evidence.append(self.ev(e, (
+                f"sent {qms:.1f} ms after the {snd.value} last acted, with nothing in "
+                f"flight: inside {window} (max(RTO, 200 ms) for a {rtt / 1000:.1f} ms round "
+                "trip, rounded up by the timer wheel)") if probe_time else (
+                f"sent {ms:.1f} ms after the {snd.value} last acted with nothing in flight: "
+                "the probe timer's release of held data")))
             stall.waiting = peer
-            stall.text = (f"the {snd.value}'s data was held {ms:.1f} ms by "
-                          f"{'TCP_CORK' if cause == 'cork' else 'MSG_MORE'} until the "
-                          "probe timer (max(RTO, 200 ms)) released it")
+            held_by = ("MSG_MORE" if cause == "msg_more" else "TCP_CORK or MSG_MORE")
+            stall.text = (f"the {snd.value}'s {es.length} B were held {qms:.1f} ms by "
+                          f"{held_by} until the probe timer (max(RTO, 200 ms)) released "
+                          "them")
+            if cause == "cork":
+                stall.text += (": a cork never cleared after the last write, or MSG_MORE "
+                               "on the last write — the wire cannot tell which")
+            if probe_time and not held_time:
+                # the competing reading: think time that lands in the window by chance
+                stall.alternatives.append(Alternative(
+                    cause="app", confidence=LOW,
+                    text=(f"an idle application: the {snd.value} wrote {qms:.1f} ms after "
+                          f"it last acted, think time that happens to fall in {window}")))
             return self._finish(stall, e)
         pos = bisect.bisect_left(self.idx[snd].sends, e)
         prev = segs[self.idx[snd].sends[pos - 1]] if pos > 0 else None
@@ -635,22 +713,33 @@ class _Finder:
             return self._finish(stall, e)
         stall.causes = ["app"]
         stall.waiting = peer
-        if probe_time:
-            # exactly the probe timer's 200 ms, but nothing on the wire shows data held:
-            # an application sleeping 200 ms looks the same as a corked write released
-            stall.confidence = LOW
-            stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} "
-                                          "last acted, the 200 ms TCP_CORK ceiling; no "
-                                          "segment shows bytes held before it"))
-            stall.text = (f"cork or an idle app: the {snd.value} sent {ms:.1f} ms after it "
-                          "last acted (the wire cannot tell a corked write from 200 ms of "
-                          "think time)")
-            return self._finish(stall, e)
         stall.confidence = HIGH if not outstanding else MEDIUM
         stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} last "
                                       "acted, with nothing held: the application wrote late"))
         stall.text = f"nothing was queued: the {snd.value} application was idle for {ms:.1f} ms"
         return self._finish(stall, e)
+
+    def _since_prompt(self, e: int) -> int:
+        """µs from the last event that could have prompted the sender of ``e`` to write
+        (a segment arriving, or its own data, SYN or FIN leaving) to ``e``: its own pure
+        ACKs are the kernel's, not the application's."""
+        segs = self.segs
+        es = segs[e]
+        ix = self.idx[es.src]
+        marks = []
+        a = ix.arrived_by(es.t)
+        while a >= 0 and ix.arr_i[a] > e and ix.arr_t[a] == es.t:
+            a -= 1
+        if a >= 0:
+            marks.append(ix.arr_t[a])
+        pos = bisect.bisect_left(ix.sends, e) - 1
+        while pos >= 0:
+            s = segs[ix.sends[pos]]
+            if s.length or "S" in s.flags or "F" in s.flags:
+                marks.append(s.t)
+                break
+            pos -= 1
+        return es.t - max(marks) if marks else 0
 
     def _held_before(self, e: int) -> int | None:
         """The sender's data segment just before ``e`` when it carried no PSH (the write it
@@ -732,3 +821,47 @@ def find_stalls(view: View, minimum: Micros = STALL_MIN, limit: int = 100_000) -
             if len(out) >= limit:
                 break
     return out
+
+
+# ---------------------------------------------------------------- the kernel's word
+@dataclass(frozen=True, slots=True)
+class KernelVerdict:
+    """What the kernel decided for one stall (from a `watch` trace of the connection):
+    its causes in explain's vocabulary, the sentence, and the decisions behind it."""
+
+    causes: tuple[str, ...]
+    text: str
+    evidence: tuple[str, ...] = ()
+
+
+class KernelWord(Protocol):
+    """The seam for a watch trace given with the capture: for a stall found on the wire,
+    what the kernel itself decided there (None when it recorded nothing for it). When
+    given, the kernel's word decides (`apply_kernel_word`); reading a watch trace into
+    one of these is watch's side of the seam."""
+
+    def verdict(self, stall: Stall, trace: Trace) -> KernelVerdict | None: ...
+
+
+def apply_kernel_word(stalls: list[Stall], trace: Trace, word: KernelWord) -> int:
+    """Let the kernel decide: each stall it has a verdict for takes the kernel's causes
+    and sentence (confidence 1.0, ``decided_by`` "kernel"); when the wire read it
+    otherwise, the wire's reading becomes an alternative. Returns how many it decided."""
+    decided = 0
+    for st in stalls:
+        v = word.verdict(st, trace)
+        if v is None:
+            continue
+        decided += 1
+        if list(v.causes) != st.causes:
+            st.alternatives = [Alternative(cause=st.cause, confidence=st.confidence,
+                                           text=f"the wire's reading: {st.text}")]
+        else:
+            st.alternatives = []
+        st.causes = list(v.causes)
+        st.text = v.text
+        st.confidence = 1.0
+        st.decided_by = "kernel"
+        st.evidence.extend(Evidence(index=-1, t=st.end, side=st.waiting or Side.CLIENT,
+                                    label="kernel", note=line) for line in v.evidence)
+    return decided

@@ -10,9 +10,10 @@ Must not import rich, textual, simpy or realnet.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -20,9 +21,9 @@ from typing import BinaryIO, NoReturn
 from ..errors import UserError
 
 MAX_TCP_PACKETS = 1_000_000
-"""More TCP packets than this in one file is refused: bounded memory (a `Packet` is about
-200 bytes, and the chosen connection's trace as much again) and time (explain handles
-about 25,000 segments a second)."""
+"""More TCP packets than this are refused by `read_capture`, which holds them all as
+`Packet` objects (about 200 bytes each). explain streams the file instead and holds at
+most this many of one connection (`explain.scan.MAX_CONNECTION_PACKETS`)."""
 MAX_FRAMES = 20_000_000
 """More frames than this (TCP or not) is refused: reading stays within about a minute."""
 MAX_RECORD = 1 << 18
@@ -59,6 +60,7 @@ _TCP = 6
 _IP4 = struct.Struct("!HHHxB")          # total length, id, flags+fragment, protocol
 _IP6 = struct.Struct("!HB")             # payload length, next header
 _TCPH = struct.Struct("!HHIIHH")        # ports, seq, ack, offset+flags, window
+_U16 = struct.Struct("!H")
 # IPv6 extension headers we step over on the way to TCP
 _IP6_EXT = {0, 43, 60, 51}
 
@@ -95,7 +97,8 @@ class Packet:
     flags: int             # TH_* bits
     win: int               # raw header value (not scaled)
     plen: int              # payload length from the IP length (exact under truncation)
-    fp: int = 0            # fingerprint of the whole IP packet as captured (and iface)
+    fp: int = 0            # the packet's fingerprint: IPv4 id, TCP checksum and header
+                           # fields; IPv6 its bytes (and the pcapng interface)
     way: int = -1          # Linux cooked capture's packet type (0 to us, 4 outgoing), -1
     mss: int = 0           # SYN options
     wscale: int = -1
@@ -119,77 +122,96 @@ class CaptureFile:
     """Where the file ends early, when read with ``truncated_ok`` ("" for a whole file)."""
     addresses: dict[bytes, bytes] = field(default_factory=dict, repr=False)
     """One bytes object per address (interned: millions of packets share a few)."""
+    tcp: int = 0
+    """TCP segments read (`packets` holds them only when read with `read_capture`)."""
+    size: int = 0
+    """The file's size in bytes (0 when unknown)."""
+    bytes_read: int = 0
+    """How far reading has got (for progress)."""
 
 
-def _parse_tcp_ip(data: bytes, off: int, t: int, frame: int, out: CaptureFile,
-                  way: int = -1, iface: int = 0) -> None:
-    """Parse IPv4/IPv6 + TCP at ``data[off:]``; append a Packet or count a skip. ``way``:
-    the cooked header's packet type; ``iface``: the pcapng interface."""
-    n = len(data)
+PacketFields = tuple[int, bytes, bytes, int, int, int, int, int, int, int, int, int, int,
+                     int, bool, bool, int, int]
+"""A TCP segment's fields in `Packet`'s order (``Packet(*fields)``): what the streaming
+readers pass on without building an object per packet."""
+
+
+def parse_tcp_ip(buf: bytes, off: int, end: int, t: int, frame: int, out: CaptureFile,
+                 way: int = -1, iface: int = 0) -> PacketFields | None:
+    """IPv4/IPv6 + TCP at ``buf[off:end]`` → the segment's fields, or None (not TCP, or
+    cut inside its headers: counted in ``out``). ``way``: the cooked header's packet
+    type; ``iface``: the pcapng interface."""
+    n = end
     if off >= n:
         out.skipped += 1
-        return
-    version = data[off] >> 4
+        return None
+    version = buf[off] >> 4
     if version == 4:
         if n - off < 20:
             out.truncated_headers += 1
-            return
-        ihl = (data[off] & 0x0F) * 4
-        total, _ipid, frag, proto = _IP4.unpack_from(data, off + 2)
+            return None
+        ihl = (buf[off] & 0x0F) * 4
+        total, ipid, frag, proto = _IP4.unpack_from(buf, off + 2)
         if proto != _TCP or frag & 0x1FFF or ihl < 20:
             out.skipped += 1            # not TCP, or a later IP fragment
-            return
-        src, dst = data[off + 12:off + 16], data[off + 16:off + 20]
+            return None
+        src, dst = buf[off + 12:off + 16], buf[off + 16:off + 20]
         tcp = off + ihl
         # TSO on the capturing host: IP total length 0 means "as long as the frame"
         ip_payload = (total - ihl) if total else (n - tcp)
     elif version == 6:
+        ipid = -1
         if n - off < 40:
             out.truncated_headers += 1
-            return
-        plen6, nxt = _IP6.unpack_from(data, off + 4)
-        src, dst = data[off + 8:off + 24], data[off + 24:off + 40]
+            return None
+        plen6, nxt = _IP6.unpack_from(buf, off + 4)
+        src, dst = buf[off + 8:off + 24], buf[off + 24:off + 40]
         tcp = off + 40
         ip_payload = plen6 if plen6 else n - tcp   # jumbogram / BIG TCP: trust the frame
         hops = 0
         while nxt in _IP6_EXT and hops < 8:
             if n - tcp < 8:
                 out.truncated_headers += 1
-                return
-            nxt2, hlen = data[tcp], data[tcp + 1]
+                return None
+            nxt2, hlen = buf[tcp], buf[tcp + 1]
             size = (hlen + 2) * 4 if nxt == 51 else (hlen + 1) * 8
             tcp += size
             ip_payload -= size
             nxt, hops = nxt2, hops + 1
         if nxt != _TCP:
             out.skipped += 1
-            return
+            return None
     else:
         out.skipped += 1
-        return
+        return None
     if n - tcp < 20:
         out.truncated_headers += 1
-        return
-    sport, dport, seq, ack, offflags, win = _TCPH.unpack_from(data, tcp)
+        return None
+    sport, dport, seq, ack, offflags, win = _TCPH.unpack_from(buf, tcp)
     doff = (offflags >> 12) * 4
     if doff < 20:
         out.skipped += 1
-        return
+        return None
     plen = ip_payload - doff
     if plen < 0:
         out.skipped += 1
-        return
+        return None
     intern = out.addresses
-    src = intern.setdefault(src, bytes(src))
-    dst = intern.setdefault(dst, bytes(dst))
-    pkt = Packet(t=t, src=src, dst=dst, sport=sport, dport=dport, seq=seq,
-                 ack=ack, flags=offflags & 0x3F, win=win, plen=plen,
-                 fp=hash((iface, data[off:])), way=way, frame=frame, olen=doff - 20)
+    src = intern.setdefault(src, src)
+    dst = intern.setdefault(dst, dst)
+    mss = wscale_ = -1
+    sack_ok = ts = False
     if doff > 20 and offflags & TH_SYN:    # only the handshake's options are used
-        _syn_options(data, tcp + 20, min(tcp + doff, n), pkt)
-    out.packets.append(pkt)
-    if len(out.packets) > MAX_TCP_PACKETS:
-        _too_many(out.path)
+        mss, wscale_, sack_ok, ts = _syn_options(buf, tcp + 20, min(tcp + doff, n))
+    if ipid >= 0:
+        # IPv4: the same packet is the same TCP header, IP id and TCP checksum (which
+        # covers the payload) — a forwarding host's second copy differs in TTL only
+        csum = int.from_bytes(buf[tcp + 16:tcp + 18], "big")
+        fp = hash((ipid, csum, src, sport, seq, ack, offflags, win, plen, iface))
+    else:
+        fp = hash(buf[off:n]) if not iface else hash((iface, buf[off:n]))
+    return (t, src, dst, sport, dport, seq, ack, offflags & 0x3F, win, plen, fp, way,
+            max(mss, 0), wscale_, sack_ok, ts, doff - 20, frame)
 
 
 def _too_many(path: str) -> NoReturn:
@@ -198,66 +220,71 @@ def _too_many(path: str) -> NoReturn:
                        "-w OUT 'port P')")
 
 
-def _syn_options(data: bytes, i: int, end: int, pkt: Packet) -> None:
+def _syn_options(data: bytes, i: int, end: int) -> tuple[int, int, bool, bool]:
+    """(MSS, window-scale shift or -1, SACK permitted, timestamps) of a SYN's options."""
+    mss, wscale, sack_ok, ts = 0, -1, False, False
     while i < end:
         kind = data[i]
         if kind == 0:
-            return
+            break
         if kind == 1:
             i += 1
             continue
         if i + 1 >= end:
-            return
+            break
         size = data[i + 1]
         if size < 2 or i + size > end:
-            return
+            break
         if kind == 2 and size == 4:
-            pkt.mss = struct.unpack_from("!H", data, i + 2)[0]
+            mss = struct.unpack_from("!H", data, i + 2)[0]
         elif kind == 3 and size == 3:
-            pkt.wscale = min(data[i + 2], 14)
+            wscale = min(data[i + 2], 14)
         elif kind == 4:
-            pkt.sack_ok = True
+            sack_ok = True
         elif kind == 8:
-            pkt.ts = True
+            ts = True
         i += size
+    return mss, wscale, sack_ok, ts
 
 
-def _link_offset(linktype: int, data: bytes) -> int | None:
-    """Offset of the IP header in a frame of ``linktype``, or None (not IP)."""
+def _link_offset(linktype: int, buf: bytes, start: int, end: int) -> int | None:
+    """Offset in ``buf`` of the IP header of the frame ``buf[start:end]`` of
+    ``linktype``, or None (not IP)."""
+    n = end - start
     if linktype == LINKTYPE_ETHERNET:
-        if len(data) < 14:
+        if n < 14:
             return None
-        off, etype = 14, struct.unpack_from("!H", data, 12)[0]
-        while etype in _ETHERTYPE_VLAN and len(data) >= off + 4:
-            etype = struct.unpack_from("!H", data, off + 2)[0]
+        off, etype = start + 14, _U16.unpack_from(buf, start + 12)[0]
+        while etype in _ETHERTYPE_VLAN and end >= off + 4:
+            etype = _U16.unpack_from(buf, off + 2)[0]
             off += 4
         return off if etype in (_ETHERTYPE_IP, _ETHERTYPE_IP6) else None
     if linktype == LINKTYPE_LINUX_SLL:
-        if len(data) < 16:
+        if n < 16:
             return None
-        return 16 if struct.unpack_from("!H", data, 14)[0] in (_ETHERTYPE_IP,
-                                                                 _ETHERTYPE_IP6) else None
+        return start + 16 if _U16.unpack_from(buf, start + 14)[0] in (
+            _ETHERTYPE_IP, _ETHERTYPE_IP6) else None
     if linktype == LINKTYPE_LINUX_SLL2:
-        if len(data) < 20:
+        if n < 20:
             return None
-        return 20 if struct.unpack_from("!H", data, 0)[0] in (_ETHERTYPE_IP,
-                                                                _ETHERTYPE_IP6) else None
+        return start + 20 if _U16.unpack_from(buf, start)[0] in (
+            _ETHERTYPE_IP, _ETHERTYPE_IP6) else None
     if linktype in (LINKTYPE_NULL, LINKTYPE_LOOP):
         # 4 bytes of address family whose byte order varies by OS; the IP version nibble
         # that follows is what we trust
-        return 4 if len(data) >= 4 else None
+        return start + 4 if n >= 4 else None
     if linktype in (LINKTYPE_RAW, LINKTYPE_RAW_OPENBSD, LINKTYPE_IPV4, LINKTYPE_IPV6):
-        return 0
+        return start
     return None
 
 
-def _way(linktype: int, data: bytes) -> int:
+def _way(linktype: int, buf: bytes, start: int) -> int:
     """The packet type of a Linux cooked header (SLL, SLL2): 0 to this host, 4 outgoing
     — ``-i any`` sees a loopback packet once each way; -1 for other link types."""
     if linktype == LINKTYPE_LINUX_SLL:
-        return int(struct.unpack_from("!H", data, 0)[0])
+        return int(_U16.unpack_from(buf, start)[0])
     if linktype == LINKTYPE_LINUX_SLL2:
-        return data[10]
+        return buf[start + 10]
     return -1
 
 
@@ -274,7 +301,18 @@ def _read_exact(f: BinaryIO, size: int, path: str, what: str, frames: int) -> by
     return data
 
 
-def _read_pcap(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
+CHUNK = 1 << 20
+"""Bytes read from the file at a time: records are parsed in place in the chunk (one read
+per megabyte, not two per frame), so memory stays a chunk whatever the file's size."""
+
+Item = tuple[int, int, int, int, int, int]
+"""(frame number, capture time µs, link type, start, end, pcapng interface): one frame,
+``buffer[start:end]`` of the batch it comes in."""
+Batch = tuple[bytes, list[Item]]
+"""A buffer and the frames in it: a batch is valid until the next one is asked for."""
+
+
+def _pcap_frames(f: BinaryIO, head: bytes, out: CaptureFile) -> Iterator[Batch]:
     endian, nanos = _PCAP_MAGIC[head[:4]]
     rest = _read_exact(f, 20, out.path, "the file header", 0)
     _major, _minor, _zone, _sig, snaplen, linktype = struct.unpack(endian + "HHiIII", rest)
@@ -282,60 +320,99 @@ def _read_pcap(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
     _check_linktype(out.path, linktype)
     out.link_types.append(LINK_NAMES[linktype])
     out.snaplen = snaplen
-    rec = struct.Struct(endian + "IIII")
+    unpack = struct.Struct(endian + "IIII").unpack_from
     frames = 0
+    buf, pos = b"", 0
+    read = f.read
+    items: list[Item] = []
+    add = items.append
+    div = 1000 if nanos else 1
     while True:
-        hdr = f.read(16)
-        if not hdr:
-            break
-        if len(hdr) < 16:
-            raise TruncatedCapture(out.path, f"the record header of frame {frames + 1}",
-                                   frames)
-        sec, frac, caplen, _orig = rec.unpack(hdr)
+        size = len(buf)
+        if size - pos < 16:
+            if items:
+                yield buf, items
+                items = []
+                add = items.append
+            buf, pos = buf[pos:] + read(CHUNK), 0
+            out.bytes_read = f.tell()
+            out.frames = frames
+            if frames > MAX_FRAMES:
+                _too_many(out.path)
+            size = len(buf)
+            if size < 16:
+                if not buf:
+                    break
+                raise TruncatedCapture(out.path, f"the record header of frame {frames + 1}",
+                                       frames)
+        sec, frac, caplen, _orig = unpack(buf, pos)
         if caplen > MAX_RECORD:
             raise CaptureError(f"{out.path}: corrupt record {frames + 1}: captured length "
                                f"{caplen} is larger than any real frame")
-        data = _read_exact(f, caplen, out.path, f"frame {frames + 1}", frames)
+        start = pos + 16
+        pos = start + caplen
+        if pos > size:
+            if items:
+                yield buf, items
+                items = []
+                add = items.append
+            buf = buf[start - 16:] + read(max(CHUNK, caplen + 16))
+            out.bytes_read = f.tell()
+            out.frames = frames
+            start, pos = 16, 16 + caplen
+            if pos > len(buf):
+                raise TruncatedCapture(out.path, f"frame {frames + 1}", frames)
         frames += 1
-        if frames > MAX_FRAMES:
-            _too_many(out.path)
-        t = sec * 1_000_000 + (frac // 1000 if nanos else frac)
-        off = _link_offset(linktype, data)
-        if off is None:
-            out.skipped += 1
-            continue
-        _parse_tcp_ip(data, off, t, frames, out, _way(linktype, data))
+        add((frames, sec * 1_000_000 + frac // div, linktype, start, pos, 0))
     out.frames = frames
+    if frames > MAX_FRAMES:
+        _too_many(out.path)
+    if items:
+        yield buf, items
 
 
-def _opts(body: bytes, start: int, e: str) -> dict[int, bytes]:
+def _opts(body: bytes, start: int, stop: int, e: str) -> dict[int, bytes]:
     found: dict[int, bytes] = {}
     i = start
-    while i + 4 <= len(body):
+    while i + 4 <= stop:
         code, size = struct.unpack_from(e + "HH", body, i)
         if code == 0:
             break
-        found.setdefault(code, body[i + 4:i + 4 + size])
+        found.setdefault(code, body[i + 4:min(i + 4 + size, stop)])
         i += 4 + ((size + 3) & ~3)
     return found
 
 
-def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
+def _pcapng_frames(f: BinaryIO, head: bytes, out: CaptureFile) -> Iterator[Batch]:
     e = "<"
     ifaces: list[tuple[int, int, int]] = []     # (linktype, units per second, offset s)
     frames = 0
     first = True
-    pending = head
+    buf, pos = head, 0
+    read = f.read
+    u32 = struct.Struct("<I")
+    items: list[Item] = []
     while True:
-        hdr = pending if pending else f.read(8)
-        pending = b""
-        if not hdr:
-            break
-        if len(hdr) < 8:
-            raise TruncatedCapture(out.path, "a block header", frames)
-        btype = struct.unpack_from(e + "I", hdr)[0]
+        if len(buf) - pos < 8:
+            if items:
+                yield buf, items
+                items = []
+            buf, pos = buf[pos:] + read(CHUNK), 0
+            out.bytes_read = f.tell()
+            if len(buf) < 8:
+                if not buf:
+                    break
+                raise TruncatedCapture(out.path, "a block header", frames)
+        btype = u32.unpack_from(buf, pos)[0]
         if btype == _PCAPNG_SHB:
-            bom = _read_exact(f, 4, out.path, "a section header", frames)
+            if len(buf) - pos < 12:
+                if items:
+                    yield buf, items
+                    items = []
+                buf, pos = buf[pos:] + read(CHUNK), 0
+                if len(buf) < 12:
+                    raise TruncatedCapture(out.path, "a section header", frames)
+            bom = buf[pos + 8:pos + 12]
             if bom == b"\x4d\x3c\x2b\x1a":
                 e = "<"
             elif bom == b"\x1a\x2b\x3c\x4d":
@@ -343,26 +420,44 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
             else:
                 raise CaptureError(f"{out.path}: not a capture file (bad pcapng byte-order "
                                    "magic)")
-            blen = struct.unpack_from(e + "I", hdr, 4)[0]
+            u32 = struct.Struct(e + "I")
+            blen = u32.unpack_from(buf, pos + 4)[0]
             if blen < 28 or blen % 4 or blen > MAX_BLOCK:
                 raise CaptureError(f"{out.path}: corrupt pcapng section header (length "
                                    f"{blen})")
-            _read_exact(f, blen - 12, out.path, "a section header", frames)
+            if len(buf) - pos < blen:
+                if items:
+                    yield buf, items
+                    items = []
+                buf, pos = buf[pos:] + read(max(CHUNK, blen)), 0
+                out.bytes_read = f.tell()
+                if len(buf) < blen:
+                    raise TruncatedCapture(out.path, "a section header", frames)
+            pos += blen
             ifaces = []                 # interface ids restart in every section
             first = False
             continue
         if first:
             raise CaptureError(f"{out.path}: not a capture file")
-        blen = struct.unpack_from(e + "I", hdr, 4)[0]
+        blen = u32.unpack_from(buf, pos + 4)[0]
         if blen < 12 or blen % 4 or blen > MAX_BLOCK:
             raise CaptureError(f"{out.path}: corrupt pcapng block after frame {frames} "
                                f"(length {blen})")
-        body = _read_exact(f, blen - 8, out.path, "a block", frames)[:-4]
+        if len(buf) - pos < blen:
+            if items:
+                yield buf, items
+                items = []
+            buf, pos = buf[pos:] + read(max(CHUNK, blen)), 0
+            out.bytes_read = f.tell()
+            if len(buf) < blen:
+                raise TruncatedCapture(out.path, "a block", frames)
+        body, stop = pos + 8, pos + blen - 4          # the block's body: buf[body:stop]
+        pos += blen
         if btype == 1:                               # Interface Description Block
-            if len(body) < 8:
+            if stop - body < 8:
                 raise CaptureError(f"{out.path}: corrupt interface description block")
-            linktype, _res, snaplen = struct.unpack_from(e + "HHI", body)
-            options = _opts(body, 8, e)
+            linktype, _res, snaplen = struct.unpack_from(e + "HHI", buf, body)
+            options = _opts(buf, body + 8, stop, e)
             units = 1_000_000
             if 9 in options and options[9]:
                 r = options[9][0]
@@ -380,20 +475,22 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
             continue
         if btype in (6, 3, 2):
             if btype == 6:                           # Enhanced Packet Block
-                if len(body) < 20:
+                if stop - body < 20:
                     raise CaptureError(f"{out.path}: corrupt packet block after frame "
                                        f"{frames}")
-                iface, hi, lo, caplen, _orig = struct.unpack_from(e + "IIIII", body)
-                data_at, ticks = 20, (hi << 32) | lo
+                iface, hi, lo, caplen, _orig = struct.unpack_from(e + "IIIII", buf, body)
+                data_at, ticks = body + 20, (hi << 32) | lo
             elif btype == 2:                         # obsolete Packet Block
-                if len(body) < 20:
+                if stop - body < 20:
                     raise CaptureError(f"{out.path}: corrupt packet block")
-                iface, _drops, hi, lo, caplen, _orig = struct.unpack_from(e + "HHIIII", body)
-                data_at, ticks = 20, (hi << 32) | lo
+                iface, _drops, hi, lo, caplen, _orig = struct.unpack_from(e + "HHIIII", buf,
+                                                                          body)
+                data_at, ticks = body + 20, (hi << 32) | lo
             else:                                    # Simple Packet Block: no timestamp
-                iface, ticks, data_at = 0, 0, 4
-                caplen = min(struct.unpack_from(e + "I", body)[0], len(body) - 4)
+                iface, ticks, data_at = 0, 0, body + 4
+                caplen = min(u32.unpack_from(buf, body)[0], stop - body - 4)
             frames += 1
+            out.frames = frames
             if frames > MAX_FRAMES:
                 _too_many(out.path)
             if iface >= len(ifaces):
@@ -401,81 +498,146 @@ def _read_pcapng(f: BinaryIO, head: bytes, out: CaptureFile) -> None:
                                    "which the file never describes")
             linktype, units, offset = ifaces[iface]
             _check_linktype(out.path, linktype)
-            if caplen > len(body) - data_at:
+            if caplen > stop - data_at:
                 raise CaptureError(f"{out.path}: corrupt frame {frames}: captured length "
                                    "exceeds its block")
-            data = body[data_at:data_at + caplen]
-            t = offset * 1_000_000 + (ticks * 1_000_000) // units
-            off = _link_offset(linktype, data)
-            if off is None:
-                out.skipped += 1
-                continue
-            _parse_tcp_ip(data, off, t, frames, out, _way(linktype, data), iface)
+            items.append((frames, offset * 1_000_000 + (ticks * 1_000_000) // units,
+                          linktype, data_at, data_at + caplen, iface))
             continue
         # any other block (name resolution, statistics, journal…) is skipped
-    out.frames = frames
+    if items:
+        yield buf, items
     if first:
         raise CaptureError(f"{out.path}: not a capture file")
 
 
-def _truncation(reader: Callable[[BinaryIO, bytes, CaptureFile], None], f: BinaryIO,
-                head: bytes, out: CaptureFile, truncated_ok: bool) -> None:
-    """Run ``reader``; a truncated file keeps its complete frames when ``truncated_ok``,
-    else the refusal says how to explain them."""
-    try:
-        reader(f, head, out)
-    except TruncatedCapture as exc:
-        if not exc.frames:
-            raise
-        if not truncated_ok:
-            # the message names explain's option: this reader is explain's alone
-            raise CaptureError(f"{exc}; add {TRUNCATED_OK} to explain the {exc.frames} "
-                               "complete frame(s)") from None
-        out.frames = exc.frames
-        out.truncated = (f"the file is truncated (it ends inside {exc.what}): explained "
-                         f"from its {exc.frames} complete frame(s)")
-
-
-def read_capture(path: str | os.PathLike[str], *, truncated_ok: bool = False
-                 ) -> CaptureFile:
-    """Read every TCP segment of a pcap or pcapng file. ``truncated_ok``: a file that ends
-    inside a frame (or a record or block header) yields its complete frames, and says
-    where it ends in `CaptureFile.truncated`.
-
-    Raises:
-        CaptureError: the file is missing, not a capture, truncated (without
-            ``truncated_ok``, or before its first complete frame), corrupt, uses a link
-            type we cannot read, or holds no TCP at all.
-    """
+def _open(path: str | os.PathLike[str]) -> tuple[str, BinaryIO]:
     p = str(Path(path))
     try:
-        f = open(p, "rb")  # noqa: SIM115 - closed below
+        f = open(p, "rb")  # noqa: SIM115 - the caller closes it
     except FileNotFoundError:
         raise CaptureError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise CaptureError(f"{p}: is a directory, not a capture file") from None
     except OSError as exc:
         raise CaptureError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return p, f
+
+
+def frames_of(f: BinaryIO, out: CaptureFile) -> Iterator[Batch]:
+    """Every frame of an open capture file, in batches, whichever its format (``out.fmt``
+    is set)."""
+    head = f.read(4)
     try:
-        head = f.read(4)
-        if head in _PCAP_MAGIC:
-            out = CaptureFile(path=p, fmt="pcap")
-            _truncation(_read_pcap, f, head, out, truncated_ok)
-        elif len(head) == 4 and struct.unpack("<I", head)[0] == _PCAPNG_SHB:
-            out = CaptureFile(path=p, fmt="pcapng")
-            _truncation(_read_pcapng, f, head + f.read(4), out, truncated_ok)
-        elif not head:
-            raise CaptureError(f"{p}: empty file, not a capture")
-        else:
-            raise CaptureError(f"{p}: not a capture file (expected pcap or pcapng; tcpdump "
-                               "-w and Wireshark write these)")
+        out.size = os.fstat(f.fileno()).st_size
+    except (OSError, ValueError, io.UnsupportedOperation):
+        out.size = 0
+    if head in _PCAP_MAGIC:
+        out.fmt = "pcap"
+        return _pcap_frames(f, head, out)
+    if len(head) == 4 and struct.unpack("<I", head)[0] == _PCAPNG_SHB:
+        out.fmt = "pcapng"
+        return _pcapng_frames(f, head, out)
+    if not head:
+        raise CaptureError(f"{out.path}: empty file, not a capture")
+    raise CaptureError(f"{out.path}: not a capture file (expected pcap or pcapng; tcpdump "
+                       "-w and Wireshark write these)")
+
+
+def tcp_segments(batches: Iterator[Batch], out: CaptureFile) -> Iterator[PacketFields]:
+    """The TCP segments of ``batches`` (each as `PacketFields`); other frames are counted
+    in ``out``."""
+    link_offset, parse = _link_offset, parse_tcp_ip
+    cooked = (LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
+    for buf, items in batches:
+        for frame, t, linktype, start, end, iface in items:
+            off = link_offset(linktype, buf, start, end)
+            if off is None:
+                out.skipped += 1
+                continue
+            fields = parse(buf, off, end, t, frame, out,
+                           _way(linktype, buf, start) if linktype in cooked else -1, iface)
+            if fields is not None:
+                out.tcp += 1
+                yield fields
+
+
+def batches(path: str | os.PathLike[str], *, truncated_ok: bool = False
+            ) -> tuple[CaptureFile, Iterator[Batch]]:
+    """A capture read as it is consumed, in batches of frames: its `CaptureFile`
+    (counters fill in as frames go by) and the batches. Bad input raises `CaptureError`
+    (the file's first bytes are checked at once, the rest as they are read); a truncated
+    file ends the iterator after its complete frames when ``truncated_ok``
+    (``CaptureFile.truncated`` says so). Memory is a chunk of the file whatever its
+    size."""
+    p, f = _open(path)
+    out = CaptureFile(path=p, fmt="")
+    try:
+        frames = frames_of(f, out)
     except OSError as exc:
-        raise CaptureError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    finally:
         f.close()
-    if not out.packets:
-        why = (f"{out.truncated_headers} TCP frame(s) are cut inside their headers (snaplen "
-               f"{out.snaplen})" if out.truncated_headers else
-               f"{out.frames} frame(s), none of them TCP")
-        raise CaptureError(f"{p}: no TCP segments: {why}")
+        raise CaptureError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except BaseException:
+        f.close()
+        raise
+
+    def run() -> Iterator[Batch]:
+        try:
+            yield from frames
+        except TruncatedCapture as exc:
+            if not exc.frames:
+                raise
+            if not truncated_ok:
+                # the message names explain's option: this reader is explain's alone
+                raise CaptureError(f"{exc}; add {TRUNCATED_OK} to explain the {exc.frames} "
+                                   "complete frame(s)") from None
+            out.frames = exc.frames
+            out.truncated = (f"the file is truncated (it ends inside {exc.what}): explained "
+                             f"from its {exc.frames} complete frame(s)")
+        except OSError as exc:
+            raise CaptureError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        finally:
+            f.close()
+    return out, run()
+
+
+def stream(path: str | os.PathLike[str], *, truncated_ok: bool = False
+           ) -> tuple[CaptureFile, Iterator[PacketFields]]:
+    """The TCP segments of a capture as they are read (`batches`), each as
+    `PacketFields`; raises `CaptureError` at the end when there were none."""
+    out, frames = batches(path, truncated_ok=truncated_ok)
+
+    def run() -> Iterator[PacketFields]:
+        yield from tcp_segments(frames, out)
+        if not out.tcp:
+            raise no_tcp(out)
+    return out, run()
+
+
+def no_tcp(out: CaptureFile) -> CaptureError:
+    """The error for a capture without a single TCP segment."""
+    why = (f"{out.truncated_headers} TCP frame(s) are cut inside their headers (snaplen "
+           f"{out.snaplen})" if out.truncated_headers else
+           f"{out.frames} frame(s), none of them TCP")
+    return CaptureError(f"{out.path}: no TCP segments: {why}")
+
+
+def read_capture(path: str | os.PathLike[str], *, truncated_ok: bool = False
+                 ) -> CaptureFile:
+    """Read every TCP segment of a pcap or pcapng file into `CaptureFile.packets` (at
+    most `MAX_TCP_PACKETS`: explain itself streams the file, see `explain.scan`).
+    ``truncated_ok``: a file that ends inside a frame (or a record or block header) yields
+    its complete frames, and says where it ends in `CaptureFile.truncated`.
+
+    Raises:
+        CaptureError: the file is missing, not a capture, truncated (without
+            ``truncated_ok``, or before its first complete frame), corrupt, uses a link
+            type we cannot read, holds no TCP at all, or more than `MAX_TCP_PACKETS`.
+    """
+    out, segments = stream(path, truncated_ok=truncated_ok)
+    packets = out.packets
+    for fields in segments:
+        packets.append(Packet(*fields))
+        if len(packets) > MAX_TCP_PACKETS:
+            _too_many(out.path)
     return out

@@ -15,6 +15,7 @@ Must not import rich, textual or realnet.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +25,14 @@ from ..model.events import Micros, Side
 from ..scenario import Scenario, loads
 from ..trace import Outcome, Runner, Trace
 from .causes import WINDOW_CAUSES, Stall, View, find_stalls, view_of
-from .totrace import Captured
+from .totrace import Captured, Hole
 
 MAX_MODEL_SEGMENTS = 2_000
-"""The model re-runs at most this many of the capture's data segments (the first ones):
-the simulator takes well under a second for that, and explain must stay within seconds on a
-100,000-segment capture. Stalls after that point are not compared (`reproduced` null)."""
+"""The model re-runs at most this many of the capture's data segments (the first ones),
+counted as the MSS-sized segments they are on the wire (a 64 KB TSO super-segment counts
+45): the simulator takes well under a second for that, and explain must stay within
+seconds on a 100,000-segment capture — and on a hostile one whose every frame claims 64 KB.
+Stalls after that point are not compared (`reproduced` null)."""
 MAX_WHATIF_SEGMENTS = 1_000
 """The what-ifs report medians, so they run on an even shorter prefix."""
 SLEEP_MIN_US = 5_000
@@ -80,6 +83,48 @@ class _Message:
         return sum(self.writes)
 
 
+def captured_bytes(cap: Captured) -> dict[Side, int]:
+    """Payload bytes each side's segments carry in the capture (first sends only)."""
+    out = {Side.CLIENT: 0, Side.SERVER: 0}
+    for s, again in zip(cap.trace.segments, cap.retransmit, strict=True):
+        if s.length and not again:
+            out[s.src] += s.length
+    return out
+
+
+def split_holes(cap: Captured) -> tuple[dict[tuple[Side, int], int], list[Hole]]:
+    """Which sequence holes the rebuild writes as bytes, and which stay gaps.
+
+    A hole is only a claim made by sequence or ACK numbers: a capture that dropped packets
+    (tcpdump's "dropped by kernel") has them, and so has a damaged or forged one (an ACK of
+    999,000,000 after 6 bytes). Holes are filled in order while each side's filled bytes
+    stay within the bytes its captured segments carry — a capture that lost more than it
+    kept is not one to simulate — and the rest are gaps: noted, not simulated. So the
+    rebuilt scenario never writes more than twice what the capture holds.
+    Returns ({(side, end of hole): bytes to write}, the gaps)."""
+    budget = captured_bytes(cap)
+    filled: dict[tuple[Side, int], int] = {}
+    gaps: list[Hole] = []
+    for h in cap.holes:
+        size = h.end - h.start
+        if size <= budget[h.side]:
+            budget[h.side] -= size
+            filled[(h.side, h.end)] = size
+        else:
+            gaps.append(h)
+    return filled, gaps
+
+
+def gap_shift(gaps: list[Hole]) -> Callable[[tuple[str, int]], tuple[str, int]]:
+    """A captured stall's pairing key (side, first byte) as the rebuilt scenario numbers
+    that byte: the gaps before it were not written."""
+    def shift(key: tuple[str, int]) -> tuple[str, int]:
+        side, byte = key
+        return side, byte - sum(h.end - h.start for h in gaps
+                                if h.side.value == side and h.end <= byte)
+    return shift
+
+
 def _messages(cap: Captured, stalls: list[Stall], limit: int
               ) -> tuple[list[_Message], Micros | None, dict[Side, int]]:
     """The conversation as alternating messages of writes; sleeps before writes that ended
@@ -96,12 +141,14 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
     cut: Micros | None = None
     tails = {Side.CLIENT: 0, Side.SERVER: 0}
     # bytes the capture lost (see `totrace.find_holes`) were written all the same: each
-    # hole joins the write of the first segment seen after it
-    missing = {(h.side, h.end): h.end - h.start for h in cap.holes}
+    # hole joins the write of the first segment seen after it — within the bytes the
+    # capture holds (`split_holes`); a larger one is a gap, not bytes to simulate
+    missing, _gaps = split_holes(cap)
+    mss = max(1, cap.mss)
     for i, s in enumerate(segs):
         if not s.length or cap.retransmit[i]:
             continue
-        count += 1
+        count += -(-s.length // mss)
         if count > limit:
             cut = cap.seen[i]
             break
@@ -154,8 +201,24 @@ def _messages(cap: Captured, stalls: list[Stall], limit: int
     return messages, cut, tails
 
 
-def _statements(msg: _Message, side: Side, merge: bool, slow_ack: bool = False
-                ) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Fixes:
+    """Changes a what-if makes to the rebuilt scripts, by side: ``uncork`` clears
+    TCP_CORK after each message's last write (and sets it again for the next);
+    ``last_plain`` sends each message's last write without MSG_MORE; ``more_first``
+    sends every write of a message but the last with MSG_MORE (the MSG_MORE reading of a
+    `cork` stall, fixed)."""
+
+    uncork: frozenset[Side] = frozenset()
+    last_plain: frozenset[Side] = frozenset()
+    more_first: frozenset[Side] = frozenset()
+
+
+NO_FIXES = Fixes()
+
+
+def _statements(msg: _Message, side: Side, merge: bool, slow_ack: bool = False,
+                fixes: Fixes = NO_FIXES) -> list[str]:
     if msg.side is not side:
         # TCP_QUICKACK off lasts until the next ACK, so it is set again before every read
         return (["set quickack off"] if slow_ack else []) + [f"read {msg.size}"]
@@ -163,16 +226,26 @@ def _statements(msg: _Message, side: Side, merge: bool, slow_ack: bool = False
     if merge:
         if msg.sleeps and msg.sleeps[0]:
             out.append(f"sleep {max(1, round(msg.sleeps[0] / 1000))}ms")
-        return out + [f"write {msg.size}"]
-    for size, sleep, more in zip(msg.writes, msg.sleeps, msg.more, strict=True):
-        if sleep:
-            out.append(f"sleep {max(1, round(sleep / 1000))}ms")
-        out.append(f"write {size}{' more' if more else ''}")
+        out.append(f"write {msg.size}")
+    else:
+        last = len(msg.writes) - 1
+        for i, (size, sleep, more) in enumerate(zip(msg.writes, msg.sleeps, msg.more,
+                                                    strict=True)):
+            if sleep:
+                out.append(f"sleep {max(1, round(sleep / 1000))}ms")
+            if side in fixes.more_first:
+                more = i < last
+            elif side in fixes.last_plain and i == last:
+                more = False
+            out.append(f"write {size}{' more' if more else ''}")
+    if side in fixes.uncork:
+        out += ["set cork off", "set cork on"]
     return out
 
 
 def _scripts(messages: list[_Message], merge: bool, slow_ack: frozenset[Side] = frozenset(),
-             tails: dict[Side, int] | None = None) -> dict[Side, str]:
+             tails: dict[Side, int] | None = None,
+             fixes: Fixes = NO_FIXES) -> dict[Side, str]:
     """Both scripts; runs of identical request/response rounds become ``repeat N``."""
     rounds: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     i = 0
@@ -180,7 +253,8 @@ def _scripts(messages: list[_Message], merge: bool, slow_ack: frozenset[Side] = 
         group = messages[i:i + 2] if messages[i].side is Side.CLIENT else messages[i:i + 1]
         i += len(group)
         rounds.append(tuple(tuple(st for m in group for st in _statements(
-            m, side, merge, side in slow_ack)) for side in Side))  # type: ignore[arg-type]
+            m, side, merge, side in slow_ack, fixes))
+            for side in Side))  # type: ignore[arg-type]
     lines: dict[Side, list[str]] = {Side.CLIENT: [], Side.SERVER: []}
     j = 0
     while j < len(rounds):
@@ -264,12 +338,12 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
                nodelay: dict[Side, bool] | None = None, merge: bool = False,
                cork: dict[Side, bool] | None = None,
                slow_ack: frozenset[Side] = frozenset(),
-               limit: int = MAX_MODEL_SEGMENTS) -> tuple[str, dict[Side, tuple[str, str]],
-                                                          Micros | None]:
+               limit: int = MAX_MODEL_SEGMENTS, fixes: Fixes = NO_FIXES
+               ) -> tuple[str, dict[Side, tuple[str, str]], Micros | None]:
     """The rebuilt scenario's TOML, each side's profile and why, and the capture time
     where the rebuild stopped (None: it covers the whole capture)."""
     messages, cut, tails = _messages(cap, stalls, limit)
-    scripts = _scripts(messages, merge, slow_ack, tails)
+    scripts = _scripts(messages, merge, slow_ack, tails, fixes)
     profiles: dict[Side, tuple[str, str]] = {}
     for side in Side:
         if side in os_choice:
@@ -300,7 +374,7 @@ def build_toml(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *
             lines.append("cork = true")
         script = scripts[side]
         if not supports:
-            script = script.replace(" more", "")
+            script = script.replace(" more", "").replace("; set cork off; set cork on", "")
         if not PROFILES[profile].supports_quickack:
             script = script.replace("set quickack off; ", "")
         lines.append(f'script = """\n{script}\n"""')
@@ -353,13 +427,15 @@ def _run(runner: Runner, toml: str, where: str) -> tuple[Scenario, Trace]:
     return scenario, runner(scenario)
 
 
-def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None) -> None:
+def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None,
+                key: Callable[[tuple[str, int]], tuple[str, int]] | None = None) -> None:
     """Fill each captured stall's `model_ms` / `reproduced` from the model's stall that
     released the same byte (the same side's first data after it), else the model's stall
     ending near it with the same first cause. Pairing is one-to-one and in order: a model
     stall is used at most once, and never one before the last one used (two captured
     stalls before one write must not both claim the model's single stall there). Stalls
-    from ``cut`` on were not re-run: both stay None."""
+    from ``cut`` on were not re-run: both stay None. ``key`` maps a captured stall's key
+    to the model's numbering (`gap_shift`: gaps in the capture were not written)."""
     by_key: dict[tuple[str, int], list[int]] = {}
     for j, m in enumerate(model):
         if m.key is not None:
@@ -372,7 +448,8 @@ def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = 
             continue
         twin_j: int | None = None
         if st.key is not None:
-            twin_j = next((j for j in by_key.get(st.key, ()) if j > floor and j not in used),
+            mine = key(st.key) if key is not None else st.key
+            twin_j = next((j for j in by_key.get(mine, ()) if j > floor and j not in used),
                           None)
         if twin_j is None:
             # near in time with the same first cause (stalls ended by a bare ACK)
@@ -413,6 +490,16 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     slow: frozenset[Side] = frozenset()
     toml, profiles, cut = build_toml(cap, stalls, os_choice, nodelay=nd0)
     notes = []
+    _filled, gaps = split_holes(cap)
+    shift = gap_shift(gaps) if gaps else None
+    for side in Side:
+        mine = [h for h in gaps if h.side is side]
+        if mine:
+            notes.append(f"{sum(h.end - h.start for h in mine):,} B of the {side.value}'s "
+                         "stream that its sequence or ACK numbers skip are more than the "
+                         f"{captured_bytes(cap)[side]:,} B the capture holds: a gap (damaged "
+                         "or cut numbers), not lost packets; the rebuilt scenario does not "
+                         "write them")
     if cut is not None:
         notes.append(f"the model re-ran the capture up to {cut / 1000:.1f} ms (its first "
                      f"{MAX_MODEL_SEGMENTS:,} data segments); later stalls are not compared; "
@@ -427,7 +514,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     out.model = model
     mview = view_of(model, cap.dist, cap.mss, sack)
     out.model_stalls = find_stalls(mview)
-    pair_stalls(stalls, out.model_stalls, cut)
+    pair_stalls(stalls, out.model_stalls, cut, shift)
     slow = _slow_ackers(stalls, profiles)
     if slow:
         # the capture shows delayed ACKs the model (in quick-ACK mode) did not make: try
@@ -438,7 +525,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         mview2 = view_of(model2, cap.dist, cap.mss, sack)
         stalls2 = find_stalls(mview2)
         before = sum(1 for st in stalls if st.reproduced)
-        pair_stalls(stalls, stalls2, cut)
+        pair_stalls(stalls, stalls2, cut, shift)
         if sum(1 for st in stalls if st.reproduced) > before:
             toml, scenario, model, mview = toml2, scenario2, model2, mview2
             out.toml, out.scenario, out.model, out.model_stalls = toml, scenario, model, stalls2
@@ -447,7 +534,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
                              "TCP_QUICKACK off before each read")
         else:
             slow = frozenset()
-            pair_stalls(stalls, out.model_stalls, cut)
+            pair_stalls(stalls, out.model_stalls, cut, shift)
     if model.outcome is not Outcome.OK:
         out.notes.append(f"the model's re-run ended with {model.outcome}: {model.message}")
     if cut is not None:     # compare the what-ifs with a baseline of the same length
@@ -462,8 +549,11 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     # "no change") — unless the receiver's window held it: NODELAY cannot open a window
     writers = [s for s in Side if any(st.waiting is s and "nagle" in st.causes
                                       for st in stalls)]
-    if not writers and not any(st.waiting is Side.CLIENT and set(st.causes) & set(
-            WINDOW_CAUSES) for st in stalls):
+    held = {"cork", "msg_more"} | set(WINDOW_CAUSES)
+    if not writers and not any(set(st.causes) & held for st in stalls):
+        # nothing else to try: NODELAY on the client, whose answer may be "no change"
+        # (never when the data was corked or window-limited: NODELAY opens no window
+        # and TCP_CORK overrides it)
         writers = [Side.CLIENT]
     for side in writers:
         if scenario.side(side).options.nodelay:
@@ -477,21 +567,37 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         w.toml = t2
         out.whatifs.append(w)
     for side in Side:
-        if scenario.side(side).options.cork:
-            t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False}, nodelay=nd0,
-                                  slow_ack=slow, limit=MAX_WHATIF_SEGMENTS)
-            _, tr = _run(runner, t4, where)
-            out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
-                                        f"{side.value}.cork = false", tr,
-                                        view_of(tr, cap.dist, cap.mss, sack)))
-            out.whatifs[-1].toml = t4
+        if not scenario.side(side).options.cork:
+            continue
+        # TCP_CORK kept the side's last write: clear it once the message is written
+        t4, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
+                              limit=MAX_WHATIF_SEGMENTS, fixes=Fixes(uncork=frozenset({side})))
+        _, tr = _run(runner, t4, where)
+        out.whatifs.append(_summary(
+            f"uncork after the last write ({side.value})",
+            f"{side.value}: setsockopt(TCP_CORK, 0) after each message's last write", tr,
+            view_of(tr, cap.dist, cap.mss, sack)))
+        out.whatifs[-1].toml = t4
+        if any(st.causes[:1] == ["cork"] and st.waiting is side.peer for st in stalls):
+            # the wire cannot tell TCP_CORK from MSG_MORE: the MSG_MORE reading, fixed
+            t6, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
+                                  cork={side: False}, limit=MAX_WHATIF_SEGMENTS,
+                                  fixes=Fixes(more_first=frozenset({side})))
+            _, tr = _run(runner, t6, where)
+            out.whatifs.append(_summary(
+                f"no MSG_MORE on the last write ({side.value})",
+                f"{side.value}: MSG_MORE on every write of a message but its last", tr,
+                view_of(tr, cap.dist, cap.mss, sack)))
+            out.whatifs[-1].toml = t6
     if " more" in toml:
         t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
-                              limit=MAX_WHATIF_SEGMENTS)
-        _, tr = _run(runner, t5.replace(" more", ""), where)
-        out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
+                              limit=MAX_WHATIF_SEGMENTS,
+                              fixes=Fixes(last_plain=frozenset(Side)))
+        _, tr = _run(runner, t5, where)
+        out.whatifs.append(_summary("no MSG_MORE on the last write",
+                                    "each message's last write sent without MSG_MORE", tr,
                                     view_of(tr, cap.dist, cap.mss, sack)))
-        out.whatifs[-1].toml = t5.replace(" more", "")
+        out.whatifs[-1].toml = t5
     t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0, slow_ack=slow,
                           limit=MAX_WHATIF_SEGMENTS)
     plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import Explanation
+from .advice import DEFAULT_RUNTIME, RUNTIMES, Advice, advise
 from .causes import CAUSES, Stall
 from .connections import Connection
 
@@ -33,11 +34,15 @@ def connection_json(c: Connection) -> dict[str, Any]:
     sent_c, sent_s = c.bytes_sent()
     gap, _ = c.longest_gap()
     return {"number": c.number, "client": _ep(c.client), "server": _ep(c.server),
-            "client_known": c.client_known, "packets": len(c.packets),
+            "client_known": c.client_known, "packets": c.count,
             "duration_ms": _ms(c.duration), "bytes_client_to_server": sent_c,
             "bytes_server_to_client": sent_s, "longest_gap_ms": _ms(gap),
             "longest_stall_ms": _ms(c.longest_stall[0]) if c.longest_stall else None,
-            "longest_stall_cause": (c.longest_stall[2] or None) if c.longest_stall else None}
+            "longest_stall_cause": (c.longest_stall[2] or None) if c.longest_stall else None,
+            "analysed": c.stalls is not None,
+            "stalls": c.stalls[0] if c.stalls is not None else None,
+            "stalls_ms": _ms(c.stalls[1]) if c.stalls is not None else None,
+            "suspect_gaps": c.suspect[0]}
 
 
 def stall_cell(c: Connection) -> str:
@@ -48,17 +53,72 @@ def stall_cell(c: Connection) -> str:
     return f"{us / 1000:.1f} ms {cause}" if cause else "none"
 
 
+def stalls_cell(c: Connection) -> str:
+    """The listing's "stalls" cell: how many, when analysed (else "?")."""
+    return "?" if c.stalls is None else str(c.stalls[0])
+
+
+def _longest_cell(c: Connection) -> str:
+    """The terminal's last cell: the longest stall's length and count, then its cause."""
+    cell = stall_cell(c)
+    n = None if c.stalls is None else c.stalls[0]
+    count = "" if n is None else f"{n} stall{'' if n == 1 else 's'}"
+    if " ms " in cell:
+        ms, cause = cell.split(" ms ", 1)
+        return f"{ms} ms\n{cause}\n{count}".rstrip()
+    if cell == "none" and n:
+        # every stall was an idle application's: say so rather than "none, 5 stalls"
+        return f"{count}, all app"
+    return f"{cell}\n{count}".rstrip() if n else cell
+
+
+def listed(ex: Explanation) -> list[Connection]:
+    """The summary table's rows: the ``ex.top`` connections with the longest stalls that
+    are not an idle application's (analysed), then the most suspect by the triage, then
+    the longest quiet gap; the explained one is always among them."""
+    rows = sorted(ex.connections, key=lambda c: (
+        -(c.longest_stall or (0, 0, ""))[0], -c.suspect[1], -c.gap[0], c.number))[:ex.top]
+    if ex.chosen not in rows:
+        rows.append(ex.chosen)
+    return rows
+
+
+def triage_line(ex: Explanation, shown: int) -> str:
+    """What the table leaves out, and how much was analysed in full."""
+    conns = ex.connections
+    analysed = sum(1 for c in conns if c.stalls is not None and c.gap[0] >= 10_000)
+    gaps = sum(1 for c in conns if c.gap[0] >= 10_000)
+    suspect = sum(1 for c in conns if c.suspect[0])
+    rest = len(conns) - shown
+    more = (f"{rest:,} more not listed (--top N lists more, --json all); " if rest > 0
+            else "")
+    return (f"{more}{gaps:,} of {len(conns):,} connection(s) have a quiet gap of 10 ms or "
+            f"more, {suspect:,} of them one an idle application does not explain; "
+            f"{analysed:,} analysed in full")
+
+
 def _ep(ep: tuple[bytes, int]) -> str:
     from .connections import format_endpoint
     return format_endpoint(ep)
 
 
-def stall_json(s: Stall) -> dict[str, Any]:
-    return {"start_ms": _ms(s.start), "duration_ms": _ms(s.duration), "causes": s.causes,
+def fixes_of(s: Stall, runtime: str) -> list[Advice]:
+    """The advice for ``s`` in ``runtime``, or in every runtime for "all"."""
+    keys = list(RUNTIMES) if runtime == "all" else [runtime]
+    return [advise(s, k) for k in keys]
+
+
+def stall_json(s: Stall, runtime: str = DEFAULT_RUNTIME) -> dict[str, Any]:
+    fixes = fixes_of(s, runtime)
+    return {"fix": fixes[0].to_json() if runtime != "all" else None,
+            "fixes": [f.to_json() for f in fixes] if runtime == "all" else None,
+            "start_ms": _ms(s.start), "duration_ms": _ms(s.duration), "causes": s.causes,
             "cause": s.cause, "text": s.text,
             "waiting": s.waiting.value if s.waiting else None,
             "evidence": [e.to_json() for e in s.evidence],
-            "confidence": s.confidence, "reproduced": s.reproduced, "model_ms": s.model_ms}
+            "confidence": s.confidence, "reproduced": s.reproduced, "model_ms": s.model_ms,
+            "alternatives": [a.to_json() for a in s.alternatives],
+            "decided_by": s.decided_by}
 
 
 def to_json(ex: Explanation) -> dict[str, Any]:
@@ -77,7 +137,8 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "captured_at": ex.captured.captured_on,
         "captured_at_how": meta["captured_on_how"],
         "connections": [connection_json(c) for c in ex.connections],
-        "stalls": [stall_json(s) for s in ex.stalls],
+        "stalls": [stall_json(s, ex.runtime) for s in ex.stalls],
+        "runtime": ex.runtime,
         "missing": [{"side": h.side.value, "bytes": h.end - h.start, "from_seq": h.start,
                      "from_ms": _ms(h.t_from), "to_ms": _ms(h.t_to)}
                     for h in ex.captured.holes],
@@ -128,15 +189,16 @@ def markdown(ex: Explanation) -> str:
     from ..export.tables import render_markdown as markdown_table
     c = ex.chosen
     lines = [f"# Explain: {ex.capture.path}", "",
-             f"Connection {c.number}: {c.label()}, {len(c.packets)} packets, "
+             f"Connection {c.number}: {c.label()}, {c.count} packets, "
              f"{c.duration / 1000:.1f} ms; captured {_where(ex)}.", ""]
     if len(ex.connections) > 1:
+        rows = listed(ex)
         lines += ["## Connections", "", markdown_table(
-            ["#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c",
+            ["#", "client → server", "packets", "ms", "bytes c→s", "bytes s→c", "stalls",
              "longest stall (not app)"],
-            [[str(x.number), x.label(), str(len(x.packets)), f"{x.duration / 1000:.1f}",
-              *map(str, x.bytes_sent()), stall_cell(x)]
-             for x in ex.connections])]
+            [[str(x.number), x.label(), str(x.count), f"{x.duration / 1000:.1f}",
+              *map(str, x.bytes_sent()), stalls_cell(x), stall_cell(x)]
+             for x in rows]), "", triage_line(ex, len(rows)) + "."]
     lines += ["## Stalls", ""]
     if not ex.stalls:
         lines.append("No stall of 10 ms or more.")
@@ -144,8 +206,19 @@ def markdown(ex: Explanation) -> str:
         lines.append(markdown_table(
             ["at ms", "ms", "cause", "confidence", "model", "why"],
             [[f"{s.start / 1000:.3f}", f"{s.duration / 1000:.1f}", s.cause,
-              f"{s.confidence:.1f}", _model_text(s), s.text] for s in ex.stalls]))
+              f"{s.confidence:.1f}", _model_text(s), s.text + alternatives_text(s)]
+             for s in ex.stalls]))
         lines += ["", "## Evidence", ""] + _markdown_evidence(ex.stalls)
+    fixes = fix_groups(ex.stalls)
+    if fixes:
+        lines += ["## Fixes", ""]
+        for members in fixes:
+            for f in fixes_of(members[0], ex.runtime):
+                lines.append(f"- {len(members)} × `{members[0].cause}` "
+                             f"({RUNTIMES[f.runtime].name}): {_md_text(f.summary)}")
+                lines += [f"  {i}. {_md_text(s.text)} — {_md_text(s.why)}"
+                          for i, s in enumerate(f.steps, 1)]
+        lines.append("")
     if ex.rebuilt and ex.rebuilt.whatifs:
         lines += ["## What if", ""] + [f"- {w.text}" for w in ex.rebuilt.whatifs] + [""]
     if ex.notes:
@@ -199,9 +272,9 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
     from .connections import format_endpoint
 
     c = ex.chosen
-    console.print(Text(f"{ex.capture.path}: {ex.capture.fmt}, "
-                       f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames"
-                       f"{_skipped(ex)}, {len(ex.connections)} TCP connection(s)"))
+    hang(console, "", Text(f"{ex.capture.path}: {ex.capture.fmt}, "
+                           f"{', '.join(ex.capture.link_types)}, {ex.capture.frames} frames"
+                           f"{_skipped(ex)}, {len(ex.connections)} TCP connection(s)"), 4)
     if len(ex.connections) > 1:
         # fits 80 columns: endpoints on two lines, long cells fold (never cut: users need
         # the port for --port)
@@ -211,47 +284,89 @@ def print_report(ex: Explanation, console: Any, *, all_stalls: bool = False) -> 
         table.add_column("client → server", overflow="fold", min_width=21)
         for h in ("packets", "ms", "bytes →/←"):
             table.add_column(h, overflow="fold", justify="right")
-        table.add_column("longest stall (not app)", overflow="fold", min_width=17)
-        for x in ex.connections[:50]:
+        table.add_column("longest stall\n(not app)", overflow="fold", min_width=17)
+        rows = listed(ex)
+        for x in rows:
             sent = x.bytes_sent()
             table.add_row(("▶" if x is c else " ") + str(x.number),
                           Text(f"{format_endpoint(x.client)}\n→ {format_endpoint(x.server)}"),
-                          str(len(x.packets)), f"{x.duration / 1000:.1f}",
-                          f"{sent[0]}/{sent[1]}", Text(stall_cell(x).replace(" ms ", " ms\n")))
+                          str(x.count), f"{x.duration / 1000:.1f}",
+                          f"{sent[0]}/{sent[1]}", Text(_longest_cell(x)))
         console.print(table)
-        if len(ex.connections) > 50:
-            console.print(Text(f"… {len(ex.connections) - 50} more connections (see --json)"))
+        hang(console, "", Text(triage_line(ex, len(rows)), style="dim"), 4)
     head = Text("Connection ", style="bold")
-    head.append(f"{c.number}: {c.label()}, {len(c.packets)} packets, "
+    head.append(f"{c.number}: {c.label()}, {c.count} packets, "
                 f"{c.duration / 1000:.1f} ms, captured {_where(ex)}")
-    console.print(head)
+    hang(console, "", head, 4)
     if ex.rebuilt:
         for side, (profile, why) in ex.rebuilt.profiles.items():
-            console.print(Text(f"  {side.value}: {profile} ({why})", style="dim"))
+            hang(console, "  ", Text(f"{side.value}: {profile} ({why})", style="dim"), 4)
     if not ex.stalls:
         console.print(Text("No stall of 10 ms or more.", style="green"))
     else:
         if all_stalls:
             _stall_table(ex.stalls, console)
+            print_fixes(ex.stalls, console, ex.runtime)
         else:
-            _stall_groups(ex.stalls, console)
-        # the first stall that is more than a round trip says the most
-        first = next((s for s in ex.stalls if s.causes != ["link"]), ex.stalls[0])
-        console.print(Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
-                           f"({first.cause}):", style="bold"))
+            _stall_groups(ex.stalls, console, ex.runtime)
+        first = evidence_stall(ex.stalls)
+        hang(console, "", Text(f"Evidence for the stall at {first.start / 1000:.3f} ms "
+                               f"({first.cause}):", style="bold"), 4)
         for e in first.evidence:
-            console.print(Text(f"  {e.text()}"))
+            hang(console, "  ", Text(e.text()), 4)
     if ex.rebuilt and ex.rebuilt.whatifs:
-        console.print(Text("What if", style="bold"))
+        console.print(Text("What if (the rebuilt scenario re-run on the model)",
+                           style="bold"))
         if ex.rebuilt.baseline:
             b = ex.rebuilt.baseline
-            console.print(Text(f"  as captured: {_per_request(ex.rebuilt.captured_per_request_ms)}"
-                               f"; the model of it: {_per_request(b.per_request_ms)}, "
-                               f"{b.stalls} stall(s)"))
+            hang(console, "  ", Text(
+                f"as captured: {_per_request(ex.rebuilt.captured_per_request_ms)}; the "
+                f"model of it: {_per_request(b.per_request_ms)}, {b.stalls} stall(s)"), 4)
         for w in ex.rebuilt.whatifs:
-            console.print(Text(f"  {w.text}"))
+            # the capture's and the model's own times are on the line above
+            hang(console, "  ", Text(f"{w.name}: {_per_request(w.per_request_ms)}, "
+                                     f"{w.stalls} stall(s)"), 4)
     for note in ex.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        hang(console, "note: ", Text(note, style="dim"), 6)
+
+
+def hang(console: Any, lead: str, body: Any, indent: int | None = None) -> None:
+    """Print ``lead`` then ``body`` (str, or a rich Text whose style and spans are kept),
+    the lines it wraps into indented by ``indent`` columns (default: the lead's width),
+    so a long item reads as one block at 80 columns instead of running back to the
+    margin. Wraps at word boundaries; a word longer than a line is folded."""
+    import textwrap
+
+    from rich.text import Text
+    text = body if isinstance(body, Text) else Text(body)
+    width = max(20, console.width)
+    pad = len(lead) if indent is None else indent
+    plain = text.plain
+    lines = textwrap.wrap(plain, width=width, initial_indent=lead,
+                          subsequent_indent=" " * pad, break_on_hyphens=False,
+                          drop_whitespace=True) or [lead]
+    # map each wrapped line back onto the text (same characters, in order, the
+    # whitespace at the breaks dropped) to keep its styles
+    pos = 0
+    for i, line in enumerate(lines):
+        head = lead if i == 0 else " " * pad
+        chunk = line[len(head):]
+        at = plain.find(chunk, pos) if chunk else pos
+        if at < 0:                  # cannot happen: textwrap only drops whitespace
+            at = pos
+        out = Text(head, style=text.style, end="\n")
+        out.append_text(text[at:at + len(chunk)])
+        out.no_wrap = True
+        console.print(out, overflow="ignore", crop=False)
+        pos = at + len(chunk)
+
+
+def evidence_stall(stalls: list[Stall]) -> Stall:
+    """The stall whose evidence the terminal shows: the first that a socket setting or the
+    network caused (not an idle application, not only the round trip), else the first
+    that is more than a round trip, else the first."""
+    return next((s for s in stalls if s.causes[0] not in ("app", "link")),
+                next((s for s in stalls if s.causes != ["link"]), stalls[0]))
 
 
 def group_stalls(stalls: list[Stall]) -> list[list[Stall]]:
@@ -263,7 +378,7 @@ def group_stalls(stalls: list[Stall]) -> list[list[Stall]]:
 
 
 def group_line(members: list[Stall]) -> str:
-    """"11 × 42.7–44.0 ms: nagle+delayed_ack — why (first at …); model: 11/11 reproduced"."""
+    """"11 × 42.7–44.0 ms, first at …: nagle+delayed_ack — why; model: 11/11 reproduced"."""
     durations = [m.duration / 1000 for m in members]
     span = (f"{durations[0]:.1f} ms" if max(durations) - min(durations) < 0.05
             else f"{min(durations):.1f}–{max(durations):.1f} ms")
@@ -274,17 +389,73 @@ def group_line(members: list[Stall]) -> str:
     model = (f"; model: {sum(1 for m in compared if m.reproduced)}/{len(compared)} "
              "reproduced" if compared else "")
     conf = min(m.confidence for m in members)
-    return (f"{len(members)} × {span}: {first.cause} (confidence {conf:.1f}) — "
-            f"{first.text} ({at}){model}")
+    return (f"{len(members)} × {span}, {at}: {first.cause} (confidence {conf:.1f}) — "
+            f"{first.text}{model}{alternatives_text(first)}")
 
 
-def _stall_groups(stalls: list[Stall], console: Any) -> None:
+def alternatives_text(s: Stall) -> str:
+    """"; or app (confidence 0.3): …" for each other reading the wire leaves open."""
+    return "".join(f"; or {a.cause} (confidence {a.confidence:.1f}): {a.text}"
+                   for a in s.alternatives)
+
+
+def _stall_groups(stalls: list[Stall], console: Any, runtime: str = DEFAULT_RUNTIME
+                  ) -> None:
     from rich.text import Text
     console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more, "
                        f"{sum(s.duration for s in stalls) / 1000:.1f} ms in all "
                        "(--all lists each):", style="bold"))
     for members in group_stalls(stalls):
-        console.print(Text(f"  • {group_line(members)}"))
+        hang(console, "  • ", group_line(members))
+    print_fixes(stalls, console, runtime)
+
+
+def fix_groups(stalls: list[Stall]) -> list[list[Stall]]:
+    """Stalls that take the same fix: the same causes and the same writer."""
+    groups: dict[tuple[str, str], list[Stall]] = {}
+    for st in stalls:
+        if st.causes == ["link"]:
+            continue
+        groups.setdefault((st.cause, st.key[0] if st.key else ""), []).append(st)
+    return list(groups.values())
+
+
+def print_fixes(stalls: list[Stall], console: Any, runtime: str) -> None:
+    """The fix for each kind of stall, in the user's runtime (every runtime for "all"):
+    the stalls a change can remove first, each with its ordered steps (the why dimmed
+    under each); those no socket setting removes (an idle application, losses, the
+    round trip) after them, one line each."""
+    from rich.text import Text
+    groups = fix_groups(stalls)
+    if not groups:
+        return
+    where = ("every runtime" if runtime == "all"
+             else f"{RUNTIMES[runtime].name}; --runtime NAME for another")
+    hang(console, "", Text(f"Fix — {where}:", style="bold"), 4)
+    actionable = [(g, fixes_of(g[0], runtime)) for g in groups]
+    actionable.sort(key=lambda gf: not _can_fix(gf[1][0]))
+    for members, fixes in actionable:
+        first, head = members[0], fixes[0]
+        label = f"{len(members)} × {first.cause}"
+        if not _can_fix(head):
+            hang(console, "  • ", Text(f"{label}: {head.summary}"))
+            continue
+        line = Text(f"{label}: ", style="bold")
+        line.append(head.summary)
+        hang(console, "  • ", line)
+        if runtime == "all":
+            for f in fixes:
+                hang(console, "      ", Text(f"{f.runtime}: " + ("; then ".join(
+                    s.text for s in f.steps[:2]) if f.steps else "—")), 8)
+            continue
+        for i, step in enumerate(head.steps, 1):
+            hang(console, f"    {i}. ", Text(step.text))
+            hang(console, "       why: ", Text(step.why, style="dim"), 12)
+
+
+def _can_fix(advice: Advice) -> bool:
+    """A change to one endpoint's code or settings removes the stall."""
+    return advice.side is not None and any(s.kind != "none" for s in advice.steps)
 
 
 def _stall_table(stalls: list[Stall], console: Any) -> None:
@@ -292,12 +463,12 @@ def _stall_table(stalls: list[Stall], console: Any) -> None:
     from rich.text import Text
     console.print(Text(f"{len(stalls)} stall(s) of 10 ms or more:", style="bold"))
     for s in stalls:
-        line = Text(f"  at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms: ")
+        line = Text(f"at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms: ")
         line.append(s.cause, style="bold")
         model = _model_text(s)
         line.append(f" (confidence {s.confidence:.1f}) — {s.text}"
-                    + (f"; {model}" if model else ""))
-        console.print(line)
+                    + (f"; {model}" if model else "") + alternatives_text(s))
+        hang(console, "  ", line, 4)
 
 
 PICTURE_SEGMENTS = 60
@@ -398,8 +569,8 @@ CAUSE_WORDS = {
 
 def cause_words(stall: Stall) -> str:
     text = " + ".join(CAUSE_WORDS.get(c, c) for c in stall.causes)
-    if stall.causes == ["app"] and stall.confidence <= 0.3 and "cork" in stall.text:
-        text = "cork or app idle"
+    if stall.causes == ["cork"]:
+        text = "TCP_CORK or MSG_MORE"
     return text
 
 

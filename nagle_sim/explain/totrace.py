@@ -28,6 +28,16 @@ where the capture was."""
 HOST_US = 50
 """A distance under this is a host's own reaction time (kernel, softirq), not a path."""
 RETRANSMIT_WHY = "captured: retransmission of bytes already sent"
+ETHERNET_MSS = (1460, 1448, 1440, 1428, 1400, 1388, 1380, 1360, 1348)
+"""MSS values of Ethernet-sized paths (1500 B MTU: IPv4/IPv6, with and without TCP
+timestamps, and common tunnel overheads): what a capture without the handshake tests
+super-segments against (`_infer_mss`)."""
+MAX_PIECES = 512
+"""A super-segment of more MSS-sized pieces than this is kept whole (BIG TCP reaches
+185 KB: 128 pieces of 1448 B; more is not an offload)."""
+MAX_SPLIT_RECORDS = 2_000_000
+"""Pieces added by splitting, at most, per connection (bounded memory on a hostile file
+whose every frame claims 64 KB)."""
 
 
 def _letters(flags: int) -> str:
@@ -142,9 +152,10 @@ def _loopback(addr: bytes) -> bool:
                                             and addr[12] == 127)
 
 
-def _handshake(conn: Connection) -> tuple[Packet | None, Packet | None, Packet | None]:
+def _handshake(conn: Connection, raw: list[Packet]
+               ) -> tuple[Packet | None, Packet | None, Packet | None]:
     syn = synack = ack = None
-    for p in conn.packets[:64]:
+    for p in raw[:64]:
         c = conn.from_client(p)
         if p.flags & TH_SYN and not p.flags & TH_ACK and c and syn is None:
             syn = p
@@ -167,7 +178,7 @@ def _ahead(a: int, b: int) -> bool:
     return 0 < ((a - b) & 0xFFFFFFFF) < 1 << 31
 
 
-def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
+def _reaction_from_data(conn: Connection, raw: list[Packet]) -> tuple[int | None, int | None]:
     """Without a handshake: the quickest reaction of each side (µs at the capture point),
     client first; a host's distance from the capture point is at most half of it.
 
@@ -189,8 +200,8 @@ def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
     acked: dict[bool, int | None] = {True: None, False: None}    # highest ACK of a side
     woke: dict[bool, int | None] = {True: None, False: None}     # ACK of new data, seen at
     # a side not seen sending yet has been quiet since the capture began, at least
-    last_sent[True] = last_sent[False] = conn.packets[0].t if conn.packets else None
-    for p in conn.packets:
+    last_sent[True] = last_sent[False] = raw[0].t if raw else None
+    for p in raw:
         c = conn.from_client(p)
         if p.plen:
             w = woke[c]
@@ -235,11 +246,12 @@ def _reaction_from_data(conn: Connection) -> tuple[int | None, int | None]:
 def to_trace(conn: Connection, source_name: str) -> Captured:
     """Build the trace of ``conn``; ``source_name`` goes into the title and meta."""
     notes: list[str] = []
-    packets = _dedupe(conn.packets, notes)
-    syn, synack, ack = _handshake(conn)
+    raw = conn.loaded()
+    packets = _dedupe(raw, notes)
+    syn, synack, ack = _handshake(conn, raw)
     handshake = syn is not None and synack is not None
     dist = {Side.CLIENT: 0, Side.SERVER: 0}
-    c_react, s_react = _reaction_from_data(conn)
+    c_react, s_react = _reaction_from_data(conn, raw)
     if handshake:
         assert syn is not None and synack is not None
         g1 = synack.t - syn.t
@@ -317,31 +329,50 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     origin = origin_cap - (dist[Side.CLIENT] if syn is not None else 0)
     rows: list[tuple[int, int, SegmentRecord, bool, int]] = []
     marker = RetransmitMarker()
-    supers = retrans_count = 0
+    supers = retrans_count = whole = 0
+    budget = MAX_SPLIT_RECORDS
     for p in packets:
         side = Side.CLIENT if conn.from_client(p) else Side.SERVER
         seq = seq_of[side](p.seq)
         ack_no = ack_of[side](p.ack) if p.flags & TH_ACK else 0
         letters = flag_letters(p.flags)
-        retrans = marker(side, seq, p.plen, letters)
-        if p.plen > mss:
-            supers += 1
-        retrans_count += retrans
         win = p.win if p.flags & TH_SYN else p.win << shift[side]
         seen = p.t - origin
         t = seen - dist[side]
         arrive = seen + dist[side.peer]
-        rec = SegmentRecord(t=Micros(t), src=side, seq=seq, ack=ack_no, length=p.plen,
-                            flags=letters, window=win, arrive=Micros(arrive),
-                            why=RETRANSMIT_WHY if retrans else "")
-        rows.append((t, len(rows), rec, retrans, p.frame))
+        pieces = [(seq, p.plen, letters)]
+        if p.plen > mss and not p.flags & TH_SYN:
+            supers += 1
+            count = -(-p.plen // mss)
+            if count <= MAX_PIECES and count <= budget:
+                # a TSO/GSO super-segment (captured before the NIC or the stack cut it)
+                # or a GRO merge (captured after the receiver joined them): the wire
+                # carried MSS-sized segments with the same ACK and window, PSH and FIN
+                # on the last
+                budget -= count
+                inner = letters.replace("P", "").replace("F", "")
+                pieces = [(seq + k * mss, min(mss, p.plen - k * mss),
+                           letters if k == count - 1 else inner) for k in range(count)]
+            else:
+                whole += 1
+        for piece_seq, length, flags in pieces:
+            retrans = marker(side, piece_seq, length, flags)
+            retrans_count += retrans
+            rec = SegmentRecord(t=Micros(t), src=side, seq=piece_seq, ack=ack_no,
+                                length=length, flags=flags, window=win,
+                                arrive=Micros(arrive),
+                                why=RETRANSMIT_WHY if retrans else "")
+            rows.append((t, len(rows), rec, retrans, p.frame))
     rows.sort(key=lambda r: (r[0], r[1]))
     segments = [r[2] for r in rows]
     seen_list = [Micros(r[2].t + dist[r[2].src]) for r in rows]
     if supers:
-        notes.append(f"{supers} segment(s) are longer than the MSS ({mss} B): TSO/GRO "
-                     "super-segments, captured before the NIC cut them (or after GRO merged "
-                     "them); bytes, not packet counts, are compared")
+        notes.append(f"{supers} segment(s) are longer than the MSS ({mss} B): super-segments "
+                     "of TSO/GSO (captured on the sender before they were cut) or of GRO "
+                     "(captured on the receiver after they were merged); each is explained "
+                     "as the MSS-sized segments the wire carried (ACK and window copied, PSH "
+                     "and FIN on the last)"
+                     + (f"; {whole} too large to split are kept whole" if whole else ""))
     holes = find_holes(segments, seen_list)
     for side in Side:
         mine = [h for h in holes if h.side is side]
@@ -350,7 +381,8 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
                          f"never appear in the capture ({len(mine)} hole(s), the first "
                          f"between {mine[0].t_from / 1000:.3f} and {mine[0].t_to / 1000:.3f} "
                          "ms): packets the capture dropped; stalls there are less certain and "
-                         "the rebuild fills the missing bytes in")
+                         "the rebuild writes the missing bytes (up to as many as the capture "
+                         "holds: beyond that they are a gap)")
     if retrans_count:
         notes.append(f"{retrans_count} retransmission(s) in the capture")
     client_ep, server_ep = format_endpoint(conn.client), format_endpoint(conn.server)
@@ -415,6 +447,14 @@ def _infer_mss(conn: Connection, packets: list[Packet]) -> tuple[int, str, float
     stamps = bool(opts) and sorted(opts)[len(opts) // 2] >= 12
     default = (1440 if v6 else 1460) - (12 if stamps else 0)
     if biggest > default:
+        # TSO/GSO at the sender, GRO at the receiver: super-segments are whole multiples
+        # of the MSS they will be (were) cut into — 7,240 B is 5 × 1,448
+        counts = {m: sum(1 for p in packets if p.plen >= 2 * m and p.plen % m == 0)
+                  for m in sorted(set(ETHERNET_MSS) | {default})}
+        best = max(counts, key=lambda m: (counts[m], m))
+        if counts[best]:
+            return (best, f"MSS {best} B: {counts[best]} segment(s) are whole multiples of it "
+                    "(super-segments of TSO/GSO or GRO)", MEDIUM if counts[best] > 1 else LOW)
         return (biggest, f"MSS {biggest} B: the largest segment (no write was seen cut into "
                 "full segments)", LOW)
     return (default, f"MSS {default} B assumed (Ethernet{', with timestamps' if stamps else ''}"

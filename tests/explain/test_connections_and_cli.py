@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,34 @@ def test_a_frame_seen_twice_is_counted_once(s1_trace: Trace, tmp_path: Path) -> 
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
 
 
+def test_a_forwarded_frame_seen_in_and_out_is_counted_once(s1_trace: Trace,
+                                                           tmp_path: Path) -> None:
+    """``-i any`` on a host that forwards (a router, a mid-path box) records each packet
+    arriving and leaving, the second copy one TTL lower (so another IP checksum): still
+    one packet. The fingerprint is the TCP header, IP id and TCP checksum, not every byte."""
+    rows = frames(s1_trace, at="client", linktype="sll2", twice=True)
+    hop = 20                                   # the SLL2 header before the IP header
+    out = []
+    for i, (t, frame) in enumerate(rows):
+        if i % 2:                              # the copy leaving: TTL - 1, checksum again
+            ip = bytearray(frame[hop:hop + 20])
+            ip[8] -= 1
+            ip[10:12] = b"\0\0"
+            total = sum(struct.unpack("!10H", bytes(ip)))
+            total = (total & 0xFFFF) + (total >> 16)
+            ip[10:12] = struct.pack("!H", ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF)
+            frame = frame[:hop] + bytes(ip) + frame[hop + 20:]
+        out.append((t, frame))
+    path = write_frames(out, tmp_path / "router.pcap", linktype="sll2")
+    ex = explain_file(str(path))
+    assert len(ex.captured.trace.segments) == len(s1_trace.segments)
+    # the in-memory reader (the app's) fingerprints the two copies alike too
+    from nagle_sim.explain import read_capture
+    assert len({p.fp for p in read_capture(path).packets}) == len(s1_trace.segments)
+    assert any("duplicate" in n for n in ex.notes)
+    assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
+
+
 @pytest.mark.parametrize("linktype", ["ethernet", "sll2"])
 def test_real_ipv6_duplicate_acks_are_kept(tmp_path: Path, linktype: str) -> None:
     """Four identical duplicate ACKs 50 µs apart (IPv6: no IP id) are four packets, on
@@ -135,9 +164,20 @@ script = "write 100000; read 10"
 script = "read 100000; write 10"
 """
     trace = model(text, "link.mss=1448")
+    big = [s for s in trace.segments if s.length > 1448]
+    assert big                       # the model's GSO writes super-segments
     ex = explain_file(str(write_capture(trace, tmp_path / "tso.pcap", at="both")), runner=run_sim)
-    big = [s for s in ex.captured.trace.segments if s.length > ex.captured.mss]
-    assert big and ex.captured.trace.meta["super_segments"] == len(big)
+    # explained as the wire segments they were: none longer than the MSS, every byte
+    # there, PSH only where the super-segment had it
+    segs = ex.captured.trace.segments
+    assert all(s.length <= ex.captured.mss for s in segs)
+    assert ex.captured.trace.meta["super_segments"] == len(big)
+    sent = sorted((s.seq, s.length) for s in segs if s.src.value == "client" and s.length)
+    assert sum(n for _, n in sent) == 100_000
+    assert all(a + n == b for (a, n), (b, _) in zip(sent, sent[1:], strict=False))
+    assert sum("P" in s.flags for s in segs if s.src.value == "client" and s.length) == \
+        sum("P" in s.flags for s in trace.segments if s.src.value == "client" and s.length)
+    assert any("super-segments" in n for n in ex.notes)
     assert "gso = true" in (ex.rebuilt.toml if ex.rebuilt else "")
 
 
@@ -259,6 +299,32 @@ def test_loopback_addresses_mean_one_host(tmp_path: Path, addrs: dict[Side, str]
     assert ex.rebuilt is not None and "delay_ms = 0.000" in ex.rebuilt.toml
 
 
+HEADINGS = ("Connection ", "Fix — ", "Evidence for ", "What if", "note: ")
+
+
+@pytest.mark.parametrize("extra", [[], ["--all"], ["--runtime", "java"]])
+def test_the_report_reads_as_blocks_at_80_columns(
+        s1_trace: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, extra: list[str]) -> None:
+    """At 80 columns every line fits and a wrapped item's continuation is indented under
+    it: only the headings start at the margin (a line folded back to column 0 made the
+    stall groups and the fix steps hard to tell apart). The fix names the writer and its
+    steps in order, each with its reason."""
+    monkeypatch.setenv("COLUMNS", "80")
+    path = write_capture(s1_trace, tmp_path / "s1.pcap")
+    assert main(["explain", str(path), *extra]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    margin = [line for line in lines[1:] if line and not line.startswith(" ")]
+    assert all(line.startswith(HEADINGS) or line[0].isdigit() for line in margin), margin
+    fix = lines.index(next(line for line in lines if line.startswith("Fix — ")))
+    assert "nagle+delayed_ack: change the client" in " ".join(lines[fix + 1:fix + 3])
+    steps = [line.split(".")[0].strip() for line in lines[fix:]
+             if line.startswith("    ") and line.strip()[:2] in ("1.", "2.", "3.", "4.")]
+    assert steps[:2] == ["1", "2"]
+    assert sum(line.strip().startswith("why: ") for line in lines[fix:]) >= 2
+
+
 def test_identical_stalls_are_grouped_and_all_lists_each(
         s1_trace: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -332,3 +398,23 @@ def test_pictures_without_a_stall_show_the_first_segments_and_until_ms_chooses(
                  "1000000"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "PNG would be" in err
+
+
+def test_super_segments_without_the_handshake_still_give_the_wire_mss(tmp_path: Path) -> None:
+    """A capture cut after the handshake, of a sender with TSO/GSO (its super-segments
+    are whole multiples of the MSS): the MSS is inferred as 1448 B, not as the largest
+    super-segment, and the super-segments are split into the wire's segments."""
+    text = """[client]
+nodelay = true
+script = "repeat 3 { write 20000; read 10 }"
+[server]
+script = "repeat 3 { read 20000; write 10 }"
+"""
+    trace = model(text, "link.mss=1448")
+    assert any(s.length > 1448 and s.length % 1448 == 0 for s in trace.segments)
+    later = [s for s in trace.segments if "S" not in s.flags and s.t > 0][1:]
+    ex = explain_file(str(write_capture(trace, tmp_path / "cut.pcap", segments=later,
+                                        at="both")))
+    assert not ex.captured.handshake
+    assert ex.captured.mss == 1448, ex.captured.trace.meta["inferred"]["mss"]
+    assert all(s.length <= 1448 for s in ex.captured.trace.segments)

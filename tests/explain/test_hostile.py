@@ -99,3 +99,78 @@ def test_out_of_order_timestamps(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls            # a 3 s jump is a (odd) stall, reported, not a crash
+
+
+def _rebuilt_writes(toml: str) -> int:
+    """Bytes the rebuilt scenario's scripts write, repeats counted."""
+    import re
+    total = 0
+    for line in toml.splitlines():
+        rep = re.match(r"repeat (\d+) \{(.*)\}", line.strip())
+        times, body = (int(rep.group(1)), rep.group(2)) if rep else (1, line)
+        total += times * sum(int(n) for n in re.findall(r"write (\d+)", body))
+    return total
+
+
+def test_an_absurd_ack_is_a_gap_not_bytes_to_simulate(tmp_path: Path) -> None:
+    """Issue 29.2: a capture of a handshake, 6 B and an ACK of 999,000,000 (under 400
+    bytes) made the rebuild write the "missing" 999 MB and simulate them (23 s, 1.39 GB).
+    Sizes derived from ACK numbers are bounded by the bytes captured: the hole is a gap,
+    noted, and the rebuilt scenario writes only what the capture holds."""
+    segs = handshake() + [seg("client", 1, "PA", 1, 6, 1),
+                          seg("server", 2, "A", 1, 0, 999_000_000)]
+    path = write_capture(hand_trace(segs), tmp_path / "ack.pcap", at="client",
+                         linktype="raw")
+    assert path.stat().st_size < 400
+    ex = explain_file(str(path), runner=run_sim)
+    assert ex.rebuilt is not None and ex.rebuilt.model is not None
+    assert _rebuilt_writes(ex.rebuilt.toml) == 6
+    assert sum(s.length for s in ex.rebuilt.model.segments if s.src.value == "client") == 6
+    assert any("998,999,993 B" in n and "not write them" in n for n in ex.notes)
+    # the hole is still reported as missing from the capture
+    assert [h.end - h.start for h in ex.captured.holes] == [998_999_993]
+
+
+def test_a_sequence_jump_is_a_gap_and_pairing_still_works(tmp_path: Path) -> None:
+    """A data segment 4 GB minus a little ahead (one mutated sequence number) is a gap:
+    the rebuild writes the captured bytes only, and the stalls after the gap still pair
+    with the model's (their first bytes are renumbered past the gap)."""
+    trace = model(S1)
+    segs = list(trace.segments)
+    # push every client byte after its third data segment 3,000,000 B further on
+    data = [i for i, s in enumerate(segs) if s.src.value == "client" and s.length]
+    cut = data[2]
+    import dataclasses
+    jump = 3_000_000
+    for i in range(len(segs)):
+        s = segs[i]
+        if i >= cut and s.src.value == "client" and (s.length or "F" in s.flags):
+            segs[i] = dataclasses.replace(s, seq=s.seq + jump)
+        elif i >= cut and s.src.value == "server" and "A" in s.flags and \
+                s.ack > segs[cut].seq:
+            segs[i] = dataclasses.replace(s, ack=s.ack + jump)
+    path = write_capture(trace, tmp_path / "jump.pcap", segments=segs)
+    whole = explain_file(str(write_capture(trace, tmp_path / "plain.pcap")), runner=run_sim)
+    ex = explain_file(str(path), runner=run_sim)
+    assert ex.rebuilt is not None
+    assert _rebuilt_writes(ex.rebuilt.toml) == _rebuilt_writes(whole.rebuilt.toml)
+    assert [s.cause for s in ex.stalls] == [s.cause for s in whole.stalls]
+    assert sum(bool(s.reproduced) for s in ex.stalls) == sum(
+        bool(s.reproduced) for s in whole.stalls) > 0
+
+
+def test_frames_that_claim_64_kb_each_bound_the_model(tmp_path: Path) -> None:
+    """Each frame cut to its headers may claim 65,495 B in its IP length: the model's
+    re-run is bounded by the wire segments those bytes make, not by frames."""
+    segs = handshake()
+    t = 1.0
+    for i in range(400):
+        segs.append(seg("client", t, "PA", 1 + i * 65_000, 65_000, 1))
+        t += 0.1
+    segs.append(seg("server", t + 1, "A", 1, 0, 1 + 400 * 65_000))
+    path = write_capture(hand_trace(segs, mss=536), tmp_path / "big.pcap", snaplen=96)
+    assert path.stat().st_size < 80_000
+    ex = explain_file(str(path), runner=run_sim)
+    assert ex.rebuilt is not None and ex.rebuilt.model is not None
+    # 2,000 wire segments of the MSS at most are re-run (plus what they make)
+    assert _rebuilt_writes(ex.rebuilt.toml) <= 2_000 * ex.captured.mss + 65_000

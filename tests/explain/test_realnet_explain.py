@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nagle_sim.explain import explain_file
+from nagle_sim.explain.causes import probe_window
 from nagle_sim.model.events import Side
 from nagle_sim.sim.driver import run_sim
 
@@ -140,7 +141,13 @@ def test_cork_never_released_is_cork_about_200_ms(tmp_path: Path) -> None:
     assert all(200_000 <= s.duration <= 260_000 for s in corks)
 
 
-def test_200_ms_of_think_time_is_not_cork(tmp_path: Path) -> None:
+def test_200_ms_of_think_time_is_never_a_confident_cork(tmp_path: Path) -> None:
+    """sleep(0.2) wakes 0.1-4 ms late (seen up to 203.6 ms on this loaded machine): at
+    the very edge of the probe timer's window (200-224 ms here; a corked write's
+    first release was seen at 200.7 ms), where the wire cannot tell think time from a
+    corked write. Each stall is either an idle application with no other reading, or
+    `cork` at 0.6 *with* the idle application beside it — never a cork without the
+    alternative, never a confident one."""
     def body(s: socket.socket) -> None:
         for _ in range(3):
             time.sleep(0.2)
@@ -149,8 +156,13 @@ def test_200_ms_of_think_time_is_not_cork(tmp_path: Path) -> None:
     path = capture_loopback(tmp_path, body, rounds=3, request=100, reply=100,
                             nodelay=True, name="think.pcap")
     ex = explain_file(str(path), runner=run_sim)
-    assert ex.stalls and all(s.causes == ["app"] for s in ex.stalls)
-    assert ex.rebuilt is not None and "cork = true" not in ex.rebuilt.toml
+    assert ex.stalls
+    for s in ex.stalls:
+        assert (s.causes == ["app"] and not s.alternatives) or (
+            s.causes == ["cork"] and s.confidence == 0.6
+            and [a.cause for a in s.alternatives] == ["app"]), (s.cause, s.duration)
+    lo, _hi = probe_window(0)
+    assert all(s.causes == ["app"] for s in ex.stalls if s.duration < lo)
 
 
 def test_an_idle_client_is_app(tmp_path: Path) -> None:
@@ -428,10 +440,11 @@ def test_a_server_that_closes_after_its_last_write_is_not_nodelay(tmp_path: Path
     assert "NODELAY on the server" in [w.name for w in ex.rebuilt.whatifs]
 
 
-def test_small_corked_writes_are_cork_or_an_idle_app(tmp_path: Path) -> None:
+def test_small_corked_writes_are_named_cork_with_the_idle_app_beside(tmp_path: Path) -> None:
     """A corked 30 B write leaves as one segment when the probe timer fires (max(RTO,
-    200 ms), a jiffy or two late): nothing shows bytes held, so "cork or an idle app" at
-    0.3 — never an idle app at 0.9."""
+    200 ms), measured 204-212 ms here) with nothing in flight: `cork` (TCP_CORK or
+    MSG_MORE) at 0.6, an idle application at 0.3 as the other reading — never an idle
+    app at 0.9."""
     def body(s: socket.socket) -> None:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
         for _ in range(3):
@@ -440,9 +453,20 @@ def test_small_corked_writes_are_cork_or_an_idle_app(tmp_path: Path) -> None:
     path = capture_loopback(tmp_path, body, rounds=3, request=30, reply=20,
                             name="corksmall.pcap")
     ex = explain_file(str(path), runner=run_sim)
-    assert len(ex.stalls) == 3, [(s.cause, s.duration) for s in ex.stalls]
-    assert all(s.causes == ["app"] and s.confidence <= 0.3 and "cork or an idle app" in s.text
-               for s in ex.stalls), [(s.cause, s.confidence, s.duration) for s in ex.stalls]
+    # the client's requests (the test's server thread may answer late on a loaded
+    # machine now and then: an idle server, another stall)
+    requests = [s for s in ex.stalls if s.key is not None and s.key[0] == "client"]
+    assert len(requests) == 3, [(s.cause, s.duration) for s in ex.stalls]
+    assert all(s.causes == ["app"] for s in ex.stalls if s not in requests)
+    # the first request's wait also holds the time Python took from connect() to its
+    # first send (on a loaded machine, with this test's server thread holding the GIL,
+    # up to ~16 ms was seen): the probe timer's window is measured from the write, so
+    # that one may fall past it. The requests after a reply start within the window.
+    assert requests[0].causes[0] in ("cork", "app")
+    assert all(s.causes == ["cork"] and s.confidence == 0.6
+               and [a.cause for a in s.alternatives] == ["app"]
+               for s in requests[1:]), [(s.cause, s.confidence, s.duration)
+                                        for s in ex.stalls]
 
 
 def test_a_slow_reader_is_the_receiver_not_nagle(tmp_path: Path) -> None:
