@@ -182,33 +182,8 @@ class _Parser:
             if us > MAX_SLEEP_US:
                 raise self.error(line, f"sleep {clip(args[0])} is longer than ten days")
             return Sleep(line, Micros(us))
-        if verb == "set" and args and args[0].lower() in TIMING_OPTIONS:
-            if len(args) != 2:
-                raise self.error(line, f"use 'set {args[0].lower()} 5ms' (units us, ms, s)")
-            us = self.duration(args[1], line)
-            if us > MAX_SLEEP_US:
-                raise self.error(line, f"set {args[0].lower()} {clip(args[1])} is too long")
-            return SetTiming(line, args[0].lower(), Micros(us))
-        if verb == "set" and args and args[0].lower() in VALUE_OPTIONS:
-            option = args[0].lower()
-            if len(args) != 2:
-                raise self.error(line, f"use 'set {option} "
-                                       f"{'1s' if option == 'user_timeout' else '8k'}'")
-            if option == "user_timeout":
-                us = self.duration(args[1], line)
-                if us > MAX_SLEEP_US:
-                    raise self.error(line, f"set user_timeout {clip(args[1])} is too long")
-                return SetValue(line, option, -(-us // 1000))
-            return SetValue(line, option, self.size(args[1], line, f"set {option}"))
         if verb == "set":
-            if len(args) != 2 or args[0].lower() not in OPTIONS:
-                raise self.error(line, "use 'set nodelay|cork|quickack on|off', "
-                                       "'set delack_max|rto_min|user_timeout 5ms' or "
-                                       "'set sndbuf|notsent_lowat 8k'")
-            value = args[1].lower()
-            if value not in ("on", "off", "1", "0", "true", "false"):
-                raise self.error(line, f"bad value {clip(args[1])!r} for set: use on or off")
-            return SetOpt(line, args[0].lower(), value in ("on", "1", "true"))
+            return self.parse_set(args, line)
         if verb == "get":
             if len(args) != 1 or args[0].lower() not in OPTIONS:
                 raise self.error(line, "use 'get nodelay|cork|quickack'")
@@ -224,6 +199,36 @@ class _Parser:
         raise self.error(line, f"unknown statement {clip(words[0])!r} (expected write, "
                                "writev, "
                                "read, sleep, set, get, repeat, shutdown or close)")
+
+    def parse_set(self, args: list[str], line: int) -> Statement:
+        """``set …``: a timing option (5ms), a sized one (8k, or user_timeout's time) or
+        an on/off socket option."""
+        if args and args[0].lower() in TIMING_OPTIONS:
+            if len(args) != 2:
+                raise self.error(line, f"use 'set {args[0].lower()} 5ms' (units us, ms, s)")
+            us = self.duration(args[1], line)
+            if us > MAX_SLEEP_US:
+                raise self.error(line, f"set {args[0].lower()} {clip(args[1])} is too long")
+            return SetTiming(line, args[0].lower(), Micros(us))
+        if args and args[0].lower() in VALUE_OPTIONS:
+            option = args[0].lower()
+            if len(args) != 2:
+                raise self.error(line, f"use 'set {option} "
+                                       f"{'1s' if option == 'user_timeout' else '8k'}'")
+            if option == "user_timeout":
+                us = self.duration(args[1], line)
+                if us > MAX_SLEEP_US:
+                    raise self.error(line, f"set user_timeout {clip(args[1])} is too long")
+                return SetValue(line, option, -(-us // 1000))
+            return SetValue(line, option, self.size(args[1], line, f"set {option}"))
+        if len(args) != 2 or args[0].lower() not in OPTIONS:
+            raise self.error(line, "use 'set nodelay|cork|quickack on|off', "
+                                   "'set delack_max|rto_min|user_timeout 5ms' or "
+                                   "'set sndbuf|notsent_lowat 8k'")
+        value = args[1].lower()
+        if value not in ("on", "off", "1", "0", "true", "false"):
+            raise self.error(line, f"bad value {clip(args[1])!r} for set: use on or off")
+        return SetOpt(line, args[0].lower(), value in ("on", "1", "true"))
 
     def size(self, text: str, line: int, what: str) -> int:
         """A byte count such as 8192, 8k or 1m (k = 1024, m = 1048576)."""
