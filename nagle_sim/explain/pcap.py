@@ -21,6 +21,9 @@ from typing import BinaryIO, NoReturn
 from ..errors import UserError
 
 MAX_TCP_PACKETS = 1_000_000
+MAX_TIME_US = 1 << 62
+"""Frame times beyond ±146,000 years from 1970 are refused: no clock wrote them, and the
+streaming store packs a time into 63 bits."""
 """More TCP packets than this are refused by `read_capture`, which holds them all as
 `Packet` objects (about 200 bytes each). explain streams the file instead and holds at
 most this many of one connection (`explain.scan.MAX_CONNECTION_PACKETS`)."""
@@ -501,8 +504,13 @@ def _pcapng_frames(f: BinaryIO, head: bytes, out: CaptureFile) -> Iterator[Batch
             if caplen > stop - data_at:
                 raise CaptureError(f"{out.path}: corrupt frame {frames}: captured length "
                                    "exceeds its block")
-            items.append((frames, offset * 1_000_000 + (ticks * 1_000_000) // units,
-                          linktype, data_at, data_at + caplen, iface))
+            t = offset * 1_000_000 + (ticks * 1_000_000) // units
+            if not -MAX_TIME_US <= t < MAX_TIME_US:
+                # a coarse resolution or an interface offset can put a 64-bit count of
+                # ticks beyond any clock (the packed store holds 63 bits of µs)
+                raise CaptureError(f"{out.path}: frame {frames}: its timestamp is "
+                                   f"{t // 1_000_000 // 31_557_600:,} years from 1970")
+            items.append((frames, t, linktype, data_at, data_at + caplen, iface))
             continue
         # any other block (name resolution, statistics, journal…) is skipped
     if items:

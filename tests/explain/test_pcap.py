@@ -144,3 +144,34 @@ def test_a_capture_beyond_the_packet_bound_is_refused_in_bounded_time(
 def test_addresses_are_shared_between_packets(s1_trace: Trace, tmp_path: Path) -> None:
     cap = read_capture(write_capture(s1_trace, tmp_path / "a.pcap"))
     assert len({id(p.src) for p in cap.packets}) == 2
+
+
+@pytest.mark.parametrize("resolution", [0, 6], ids=["seconds", "microseconds"])
+def test_a_frame_time_beyond_any_clock_is_one_line_not_a_traceback(
+        tmp_path: Path, resolution: int) -> None:
+    """Issue 29's fuzzing (2,000 captures): a pcapng whose interface counts seconds
+    (if_tsresol 0) and a frame of 2^63 ticks crashed explain's streaming store with
+    struct.error; the frame is refused by number, in one line."""
+    import subprocess
+    import sys
+
+    shb = struct.pack("<III", 0x0A0D0D0A, 28, 0x1A2B3C4D) + struct.pack("<HHq", 1, 0, -1) \
+        + struct.pack("<I", 28)
+    # IDB: Ethernet, with if_tsresol (option 9, one byte, padded to 4) and opt_endofopt
+    opts = struct.pack("<HHB3x", 9, 1, resolution) + struct.pack("<HH", 0, 0)
+    idb_body = struct.pack("<HHI", 1, 0, 65535) + opts
+    idb = struct.pack("<II", 1, 12 + len(idb_body)) + idb_body + struct.pack(
+        "<I", 12 + len(idb_body))
+    ticks = (1 << 63) + 5
+    frame = bytes(14)
+    epb_body = struct.pack("<IIIII", 0, ticks >> 32, ticks & 0xFFFFFFFF, len(frame),
+                           len(frame)) + frame + bytes(-len(frame) % 4)
+    epb = struct.pack("<II", 6, 12 + len(epb_body)) + epb_body + struct.pack(
+        "<I", 12 + len(epb_body))
+    path = _write(tmp_path, "far.pcapng", shb + idb + epb)
+    with pytest.raises(CaptureError, match=r"frame 1: its timestamp is [\d,]+ years from"):
+        read_capture(path)
+    done = subprocess.run([sys.executable, "-m", "nagle_sim", "explain", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
