@@ -29,6 +29,7 @@ from .loader import (
     Question,
     Reveal,
     Variant,
+    cheat_sheet,
     describe_override,
     lesson_dirs,
     load_lesson,
@@ -42,7 +43,8 @@ from .metrics import METRICS_HELP, Metric, MetricError, evaluate, parse_metric
 
 __all__ = [
     "COMPARATORS", "LESSONS_DIR", "METRICS_HELP", "Claim", "ClaimResult", "Lesson",
-    "LessonSweep", "Metric", "MetricError", "Question", "Reveal", "Variant", "check",
+    "LessonSweep", "Metric", "MetricError", "Question", "Reveal", "Variant", "cheat_sheet",
+    "check",
     "check_text", "describe_override", "evaluate", "lesson_dirs", "load_lesson",
     "load_lessons", "parse_claim", "parse_claims", "parse_metric", "parse_sweep", "show",
     "split_prose", "toggle_errors", "variant", "variants",

@@ -41,6 +41,16 @@ def _shipped_lessons() -> Path:
 
 LESSONS_DIR = _shipped_lessons()
 
+
+def cheat_sheet(root: Path | None = None) -> str:
+    """The course's cheat sheet (``cheatsheet.md`` beside the lessons), as Markdown.
+
+    Raises:
+        ScenarioError: it is missing or unreadable (one line naming the file).
+    """
+    return scenario_mod.read_text((root or LESSONS_DIR) / "cheatsheet.md",
+                                  what="the cheat sheet")
+
 REVEAL = re.compile(r"^<!--\s*reveal(?:\s+after\s+(\d+))?\s*-->\s*$", re.MULTILINE)
 """A line ``<!-- reveal -->`` (after every question) or ``<!-- reveal after N -->`` (after
 the first N questions, in time order) starts prose that stays hidden until then."""

@@ -23,12 +23,13 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.theme import Theme
 
-from ..lessons import Lesson, load_lessons
+from ..lessons import Lesson, cheat_sheet, load_lessons
 from ..scenario import ScenarioError
 from .classlink import ClassLink
 from .classroom import NO_FILES, REAL_OFF, Classroom
 from .commands import binding_commands, own_bindings
 from .runners import Runner
+from .screens.cheatsheet import CheatSheetScreen
 from .screens.closing import OncePalette
 from .screens.help import HelpScreen, key_label, screen_bindings
 from .screens.lesson_list import LessonListScreen
@@ -53,6 +54,8 @@ DARK = Theme(
         # lighter text shade for headings keep every pair at WCAG's 4.5:1 for text
         "block-cursor-background": "#083A68",
         "markdown-h1-color": "#57A5E2",
+        "markdown-h2-color": "#57A5E2",
+        "markdown-h3-color": "#57A5E2",
     },
 )
 """The default: Textual's dark theme with every text/background pair at 4.5:1 or more
@@ -95,6 +98,9 @@ class NagleApp(App[int]):
                 tooltip="Switch the high-contrast theme on or off"),
         Binding("f3", "projector", "Projector", show=False, id="app.projector",
                 tooltip="Projector mode: double row spacing and bolder text"),
+        Binding("f4", "cheat_sheet", "Cheat sheet", show=False, id="app.cheat_sheet",
+                tooltip="The course's cheat sheet: when Linux ACKs at once, when Nagle "
+                "holds, what releases held data, the constants (nagle-sim handout prints it)"),
         Binding("w", "sweep", "Sweep", show=False, id="app.sweep",
                 tooltip="The lesson's sweep: its grid run in the model, as a table and a plot"),
         Binding("ctrl+q", "quit", "Quit", show=False, id="app.quit",
@@ -236,6 +242,18 @@ class NagleApp(App[int]):
         if action == "sweep":
             return getattr(getattr(screen, "lesson", None), "sweep", None) is not None
         return True
+
+    def action_cheat_sheet(self) -> None:
+        if isinstance(self.screen, CheatSheetScreen):
+            return
+        try:
+            own = self._lessons_root
+            # a lessons folder of one's own may have no cheat sheet: the course's then
+            text = cheat_sheet(own if own and (own / "cheatsheet.md").exists() else None)
+        except ScenarioError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        self.push_screen(CheatSheetScreen(text))
 
     def action_sweep(self) -> None:
         open_sweep(self)

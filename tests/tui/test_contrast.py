@@ -22,6 +22,7 @@ from textual.pilot import Pilot
 from textual.screen import ModalScreen
 
 from nagle_sim.tui.app import DARK, HIGH_CONTRAST, NagleApp
+from nagle_sim.tui.screens.cheatsheet import CheatSheetScreen
 from nagle_sim.tui.screens.help import HelpScreen
 from nagle_sim.tui.screens.question import QuestionScreen
 from nagle_sim.tui.screens.questions import QuestionsScreen
@@ -98,6 +99,12 @@ async def _walk_lesson(pilot: Pilot[object], low: list[str]) -> None:
     await settle(pilot)
     assert isinstance(app.screen, HelpScreen)
     low += _low_pairs(app, "help")
+    await pilot.press("escape")
+    await settle(pilot)
+    await pilot.press("f4")    # Markdown headings and tables
+    await settle(pilot)
+    assert isinstance(app.screen, CheatSheetScreen)
+    low += _low_pairs(app, "cheat sheet")
 
 
 async def _walk_questions(pilot: Pilot[object], low: list[str]) -> None:

@@ -141,3 +141,22 @@ async def test_a_screenshot_is_saved_even_without_a_downloads_folder(
             if (folder / "shot.svg").exists():
                 break
     assert (folder / "shot.svg").read_text("utf-8").startswith("<svg")
+
+
+async def test_f4_shows_the_course_cheat_sheet_and_closes() -> None:
+    """Issue 30: the cheat sheet in the app (the same text `nagle-sim handout` prints)."""
+    from textual.widgets import Markdown
+
+    from nagle_sim.lessons import cheat_sheet
+    from nagle_sim.tui.screens.cheatsheet import CheatSheetScreen
+
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f4")
+        await settle(pilot)
+        assert isinstance(app.screen, CheatSheetScreen)
+        assert app.screen.query_one(Markdown).source == cheat_sheet()
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, CheatSheetScreen)
