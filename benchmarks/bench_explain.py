@@ -47,7 +47,7 @@ def main() -> None:
         size = path.stat().st_size
         t1 = time.perf_counter()
         cpu1 = time.process_time()
-        ex = explain_file(str(path))
+        ex = explain_file(str(path), runner=run_sim)
         took = time.perf_counter() - t1
         cpu = time.process_time() - cpu1
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

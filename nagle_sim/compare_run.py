@@ -2,14 +2,15 @@
 
 Owns the orchestration that `nagle_sim.compare` leaves out: running a scenario on real
 sockets and on the model at the real run's jiffy phase, printing the comparison (rich),
-writing its tables, and validating every lesson. May import realnet and the simulator, but
-only inside the functions that run them, so importing this module stays cheap.
+writing its tables, and validating every lesson. The executors arrive as runners
+(`nagle_sim.trace.Runner`, made by `nagle_sim.runners`): this module imports neither.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,12 @@ from .export.tables import render_csv, render_markdown
 from .model.events import Side
 from .scenario import real_run_caveats
 from .summary import iterations, stalls
-from .trace import Trace
+from .trace import Runner, Trace
 from .units import ms_text
+
+SimRunner = Callable[..., Trace]
+"""The simulator's runner: a `Runner` that also takes the driver's ``sleeps=`` (each run of
+a sleep statement as long as the real run's, `aligned_model_run`)."""
 
 
 def _console() -> Any:
@@ -116,21 +121,18 @@ class Both:
         return cmp
 
 
-def run_both(scenario: Any, *, remote: str | None = None, token: str | None = None,
+def run_both(scenario: Any, *, run_real: Runner, run_sim: SimRunner,
              profile: str = "auto") -> Both:
-    """The real run first (the server side on ``remote`` if given), then the model with
-    the profiles the real hosts call for (`model_scenario`) at the real run's measured
-    jiffy phase."""
-    from realnet.runner import run_real
-
-    real = run_real(scenario, remote=remote, token=token, progress=_stderr)
-    return model_against(scenario, real, profile)
+    """The real run first (``run_real``: this host, or the server side on a remote serve),
+    then the model with the profiles the real hosts call for (`model_scenario`) at the real
+    run's measured jiffy phase."""
+    real = run_real(scenario)
+    return model_against(scenario, real, run_sim, profile)
 
 
-def model_against(scenario: Any, real: Trace, profile: str = "auto") -> Both:
+def model_against(scenario: Any, real: Trace, run_sim: SimRunner,
+                  profile: str = "auto") -> Both:
     """The model's run of ``scenario`` set up and aligned for the real trace ``real``."""
-    from .sim.driver import run_sim
-
     modelled, notes = model_scenario(scenario, real, profile)
     return Both(aligned_model_run(modelled, real, run_sim), real, modelled, notes)
 
@@ -185,7 +187,7 @@ def model_scenario(scenario: Any, real: Trace, profile: str = "auto"
 
 def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
     """A remote run crosses a real path: when the scenario's link delays do not add up to
-    the round trip measured in the handshake (`realnet.hostfacts.declared_path`: within
+    the round trip measured in the handshake (`nagle_sim.scenario.Link.describes_path`: within
     max(2 ms, 25 %), the rule the clock estimate uses), the model takes the
     path's one-way delays instead, so both executors see the same link."""
     from dataclasses import replace
@@ -198,11 +200,8 @@ def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
     rtt, to_client = clock.get("handshake_rtt_us"), clock.get("one_way_to_client_us")
     if not isinstance(rtt, int | float) or not isinstance(to_client, int | float) or rtt <= 0:
         return scenario
-    from realnet.hostfacts import declared_path  # stdlib only: the clock estimate's rule
-
     link = scenario.link
-    declared = link.to_server_delay + link.to_client_delay
-    if declared_path(rtt, declared):
+    if link.describes_path(rtt):
         return scenario
     to_client = min(max(0, round(to_client)), round(rtt))
     to_server = max(0, round(rtt) - to_client)
@@ -214,7 +213,7 @@ def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
                                           to_client_delay=Micros(to_client)))
 
 
-def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
+def aligned_model_run(scenario: Any, real: Trace, run_sim: SimRunner) -> Trace:
     """The model at the real run's jiffy phase (local runs) and with its measured sleeps:
     each ``sleep`` statement as long as the real ones took (median), or, where that
     median would still drift from the real run over the loop, each run of it as long as
@@ -237,7 +236,7 @@ def aligned_model_run(scenario: Any, real: Trace, run_sim: Any) -> Trace:
     return sim
 
 
-def _follow_write_ties(scenario: Any, real: Trace, run_sim: Any, sim: Trace,
+def _follow_write_ties(scenario: Any, real: Trace, run_sim: SimRunner, sim: Trace,
                        runs: dict[tuple[Side, int], list[int]]) -> Trace:
     """While the runs disagree and the first place they split the bytes differently is a
     write that fell within `WRITE_TIE_US` of a segment's send on the kernel's side and the
@@ -470,9 +469,11 @@ def _write_tables(cmp: Comparison, markdown: str | None, csv_path: str | None) -
         _stderr(f"wrote {csv_path}")
 
 
-def compare_cli(scenario: Any, args: Any) -> int:
+def compare_cli(scenario: Any, args: Any, *, run_sim: SimRunner,
+                run_real: Runner | None) -> int:
     """``nagle-sim compare FILE [REAL.json]``: exit 0 when the kernel agrees with the
-    model, else 1. ``scenario`` is None when ``args.model_trace`` is a saved model trace."""
+    model, else 1. ``scenario`` is None when ``args.model_trace`` is a saved model trace;
+    ``run_real`` may be None when a saved real trace is given."""
     reason = not_comparable(scenario) if scenario is not None else ""
     if reason:
         _stderr(f"note: {reason}; comparing anyway, expect differences")
@@ -489,10 +490,11 @@ def compare_cli(scenario: Any, args: Any) -> int:
     if getattr(args, "model_trace", None) is not None and real is not None:
         cmp = compare(args.model_trace, real)
     elif real is not None:
-        cmp = model_against(scenario, real, profile).compare()
+        cmp = model_against(scenario, real, run_sim, profile).compare()
     else:
-        cmp = run_both(scenario, remote=getattr(args, "remote", None),
-                       token=getattr(args, "token", None), profile=profile).compare()
+        assert run_real is not None, "compare without a saved real trace runs the kernel"
+        cmp = run_both(scenario, run_real=run_real, run_sim=run_sim,
+                       profile=profile).compare()
     if getattr(args, "json", False):
         sys.stdout.write(json.dumps(cmp.to_json(), ensure_ascii=False) + "\n")
     else:
@@ -577,7 +579,7 @@ def _write_markdown(path: str | None, heading: str, headers: list[str],
         _stderr(f"wrote {path}")
 
 
-def validate_cli(args: Any) -> int:
+def validate_cli(args: Any, *, run_sim: SimRunner, run_real: Runner) -> int:
     """``nagle-sim validate``: every lesson on the model and on the kernel; exit 1 if any
     lesson disagrees (everything is printed first)."""
     from rich.text import Text
@@ -594,8 +596,7 @@ def validate_cli(args: Any) -> int:
                                         comparable=False))
             continue
         try:
-            both = run_both(lesson.scenario, remote=getattr(args, "remote", None),
-                            token=getattr(args, "token", None),
+            both = run_both(lesson.scenario, run_real=run_real, run_sim=run_sim,
                             profile=getattr(args, "profile", None) or "auto")
         except UserError as exc:
             results.append(LessonResult(lesson.slug, None, None, None, str(exc)))
@@ -629,7 +630,7 @@ MAX_RANDOM = 1000
 """Random scenarios one ``validate --random`` may run (each takes a second or two)."""
 
 
-def validate_random_cli(args: Any) -> int:
+def validate_random_cli(args: Any, *, run_sim: SimRunner, run_real: Runner) -> int:
     """``nagle-sim validate --random N``: N generated scenarios (`nagle_sim.randomscen`,
     seeds ``--seed`` … ``--seed`` + N − 1) on the model and on the kernel; a table of
     verdicts with each disagreement's first difference, the disagreeing scenarios written
@@ -649,8 +650,7 @@ def validate_random_cli(args: Any) -> int:
         _stderr(f"validate: random scenario {seed} ({i}/{count}) …")
         try:
             both = run_both(loads(rs.text, f"<random scenario {seed}>"),
-                            remote=getattr(args, "remote", None),
-                            token=getattr(args, "token", None),
+                            run_real=run_real, run_sim=run_sim,
                             profile=getattr(args, "profile", None) or "auto")
         except UserError as exc:
             rows.append([str(seed), rs.summary, "error", str(exc)])

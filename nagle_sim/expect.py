@@ -2,8 +2,8 @@
 
 Owns: the claim format and the metric language (docs/lessons.md), and `check()`, which runs
 a scenario (and each distinct what-if variant named by a claim's ``when``) once and judges
-every claim. Works on any `Trace`, so a real-kernel runner can be passed instead of the
-simulator. Must not import simpy, asyncio, textual or rich (the simulator is imported lazily).
+every claim. Works on any `Trace`: the caller passes the runner (`nagle_sim.runners`'
+simulator, or real sockets). Must not import simpy, asyncio, textual, rich or an executor.
 
 A claim::
 
@@ -35,13 +35,11 @@ from .errors import UserError
 from .model.events import Reason, Side
 from .scenario import OPTIONS, Scenario, ScenarioError, clip
 from .summary import iterations, stalls, write_spans
-from .trace import SegmentRecord, Trace
+from .trace import Runner, SegmentRecord, Trace
 from .units import ms
 
 if TYPE_CHECKING:
     from .lessons import Lesson
-
-Runner = Callable[[Scenario], Trace]
 
 COMPARATORS = ("equals", "between", "at_most", "at_least", "one_of")
 CLAIM_KEYS = frozenset({"claim", "metric", "why", "when", *COMPARATORS})
@@ -582,12 +580,6 @@ def parse_claims(sc: Scenario) -> list[Claim]:
 
 
 # ---------------------------------------------------------------- checking
-def _default_runner(sc: Scenario) -> Trace:
-    from .sim.driver import run_sim
-
-    return run_sim(sc)
-
-
 def _resolve(target: Scenario | Lesson | str | Path) -> tuple[Scenario, str | None]:
     """(base scenario, TOML text for building variants or None)."""
     if isinstance(target, str | Path):
@@ -614,19 +606,20 @@ def variant(base: Scenario, text: str | None, when: Iterable[str], where: str) -
     return scenario_mod.loads(text, base.source, when)
 
 
-def check(target: Scenario | Lesson | str | Path, *, runner: Runner | None = None,
+def check(target: Scenario | Lesson | str | Path, *, runner: Runner,
           text: str | None = None) -> list[ClaimResult]:
-    """Run the scenario (and each distinct ``when`` variant once) and judge every claim.
+    """Run the scenario (and each distinct ``when`` variant once) with ``runner`` and judge
+    every claim.
 
-    ``target`` is a `Scenario`, a `Lesson`, a scenario file or a lesson folder. Variants
-    are rebuilt from the scenario's file (or from ``text``). Malformed claims raise
-    `ScenarioError` before anything runs.
+    ``target`` is a `Scenario`, a `Lesson`, a scenario file or a lesson folder; ``runner``
+    the executor (`nagle_sim.runners.simulate`, or a real one). Variants are rebuilt from
+    the scenario's file (or from ``text``). Malformed claims raise `ScenarioError` before
+    anything runs.
     """
     sc, file_text = _resolve(target)
     if text is not None:
         file_text = text
     claims = parse_claims(sc)
-    runner = runner or _default_runner
     variants: dict[tuple[str, ...], Scenario] = {(): sc}
     for c in claims:
         if c.when not in variants:
@@ -649,7 +642,7 @@ def check(target: Scenario | Lesson | str | Path, *, runner: Runner | None = Non
     return results
 
 
-def check_text(text: str, where: str = "<string>", *, runner: Runner | None = None
+def check_text(text: str, where: str = "<string>", *, runner: Runner
                ) -> list[ClaimResult]:
     """`check` for scenario TOML held in memory."""
     return check(scenario_mod.loads(text, where), runner=runner, text=text)

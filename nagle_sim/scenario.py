@@ -183,6 +183,11 @@ class LinkFault:
         return f"to_{self.towards.value} {self.kind} {n}{tail}"
 
 
+DECLARED_PATH_TOLERANCE_US = 2_000
+"""A scenario's link delays are a real path's when they add up to its measured round trip
+within max(this, 25 %) (`Link.describes_path`)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
     to_server_delay: Micros = Micros(0)
@@ -205,6 +210,15 @@ class Link:
 
     def delay(self, towards: Side) -> Micros:
         return self.to_server_delay if towards is Side.SERVER else self.to_client_delay
+
+    def describes_path(self, rtt_us: float) -> bool:
+        """Whether these delays describe a real path whose round trip measured ``rtt_us``:
+        they add up to it within max(`DECLARED_PATH_TOLERANCE_US`, 25 %). One rule for a
+        remote run's clock estimate (which then takes the declared asymmetry out) and for
+        the model's link when it is compared with that run (`nagle_sim.compare_run`)."""
+        declared = self.to_server_delay + self.to_client_delay
+        return declared > 0 and abs(rtt_us - declared) <= max(DECLARED_PATH_TOLERANCE_US,
+                                                               0.25 * declared)
 
     @property
     def emulated(self) -> bool:

@@ -1,10 +1,9 @@
 """Running a sweep: simulated cells in parallel over the cores, real cells one at a time.
 
 Owns `run_sweep` and its worker processes; the grid, metrics and tables are
-`nagle_sim.sweep`'s. Split from it so that only this module (used by the CLI) imports the
-simulator: the app runs a lesson's sweep through its injected runner instead. Must not
-import textual; imports `nagle_sim.sim.driver` only in the worker, and realnet never (a
-real runner is injected).
+`nagle_sim.sweep`'s. Both executors arrive as runners (`nagle_sim.runners`): the model's
+is handed to each worker process, so it must be a module-level function (it is pickled by
+name). Must not import textual or an executor.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 
-from .scenario import Scenario, loads
+from .scenario import loads
 from .sweep import (
     MAX_REPEAT,
     Axis,
@@ -24,19 +23,17 @@ from .sweep import (
     measure,
     note_of,
 )
-from .trace import Trace
+from .trace import Runner
 
 
-def _run_model_cell(text: str, where: str, overrides: list[str],
+def _run_model_cell(runner: Runner, text: str, where: str, overrides: list[str],
                     metrics: tuple[str, ...]) -> tuple[dict[str, float | None], str]:
     """Worker: build one cell's scenario and run the model on it."""
-    from .sim.driver import run_sim
-
-    trace = run_sim(loads(text, where, overrides))
+    trace = runner(loads(text, where, overrides))
     return measure(trace, metrics), note_of(trace)
 
 
-def _run_cell_args(args: tuple[str, str, list[str], tuple[str, ...]]
+def _run_cell_args(args: tuple[Runner, str, str, list[str], tuple[str, ...]]
                    ) -> tuple[dict[str, float | None], str]:
     return _run_model_cell(*args)
 
@@ -46,8 +43,8 @@ MAX_JOBS_PER_CORE = 4
 
 
 def run_sweep(text: str, where: str, axes: Sequence[Axis], metrics: Sequence[str], *,
-              jobs: int | None = None, real: bool = False, repeat: int = 1,
-              real_runner: Callable[[Scenario], Trace] | None = None,
+              model_runner: Runner, jobs: int | None = None, real: bool = False,
+              repeat: int = 1, real_runner: Runner | None = None,
               base: Sequence[str] = (),
               on_cell: Callable[[int, int], None] | None = None) -> SweepResult:
     """Run every cell: the model always (in parallel over ``jobs`` processes), the real
@@ -57,9 +54,11 @@ def run_sweep(text: str, where: str, axes: Sequence[Axis], metrics: Sequence[str
         text, where: the scenario file's text and name.
         axes: the varied keys; an empty list is a one-cell sweep.
         metrics: metric names (`METRICS`).
+        model_runner: the simulator's runner (`nagle_sim.runners.simulate`): a
+            module-level function, as it is sent to the worker processes by name.
         jobs: worker processes for simulated cells (default: the machine's cores).
-        real, repeat, real_runner: real runs; ``real_runner`` is realnet's ``run_real``
-            (injected so tests can fake it).
+        real, repeat, real_runner: real runs; ``real_runner`` runs one scenario on the
+            kernel (`nagle_sim.runners.real`; tests fake it).
         base: ``--set`` overrides applied to every cell (``params.NAME=V`` for --param).
         on_cell: called with (cells done, cells in all) after each run finishes.
     Raises:
@@ -88,13 +87,13 @@ def run_sweep(text: str, where: str, axes: Sequence[Axis], metrics: Sequence[str
     if jobs == 1:
         for res in results:
             res.model, res.model_note = _run_model_cell(
-                text, where, [*base, *res.cell.overrides], metrics)
+                model_runner, text, where, [*base, *res.cell.overrides], metrics)
             tick()
     else:
         # multiprocessing.Pool (not concurrent.futures): leaving its `with` block, also on
         # Ctrl-C, terminates the workers at once instead of waiting for queued cells
         with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-            jobs_args = [(text, where, [*base, *res.cell.overrides], metrics)
+            jobs_args = [(model_runner, text, where, [*base, *res.cell.overrides], metrics)
                          for res in results]
             for res, outcome in zip(results, pool.imap(_run_cell_args, jobs_args),
                                     strict=True):

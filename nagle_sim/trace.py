@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 from .errors import UserError
 from .model.events import (
@@ -29,6 +29,9 @@ from .model.events import (
     TraceEvent,
 )
 from .units import ms
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
 
 FORMAT_V1: Final = "nagle-sim-trace/1"
 FORMAT_V2: Final = "nagle-sim-trace/2"
@@ -59,6 +62,16 @@ def _compact(code: str, text: str, reasons: dict[str, str] | None) -> bool:
     and the table holds exactly this sentence under the record's code. A code seen with
     two sentences keeps the first in the table; the others are written out in full."""
     return reasons is not None and bool(code) and reasons.get(code) == text
+
+
+class Runner(Protocol):
+    """An executor as the rest of the program sees it: a scenario in, its finished trace
+    out. `nagle_sim.runners` makes them (the simulator, real sockets here or with a remote
+    server side); the app, compare, sweep, explain and lessons' claims receive them and
+    never import an executor. A runner may take keyword options of its own (the
+    simulator's ``cancelled``, ``record_limit``): callers that need one ask for it."""
+
+    def __call__(self, scenario: Scenario, /) -> Trace: ...
 
 
 class TraceError(UserError, ValueError):

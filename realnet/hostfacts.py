@@ -227,22 +227,8 @@ def clean_facts(raw: Any) -> dict[str, Any]:
 def profile_congestion(profile: Any) -> str:
     """The congestion control a model profile asks for (its ``congestion`` field, which a
     real run sets per socket with TCP_CONGESTION). The one rule, used by the remote runs, the
-    local runs' host facts and `nagle_sim.compare` (which may import this stdlib-only
-    module, never the rest of realnet)."""
+    local runs' host facts."""
     return str(profile.congestion)
-
-
-DECLARED_PATH_TOLERANCE_US = 2_000
-"""A scenario's link delays are the path's when they add up to the measured round trip
-within max(this, 25 %): one rule for the clock estimate (taking the declared asymmetry
-out) and for the model's link (`nagle_sim.compare_run`)."""
-
-
-def declared_path(rtt_us: float, declared_us: float) -> bool:
-    """Whether link delays adding up to ``declared_us`` describe a path whose measured
-    round trip is ``rtt_us`` (both µs)."""
-    return declared_us > 0 and abs(rtt_us - declared_us) <= max(DECLARED_PATH_TOLERANCE_US,
-                                                                 0.25 * declared_us)
 
 
 def local_facts(scenario: Any) -> dict[str, dict[str, Any]]:

@@ -1152,7 +1152,7 @@ def _estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote
     t1, t4 = syns[-1] - local_off, t4 - local_off
     rtt = t4 - t1
     ds, dc = scenario.link.to_server_delay * 1000, scenario.link.to_client_delay * 1000
-    declared = hostfacts.declared_path(rtt / 1000, (ds + dc) / 1000)
+    declared = scenario.link.describes_path(rtt / 1000)
     asym = (ds - dc) if declared else 0
     est.handshake_rtt_ns = rtt
     est.one_way_to_client_ns = round(rtt * dc / (ds + dc)) if declared else rtt // 2

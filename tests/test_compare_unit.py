@@ -529,11 +529,10 @@ def test_the_model_link_and_the_clock_estimate_share_one_asymmetry_rule() -> Non
     25 %) for both the clock estimate and the model's link (it was 1 ms for the link)."""
     from nagle_sim.compare_run import _path_delays
     from nagle_sim.scenario import loads
-    from realnet.hostfacts import declared_path
 
-    assert declared_path(3_500, 2_000) and not declared_path(4_500, 2_000)
     sc = loads('[link]\ndelay_ms = 1\n[client]\nscript = "write 1"\n'
                '[server]\nscript = "read 1"\n')
+    assert sc.link.describes_path(3_500) and not sc.link.describes_path(4_500)
     notes: list[str] = []
     real = Trace(source="realnet", title="t", meta={
         "link": "remote", "clock_offset": {"handshake_rtt_us": 3_500.0,

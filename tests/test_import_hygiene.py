@@ -40,3 +40,15 @@ def test_the_tui_package_imports_no_simulator_or_realnet() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "", out
+
+
+def test_the_runner_seam_imports_its_executors_only_when_asked() -> None:
+    """`nagle_sim.runners` is the one module that imports the simulator and realnet, and
+    only inside the functions that need them: importing it (every command that runs
+    anything does) loads neither."""
+    code = ("import sys, nagle_sim.runners; bad = [m for m in ('simpy', 'realnet', "
+            "'nagle_sim.sim', 'nagle_sim.sim.driver') if m in sys.modules]; "
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "", out

@@ -13,6 +13,7 @@ import pytest
 
 from nagle_sim import sweep
 from nagle_sim.model.events import Micros, Side
+from nagle_sim.sim.driver import run_sim
 from nagle_sim.sweep import (
     Axis,
     SweepError,
@@ -141,7 +142,8 @@ def test_latency_percentiles_and_counts() -> None:
 def test_s1_metrics_from_the_model() -> None:
     """Seed S1: 44 ms per request after the first with Nagle; NODELAY removes the stalls."""
     result = run_sweep(S1.read_text(), str(S1), [parse_vary("client.nodelay=false,true")],
-                       ["latency_p50_ms", "stalls", "writes_alone_pct", "stall_ms"], jobs=1)
+                       ["latency_p50_ms", "stalls", "writes_alone_pct", "stall_ms"], jobs=1,
+                       model_runner=run_sim)
     slow, fast = (c.model for c in result.cells)
     assert slow["latency_p50_ms"] == 44.0 and slow["stalls"] == 11
     assert fast["latency_p50_ms"] < 1 and fast["stalls"] == 0
@@ -153,8 +155,8 @@ def test_s1_metrics_from_the_model() -> None:
 def test_parallel_cells_equal_serial_cells() -> None:
     axes = [parse_vary("client.nodelay=false,true"), parse_vary("server.profile=linux,windows")]
     metrics = ["latency_p50_ms", "segments_client", "stall_ms"]
-    serial = run_sweep(S1.read_text(), str(S1), axes, metrics, jobs=1)
-    parallel = run_sweep(S1.read_text(), str(S1), axes, metrics, jobs=2)
+    serial = run_sweep(S1.read_text(), str(S1), axes, metrics, jobs=1, model_runner=run_sim)
+    parallel = run_sweep(S1.read_text(), str(S1), axes, metrics, jobs=2, model_runner=run_sim)
     assert [c.model for c in serial.cells] == [c.model for c in parallel.cells]
 
 
@@ -162,7 +164,7 @@ def test_a_bad_cell_fails_before_anything_runs() -> None:
     calls: list[object] = []
     with pytest.raises(SweepError, match=r"unknown profile 'beos'.*server\.profile=beos"):
         run_sweep(S1.read_text(), str(S1), [parse_vary("server.profile=linux,beos")],
-                  ["stalls"], jobs=1, real=True, real_runner=calls.append)
+                  ["stalls"], jobs=1, real=True, real_runner=calls.append, model_runner=run_sim)
     assert calls == []
 
 
@@ -182,7 +184,8 @@ def test_real_runs_give_mean_spread_and_difference() -> None:
         return trace
 
     result = run_sweep(S1.read_text(), str(S1), [parse_vary("client.nodelay=false,true")],
-                       ["latency_p50_ms"], jobs=1, real=True, repeat=2, real_runner=fake_real)
+                       ["latency_p50_ms"], jobs=1, real=True, repeat=2, real_runner=fake_real,
+                       model_runner=run_sim)
     headers, rows = table(result)
     assert headers == ["client.nodelay", "latency_p50_ms model", "latency_p50_ms kernel",
                        "latency_p50_ms sd", "latency_p50_ms diff"]
@@ -195,7 +198,8 @@ def test_real_runs_give_mean_spread_and_difference() -> None:
     # one run per cell says nothing about the spread: no sd column (not a misleading 0)
     runs = iter([40.0, 48.0])
     result = run_sweep(S1.read_text(), str(S1), [parse_vary("client.nodelay=false,true")],
-                       ["latency_p50_ms"], jobs=1, real=True, repeat=1, real_runner=fake_real)
+                       ["latency_p50_ms"], jobs=1, real=True, repeat=1, real_runner=fake_real,
+                       model_runner=run_sim)
     headers, rows = table(result)
     assert headers == ["client.nodelay", "latency_p50_ms model", "latency_p50_ms kernel",
                        "latency_p50_ms diff"]
@@ -307,7 +311,8 @@ def test_s5_table_in_the_model_matches_the_seed_measurement() -> None:
     path = EXAMPLES / "s5.toml"
     result = run_sweep(path.read_text(), str(path),
                        [parse_vary("client.nodelay=false,true"),
-                        parse_vary("sleep=0ms,5ms,15ms")], ["writes_alone_pct"], jobs=2)
+                        parse_vary("sleep=0ms,5ms,15ms")], ["writes_alone_pct"], jobs=2,
+                        model_runner=run_sim)
     share = {c.cell.label(): c.model["writes_alone_pct"] for c in result.cells}
     assert share == {
         "client.nodelay=false, sleep=0ms": 10.0, "client.nodelay=false, sleep=5ms": 10.0,
@@ -322,7 +327,7 @@ def test_s3_modes_send_what_the_seed_describes() -> None:
     path = EXAMPLES / "s3.toml"
     result = run_sweep(path.read_text(), str(path), [parse_vary("mode=plain,nodelay,cork")],
                        ["latency_p50_ms", "data_segments_client"], jobs=1,
-                       base=["params.messages=20"])
+                       base=["params.messages=20"], model_runner=run_sim)
     plain, nodelay, cork = (c.model for c in result.cells)
     assert plain["latency_p50_ms"] == 44.0
     assert nodelay["data_segments_client"] == 20 * 15 and nodelay["latency_p50_ms"] < 1

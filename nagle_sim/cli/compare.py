@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 
 from ..errors import UserError
@@ -21,8 +22,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     saved real trace), ``compare MODEL.json REAL.json`` (two saved traces). Saved traces
     are checked before anything runs: the right source on each side, meta the comparison
     can use, and the same scenario (`compare_run.load_real`)."""
+    from .. import runners
     from ..compare_run import check_same_title, compare_cli, load_model, load_real
-    from ..runners import real_unavailable
     options.check_output(args.markdown)
     options.check_output(args.csv)
     options.check_profile(args.profile)
@@ -49,17 +50,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
         scenario = options.load_scenario(args)
         if args.real is not None:     # bad input fails before the model runs
             args.real_trace = load_real(args.real, scenario)
+    run_real = None
     if args.real is None:
-        why = real_unavailable(args.remote)
+        why = runners.real_unavailable(args.remote)
         if why is not None:  # never "DISAGREE" against an empty capture
             raise UserError(f"compare: {why}")
-    return compare_cli(scenario, args)
+        run_real = runners.real(args.remote, args.token, progress=_progress)
+    return compare_cli(scenario, args, run_sim=runners.simulate, run_real=run_real)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from .. import runners
     from ..compare_run import validate_cli, validate_random_cli
     from ..randomscen import MAX_SEED
-    from ..runners import real_unavailable
     options.check_output(args.markdown)
     options.check_profile(args.profile)
     if args.random is None and (args.seed is not None or args.keep is not None):
@@ -71,10 +74,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
                             f"past the last seed, {MAX_SEED}")
     if args.keep is not None:
         _check_keep_dir(args.keep)
-    why = real_unavailable(args.remote)
+    why = runners.real_unavailable(args.remote)
     if why is not None:
         raise UserError(f"validate: {why}")
-    return validate_random_cli(args) if args.random is not None else validate_cli(args)
+    run_real = runners.real(args.remote, args.token, progress=_progress)
+    validate = validate_random_cli if args.random is not None else validate_cli
+    return validate(args, run_sim=runners.simulate, run_real=run_real)
+
+
+def _progress(message: str) -> None:
+    """A real run's one-line status messages, on stderr as they come."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def _check_keep_dir(path: str) -> None:

@@ -90,6 +90,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from ..explain import explain_file
     from ..explain.report import dumps, markdown, print_report, write_pictures
     from ..export import ExportError
+    from ..runners import simulate
 
     if args.json and args.markdown:
         # one document on stdout: JSON with Markdown after it would parse as neither
@@ -99,7 +100,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _check_output(path, flag, suffix)
     try:
         ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
-                          truncated_ok=getattr(args, "truncated_ok", False))
+                          runner=simulate, truncated_ok=getattr(args, "truncated_ok", False))
     except MemoryError:
         raise UserError(f"{args.capture}: too large to explain in memory") from None
     written: list[str] = []

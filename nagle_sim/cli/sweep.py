@@ -134,11 +134,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                              f"first) cannot be told apart; at most {MAX_SERIES}")
     if (args.remote or args.repeat != 1 or getattr(args, "token", None)) and not args.real:
         raise SweepError("--remote, --token and --repeat go with --real")
-    if args.real:
-        from ..runners import real
-        runner = real(args.remote, getattr(args, "token", None))
-    else:
-        runner = None
+    from ..runners import real, simulate
+    runner = real(args.remote, getattr(args, "token", None)) if args.real else None
     err = Console(stderr=True, highlight=False)
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=err, transient=True,
@@ -147,8 +144,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         def on_cell(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
-        result = run_sweep(text, where, axes, metrics, jobs=args.jobs, real=args.real,
-                           repeat=args.repeat, real_runner=runner, on_cell=on_cell,
+        result = run_sweep(text, where, axes, metrics, model_runner=simulate, jobs=args.jobs,
+                           real=args.real, repeat=args.repeat, real_runner=runner,
+                           on_cell=on_cell,
                            base=[*(args.set or []),
                                  *(f"params.{p}" for p in args.param or [])])
     headers, rows = table(result)

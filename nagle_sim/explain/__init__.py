@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..model.events import Side
 from ..scenario import ScenarioError
+from ..trace import Runner
 from .causes import LOW, WINDOW_CAUSES, Stall, View, find_stalls
 from .connections import Connection, longest_stalled, split_connections
 from .pcap import CaptureError, CaptureFile, read_capture
@@ -78,10 +79,12 @@ def doubt_missing(stalls: list[Stall], captured: Captured) -> None:
 
 
 def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
-                 os_text: str = "", run_model: bool = True,
+                 os_text: str = "", runner: Runner | None = None,
                  truncated_ok: bool = False) -> Explanation:
-    """Explain one connection of the capture at ``path``; ``truncated_ok``: a file that
-    ends inside a frame is explained from its complete frames (a note says so).
+    """Explain one connection of the capture at ``path``; ``runner``: the simulator's
+    (`nagle_sim.runners.simulate`), to re-run the rebuilt scenario on the model and ask
+    its what-ifs (without one, the scenario is only written); ``truncated_ok``: a file
+    that ends inside a frame is explained from its complete frames (a note says so).
 
     Raises:
         ExplainError: the file or an option is bad (`CaptureError` is one).
@@ -118,7 +121,7 @@ def explain_file(path: str, *, conn: int | None = None, port: int | None = None,
     notes = ([capture.truncated] if capture.truncated else []) + list(captured.notes)
     rebuilt: Rebuilt | None
     try:
-        rebuilt = rebuild(captured, stalls, os_choice, run_model=run_model, view=view)
+        rebuilt = rebuild(captured, stalls, os_choice, runner=runner, view=view)
     except ScenarioError as exc:
         # e.g. a capture whose timing is beyond what a scenario may say (a link delay over
         # ten minutes): the stalls stand, only the model's re-run is missing

@@ -4,8 +4,9 @@ Owns: turning a captured `Trace` back into scenario TOML — writes from segment
 and PSH (each write's tail carries PSH), reads from the request/response turns, sleeps
 where a stall says the application was idle, the link delay from the handshake, NODELAY
 from small segments sent while a small one was unACKed, TCP_CORK from cork stalls, each
-side's OS profile from its delayed-ACK timing or ``--os`` — then running it with
-`nagle_sim.sim.driver.run_sim`, pairing the model's stalls with the capture's, and the
+side's OS profile from its delayed-ACK timing or ``--os`` — then running it with the
+simulator's runner the caller hands in (`nagle_sim.runners.simulate`: this module
+imports no executor), pairing the model's stalls with the capture's, and the
 what-ifs (NODELAY on the writer, one write per request). The TOML is loaded back with
 `scenario.loads`, so what is reported is exactly what `--scenario` writes.
 Must not import rich, textual or realnet.
@@ -21,7 +22,7 @@ from ..compare import tolerance
 from ..model.config import PROFILES
 from ..model.events import Micros, Side
 from ..scenario import Scenario, loads
-from ..trace import Outcome, Trace
+from ..trace import Outcome, Runner, Trace
 from .causes import WINDOW_CAUSES, Stall, View, find_stalls, view_of
 from .totrace import Captured
 
@@ -347,10 +348,9 @@ def _summary(name: str, change: str, trace: Trace, view: View) -> WhatIf:
                   total_ms=round(trace.end / 1000, 1))
 
 
-def _run(toml: str, where: str) -> tuple[Scenario, Trace]:
-    from ..sim.driver import run_sim
+def _run(runner: Runner, toml: str, where: str) -> tuple[Scenario, Trace]:
     scenario = loads(toml, where)
-    return scenario, run_sim(scenario)
+    return scenario, runner(scenario)
 
 
 def pair_stalls(captured: list[Stall], model: list[Stall], cut: Micros | None = None) -> None:
@@ -404,9 +404,10 @@ def _slow_ackers(stalls: list[Stall], profiles: dict[Side, tuple[str, str]]
 
 
 def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
-            run_model: bool = True, view: View | None = None) -> Rebuilt:
-    """Rebuild, re-run and ask the what-ifs. ``run_model=False`` only writes the TOML;
-    ``view`` is the capture's view the stalls were found in (its indexes are reused)."""
+            runner: Runner | None = None, view: View | None = None) -> Rebuilt:
+    """Rebuild, re-run on ``runner`` (the simulator's) and ask the what-ifs; without a
+    runner, only write the TOML. ``view`` is the capture's view the stalls were found in
+    (its indexes are reused)."""
     where = f"<rebuilt from {cap.trace.meta.get('capture', 'capture')}>"
     nd0 = infer_nodelay(cap, view)
     slow: frozenset[Side] = frozenset()
@@ -418,10 +419,10 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
                      f"the what-ifs use the first {MAX_WHATIF_SEGMENTS:,}")
     scenario = loads(toml, where)
     out = Rebuilt(toml=toml, scenario=scenario, profiles=profiles, notes=notes)
-    if not run_model:
+    if runner is None:
         return out
     sack = bool(cap.trace.meta.get("sack_permitted", True))
-    _, model = _run(toml, where)
+    _, model = _run(runner, toml, where)
     model.meta["rtt_ms"] = cap.trace.meta.get("rtt_ms", 0)
     out.model = model
     mview = view_of(model, cap.dist, cap.mss, sack)
@@ -432,7 +433,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         # the capture shows delayed ACKs the model (in quick-ACK mode) did not make: try
         # again with TCP_QUICKACK off before that side's reads, keep it if it fits better
         toml2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow)
-        scenario2, model2 = _run(toml2, where)
+        scenario2, model2 = _run(runner, toml2, where)
         model2.meta["rtt_ms"] = cap.trace.meta.get("rtt_ms", 0)
         mview2 = view_of(model2, cap.dist, cap.mss, sack)
         stalls2 = find_stalls(mview2)
@@ -452,7 +453,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     if cut is not None:     # compare the what-ifs with a baseline of the same length
         short, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
                                  limit=MAX_WHATIF_SEGMENTS)
-        _, base_trace = _run(short, where)
+        _, base_trace = _run(runner, short, where)
         out.baseline = _summary("as captured (model)", "", base_trace,
                                 view_of(base_trace, cap.dist, cap.mss, sack))
     else:
@@ -470,7 +471,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         nd = {s: scenario.side(s).options.nodelay or s is side for s in Side}
         t2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd, slow_ack=slow,
                               limit=MAX_WHATIF_SEGMENTS)
-        _, tr = _run(t2, where)
+        _, tr = _run(runner, t2, where)
         w = _summary(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true", tr,
                      view_of(tr, cap.dist, cap.mss, sack))
         w.toml = t2
@@ -479,7 +480,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         if scenario.side(side).options.cork:
             t4, _, _ = build_toml(cap, stalls, os_choice, cork={side: False}, nodelay=nd0,
                                   slow_ack=slow, limit=MAX_WHATIF_SEGMENTS)
-            _, tr = _run(t4, where)
+            _, tr = _run(runner, t4, where)
             out.whatifs.append(_summary(f"no TCP_CORK on the {side.value}",
                                         f"{side.value}.cork = false", tr,
                                         view_of(tr, cap.dist, cap.mss, sack)))
@@ -487,7 +488,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     if " more" in toml:
         t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
                               limit=MAX_WHATIF_SEGMENTS)
-        _, tr = _run(t5.replace(" more", ""), where)
+        _, tr = _run(runner, t5.replace(" more", ""), where)
         out.whatifs.append(_summary("no MSG_MORE", "plain writes instead of MSG_MORE", tr,
                                     view_of(tr, cap.dist, cap.mss, sack)))
         out.whatifs[-1].toml = t5.replace(" more", "")
@@ -496,7 +497,7 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
                              limit=MAX_WHATIF_SEGMENTS)
     if t3 != plain:
-        _, tr = _run(t3, where)
+        _, tr = _run(runner, t3, where)
         out.whatifs.append(_summary("one write per request", "each message sent with one "
                                     "write", tr, view_of(tr, cap.dist, cap.mss, sack)))
         out.whatifs[-1].toml = t3

@@ -609,6 +609,3 @@ def run_sim(scenario: Scenario, **limits: Any) -> Trace:
     """Simulate ``scenario`` and return its trace. ``cancelled``, if given, is asked every
     few thousand events and stops the run with `RunCancelled` when it returns True."""
     return SimDriver(scenario, **limits).run()
-
-
-Runner = Callable[[Scenario], Trace]

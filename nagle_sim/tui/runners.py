@@ -1,6 +1,7 @@
-"""Types of the injected executors and of what the app offers its screens.
+"""What the app offers its screens: the injected executors and how to run them.
 
-Must not import simpy or realnet: runners arrive as plain callables.
+Must not import simpy or realnet: runners arrive as plain callables (`nagle_sim.trace.Runner`,
+made by `nagle_sim.runners`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from typing import Protocol
 
 from ..lessons import Lesson
 from ..scenario import Scenario
-from ..trace import Trace
+from ..trace import Runner, Trace
 from .classroom import Classroom
 
-Runner = Callable[[Scenario], Trace]
-"""Scenario in, finished trace out (the simulator, or realnet on loopback)."""
+__all__ = ["AppServices", "Runner", "run_cancellable"]
 
 
 def run_cancellable(runner: Runner, scenario: Scenario, cancelled: Callable[[], bool]) -> Trace:

@@ -22,7 +22,7 @@ def save_svg(path: str | Path, lesson_slug: str, steps: int | None = None, *,
         path: Where to write the SVG.
         lesson_slug: Folder name of the lesson, e.g. ``"07-write-write-read"``.
         steps: Forward steps from the first event; None jumps to the first stall.
-        run_sim: The simulator (``nagle_sim.sim.driver.run_sim``).
+        run_sim: The simulator's runner (``nagle_sim.runners.simulate``).
         size: Terminal size (columns, rows).
         lessons_root: Folder of lessons (default: the packaged ``lessons/``).
 

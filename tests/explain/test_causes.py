@@ -10,6 +10,7 @@ import pytest
 
 from nagle_sim.explain import explain_file
 from nagle_sim.explain.causes import CAUSES
+from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
 
 from .captures import hand_trace, handshake, seg
@@ -30,7 +31,7 @@ script = "repeat 3 { read 10; write 10 }"
 def test_write_write_read_is_nagle_plus_delayed_ack_and_the_model_agrees(
         s1_trace: Trace, capture_of: Cap, at: str) -> None:
     """Lesson 01: the second small write waits for the peer's delayed ACK."""
-    ex = explain_file(str(capture_of(s1_trace, at=at)))
+    ex = explain_file(str(capture_of(s1_trace, at=at)), runner=run_sim)
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
     assert all(s.reproduced for s in ex.stalls)
     assert all(40 <= (s.model_ms or 0) <= 48 for s in ex.stalls)
@@ -49,7 +50,7 @@ def test_on_a_delayed_link_the_capture_point_is_found_and_the_link_is_named(
         capture_of: Cap) -> None:
     trace = model(S1, "link.delay_ms=20")
     for at in ("client", "server"):
-        ex = explain_file(str(capture_of(trace, name=f"{at}.pcap", at=at)))
+        ex = explain_file(str(capture_of(trace, name=f"{at}.pcap", at=at)), runner=run_sim)
         assert ex.captured.captured_on == at
         assert ex.captured.trace.meta["rtt_ms"] == pytest.approx(40, abs=0.5)
         causes = {s.cause for s in ex.stalls}
@@ -59,7 +60,7 @@ def test_on_a_delayed_link_the_capture_point_is_found_and_the_link_is_named(
 
 
 def test_nodelay_has_no_stall(capture_of: Cap) -> None:
-    ex = explain_file(str(capture_of(model(S1, "client.nodelay=true"))))
+    ex = explain_file(str(capture_of(model(S1, "client.nodelay=true"))), runner=run_sim)
     assert ex.stalls == []
     assert ex.rebuilt is not None and ex.rebuilt.scenario.client.options.nodelay
 
@@ -76,7 +77,7 @@ script = "repeat 3 { read 2000; write 10 }"
 def test_cork_never_released_is_cork_near_200_ms(capture_of: Cap) -> None:
     """A corked write longer than the MSS: its first segment leaves without PSH, the rest
     waits for the 200 ms ceiling — bytes visibly held, so the wire shows TCP_CORK."""
-    ex = explain_file(str(capture_of(model(CORKED))))
+    ex = explain_file(str(capture_of(model(CORKED))), runner=run_sim)
     corks = [s for s in ex.stalls if s.cause == "cork"]
     assert len(corks) == 3
     # the probe timer is max(RTO, 200 ms); the RTO grows with the 40 ms delayed ACKs
@@ -100,7 +101,7 @@ script = "repeat 4 { read 10; write 10 }"
 def test_think_time_near_200_ms_is_not_cork(capture_of: Cap, sleep_ms: int) -> None:
     """A NODELAY client sleeping before each write: nothing shows bytes held, so the stalls
     are the application's, and the rebuild never sets cork."""
-    ex = explain_file(str(capture_of(model(THINK.replace("SLEEP", str(sleep_ms))))))
+    ex = explain_file(str(capture_of(model(THINK.replace("SLEEP", str(sleep_ms))))), runner=run_sim)
     assert ex.stalls and all(s.causes == ["app"] for s in ex.stalls)
     if sleep_ms == 200:     # exactly the ceiling: said so, with low confidence
         assert all(s.confidence <= 0.3 and "cork or an idle app" in s.text
@@ -114,7 +115,7 @@ def test_an_idle_client_is_app_and_the_rebuild_sleeps(capture_of: Cap) -> None:
     text = PING_PONG.replace('script = "repeat 3 { write 10; read 10 }"',
                              'script = "write 10; read 10; sleep 100ms; write 10; read 10; '
                              'write 10; read 10"')
-    ex = explain_file(str(capture_of(model(text))))
+    ex = explain_file(str(capture_of(model(text))), runner=run_sim)
     assert [s.cause for s in ex.stalls] == ["app"]
     assert ex.stalls[0].duration == pytest.approx(100_000, abs=1_000)
     assert ex.rebuilt is not None and "sleep 100ms" in ex.rebuilt.toml
@@ -122,7 +123,7 @@ def test_an_idle_client_is_app_and_the_rebuild_sleeps(capture_of: Cap) -> None:
 
 
 def test_a_long_link_is_link(capture_of: Cap) -> None:
-    ex = explain_file(str(capture_of(model(PING_PONG, "link.delay_ms=250"))))
+    ex = explain_file(str(capture_of(model(PING_PONG, "link.delay_ms=250"))), runner=run_sim)
     assert ex.stalls and {s.cause for s in ex.stalls} == {"link"}
     assert all(s.duration == pytest.approx(500_000, abs=2_000) for s in ex.stalls)
 
@@ -136,12 +137,12 @@ script = "write 200000; read 10"
 [server]
 script = "read 200000; write 10"
 """
-    ex = explain_file(str(capture_of(model(text))))
+    ex = explain_file(str(capture_of(model(text))), runner=run_sim)
     assert any(s.cause == "cwnd+link" for s in ex.stalls)
 
 
 def _explain_hand(capture_of: Cap, segments: list, **kw: object):
-    return explain_file(str(capture_of(hand_trace(segments), **kw)), run_model=False)
+    return explain_file(str(capture_of(hand_trace(segments), **kw)))
 
 
 def test_retransmission_of_the_tail_is_a_tail_loss_probe(capture_of: Cap) -> None:
@@ -262,7 +263,7 @@ def test_paced_full_segments(capture_of: Cap) -> None:
 def test_every_named_cause_is_in_the_vocabulary(s1_trace: Trace, capture_of: Cap) -> None:
     assert list(CAUSES) == ["nagle", "delayed_ack", "cork", "msg_more", "tlp", "rto",
                             "zero_window", "receiver", "cwnd", "pacing", "link", "app"]
-    ex = explain_file(str(capture_of(s1_trace)))
+    ex = explain_file(str(capture_of(s1_trace)), runner=run_sim)
     for s in ex.stalls:
         assert set(s.causes) <= set(CAUSES)
         assert 0 < s.confidence <= 1
@@ -276,7 +277,7 @@ def test_packets_missing_from_the_capture_are_noticed_and_filled_in(
     data = [i for i, s in enumerate(s1_trace.segments) if s.length and s.src.value == "client"]
     gone = data[len(data) // 2] if lost == "middle" else data[-1]
     kept = [s for i, s in enumerate(s1_trace.segments) if i != gone]
-    ex = explain_file(str(capture_of(s1_trace, segments=kept)))
+    ex = explain_file(str(capture_of(s1_trace, segments=kept)), runner=run_sim)
     size = s1_trace.segments[gone].length
     assert any(f"{size} B of the client's data never appear" in n for n in ex.notes)
     assert ex.captured.holes and ex.captured.holes[0].end - ex.captured.holes[0].start == size
@@ -297,7 +298,7 @@ script = "repeat 3 { write 2000 more; read 10 }"
 nodelay = true
 script = "repeat 3 { read 2000; write 10 }"
 """
-    ex = explain_file(str(capture_of(model(text))))
+    ex = explain_file(str(capture_of(model(text))), runner=run_sim)
     assert ex.stalls and all("msg_more" in s.causes for s in ex.stalls)
     assert ex.rebuilt is not None
     names = [w.name for w in ex.rebuilt.whatifs]

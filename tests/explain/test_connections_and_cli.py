@@ -13,6 +13,7 @@ from nagle_sim.__main__ import main
 from nagle_sim.explain import explain_file
 from nagle_sim.model.events import Side
 from nagle_sim.scenario import load
+from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
 
 from .captures import frames, write_capture, write_frames
@@ -36,7 +37,7 @@ def two_connections(tmp_path: Path, s1_trace: Trace) -> Path:
 
 
 def test_the_default_is_the_connection_with_the_longest_stall(two_connections: Path) -> None:
-    ex = explain_file(str(two_connections))
+    ex = explain_file(str(two_connections), runner=run_sim)
     assert len(ex.connections) == 2
     assert ex.chosen.number == 2 and ex.chosen.server[1] == 8080
     assert ex.stalls and ex.stalls[0].cause == "nagle+delayed_ack"
@@ -59,7 +60,7 @@ def test_the_default_ranks_by_stall_not_by_idle_gap(tmp_path: Path, s1_trace: Tr
     rows = frames(model(CONTROL), ports={Side.CLIENT: 50001, Side.SERVER: 21})
     rows += frames(s1_trace, ports={Side.CLIENT: 50002, Side.SERVER: 8080}, t0=3_000)
     path = write_frames(rows, tmp_path / "ctl.pcap")
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.chosen.server[1] == 8080
     control = next(c for c in ex.connections if c.server[1] == 21)
     assert control.longest_gap()[0] > 250_000 and control.longest_stall == (0, 0, "")
@@ -85,9 +86,9 @@ def test_the_listing_fits_80_columns_without_cutting_ports(
 
 
 def test_conn_and_port_choose(two_connections: Path) -> None:
-    assert explain_file(str(two_connections), conn=1).chosen.server[1] == 9000
-    assert explain_file(str(two_connections), port=9000).stalls == []
-    assert explain_file(str(two_connections), port=50002).chosen.number == 2
+    assert explain_file(str(two_connections), conn=1, runner=run_sim).chosen.server[1] == 9000
+    assert explain_file(str(two_connections), port=9000, runner=run_sim).stalls == []
+    assert explain_file(str(two_connections), port=50002, runner=run_sim).chosen.number == 2
 
 
 def test_a_capture_starting_mid_connection(s1_trace: Trace, tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_a_capture_starting_mid_connection(s1_trace: Trace, tmp_path: Path) -> N
     the quickest ACKs, and the stalls still named."""
     later = [s for s in s1_trace.segments if s.t > 30_000]
     path = write_capture(s1_trace, tmp_path / "mid.pcap", segments=later, at="client")
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert not ex.captured.handshake
     assert any("mid-connection" in n for n in ex.notes)
     assert ex.stalls and {s.cause for s in ex.stalls} == {"nagle+delayed_ack"}
@@ -104,7 +105,7 @@ def test_a_capture_starting_mid_connection(s1_trace: Trace, tmp_path: Path) -> N
 
 def test_a_frame_seen_twice_is_counted_once(s1_trace: Trace, tmp_path: Path) -> None:
     path = write_capture(s1_trace, tmp_path / "any.pcap", linktype="sll2", twice=True)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert len(ex.captured.trace.segments) == len(s1_trace.segments)
     assert any("duplicate" in n for n in ex.notes)
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
@@ -120,7 +121,7 @@ def test_real_ipv6_duplicate_acks_are_kept(tmp_path: Path, linktype: str) -> Non
     segs += [seg("server", 1.2 + 0.05 * k, "A", 1, 0, 101) for k in range(4)]
     path = write_capture(hand_trace(segs), tmp_path / "dup6.pcap", v6=True,
                          linktype=linktype, at="both")
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     acks = [s for s in ex.captured.trace.segments if s.src is Side.SERVER and s.ack == 101]
     assert len(acks) == 5
     assert not any("duplicate frame" in n for n in ex.notes)
@@ -134,7 +135,7 @@ script = "write 100000; read 10"
 script = "read 100000; write 10"
 """
     trace = model(text, "link.mss=1448")
-    ex = explain_file(str(write_capture(trace, tmp_path / "tso.pcap", at="both")))
+    ex = explain_file(str(write_capture(trace, tmp_path / "tso.pcap", at="both")), runner=run_sim)
     big = [s for s in ex.captured.trace.segments if s.length > ex.captured.mss]
     assert big and ex.captured.trace.meta["super_segments"] == len(big)
     assert "gso = true" in (ex.rebuilt.toml if ex.rebuilt else "")
@@ -212,7 +213,7 @@ def test_not_a_capture_exits_2_naming_the_file(tmp_path: Path,
 
 def test_os_option_sets_the_profiles(s1_trace: Trace, tmp_path: Path) -> None:
     path = write_capture(s1_trace, tmp_path / "s1.pcap")
-    ex = explain_file(str(path), os_text="client=linux,server=windows")
+    ex = explain_file(str(path), os_text="client=linux,server=windows", runner=run_sim)
     assert ex.rebuilt is not None
     assert ex.rebuilt.scenario.server.profile.name == "windows"
     assert ex.rebuilt.profiles[Side.SERVER][1] == "given with --os"
@@ -222,7 +223,7 @@ def test_os_option_sets_the_profiles(s1_trace: Trace, tmp_path: Path) -> None:
 
 def test_delayed_ack_timing_picks_the_profile(tmp_path: Path) -> None:
     trace = model(S1, 'server.profile="windows"')
-    ex = explain_file(str(write_capture(trace, tmp_path / "win.pcap")))
+    ex = explain_file(str(write_capture(trace, tmp_path / "win.pcap")), runner=run_sim)
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
     assert ex.rebuilt is not None and ex.rebuilt.scenario.server.profile.name == "windows"
     assert all(s.reproduced for s in ex.stalls)
@@ -242,7 +243,7 @@ def test_two_hosts_on_a_lan_keep_their_distance(tmp_path: Path) -> None:
     """0.3 ms one way between two addresses is a LAN, not loopback: the rebuilt link keeps
     the measured delay."""
     trace = model(LAN)
-    ex = explain_file(str(write_capture(trace, tmp_path / "lan.pcap", at="client")))
+    ex = explain_file(str(write_capture(trace, tmp_path / "lan.pcap", at="client")), runner=run_sim)
     assert ex.captured.captured_on == "client"
     assert ex.captured.trace.meta["server_distance_ms"] == pytest.approx(0.3, abs=0.01)
     assert ex.rebuilt is not None and "delay_ms = 0.301" in ex.rebuilt.toml
@@ -253,7 +254,7 @@ def test_two_hosts_on_a_lan_keep_their_distance(tmp_path: Path) -> None:
 def test_loopback_addresses_mean_one_host(tmp_path: Path, addrs: dict[Side, str]) -> None:
     trace = model(LAN)
     ex = explain_file(str(write_capture(trace, tmp_path / "lo.pcap", at="client",
-                                        addrs=addrs)))
+                                        addrs=addrs)), runner=run_sim)
     assert ex.captured.captured_on == "both"
     assert ex.rebuilt is not None and "delay_ms = 0.000" in ex.rebuilt.toml
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from nagle_sim.__main__ import main
 from nagle_sim.explain import explain_file
+from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace import Trace
 
 from .captures import hand_trace, handshake, seg, write_capture
@@ -77,7 +78,7 @@ def test_absurd_times_and_mss_still_explain(tmp_path: Path) -> None:
     assert data[first + 54:first + 56] == b"\x02\x04"
     data[first + 56:first + 58] = struct.pack("!H", 5)
     path.write_bytes(bytes(data))
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls
     assert ex.captured.mss >= 88
     assert ex.rebuilt is None
@@ -96,5 +97,5 @@ def test_out_of_order_timestamps(tmp_path: Path) -> None:
         n += 1
     struct.pack_into("<I", data, off, struct.unpack_from("<I", data, off)[0] + 3)
     path.write_bytes(bytes(data))
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls            # a 3 s jump is a (odd) stall, reported, not a crash

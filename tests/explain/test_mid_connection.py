@@ -19,6 +19,7 @@ from nagle_sim.explain import Explanation, explain_file, read_capture, split_con
 from nagle_sim.explain.causes import CAUSES, LOW, MEDIUM
 from nagle_sim.explain.pcap import TH_ACK, TH_PUSH, Packet
 from nagle_sim.model.events import Side
+from nagle_sim.sim.driver import run_sim
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON_CAPTURE = next(ROOT.glob("lessons/*-diagnose-a-capture/capture.pcap"))
@@ -50,7 +51,7 @@ def by_epoch(ex: Explanation) -> dict[tuple[int, int], tuple[str, float, str]]:
 
 @pytest.fixture(scope="module")
 def whole() -> dict[tuple[int, int], tuple[str, float, str]]:
-    ex = explain_file(str(LESSON_CAPTURE), run_model=False)
+    ex = explain_file(str(LESSON_CAPTURE))
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 7
     return by_epoch(ex)
 
@@ -64,7 +65,7 @@ def test_the_reviewers_cut_names_nagle_and_delayed_ack_not_app(tmp_path: Path) -
     """The reviewer's case: the first 12 frames dropped. Before the fix every stall was
     `app`: the client's distance, bounded only by ACKs riding on its next request, came
     out 4 µs too long, so the held body seemed to leave before the ACK releasing it."""
-    ex = explain_file(str(cut(tmp_path, 12)))
+    ex = explain_file(str(cut(tmp_path, 12)), runner=run_sim)
     assert not ex.captured.handshake
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 6
     # the distances are the handshake's (0.5 ms each), found from the releases
@@ -81,7 +82,7 @@ def test_every_start_cut_names_the_stalls_inside_it_as_the_whole_capture(
         first: int) -> None:
     path = cut(tmp_path, first)
     lo, hi = _span(path)
-    got = by_epoch(explain_file(str(path), run_model=False))
+    got = by_epoch(explain_file(str(path)))
     inside = {k: v for k, v in whole.items() if lo <= k[0] and k[1] <= hi}
     assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in inside.items()}
 
@@ -92,7 +93,7 @@ def test_a_cut_in_the_middle_of_a_stall_does_not_report_it(
     capture starting there began during that stall, which it cannot see."""
     path = cut(tmp_path, 10)
     lo, _hi = _span(path)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     first_stall = min(whole)
     assert first_stall[0] < lo <= first_stall[1]
     t0 = ex.captured.trace.meta["start_epoch_us"]
@@ -109,7 +110,7 @@ def test_every_end_cut_keeps_its_stalls_or_says_partial(
     a stall whose delayed ACK is the last thing before the end is `delayed_ack`, partial,
     at low confidence — never `app` ("nothing was waiting"), which the cut cannot show."""
     path = cut(tmp_path, 0, last)
-    got = by_epoch(explain_file(str(path), run_model=False))
+    got = by_epoch(explain_file(str(path)))
     for key, (cause, confidence, text) in got.items():
         if cause != whole[key][0]:
             assert cause == "delayed_ack" and confidence == LOW and "partial" in text
@@ -118,20 +119,20 @@ def test_every_end_cut_keeps_its_stalls_or_says_partial(
 
 @pytest.mark.parametrize("last", [11, 16, 30])
 def test_an_end_cut_explains_and_rebuilds(tmp_path: Path, last: int) -> None:
-    ex = explain_file(str(cut(tmp_path, 0, last)))
+    ex = explain_file(str(cut(tmp_path, 0, last)), runner=run_sim)
     assert ex.rebuilt is not None and ex.rebuilt.model is not None
     assert all(set(s.causes) <= set(CAUSES) for s in ex.stalls)
 
 
 def test_both_ends_cut(tmp_path: Path) -> None:
-    ex = explain_file(str(cut(tmp_path, 12, 31)))
+    ex = explain_file(str(cut(tmp_path, 12, 31)), runner=run_sim)
     causes = [s.cause for s in ex.stalls]
     assert causes[:-1] == ["nagle+delayed_ack"] * (len(causes) - 1)
     assert causes[-1] in ("nagle+delayed_ack", "delayed_ack")
 
 
 def test_the_inferred_facts_are_reported_with_a_confidence(tmp_path: Path) -> None:
-    ex = explain_file(str(cut(tmp_path, 12)), run_model=False)
+    ex = explain_file(str(cut(tmp_path, 12)))
     inferred = ex.captured.trace.meta["inferred"]
     assert set(inferred) >= {"client", "distances", "mss", "window_scale"}
     assert inferred["client"]["value"] == "10.0.0.1:40000"
@@ -142,7 +143,7 @@ def test_the_inferred_facts_are_reported_with_a_confidence(tmp_path: Path) -> No
     assert "the client is 10.0.0.1:40000" in note and "round trip 2.0 ms" in note
     assert re.search(r"MSS \d+ B assumed", note)
     # the whole capture infers nothing
-    full = explain_file(str(LESSON_CAPTURE), run_model=False)
+    full = explain_file(str(LESSON_CAPTURE))
     assert "inferred" not in full.captured.trace.meta
     assert max(s.confidence for s in full.stalls) > MEDIUM
 
@@ -193,7 +194,7 @@ script = "repeat 3 { read 5000; write 10 }"
 """, "link.mss=1448", "link.gso=false")
     later = [s for s in trace.segments if "S" not in s.flags and s.t > 0][2:]
     path = write_capture(trace, tmp_path / "bulk.pcap", segments=later, at="client")
-    ex = explain_file(str(path), run_model=False)
+    ex = explain_file(str(path))
     assert not ex.captured.handshake
     assert ex.captured.mss == 1448
     assert ex.captured.trace.meta["inferred"]["mss"]["confidence"] == MEDIUM
@@ -225,7 +226,7 @@ def test_a_cut_too_short_to_measure_a_distance_is_low_confidence(tmp_path: Path)
     from .captures import write_capture
     trace, segs = _seen_order("client")
     path = write_capture(trace, tmp_path / "tail.pcap", segments=segs[-2:], at="client")
-    ex = explain_file(str(path), run_model=False)
+    ex = explain_file(str(path))
     assert ex.captured.trace.meta["inferred"]["distances"]["confidence"] == LOW
     assert ex.stalls and all(s.confidence <= LOW for s in ex.stalls)
 
@@ -236,13 +237,12 @@ def test_an_end_cut_after_an_ack_that_crossed_the_link_says_partial(tmp_path: Pa
     beyond the cut — `link`, partial, low; the whole capture says `nagle+link`."""
     from .captures import write_capture
     trace, segs = _seen_order("client")
-    whole_ex = explain_file(str(write_capture(trace, tmp_path / "all.pcap", at="client")),
-                            run_model=False)
+    whole_ex = explain_file(str(write_capture(trace, tmp_path / "all.pcap", at="client")))
     assert [s.cause for s in whole_ex.stalls[:2]] == ["link", "nagle+link"]
     end = next(i for i, s in enumerate(segs) if s.src is Side.SERVER and s.length == 0
                and "S" not in s.flags and s.ack > 1)
     path = write_capture(trace, tmp_path / "head.pcap", segments=segs[:end + 1], at="client")
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert len(ex.stalls) == 2 and ex.stalls[0].cause == "link"     # the handshake
     st = ex.stalls[1]
     assert st.cause == "link" and st.confidence == LOW and "partial" in st.text

@@ -25,7 +25,7 @@ def test_a_capture_made_by_the_model_is_reproduced_in_full(tmp_path: Path, name:
     path = tmp_path / "own.pcap"
     with path.open("wb") as out:
         write_pcap_to(trace, out)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls
     missing = [(s.start / 1000, s.cause, s.model_ms) for s in ex.stalls if not s.reproduced]
     assert not missing

@@ -28,7 +28,7 @@ def test_every_link_type_reads_every_segment_and_finds_the_same_stalls(
     assert len(cap.packets) == len(s1_trace.segments)
     assert [p.plen for p in cap.packets if p.plen] == [s.length for s in sorted(
         s1_trace.segments, key=lambda s: s.t) if s.length]
-    ex = explain_file(str(path), run_model=False)
+    ex = explain_file(str(path))
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
     assert ex.captured.trace.source == "capture"
 
@@ -57,7 +57,7 @@ def test_snaplen_inside_the_tcp_header_is_an_error_naming_the_cause(
 def test_sequence_numbers_are_relative_across_a_32_bit_wrap(s1_trace: Trace,
                                                             tmp_path: Path) -> None:
     """The test client's ISN is 296 below 2^32: its data still starts at seq 1."""
-    ex = explain_file(str(write_capture(s1_trace, tmp_path / "w.pcap")), run_model=False)
+    ex = explain_file(str(write_capture(s1_trace, tmp_path / "w.pcap")))
     data = [s for s in ex.captured.trace.segments if s.length and s.src.value == "client"]
     assert data[0].seq == 1
     assert data[-1].seq + data[-1].length == 1 + 13 * 6
@@ -65,7 +65,7 @@ def test_sequence_numbers_are_relative_across_a_32_bit_wrap(s1_trace: Trace,
 
 def test_window_scale_from_the_handshake_scales_windows(s1_trace: Trace,
                                                         tmp_path: Path) -> None:
-    ex = explain_file(str(write_capture(s1_trace, tmp_path / "w.pcap")), run_model=False)
+    ex = explain_file(str(write_capture(s1_trace, tmp_path / "w.pcap")))
     assert ex.captured.trace.meta["window_scale"] == {"client": 7, "server": 7}
     wins = [s.window for s in ex.captured.trace.segments if "S" not in s.flags]
     assert all(w % 128 == 0 for w in wins) and max(wins) > 65535 // 2

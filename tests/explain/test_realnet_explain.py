@@ -23,6 +23,7 @@ import pytest
 
 from nagle_sim.explain import explain_file
 from nagle_sim.model.events import Side
+from nagle_sim.sim.driver import run_sim
 
 from .realcap import Tcpdump, client, listening, recv_exact, serve_echo
 
@@ -72,7 +73,7 @@ def test_write_write_read_on_loopback_is_nagle_plus_delayed_ack(tmp_path: Path) 
     """Every request after the first waits for the server's delayed ACK (the first is
     ACKed at once: quick-ACK mode at the start of a connection)."""
     path = capture_loopback(tmp_path, wwr(6), rounds=6)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.captured.captured_on == "both"
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 5
     # HZ=250: a delayed ACK is 40 ms plus up to a few jiffies
@@ -97,14 +98,14 @@ def test_write_write_read_over_ipv6_loopback(tmp_path: Path) -> None:
             server.join(10)
         finally:
             cap.stop()
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.chosen.client[0] == socket.inet_pton(socket.AF_INET6, "::1")
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 3
 
 
 def test_the_same_with_nodelay_has_no_stall(tmp_path: Path) -> None:
     path = capture_loopback(tmp_path, wwr(6), rounds=6, nodelay=True)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls == []
     assert ex.rebuilt is not None and ex.rebuilt.scenario.client.options.nodelay
 
@@ -132,7 +133,7 @@ def test_cork_never_released_is_cork_about_200_ms(tmp_path: Path) -> None:
             server.join(10)
         finally:
             cap.stop()
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     corks = [s for s in ex.stalls if s.cause == "cork"]
     assert len(corks) == 3, [(s.cause, s.duration) for s in ex.stalls]
     # max(RTO, 200 ms), fired up to a few jiffies late
@@ -147,7 +148,7 @@ def test_200_ms_of_think_time_is_not_cork(tmp_path: Path) -> None:
             recv_exact(s, 100)
     path = capture_loopback(tmp_path, body, rounds=3, request=100, reply=100,
                             nodelay=True, name="think.pcap")
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls and all(s.causes == ["app"] for s in ex.stalls)
     assert ex.rebuilt is not None and "cork = true" not in ex.rebuilt.toml
 
@@ -159,7 +160,7 @@ def test_an_idle_client_is_app(tmp_path: Path) -> None:
             recv_exact(s, 20)
             time.sleep(0.15)
     path = capture_loopback(tmp_path, body, rounds=3, request=20, reply=20, nodelay=True)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls and {s.causes[0] for s in ex.stalls} == {"app"}
     assert sum(s.duration for s in ex.stalls) >= 2 * 140_000
     assert ex.rebuilt is not None and "sleep" in ex.rebuilt.toml
@@ -169,12 +170,12 @@ def test_pcapng_from_dumpcap_and_sll2_from_any(tmp_path: Path) -> None:
     if shutil.which("dumpcap") is None:
         pytest.skip("dumpcap (Wireshark) is not installed: no pcapng writer")
     ng = capture_loopback(tmp_path, wwr(4), rounds=4, name="c.pcapng", pcapng=True)
-    ex = explain_file(str(ng))
+    ex = explain_file(str(ng), runner=run_sim)
     assert ex.capture.fmt == "pcapng"
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 3
     any_path = capture_loopback(tmp_path, wwr(4), rounds=4, name="any.pcap", iface="any",
                                 linktype="LINUX_SLL2", nano=True)
-    ex = explain_file(str(any_path))
+    ex = explain_file(str(any_path), runner=run_sim)
     assert ex.capture.link_types == ["Linux cooked v2 (SLL2)"]
     assert [s.cause for s in ex.stalls] == ["nagle+delayed_ack"] * 3
 
@@ -249,7 +250,7 @@ def test_another_language_write_write_read(tmp_path: Path, lang: str) -> None:
             server.join(10)
         finally:
             cap.stop()
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     # an interpreter may take over 10 ms from connecting to its first write on a loaded
     # machine (seen once with node at load 5): an `app` stall, before the first request
     first = next(i for i, s in enumerate(ex.stalls) if s.cause != "app")
@@ -312,7 +313,7 @@ def test_write_write_read_over_a_20_ms_link(tmp_path: Path) -> None:
     with emulated(10_000) as link:
         path = run_on_link(link, tmp_path, wwr(5), rounds=5, request=13, reply=13,
                            nodelay=False)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.captured.captured_on == "client"
     assert ex.captured.trace.meta["link"] == "captured"
     assert 18 <= ex.captured.trace.meta["rtt_ms"] <= 30
@@ -329,7 +330,7 @@ def test_a_500_ms_link_is_link(tmp_path: Path) -> None:
     with emulated(250_000) as link:
         path = run_on_link(link, tmp_path, body, rounds=2, request=10, reply=10,
                            nodelay=True)
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert ex.stalls and {s.cause for s in ex.stalls} == {"link"}
     assert all(480_000 <= s.duration <= 540_000 for s in ex.stalls)
     assert ex.rebuilt is not None and "delay_ms = 25" in ex.rebuilt.toml
@@ -376,7 +377,7 @@ def test_a_lost_reply_gets_a_tail_loss_probe(tmp_path: Path) -> None:
                            nodelay=True, before_reply=lose_one)
         time.sleep(0.1)
         ip_rule("del")
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     causes = [s.cause for s in ex.stalls]
     assert any(c.startswith("tlp") for c in causes), causes
     assert ex.captured.trace.meta["retransmitted_segments"] >= 1
@@ -418,7 +419,8 @@ def test_a_server_that_closes_after_its_last_write_is_not_nodelay(tmp_path: Path
         for _ in range(rounds):
             s.send(b"G" * 50)
             recv_exact(s, 600)
-    ex = explain_file(str(_capture_with_server(tmp_path / "http.pcap", serve, body)))
+    ex = explain_file(str(_capture_with_server(tmp_path / "http.pcap", serve, body)),
+                      runner=run_sim)
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
     assert ex.rebuilt is not None
     assert not ex.rebuilt.scenario.side(Side.SERVER).options.nodelay
@@ -437,7 +439,7 @@ def test_small_corked_writes_are_cork_or_an_idle_app(tmp_path: Path) -> None:
             recv_exact(s, 20)
     path = capture_loopback(tmp_path, body, rounds=3, request=30, reply=20,
                             name="corksmall.pcap")
-    ex = explain_file(str(path))
+    ex = explain_file(str(path), runner=run_sim)
     assert len(ex.stalls) == 3, [(s.cause, s.duration) for s in ex.stalls]
     assert all(s.causes == ["app"] and s.confidence <= 0.3 and "cork or an idle app" in s.text
                for s in ex.stalls), [(s.cause, s.confidence, s.duration) for s in ex.stalls]
@@ -466,7 +468,7 @@ def test_a_slow_reader_is_the_receiver_not_nagle(tmp_path: Path) -> None:
     srv_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # inherited by accept
     ex = explain_file(str(_capture_with_server(tmp_path / "slow.pcap", serve, body,
-                                               sock=srv_sock, wait=20)))
+                                               sock=srv_sock, wait=20)), runner=run_sim)
     causes = [s.cause for s in ex.stalls]
     assert not any("nagle" in c for c in causes), causes
     window = [c for c in causes if c in ("receiver", "zero_window")]

@@ -11,6 +11,7 @@ import pytest
 
 from nagle_sim.explain import explain_file
 from nagle_sim.model.events import Side
+from nagle_sim.sim.driver import run_sim
 
 from .conftest import model
 from .test_causes import THINK  # a client that thinks SLEEP ms before each request
@@ -32,7 +33,7 @@ def test_a_server_closing_after_its_last_write_is_not_rebuilt_with_nodelay(
     trace = model(HTTP_CLOSE, "link.delay_ms=1")
     fin_data = [s for s in trace.segments if "F" in s.flags and s.length]
     assert fin_data and fin_data[0].src is Side.SERVER     # the body rides on the FIN
-    ex = explain_file(str(capture_of(trace)))
+    ex = explain_file(str(capture_of(trace)), runner=run_sim)
     assert ex.rebuilt is not None
     assert not ex.rebuilt.scenario.side(Side.SERVER).options.nodelay
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
@@ -46,7 +47,7 @@ def test_evidence_rows_are_in_frame_order(capture_of: Cap) -> None:
     it; the report lists them as the capture has them."""
     from .conftest import S1
     trace = model(S1, "link.delay_ms=250")
-    ex = explain_file(str(capture_of(trace, at="client")))
+    ex = explain_file(str(capture_of(trace, at="client")), runner=run_sim)
     multi = [s for s in ex.stalls if len(s.evidence) > 2]
     assert multi
     for s in ex.stalls:
@@ -66,7 +67,7 @@ def test_a_small_corked_write_is_said_to_be_cork_or_an_idle_app(capture_of: Cap)
     """Each 30 B write leaves as one segment when the probe timer fires (the model: 204-208
     ms after the write): nothing on the wire shows bytes held, so it is `app` at 0.3,
     "cork or an idle app" — never a confident idle app."""
-    ex = explain_file(str(capture_of(model(CORK_SMALL))))
+    ex = explain_file(str(capture_of(model(CORK_SMALL))), runner=run_sim)
     assert len(ex.stalls) == 4
     assert all(204_000 <= s.duration <= 208_500 for s in ex.stalls)
     assert all(s.causes == ["app"] and s.confidence <= 0.3 and "cork or an idle app" in s.text
@@ -88,7 +89,7 @@ def test_think_time_where_the_kernel_fires_the_probe_timer_is_ambiguous(
         capture_of: Cap, sleep_ms: int, ambiguous: bool) -> None:
     """A kernel's probe timer was captured 208-212 ms after a corked write: an idle app
     sleeping that long looks the same, so it says both at 0.3; well outside, it is app."""
-    ex = explain_file(str(capture_of(model(THINK.replace("SLEEP", str(sleep_ms))))))
+    ex = explain_file(str(capture_of(model(THINK.replace("SLEEP", str(sleep_ms))))), runner=run_sim)
     later = ex.stalls[1:]
     assert later and all(s.causes == ["app"] for s in later)
     if ambiguous:
@@ -111,7 +112,7 @@ def test_a_slow_reader_is_the_receiver_not_nagle(capture_of: Cap) -> None:
     segment): `receiver` / `zero_window`, whatever the ACK timing looks like — and
     NODELAY, which opens no window, is not offered."""
     from nagle_sim.explain.causes import WINDOW_CAUSES
-    ex = explain_file(str(capture_of(model(SLOW_READER))))
+    ex = explain_file(str(capture_of(model(SLOW_READER))), runner=run_sim)
     waited = [s for s in ex.stalls if s.waiting is Side.CLIENT
               and s.causes[0] not in ("rto", "tlp")]
     assert len(waited) >= 5
@@ -131,7 +132,7 @@ script = "repeat 4 { write 1000; write 1000; read 10 }"
 [server]
 script = "repeat 4 { read 2000; write 10 }"
 """
-    ex = explain_file(str(capture_of(model(text))))
+    ex = explain_file(str(capture_of(model(text))), runner=run_sim)
     assert ex.captured.trace.meta["window_scale"] == {"client": 7, "server": 7}
     assert ex.stalls and all(s.cause == "nagle+delayed_ack" for s in ex.stalls)
 
@@ -150,7 +151,7 @@ def test_a_zero_window_and_its_update_are_named_zero_window(capture_of: Cap) -> 
         seg("server", 101.05, "A", 1, ack=8193, win=65536),
     ]
     segs[1].window = 4096          # the SYN-ACK offers 4096 B
-    ex = explain_file(str(capture_of(hand_trace(segs), at="client")))
+    ex = explain_file(str(capture_of(hand_trace(segs), at="client")), runner=run_sim)
     assert [s.cause for s in ex.stalls] == ["zero_window", "zero_window"]
     assert all(s.waiting is Side.CLIENT for s in ex.stalls)
     assert ex.rebuilt is not None

@@ -37,7 +37,7 @@ async def test_the_ladder_is_the_capture_and_the_panel_names_each_stall(
     from nagle_sim.tui.screens.capture import CaptureScreen
     from nagle_sim.tui.widgets.ladder import Ladder
 
-    ex = explain_file(str(write_capture(s1_trace, tmp_path / "s1.pcap")))
+    ex = explain_file(str(write_capture(s1_trace, tmp_path / "s1.pcap")), runner=run_sim)
     assert ex.stalls and ex.rebuilt is not None and ex.rebuilt.model is not None
     view = capture_view(ex)
     app = CaptureApp(view, run_sim=run_sim)
@@ -70,7 +70,7 @@ async def test_a_what_if_key_reruns_the_rebuilt_scenario_as_the_overlay(
     from nagle_sim.tui.capture_app import CaptureApp
     from nagle_sim.tui.widgets.ladder import Ladder
 
-    ex = explain_file(str(write_capture(s1_trace, tmp_path / "s1.pcap")))
+    ex = explain_file(str(write_capture(s1_trace, tmp_path / "s1.pcap")), runner=run_sim)
     view = capture_view(ex)
     names = [w.name for w in view.whatifs]
     assert "NODELAY on the client" in names
@@ -139,7 +139,7 @@ async def test_help_over_the_capture_lists_only_the_what_ifs_it_has(
     from nagle_sim.tui.capture_app import CaptureApp
     from nagle_sim.tui.screens.help import HelpScreen
 
-    ex = explain_file(str(write_capture(s1_trace, tmp_path / "s1.pcap")))
+    ex = explain_file(str(write_capture(s1_trace, tmp_path / "s1.pcap")), runner=run_sim)
     view = capture_view(ex)
     app = CaptureApp(view, run_sim=run_sim)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -168,7 +168,7 @@ async def test_n_lands_on_each_stall_of_the_shipped_capture_and_explains_it() ->
     from nagle_sim.tui.capture_app import CaptureApp
     from nagle_sim.tui.widgets.ladder import Ladder
 
-    ex = explain_file(str(SHIPPED))
+    ex = explain_file(str(SHIPPED), runner=run_sim)
     assert len(ex.stalls) >= 3
     view = capture_view(ex)
     segments = ex.captured.trace.segments

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from nagle_sim.explain import explain_file
 from nagle_sim.lessons import lesson_dirs, load_lesson
+from nagle_sim.sim.driver import run_sim
 
 CAPSTONE = next(p for p in lesson_dirs() if p.name.endswith("diagnose-a-capture"))
 CAPTURE = CAPSTONE / "capture.pcap"
@@ -19,14 +20,14 @@ def test_the_capture_is_shipped_and_small() -> None:
 
 
 def test_explain_names_nagle_and_delayed_ack_for_every_stall() -> None:
-    ex = explain_file(str(CAPTURE))
+    ex = explain_file(str(CAPTURE), runner=run_sim)
     assert len(ex.connections) == 1
     assert len(ex.stalls) == 7
     assert {s.cause for s in ex.stalls} == {"nagle+delayed_ack"}
 
 
 def test_explain_rebuilds_the_lesson_scenario() -> None:
-    ex = explain_file(str(CAPTURE))
+    ex = explain_file(str(CAPTURE), runner=run_sim)
     assert ex.rebuilt is not None
     lesson = load_lesson(Path(CAPSTONE))
     rebuilt = tomllib.loads(ex.rebuilt.toml)

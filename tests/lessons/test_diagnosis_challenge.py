@@ -14,6 +14,7 @@ import pytest
 
 from nagle_sim.explain import explain_file
 from nagle_sim.lessons import Lesson, load_lessons
+from nagle_sim.sim.driver import run_sim
 
 CHALLENGE: Lesson = next(x for x in load_lessons() if x.slug.endswith("diagnosis-challenge"))
 KEY: list[dict[str, Any]] = tomllib.loads(
@@ -25,7 +26,7 @@ window, `zero_window`: one diagnosis for the student."""
 
 
 def _main_cause(path: str) -> tuple[str, Any]:
-    ex = explain_file(path)
+    ex = explain_file(path, runner=run_sim)   # the model's re-run gives the what-ifs
     spent: Counter[str] = Counter()
     for stall in ex.stalls:
         spent[SAME_CAUSE.get(stall.cause, stall.cause)] += stall.duration

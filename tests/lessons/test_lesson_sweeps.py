@@ -4,6 +4,7 @@ run while the student waits, and the model's cells say what its reveal says."""
 from __future__ import annotations
 
 from nagle_sim.lessons import load_lessons
+from nagle_sim.sim.driver import run_sim
 from nagle_sim.sweep_run import run_sweep
 
 TABLES = next(x for x in load_lessons() if x.slug.endswith("build-the-s3-and-s5-tables"))
@@ -25,7 +26,8 @@ def test_the_s5_sweep_gives_the_figures_of_the_reveal() -> None:
     NODELAY (no device queue) 100 % everywhere."""
     sweep = TABLES.sweep
     assert sweep is not None
-    result = run_sweep(sweep.text, sweep.where, sweep.axes, sweep.metrics, jobs=1)
+    result = run_sweep(sweep.text, sweep.where, sweep.axes, sweep.metrics, jobs=1,
+                       model_runner=run_sim)
     table = {dict(c.cell.settings)["sleep"] + " " + dict(c.cell.settings)["client.nodelay"]:
              c.model["writes_alone_pct"] for c in result.cells}
     assert table == {"0ms false": 10, "5ms false": 10, "10ms false": 80, "15ms false": 100,

@@ -102,7 +102,7 @@ def test_a_true_claim_holds_and_a_false_one_fails() -> None:
     results = check_text(_claims(
         'metric = "iterations[1:].latency_ms"\nbetween = [40, 44.5]\nwhy = "delayed ACK"',
         'metric = "iterations[1:].latency_ms.max"\nat_most = 1\nwhy = "wrongly hopes for speed"',
-    ))
+    ), runner=run_sim)
     assert [r.ok for r in results] == [True, False]
     bad = results[1]
     assert bad.why == "wrongly hopes for speed"
@@ -118,7 +118,7 @@ def test_when_variant_is_run_separately() -> None:
         'metric = "segments.client.data"\nequals = 8\nwhy = "two per request"\n'
         'when = ["client.nodelay=true"]',
         'metric = "segments.client.data"\nequals = 8\nwhy = "also two per request by default"',
-    ))
+    ), runner=run_sim)
     assert [r.ok for r in results] == [True, True, True]
     assert results[0].when == ("client.nodelay=true",)
     assert "client.nodelay=true" in results[0].claim
@@ -149,13 +149,14 @@ def test_equals_list_and_codes_and_missing_index() -> None:
         'metric = "writes.client[1].send_delay_ms"\nat_most = 1\nwhy = "first request fast"',
         'metric = "ack_delay.server[2]"\nbetween = [40, 44.5]\nwhy = "delayed"',
         'metric = "get.client.quickack"\nequals = []\nwhy = "no get calls"',
-    ))
+    ), runner=run_sim)
     assert [r.ok for r in results] == [True, True, True, False, True, True, True, True]
     assert "iterations.client[9] of 4" in expect.show(results[3].actual)
 
 
 def test_empty_list_fails_a_numeric_claim() -> None:
-    [result] = check_text(_claims('metric = "acks.client[50:].t_ms"\nat_least = 0\nwhy = "x"'))
+    [result] = check_text(_claims('metric = "acks.client[50:].t_ms"\nat_least = 0\nwhy = "x"'),
+                          runner=run_sim)
     assert not result.ok and result.actual == []
 
 
@@ -185,7 +186,7 @@ def test_empty_list_fails_a_numeric_claim() -> None:
 def test_malformed_claims_are_one_line_errors(table: str, message: str) -> None:
     text = _claims('metric = "duration_ms"\nat_least = 0\nwhy = "fine"', table)
     with pytest.raises(ScenarioError) as info:
-        check_text(text, "demo.toml")
+        check_text(text, "demo.toml", runner=run_sim)
     text = str(info.value)
     assert "\n" not in text
     assert text.startswith("demo.toml: expect[1]: "), text
@@ -197,7 +198,7 @@ def test_bad_when_override_names_the_claim(tmp_path: Path) -> None:
     path.write_text(_claims('metric = "duration_ms"\nat_least = 0\nwhy = "x"\n'
                             'when = ["client.profile=\'plan9\'"]'), "utf-8")
     with pytest.raises(ScenarioError) as info:
-        check(path)
+        check(path, runner=run_sim)
     assert str(info.value).startswith(f"{path}: expect[0]: when ")
     assert "plan9" in str(info.value) and "\n" not in str(info.value)
 
@@ -206,19 +207,19 @@ def test_in_memory_scenario_without_text_cannot_build_variants() -> None:
     sc = scenario_loads(_claims(
         'metric = "duration_ms"\nat_least = 0\nwhy = "x"\nwhen = ["client.nodelay=true"]'))
     with pytest.raises(ScenarioError, match="in-memory"):
-        check(sc)
+        check(sc, runner=run_sim)
 
 
 def test_check_accepts_files_folders_and_lessons() -> None:
     folder = LESSONS[0]
-    by_folder = check(folder)
-    by_file = check(folder / "scenario.toml")
-    by_lesson = check(_lesson(folder))
+    by_folder = check(folder, runner=run_sim)
+    by_file = check(folder / "scenario.toml", runner=run_sim)
+    by_lesson = check(_lesson(folder), runner=run_sim)
     assert [r.ok for r in by_folder] == [r.ok for r in by_file] == [r.ok for r in by_lesson]
 
 
 def test_no_claims_means_no_results() -> None:
-    assert check_text(ECHO) == []
+    assert check_text(ECHO, runner=run_sim) == []
 
 
 @pytest.mark.parametrize("metric", [

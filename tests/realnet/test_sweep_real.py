@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from nagle_sim.sim.driver import run_sim
 from nagle_sim.sweep import parse_vary
 from nagle_sim.sweep_run import run_sweep
 
@@ -24,7 +25,7 @@ def test_s5_model_and_kernel_agree_cell_by_cell(requires_root_netns: None) -> No
     result = run_sweep(path.read_text(), str(path), [parse_vary("client.nodelay=false,true"),
                                                      parse_vary("sleep=0ms,15ms")],
                        ["writes_alone_pct", "data_segments_client"], jobs=1, real=True,
-                       real_runner=run_real)
+                       real_runner=run_real, model_runner=run_sim)
     for cell in result.cells:
         for metric in ("writes_alone_pct", "data_segments_client"):
             assert cell.real_stat(metric)[0] == cell.model[metric], (cell.cell.label(), metric)

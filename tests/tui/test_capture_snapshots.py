@@ -39,5 +39,5 @@ def test_capture_at_its_second_stall_with_a_what_if(snap_compare: Callable[..., 
     """The captured ladder, the stall's explanation in the panel, the what-ifs listed and
     NODELAY on the client chosen (the overlay's model)."""
     path = write_capture(model(S1), tmp_path / "s1.pcap")
-    app = CaptureApp(capture_view(explain_file(str(path))), run_sim=run_sim)
+    app = CaptureApp(capture_view(explain_file(str(path), runner=run_sim)), run_sim=run_sim)
     assert snap_compare(app, terminal_size=size, run_before=_second_stall_with_nodelay)

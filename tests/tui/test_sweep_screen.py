@@ -209,7 +209,7 @@ async def test_w_shows_the_same_table_as_nagle_sim_sweep() -> None:
     lesson = _autocork_lesson()
     assert lesson.sweep is not None
     expected = run_sweep(lesson.sweep.text, lesson.sweep.where, lesson.sweep.axes,
-                         lesson.sweep.metrics, jobs=1)
+                         lesson.sweep.metrics, jobs=1, model_runner=run_sim)
     headers, rows = table(expected)
     app = NagleApp(run_sim=run_sim, ask_questions=False)
     async with app.run_test(size=(120, 40)) as pilot:
