@@ -313,7 +313,7 @@ def answered_in_the_setup(lesson: Lesson) -> list[str]:
     found = []
     for paragraph in _paragraphs(lesson.setup):
         sentences = _sentences(paragraph)
-        for a, b in zip(sentences, sentences[1:]):
+        for a, b in zip(sentences, sentences[1:], strict=False):
             if YES_NO.match(a) and re.match(r"(?:no|not|yes|never|only|always)\b", b, re.I):
                 found.append(f"{lesson.slug}: the setup asks {a!r} and answers {b!r}")
     return found
