@@ -48,6 +48,22 @@ RELEASE_CAUSE: Final[dict[Reason, str]] = {
 waited for."""
 
 NOT_A_CAUSE: Final[dict[Reason, str]] = {
+    # the fidelity round's rules (shutdown, send buffer, user timeout, autotuning, loss
+    # recovery without SACK): explain's capture vocabulary has no cause of their own yet
+    Reason.SHUTDOWN_PUSH: "shutdown(SHUT_WR) sends what is queued and the FIN: the "
+                          "application's own call",
+    Reason.SNDBUF_HOLD: "a write blocked on a full send buffer: on the wire the data in "
+                        "flight waits for ACKs, and the window or cwnd that keeps it is named",
+    Reason.SNDBUF_ROOM: "ACKs freed room in the send buffer: the blocked write goes on",
+    Reason.WRITE_TIMEOUT: "the connection is dropped after its retransmissions: the "
+                          "retransmission timer ('rto') is the wait a capture shows",
+    Reason.RCVBUF_GROW: "the receive buffer grows: a larger window, never a wait",
+    Reason.CWND_PRR: "the window shrinks in fast recovery: a rate, not a stall of its own",
+    Reason.DUPACK: "a duplicate ACK is counted: the loss it hints at is the cause",
+    Reason.RECOVERY_ENTER: "fast recovery begins after three duplicate ACKs: no timer waits",
+    Reason.RECOVERY_EXIT: "fast recovery ends: no wait",
+    Reason.FAST_RETRANSMIT: "a lost segment re-sent on duplicate ACKs, within a round trip of "
+                            "the loss: no timer wait ('rto' and 'tlp' are the timers)",
     Reason.APP_WRITE: "data leaving as written: it ends a stall an idle application made",
     Reason.FULL_SEGMENT: "a full segment leaves at once: it ends a stall, never makes one",
     Reason.AUTOCORK_HOLD: "autocork holds until the device queue drains: microseconds",

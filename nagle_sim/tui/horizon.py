@@ -2,11 +2,11 @@
 
 While a lesson's question is pending, the app draws the run only up to the question's
 ``at_ms``: later rows are dropped; holds and delayed-ACK/probe timers still pending at
-the horizon are not drawn (rows, bars, context), since their mere presence answers the
-question; other rows and segments that reach past the horizon lose the parts that speak
-of the future (a read's result and duration, a segment's arrival, when a retransmission
-timer will fire). Pure functions; must not import
-textual, simpy or realnet.
+the horizon are withheld (each row becomes a neutral "? after you answer"; their
+bars and context lines are not drawn), since their mere presence answers the question;
+other rows and segments that reach past the horizon lose the parts that speak of the
+future (a read's result and duration, a segment's arrival, when a retransmission timer
+will fire). Pure functions; must not import textual, simpy or realnet.
 """
 
 from __future__ import annotations
@@ -27,7 +27,17 @@ def visible_rows(rows: Sequence[Row], horizon: int | None) -> Sequence[Row]:
         return rows
     cut = bisect.bisect_right(row_times(rows), horizon)
     shown = rows[:cut]
-    return [_row_at(r, horizon) for i, r in enumerate(shown) if not pending(shown, i, horizon)]
+    # a pending decision keeps its line (row i of the cut view is row i of the run: stall
+    # jumps and "the first row the answer reveals" index both) but says nothing of itself
+    return [_row_at(r, horizon) if not pending(shown, i, horizon) else _withheld(r)
+            for i, r in enumerate(shown)]
+
+
+def _withheld(row: Row) -> Row:
+    """A pending decision's row as a grey note that names nothing (no hold, no timer)."""
+    return replace(row, kind=RowKind.STATE, label="? after you answer",
+                   explain=f"{row.side.value}: something here is shown after the question",
+                   code="", event=None)
 
 
 PENDING_TIMERS = ("delack", "probe0")

@@ -71,8 +71,10 @@ async def test_cwnd_lesson_in_flight_under_a_question_is_split_not_a_staircase()
 
 
 def _number(label: str) -> str:
-    """What names a segment: the end of its sequence range, or the number it ACKs."""
-    m = re.search(r":(\d+)\(", label) or re.search(r"ack (\d+)", label)
+    """What names a segment: the end of its sequence range, the number it ACKs, or a
+    SYN's sequence number ("S seq 0": it ACKs nothing)."""
+    m = (re.search(r":(\d+)\(", label) or re.search(r"ack (\d+)", label)
+         or re.search(r"seq (\d+)", label))
     assert m, label
     return m.group(1)
 
@@ -115,7 +117,8 @@ async def test_every_send_and_every_arrival_is_named_on_its_line(
                     line = text(a.y0)
                     assert _names(_number(a.label), line), (lesson.slug, a.label, line)
                     if ":" not in a.label:
-                        assert "ack" in line, (lesson.slug, a.label, line)
+                        assert ("seq" if " seq " in a.label else "ack") in line, \
+                            (lesson.slug, a.label, line)
                     sends_checked += 1
             groups: dict[tuple[int, object], list[str]] = {}
             for a in ladder._arrows:

@@ -303,7 +303,10 @@ def test_a_pending_hold_or_timer_is_not_drawn_before_its_question(lesson: Lesson
     for q in lesson.questions:
         at = round(q.at_ms * 1000)
         sends = [s for s in trace.segments if s.is_data and s.t <= at]
-        for row in visible_rows(rows, at):
+        cut = visible_rows(rows, at)
+        assert [r.t for r in cut] == [r.t for r in rows[:len(cut)]], \
+            "row i of the cut view must be row i of the run (stall jumps index both)"
+        for row in cut:
             e = row.event
             if e is None:
                 continue
