@@ -186,31 +186,35 @@ def model_scenario(scenario: Any, real: Trace, profile: str = "auto"
 
 
 def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
-    """A remote run crosses a real path: when the scenario's link delays do not add up to
-    the round trip measured in the handshake (`nagle_sim.scenario.Link.describes_path`: within
-    max(2 ms, 25 %), the rule the clock estimate uses), the model takes the
-    path's one-way delays instead, so both executors see the same link."""
+    """A remote run crosses a real path, so the model's link is that path: its one-way
+    delays are the captures' minimum one-way delays (``meta.path``, realnet.remote.clock:
+    never the handshake, which holds the remote host's turnaround) and its rate the one
+    measured from packet pairs, or none when the path was too fast to measure or no pair
+    was captured (the scenario's rate is then not the path's either, and its serialization
+    would be a difference of the model's own making). One note says what the model took."""
     from dataclasses import replace
 
     from .model.events import Micros
 
-    clock = real.meta.get("clock_offset")
-    if not isinstance(clock, dict):
+    path = real.meta.get("path")
+    if not isinstance(path, dict):
         return scenario
-    rtt, to_client = clock.get("handshake_rtt_us"), clock.get("one_way_to_client_us")
-    if not isinstance(rtt, int | float) or not isinstance(to_client, int | float) or rtt <= 0:
+    to_server, to_client = path.get("to_server_us"), path.get("to_client_us")
+    if not all(isinstance(v, int | float) and 0 <= v < 60e6 for v in (to_server, to_client)):
         return scenario
     link = scenario.link
-    if link.describes_path(rtt):
-        return scenario
-    to_client = min(max(0, round(to_client)), round(rtt))
-    to_server = max(0, round(rtt) - to_client)
-    notes.append(f"the model's link delays are the path's, measured in the handshake: "
-                 f"{to_server / 1000:g} ms to the server, {to_client / 1000:g} ms to the "
-                 f"client (the scenario says {link.to_server_delay / 1000:g} / "
-                 f"{link.to_client_delay / 1000:g} ms)")
-    return replace(scenario, link=replace(link, to_server_delay=Micros(to_server),
-                                          to_client_delay=Micros(to_client)))
+    rate = path.get("rate_bps")
+    rate = rate if type(rate) is int and 0 <= rate < 1 << 40 else 0
+    said = (f"{rate / 1e6:g} Mbit/s (measured from packet pairs)" if rate else
+            "no rate limit (" + (str(path.get("rate_note") or "not measured")) + ")")
+    notes.append(f"the model's link is the path's: {to_server / 1000:g} ms to the server, "
+                 f"{to_client / 1000:g} ms to the client ({path.get('from') or 'measured'}), "
+                 f"{said}; the scenario says {link.to_server_delay / 1000:g} / "
+                 f"{link.to_client_delay / 1000:g} ms"
+                 + (f" at {link.rate_bps / 1e6:g} Mbit/s" if link.rate_bps else ""))
+    return replace(scenario, link=replace(link, to_server_delay=Micros(round(to_server)),
+                                          to_client_delay=Micros(round(to_client)),
+                                          rate_bps=rate))
 
 
 def aligned_model_run(scenario: Any, real: Trace, run_sim: SimRunner) -> Trace:
@@ -474,7 +478,8 @@ def compare_cli(scenario: Any, args: Any, *, run_sim: SimRunner,
     """``nagle-sim compare FILE [REAL.json]``: exit 0 when the kernel agrees with the
     model, else 1. ``scenario`` is None when ``args.model_trace`` is a saved model trace;
     ``run_real`` may be None when a saved real trace is given."""
-    reason = not_comparable(scenario) if scenario is not None else ""
+    reason = (not_comparable(scenario, bool(getattr(args, "remote", None)))
+              if scenario is not None else "")
     if reason:
         _stderr(f"note: {reason}; comparing anyway, expect differences")
     from .trace import TraceError
@@ -503,9 +508,10 @@ def compare_cli(scenario: Any, args: Any, *, run_sim: SimRunner,
     return 0 if cmp.agree else 1
 
 
-def not_comparable(scenario: Any) -> str:
-    """Why this machine's kernel cannot run ``scenario`` as the model does ("" if it can)."""
-    caveats = real_run_caveats(scenario)
+def not_comparable(scenario: Any, remote: bool = False) -> str:
+    """Why this machine's kernel (``remote``: and a serve's, over a real path) cannot run
+    ``scenario`` as the model does ("" if it can)."""
+    caveats = real_run_caveats(scenario, remote=remote)
     return caveats[0] if caveats else ""
 
 
@@ -590,7 +596,7 @@ def validate_cli(args: Any, *, run_sim: SimRunner, run_real: Runner) -> int:
     results: list[LessonResult] = []
     for lesson in load_lessons():
         _stderr(f"validate: {lesson.slug} …")
-        reason = not_comparable(lesson.scenario)
+        reason = not_comparable(lesson.scenario, bool(getattr(args, "remote", None)))
         if reason:
             results.append(LessonResult(lesson.slug, None, None, None, reason,
                                         comparable=False))

@@ -492,7 +492,7 @@ def test_validate_remote_never_prints_the_token_nor_reads_markup(
         raise ScenarioError("lesson.toml: [bold]not markup[/]")
 
     monkeypatch.setattr(compare_run, "run_both", refuse)
-    monkeypatch.setattr(compare_run, "not_comparable", lambda _s: "")
+    monkeypatch.setattr(compare_run, "not_comparable", lambda *_s: "")
     monkeypatch.setattr("nagle_sim.runners.real_unavailable", lambda _r=None: None)
     monkeypatch.setenv("COLUMNS", "400")
     code = main(["validate", "--remote", "sec[/]ret-tok3n@127.0.0.1:7070"])
