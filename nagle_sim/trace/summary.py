@@ -17,6 +17,12 @@ from .records import EventRecord, OpRecord, SegmentRecord
 from .units import ms_text
 
 STALL_MIN = Micros(10_000)
+DELACK_WAIT_MIN = Micros(36_000)
+"""A pure ACK sent at least this long after the data it acknowledges reached its host
+waited for the delayed-ACK timer: Linux arms it for at least TCP_DELACK_MIN (HZ/25 =
+40 ms), and a timer set in the middle of a jiffy fires up to one jiffy (4 ms at HZ=250)
+sooner than that after the arrival. A quicker pure ACK was sent at once or released by
+something else (the receiving application's read, a second full segment)."""
 """A gap with no segment on the wire of at least this long is a stall (compare's rule)."""
 
 
@@ -156,6 +162,23 @@ def wire_unknown(trace: Trace) -> str | None:
     return None
 
 
+def ack_wait(trace: Trace, ack: SegmentRecord) -> Micros | None:
+    """How long the host that sent the pure ACK ``ack`` had held the data it acknowledges:
+    from that data's arrival there (the receiver's own capture, or the model's arrival)
+    to the ACK's send. None when the trace does not say when the data arrived."""
+    end = None
+    for seg in reversed(trace.segments):
+        if seg.t > ack.t or seg.src is ack.src:
+            continue
+        stop = seg.seq + seg.length + ("S" in seg.flags) + ("F" in seg.flags)
+        if stop == ack.ack and (seg.length or "F" in seg.flags or "S" in seg.flags):
+            end = seg
+            break
+    if end is None or end.arrive is None or end.arrive > ack.t:
+        return None
+    return Micros(ack.t - end.arrive)
+
+
 def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = None,
            *, asleep: bool = False) -> list[Stall]:
     """Gaps ≥ ``minimum`` between segments not explained by an application sleep. With
@@ -196,13 +219,26 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = N
         if nxt.code:
             ended = f"{nxt.src.value}: {short(nxt.code) or nxt.why} ({nxt.label()})"
         elif nxt.is_pure_ack:
-            ended = f"{nxt.src.value}: pure ACK ({nxt.label()}), a delayed ACK by its timing"
+            ended = f"{nxt.src.value}: pure ACK ({nxt.label()})" + _ack_kind(trace, nxt)
         else:
             ended = f"{nxt.src.value}: {nxt.label()}"
         out.append(Stall(start=prev.t, end=nxt.t, held_by=held, ended_by=ended,
                          ended_code=nxt.code,
                          held_code=hold.code if hold is not None and not slept else ""))
     return out
+
+
+def _ack_kind(trace: Trace, ack: SegmentRecord) -> str:
+    """What a real pure ACK that ended a stall was, from when its host got the data: a
+    delayed ACK only if it waited for the timer (`DELACK_WAIT_MIN`)."""
+    wait = ack_wait(trace, ack)
+    if wait is None:
+        return (", perhaps a delayed ACK (when the data arrived there is not captured, so "
+                "whether it waited for the timer is unknown)")
+    if wait >= DELACK_WAIT_MIN:
+        return f", a delayed ACK ({ms_text(wait, 1)} ms after the data arrived)"
+    return (f", {ms_text(wait, 1)} ms after the data arrived: too soon for the "
+            "delayed-ACK timer (≥ 40 ms), released by the receiving host")
 
 
 def summarize(trace: Trace, wire: WireNamer | None = None) -> Summary:

@@ -41,20 +41,81 @@ class Hosts:
     log: Path
 
 
+SLOW_PERIOD_US, SLOW_QUOTA_US = 20_000, 4_000
+"""The slowed serve's CPU: 4 ms in every 20 ms, shared with a busy loop that always
+wants it, so each wake-up of the serve's side waits up to 16 ms (3-4 ms typical): a
+slow host whose timing is off, on a kernel whose decisions are this machine's."""
+
+
+def _cpu_cgroup_root() -> tuple[Path, str] | None:
+    """(where CPU cgroups are made, "v1" | "v2"), or None when neither can throttle."""
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists():
+        return v1, "v1"
+    v2 = Path("/sys/fs/cgroup")
+    if "cpu" in (v2 / "cgroup.controllers").read_text().split() \
+            if (v2 / "cgroup.controllers").exists() else False:
+        return v2, "v2"
+    return None
+
+
+@contextmanager
+def slow_cgroup() -> Iterator[Path]:
+    """A CPU cgroup throttled to `SLOW_QUOTA_US` per `SLOW_PERIOD_US`, with no real-time
+    runtime (so the serve's SCHED_FIFO is refused: its sides run under the quota), and a
+    busy loop in it; removed, loop and all, on the way out."""
+    found = _cpu_cgroup_root()
+    if found is None:
+        pytest.skip("no CPU cgroup controller (v1 cpu or v2 cpu.max) to slow the serve with")
+    root, version = found
+    group = root / f"nsim-slow-{os.getpid()}-{time.monotonic_ns()}"
+    group.mkdir()
+    hog = None
+    try:
+        if version == "v1":
+            (group / "cpu.cfs_period_us").write_text(str(SLOW_PERIOD_US))
+            (group / "cpu.cfs_quota_us").write_text(str(SLOW_QUOTA_US))
+        else:
+            (group / "cpu.max").write_text(f"{SLOW_QUOTA_US} {SLOW_PERIOD_US}")
+        hog = subprocess.Popen(["sh", "-c", f'echo $$ > {group}/cgroup.procs && '
+                                f'exec {sys.executable} -c "while True: pass"'])
+        yield group
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait(10)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
 @contextmanager
 def two_hosts(tmp_path: Path, to_server_ms: float, to_client_ms: float,
-              as_user: int | None = None, congestion: str | None = None) -> Iterator[Hosts]:
+              as_user: int | None = None, congestion: str | None = None,
+              slow: Path | None = None, server_sysctls: dict[str, str] | None = None
+              ) -> Iterator[Hosts]:
     """A serve in the server namespace of a fresh emulated link (autocorking off in both,
     as local emulated runs do); ``as_user``: run the serve without root; ``congestion``:
-    the congestion control the serve asks the kernel for, whatever the profile says."""
+    the congestion control the serve asks the kernel for, whatever the profile says;
+    ``slow``: a CPU cgroup the serve runs in (`slow_cgroup`); ``server_sysctls``: the
+    server namespace's own settings (a remote host configured differently)."""
     from realnet.netns import EmulatedLink
     from realnet.runner import NO_AUTOCORK
 
     link = EmulatedLink(round(to_server_ms * 1000), round(to_client_ms * 1000),
-                        sysctls=NO_AUTOCORK)
+                        sysctls=NO_AUTOCORK,
+                        side_sysctls={"server": server_sysctls} if server_sysctls else None)
     log = tmp_path / f"serve-{time.monotonic_ns()}.log"
     with link:
         cmd = ["ip", "netns", "exec", link.ns("server")]
+        if slow is not None:
+            cmd = ["sh", "-c", f'echo $$ > {slow}/cgroup.procs && exec "$@"', "sh", *cmd]
         if as_user is not None:
             cmd += ["setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups"]
         if congestion is None:
