@@ -166,6 +166,9 @@ class Comparison:
     wire_unknown: str | None = None
     """Why the real trace has no segments (its capture), when it has none: then only the
     ops (iterations, outcome) were compared and no verdict is about segments."""
+    layers: Any = None
+    """The verdict in two layers, decisions and timing (`nagle_sim.layers.Layers`), when
+    the comparison was made from runs (`compare_run.Both.compare`)."""
 
     @property
     def agree(self) -> bool:
@@ -195,7 +198,8 @@ class Comparison:
                 "max_error_ms": round(self.max_error() / 1000, 3),
                 "matches": [m.to_json() for m in self.matches],
                 "stalls": [s.to_json() for s in self.stalls],
-                "iterations": [i.to_json() for i in self.iterations]}
+                "iterations": [i.to_json() for i in self.iterations],
+                **({"layers": self.layers.to_json()} if self.layers is not None else {})}
 
 
 # ---------------------------------------------------------------- matching

@@ -114,10 +114,20 @@ class Both:
     scenario: Any
     """The scenario the model ran (profiles chosen for the real hosts)."""
     notes: list[str]
+    decided: Trace | None = None
+    """The host-timed model run (`nagle_sim.layers.host_delays`): each call as late as the
+    real host made it; None when no call was late. Its decisions are the ones judged."""
 
     def compare(self) -> Comparison:
-        cmp = compare(self.sim, self.real, profiles=profiles_of(self.scenario))
+        from .layers import two_layers
+
+        profiles = profiles_of(self.scenario)
+        cmp = compare(self.sim, self.real, profiles=profiles)
         cmp.notes[:0] = self.notes
+        decided = None
+        if self.decided is not None:
+            decided = (compare(self.decided, self.real, profiles=profiles), self.decided)
+        cmp.layers = two_layers(cmp, self.sim, self.real, decided)
         return cmp
 
 
@@ -133,8 +143,16 @@ def run_both(scenario: Any, *, run_real: Runner, run_sim: SimRunner,
 def model_against(scenario: Any, real: Trace, run_sim: SimRunner,
                   profile: str = "auto") -> Both:
     """The model's run of ``scenario`` set up and aligned for the real trace ``real``."""
+    from functools import partial
+
+    from .layers import host_delays
+
     modelled, notes = model_scenario(scenario, real, profile)
-    return Both(aligned_model_run(modelled, real, run_sim), real, modelled, notes)
+    sim = aligned_model_run(modelled, real, run_sim)
+    late = host_delays(real, sim)
+    decided = (aligned_model_run(modelled, real, partial(run_sim, host_delays=late))
+               if late and real.segments else None)
+    return Both(sim, real, modelled, notes, decided)
 
 
 def model_scenario(scenario: Any, real: Trace, profile: str = "auto"

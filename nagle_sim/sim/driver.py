@@ -147,6 +147,8 @@ class _App:
     record: OpRecord | None = None
     got: int = 0
     blocked: _Blocked | None = None
+    waiting: Step | None = None
+    """A statement whose host delay (`SimDriver`'s ``host_delays``) has been waited out."""
 
 
 class _Host:
@@ -184,10 +186,15 @@ class SimDriver:
                  segment_limit: int = DEFAULT_SEGMENT_LIMIT,
                  record_limit: int = DEFAULT_RECORD_LIMIT,
                  cancelled: Callable[[], bool] | None = None,
-                 sleeps: dict[tuple[Side, int], list[int]] | None = None) -> None:
+                 sleeps: dict[tuple[Side, int], list[int]] | None = None,
+                 host_delays: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None
+                 ) -> None:
         self.scenario = scenario
         # compare's aligned run: each run of a sleep statement as long as the real one
         self._sleeps = {key: iter(runs) for key, runs in (sleeps or {}).items()}
+        # compare's host-timed run (the decisions layer): a statement, by (side, line,
+        # iteration, loop), starts this many µs later, as it did on a slow real host
+        self._host_delays = dict(host_delays or {})
         self.cancelled = cancelled
         self.env = simpy.Environment()
         # simpy's method, looked up once (compiled, each ``env.x()`` looks the name up)
@@ -456,10 +463,24 @@ class SimDriver:
                     return
                 end = app.vnow + profile.syscall_us
             else:
-                try:
-                    step: Step | None = next(app.ops)
-                except StopIteration:   # not next(ops, None): compiled, that is a generic call
-                    step = None
+                step: Step | None = app.waiting
+                if step is not None:
+                    app.waiting = None
+                else:
+                    try:
+                        step = next(app.ops)
+                    except StopIteration:   # not next(ops, None): compiled, a generic call
+                        step = None
+                    if step is not None and self._host_delays:
+                        lag = self._host_delays.pop(
+                            (side, step.line, step.iteration, step.loop), 0)
+                        if lag > 0:     # the host was late to this call: wait, then run it
+                            app.waiting = step
+                            app.vnow += lag
+                            if self._due_by(app.vnow):
+                                self._schedule(app.vnow, _RESUME, host)
+                                return
+                            continue
                 if step is None:
                     if not app.closed:
                         app.closed = True

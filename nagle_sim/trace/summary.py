@@ -18,11 +18,14 @@ from .units import ms_text
 
 STALL_MIN = Micros(10_000)
 DELACK_WAIT_MIN = Micros(36_000)
-"""A pure ACK sent at least this long after the data it acknowledges reached its host
-waited for the delayed-ACK timer: Linux arms it for at least TCP_DELACK_MIN (HZ/25 =
-40 ms), and a timer set in the middle of a jiffy fires up to one jiffy (4 ms at HZ=250)
-sooner than that after the arrival. A quicker pure ACK was sent at once or released by
-something else (the receiving application's read, a second full segment)."""
+"""A pure ACK sent at least this long after the oldest data it acknowledges reached its
+host waited for the delayed-ACK timer: once a connection has received data, Linux arms
+that timer for at least TCP_ATO_MIN (HZ/25 = 40 ms; tcp_event_data_recv never brings
+ato below it), and a timer set in the middle of a jiffy fires up to one jiffy (4 ms at
+HZ=250) sooner than that after the arrival. (Before any data, ato is 0 and the timer
+fires at the next jiffy: a FIN's ACK on a socket that never received data.) A quicker
+pure ACK that ends a stall was released by something else (the receiving application's
+read, a second full segment)."""
 """A gap with no segment on the wire of at least this long is a stall (compare's rule)."""
 
 
@@ -163,20 +166,29 @@ def wire_unknown(trace: Trace) -> str | None:
 
 
 def ack_wait(trace: Trace, ack: SegmentRecord) -> Micros | None:
-    """How long the host that sent the pure ACK ``ack`` had held the data it acknowledges:
-    from that data's arrival there (the receiver's own capture, or the model's arrival)
-    to the ACK's send. None when the trace does not say when the data arrived."""
-    end = None
-    for seg in reversed(trace.segments):
-        if seg.t > ack.t or seg.src is ack.src:
+    """How long the host that sent the pure ACK ``ack`` had held the oldest data it is the
+    first to acknowledge: from that data's arrival there (the receiver's own capture, or
+    the model's arrival) to the ACK's send. A delayed-ACK timer is armed when the first
+    unacknowledged segment arrives, so this is how long that timer (if any) ran. None when
+    the trace does not say when the data arrived."""
+    acked = None
+    for seg in trace.segments:
+        if seg.t >= ack.t:
+            break
+        if seg.src is ack.src and "A" in seg.flags and seg is not ack:
+            acked = seg.ack if acked is None else max(acked, seg.ack)
+    first = None
+    for seg in trace.segments:
+        if seg.t > ack.t:
+            break
+        if seg.src is ack.src or not (seg.length or "F" in seg.flags or "S" in seg.flags):
             continue
         stop = seg.seq + seg.length + ("S" in seg.flags) + ("F" in seg.flags)
-        if stop == ack.ack and (seg.length or "F" in seg.flags or "S" in seg.flags):
-            end = seg
-            break
-    if end is None or end.arrive is None or end.arrive > ack.t:
+        if stop <= ack.ack and (acked is None or stop > acked) and seg.arrive is not None:
+            first = seg.arrive if first is None else min(first, seg.arrive)
+    if first is None or first > ack.t:
         return None
-    return Micros(ack.t - end.arrive)
+    return Micros(ack.t - first)
 
 
 def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = None,
