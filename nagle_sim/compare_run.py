@@ -91,6 +91,29 @@ def print_comparison(cmp: Comparison, console: Any, *, limit: int = 200) -> None
     if len(cmp.problems) > 40:
         console.print(f"… {len(cmp.problems) - 40} more differences (see --json)")
     console.print(Text(cmp.verdict, style="bold green" if cmp.agree else "bold red"))
+    print_layers(cmp, console)
+
+
+def print_layers(cmp: Comparison, console: Any, *, limit: int = 10) -> None:
+    """The verdict's two layers (`nagle_sim.layers`): decisions, then timing, each with its
+    first differences; nothing when the comparison has none (a saved pair of traces)."""
+    from rich.text import Text
+
+    layers = cmp.layers
+    if layers is None:
+        return
+    console.print(Text(layers.summary, style="bold green" if layers.decisions.agree
+                       else "bold red"))
+    for name, layer in (("decisions", layers.decisions), ("timing", layers.timing)):
+        for line in layer.differences[:limit]:
+            console.print(f"{name}: {line}", markup=False)
+        if len(layer.differences) > limit:
+            console.print(f"… {len(layer.differences) - limit} more {name} differences "
+                          "(see --json)")
+        for line in layer.host_facts:
+            console.print(f"{name}, perhaps because {line}", markup=False, style="yellow")
+        for line in layer.unjudged:
+            console.print(f"{name}, not judged: {line}", markup=False, style="dim")
 
 
 def _stderr(msg: str) -> None:
@@ -149,9 +172,10 @@ def model_against(scenario: Any, real: Trace, run_sim: SimRunner,
 
     modelled, notes = model_scenario(scenario, real, profile)
     sim = aligned_model_run(modelled, real, run_sim)
-    late = host_delays(real, sim)
-    decided = (aligned_model_run(modelled, real, partial(run_sim, host_delays=late))
-               if late and real.segments else None)
+    starts, lags = host_delays(real, sim)
+    decided = (aligned_model_run(modelled, real, partial(run_sim, host_delays=starts,
+                                                         read_lags=lags))
+               if (starts or lags) and real.segments else None)
     return Both(sim, real, modelled, notes, decided)
 
 
@@ -626,12 +650,12 @@ def validate_cli(args: Any, *, run_sim: SimRunner, run_real: Runner) -> int:
             results.append(LessonResult(lesson.slug, None, None, None, str(exc)))
             continue
         results.append(LessonResult(lesson.slug, both.compare(), both.sim, both.real))
-    headers = ["lesson", "verdict", "model", "real", "difference"]
+    headers = ["lesson", "verdict", "model", "real", "difference", "decisions", "timing"]
     rows = []
     for res in results:
         verdict = ("n/a" if not res.comparable else "error" if res.cmp is None
                    else "agree" if res.cmp.agree else "DISAGREE")
-        rows.append([res.slug, verdict, *res.key_numbers()])
+        rows.append([res.slug, verdict, *res.key_numbers(), *_layer_cells(res.cmp)])
     remote = getattr(args, "remote", None)
     where = f", server side on {_without_token(remote)}" if remote else ""
     console = _console()
@@ -640,14 +664,37 @@ def validate_cli(args: Any, *, run_sim: SimRunner, run_real: Runner) -> int:
     for res in results:
         if res.cmp is not None and not res.cmp.agree:
             console.print(Text(res.slug, style="bold") + Text(
-                f": {len(res.cmp.problems)} difference(s)"))
-            for p in res.cmp.problems[:8]:
+                f": {len(res.cmp.problems)} difference(s)"
+                + (f"; {res.cmp.layers.summary}" if res.cmp.layers is not None else "")))
+            layers = res.cmp.layers
+            shown = (layers.decisions.differences[:8] if layers is not None
+                     and not layers.decisions.agree else res.cmp.problems[:8])
+            for p in shown:
                 console.print(f"  - {p}", markup=False)
+    judged = [res.cmp.layers for res in results
+              if res.cmp is not None and res.cmp.layers is not None]
+    if judged:
+        console.print(f"decisions agree on {sum(la.decisions.agree for la in judged)} of "
+                      f"{len(judged)} lessons run; timing on "
+                      f"{sum(la.timing.agree for la in judged)}", markup=False)
     _write_markdown(getattr(args, "markdown", None),
                     f"# Model vs kernel, every lesson\n\nTolerance: {TOLERANCE_TEXT}.",
                     headers, rows)
     ok = all(res.cmp is not None and res.cmp.agree for res in results if res.comparable)
     return 0 if ok else 1
+
+
+def _layer_cells(cmp: Comparison | None) -> list[str]:
+    """The decisions and timing cells of a verdict row ("" without layers)."""
+    layers = cmp.layers if cmp is not None else None
+    if layers is None:
+        return ["", ""]
+    dec = layers.decisions
+    timing = layers.timing
+    causes = ", ".join(f"{k} {v}" for k, v in sorted(timing.causes.items(),
+                                                     key=lambda kv: -kv[1]))
+    return ["agree" if dec.agree else f"DIFFER ({len(dec.differences)})",
+            "agree" if timing.agree else f"differs ({len(timing.differences)}: {causes})"]
 
 
 MAX_RANDOM = 1000

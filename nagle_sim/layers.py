@@ -23,7 +23,7 @@ from typing import Any
 
 from .model.events import Side
 from .trace import OpRecord, SegmentRecord, Trace
-from .trace.summary import ack_wait, iterations
+from .trace.summary import DELACK_WAIT_MIN, ack_wait, iterations
 from .trace.units import ms_text
 
 STRUCTURAL_KINDS = frozenset({"merged", "split", "regrouped", "missing", "extra",
@@ -59,6 +59,9 @@ class Layer:
     causes: dict[str, int] = field(default_factory=dict)
     basis: str = "the model's run"
     """Which model run the layer was judged against."""
+    host_facts: list[str] = field(default_factory=list)
+    """Decisions only: the hosts' facts that differ from the model's profile in a way that
+    changes decisions (ping-pong threshold, autocorking, HZ), listed when decisions differ."""
     """Timing only: how many differences each cause (host, timer, path, unattributed)
     explains best."""
 
@@ -68,7 +71,8 @@ class Layer:
 
     def to_json(self) -> dict[str, Any]:
         return {"agree": self.agree, "differences": self.differences,
-                "unjudged": self.unjudged, "causes": self.causes, "against": self.basis}
+                "unjudged": self.unjudged, "causes": self.causes, "against": self.basis,
+                "host_facts": self.host_facts}
 
 
 @dataclass(slots=True)
@@ -109,6 +113,11 @@ class _Writes:
                                      if t.isascii() and t.isdigit())
         self.starts = {side: [b for b, _ in calls] for side, calls in self.calls.items()}
 
+    def call(self, seg: SegmentRecord) -> OpRecord | None:
+        """The write call that wrote ``seg``'s first byte."""
+        i = bisect.bisect_right(self.starts[seg.src], seg.seq) - 1
+        return self.calls[seg.src][i][1] if i >= 0 else None
+
     def held(self, seg: SegmentRecord) -> int | None:
         """How long after its write returned ``seg`` left (µs), or None if unknown."""
         i = bisect.bisect_right(self.starts[seg.src], seg.seq) - 1
@@ -124,11 +133,21 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
     if cmp.wire_unknown is not None:
         layer.unjudged.append(f"segments (not captured: {cmp.wire_unknown})")
     sim_writes, real_writes = _Writes(sim), _Writes(real)
-    unknown_acks = 0
+    late = _late_acks(cmp, sim, real)
+    excused = races = 0
+    mss = sim.meta.get("mss") or real.meta.get("mss")
+    mss = mss if type(mss) is int else None
+    unknown_acks = late_acks = late_retrans = 0
     for m in cmp.matches:
         where = m.sim_t if m.sim_t is not None else m.real_t
         at = f"{_arrow(m.side)} {m.klass} at {ms_text(where or 0)} ms"
+        if m.kind == "retransmit" and not m.ok and _after_late_ack(real, m.real[0]):
+            late_retrans += 1
+            continue
         if m.kind in STRUCTURAL_KINDS and not m.ok:
+            if m.klass == "data" and m.real and _follows_late_ack(late, m.side, m.real[0].t):
+                excused += 1
+                continue
             out.append(f"{at}: which segment carried what: {m.note}")
             continue
         if not (m.sim and m.real):
@@ -141,19 +160,30 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
                 unknown_acks += 1
             elif timer and model_wait is not None and model_wait <= tick_us:
                 unknown_acks += 1   # ato 0: the next jiffy, which may come at once
+            elif s.code in IMMEDIATE_CODES and ACK_NOW_MAX_US <= wait < DELACK_WAIT_MIN:
+                late_acks += 1      # not a timer's wait: its host was slow to send it
             elif (timer and wait < ACK_NOW_MAX_US) or (
-                    s.code in IMMEDIATE_CODES and wait >= ACK_NOW_MAX_US):
+                    s.code in IMMEDIATE_CODES and wait >= DELACK_WAIT_MIN):
                 out.append(f"{at}: ACK now vs delayed: the model's ACK "
                            + ("waited for its delayed-ACK timer" if timer else
                               f"went at once ({s.why or s.code})")
                            + f"; the kernel's left {ms_text(wait, 1)} ms after the data "
                            "arrived at its host"
                            + (" (at once)" if timer else " (it waited)"))
-        elif m.klass == "data" and m.kind in ("match", "timer-late"):
+        elif (m.klass == "data" and m.kind in ("match", "timer-late")
+              and (mss is None or s.length < mss)):
+            # Nagle and cork hold only a partial segment; a full one waits for the
+            # congestion or receive window, which the timing layer judges
             held_sim, held_real = sim_writes.held(s), real_writes.held(r)
             if held_sim is None or held_real is None:
                 continue
-            if (held_sim > HOLD_MIN_US) != (held_real > HOLD_MIN_US):
+            differs = (held_sim > HOLD_MIN_US) != (held_real > HOLD_MIN_US)
+            margins = (_ack_margin(sim, sim_writes, s), _ack_margin(real, real_writes, r))
+            if differs and any(x is not None and abs(x) < RACE_US for x in margins):
+                races += 1
+            elif differs and _follows_late_ack(late, m.side, r.t):
+                excused += 1
+            elif (held_sim > HOLD_MIN_US) != (held_real > HOLD_MIN_US):
                 out.append(f"{at}: hold: the model "
                            + (f"held {s.label()} {ms_text(held_sim, 1)} ms past its write"
                               if held_sim > HOLD_MIN_US else "sent it with its write")
@@ -164,6 +194,27 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
         layer.unjudged.append(f"{unknown_acks} pure ACK(s): ACK-now vs delayed not judged "
                               "(the data's arrival was not captured, or the model's timer "
                               "was due within a jiffy)")
+    if races:
+        layer.unjudged.append(
+            f"{races} segment(s) held in one run and not the other where the write and the "
+            f"ACK that lets Nagle send it came within {RACE_US // 1000} ms of each other: a "
+            "close-order race (timing)")
+    if excused:
+        layer.unjudged.append(
+            f"{excused} data segment(s) grouped or held differently just after an ACK the "
+            "peer's host sent later than the model's peer (its application read late, or "
+            "it was slow to process the arrival): the kernel's rule applied to a late input "
+            "(timing)")
+    if late_acks:
+        layer.unjudged.append(
+            f"{late_acks} pure ACK(s) the model sent at once left their host 1 to 36 ms "
+            "after the data arrived: not a delayed-ACK timer (that waits 40 ms), a host slow "
+            "to process the arrival (its application held the socket, or had not read): "
+            "timing, not a decision")
+    if late_retrans:
+        layer.unjudged.append(
+            f"{late_retrans} retransmission(s) of data that had reached the peer, whose ACK "
+            "its host sent late: a timer fired on a slow host's late ACK (timing)")
     if sim.outcome != real.outcome:
         out.append(f"outcome: model {sim.outcome}, kernel {real.outcome}")
     it_sim, it_real = iterations(sim), iterations(real)
@@ -171,7 +222,68 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
         out.append(f"iterations completed: model {len(it_sim)}, kernel {len(it_real)}")
     out += [f"host configuration: {p}" for p in cmp.problems
             if p.startswith(("client host:", "server host:"))]
+    if out:
+        layer.host_facts = [h for h in cmp.host if any(
+            key in h for key in ("tcp_pingpong_thresh", "tcp_autocorking", "HZ"))]
     return layer
+
+
+RACE_US = 1_000
+"""A write and the ACK that lets Nagle send it, within this of each other in either run,
+are a close-order race: which came first is timing, whatever the kernel then did."""
+
+
+def _ack_margin(trace: Trace, writes: _Writes, seg: SegmentRecord) -> int | None:
+    """How long before the write of ``seg``'s first byte the ACK of every byte before it
+    reached the writer's host (negative: after the write), or None if unknown."""
+    call = writes.call(seg)
+    if call is None:
+        return None
+    arrived = [s.arrive for s in trace.segments if s.src is not seg.src and s.ack >= seg.seq
+               and s.arrive is not None]
+    return None if not arrived else call.start - min(arrived)
+
+
+LATE_ACK_WINDOW_US = 20_000
+"""A data segment decided within this after a late ACK from its peer reached its host is
+taken as that late ACK's consequence."""
+
+
+def _late_acks(cmp: Any, sim: Trace, real: Trace) -> dict[Side, list[int]]:
+    """Per side, when the real pure ACKs it *received* arrived that had left their sender
+    at least `HOST_MIN_US` later after the data than the model's twin did."""
+    out: dict[Side, list[int]] = {side: [] for side in Side}
+    for m in cmp.matches:
+        if m.klass != "ACK" or not (m.sim and m.real) or m.real[0].arrive is None:
+            continue
+        wait_r, wait_s = ack_wait(real, m.real[0]), ack_wait(sim, m.sim[0])
+        if wait_r is not None and wait_s is not None and wait_r - wait_s >= HOST_MIN_US:
+            receiver = Side.SERVER if m.side is Side.CLIENT else Side.CLIENT
+            out[receiver].append(m.real[0].arrive)
+    for times in out.values():
+        times.sort()
+    return out
+
+
+def _follows_late_ack(late: dict[Side, list[int]], side: Side, t: int) -> bool:
+    times = late[side]
+    i = bisect.bisect_right(times, t) - 1
+    return i >= 0 and t - times[i] <= LATE_ACK_WINDOW_US
+
+
+def _after_late_ack(real: Trace, seg: SegmentRecord) -> bool:
+    """Whether the real retransmission ``seg`` resent bytes that had already reached the
+    peer (its capture has them) and whose first acknowledgement left the peer's host at
+    least `ACK_NOW_MAX_US` after they arrived: a timer (tail loss probe, RTO) that fired
+    because a slow host sent its ACK late, not because the path lost them."""
+    end = seg.seq + seg.length
+    first = next((s for s in real.segments if s.src is seg.src and s.length
+                  and s.seq <= seg.seq < s.seq + s.length and s.t < seg.t), None)
+    if first is None or first.arrive is None:
+        return False
+    ack = next((s for s in real.segments if s.src is not seg.src and s.ack >= end
+                and s.t >= first.arrive), None)
+    return ack is not None and ack.t - first.arrive >= ACK_NOW_MAX_US
 
 
 def _arrivals(trace: Trace) -> dict[Side, tuple[list[int], list[SegmentRecord]]]:
@@ -280,41 +392,62 @@ def _timing(cmp: Any, sim: Trace, real: Trace) -> Layer:
     return layer
 
 
-def host_delays(real: Trace, sim: Trace | None = None
-                ) -> dict[tuple[Side, int, tuple[int, ...], int], int]:
-    """How late each real call started beyond what its previous call allowed, where that
-    is at least `HOST_DELAY_MIN_US`: the idle time since the previous call returned, plus,
-    after a read, how long that read took to return once the data that completed it had
-    arrived at its host (the receiver's own capture), and after any other call, how much
-    longer it took than the same call in the model ``sim`` (a host throttled in the middle
-    of a write). Keyed by (side, line, iteration,
-    loop) for the model's ``host_delays`` (`nagle_sim.sim.driver.SimDriver`): the model
-    then makes each call when the real host did, so its decisions are judged on the same
-    inputs. Sleeps, and the call after one, are left to the measured sleeps."""
+HostTiming = dict[tuple[Side, int, tuple[int, ...], int], int]
+"""Per statement run, keyed (side, line, iteration, loop): µs."""
+
+
+def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, HostTiming]:
+    """How much later than the model's the real hosts made their calls, for the model's
+    ``host_delays`` and ``read_lags`` (`nagle_sim.sim.driver.SimDriver`): the model then
+    calls when the real host did, so its decisions are judged on the same inputs.
+
+    Returns (start delays, read lags), each entry at least `HOST_DELAY_MIN_US`: a call's
+    start delay is the idle time since its side's previous call returned beyond the
+    executor's own (`CALL_OVERHEAD_US`), plus how much longer that previous call took than
+    in the model ``sim`` when it was not a read (a host throttled in the middle of a
+    write); a blocking read's lag is how long it took to return once the data that
+    completed it had reached its host (the receiver's own capture): meanwhile the data
+    sat unread, so the window stayed as it was. Sleeps, and the call after one, are left
+    to the measured sleeps."""
     arrivals = _arrivals(real)
     took = {(o.side, o.line, o.iteration, o.loop): o.end - o.start
             for o in (sim.ops if sim is not None else ()) if o.end is not None}
-    out: dict[tuple[Side, int, tuple[int, ...], int], int] = {}
+    starts: HostTiming = {}
+    lags: HostTiming = {}
     for side in Side:
         ops = sorted((o for o in real.ops if o.side is side and o.line
                       and o.op not in ("connect", "accept")), key=lambda o: o.start)
         times, _ = arrivals[side]
+        for op in ops:
+            if op.op == "read" and op.end is not None:
+                i = bisect.bisect_right(times, op.end) - 1
+                if i >= 0 and times[i] >= op.start:
+                    lag = op.end - times[i] - CALL_OVERHEAD_US
+                    if lag >= HOST_DELAY_MIN_US:
+                        lags[(side, op.line, op.iteration, op.loop)] = lag
         for prev, op in zip(ops, ops[1:], strict=False):
             if prev.end is None or "sleep" in (prev.op, op.op):
                 continue
-            lag = op.start - prev.end
-            if prev.op == "read":
-                i = bisect.bisect_right(times, prev.end) - 1
-                if i >= 0:
-                    lag += prev.end - max(prev.start, times[i])
-            else:
+            lag = op.start - prev.end - CALL_OVERHEAD_US
+            if prev.op != "read":
                 model = took.get((side, prev.line, prev.iteration, prev.loop))
                 if model is not None:
                     lag += max(0, prev.end - prev.start - model)
-            lag -= CALL_OVERHEAD_US
             if lag >= HOST_DELAY_MIN_US:
-                out[(side, op.line, op.iteration, op.loop)] = lag
-    return out
+                starts[(side, op.line, op.iteration, op.loop)] = lag
+        # the implicit close at the script's end: the side's FIN left its host this much
+        # after its last call returned (a close made by a statement is a call above)
+        fin = next((s.t for s in real.segments if s.src is side and "F" in s.flags), None)
+        last = ops[-1] if ops else None
+        if fin is not None and last is not None and last.end is not None \
+                and last.op != "close":
+            model_last = took.get((side, last.line, last.iteration, last.loop))
+            lag = fin - last.end - CALL_OVERHEAD_US
+            if last.op != "read" and model_last is not None:
+                lag += max(0, last.end - last.start - model_last)
+            if lag >= HOST_DELAY_MIN_US:
+                starts[(side, -1, (), 0)] = lag
+    return starts, lags
 
 
 def two_layers(cmp: Any, sim: Trace, real: Trace, decided: tuple[Any, Trace] | None = None

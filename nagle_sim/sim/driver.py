@@ -187,7 +187,8 @@ class SimDriver:
                  record_limit: int = DEFAULT_RECORD_LIMIT,
                  cancelled: Callable[[], bool] | None = None,
                  sleeps: dict[tuple[Side, int], list[int]] | None = None,
-                 host_delays: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None
+                 host_delays: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None,
+                 read_lags: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None
                  ) -> None:
         self.scenario = scenario
         # compare's aligned run: each run of a sleep statement as long as the real one
@@ -195,6 +196,9 @@ class SimDriver:
         # compare's host-timed run (the decisions layer): a statement, by (side, line,
         # iteration, loop), starts this many µs later, as it did on a slow real host
         self._host_delays = dict(host_delays or {})
+        # ... and a blocked read, woken by data, returns this much later than the model's
+        # wake-up (a slow host's reader drains its buffer late: the window stays closed)
+        self._read_lags = dict(read_lags or {})
         self.cancelled = cancelled
         self.env = simpy.Environment()
         # simpy's method, looked up once (compiled, each ``env.x()`` looks the name up)
@@ -421,6 +425,10 @@ class SimDriver:
             self._schedule(now + wake, _START, to)
         elif app.blocked is not None and app.reading is not None and (ep.unread or ep.peer_fin):
             app.blocked = None
+            record = app.record
+            if self._read_lags and record is not None:
+                wake += self._read_lags.pop(
+                    (to.side, record.line, record.iteration, record.loop), 0)
             self._schedule(now + wake, _RESUME, to)
 
     def _on_wake(self, host: _Host, deadline: int) -> None:
@@ -482,6 +490,15 @@ class SimDriver:
                                 return
                             continue
                 if step is None:
+                    if not app.closed and self._host_delays:
+                        # the script's implicit close, as late as the real host's FIN
+                        lag = self._host_delays.pop((side, -1, (), 0), 0)
+                        if lag > 0:
+                            app.vnow += lag
+                            if self._due_by(app.vnow):
+                                self._schedule(app.vnow, _RESUME, host)
+                                return
+                            continue
                     if not app.closed:
                         app.closed = True
                         ep.app_close(Micros(app.vnow))

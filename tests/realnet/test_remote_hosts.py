@@ -177,20 +177,15 @@ def test_remote_trace_has_every_segment_from_both_captures(tmp_path: Path) -> No
         assert any("S" in f for f in flags) and any("F" in f for f in flags)
     assert all(s.arrive is not None for s in trace.segments)
     clock = meta["clock_offset"]
-    assert clock["method"].startswith("handshake")
-    print(f"clock offset estimate: handshake {clock['handshake_us']} µs, control channel "
+    assert clock["method"].startswith("segments captured on both hosts"), clock
+    print(f"clock offset estimate: {clock['used_us']} ± {clock['uncertainty_us']} µs from "
+          f"{clock['bounding_segments']} segments, control channel "
           f"{clock['control_channel_us']} µs (true offset 0); segments "
-          f"{sources.count('L')} local + {sources.count('R')} remote")
-    # The true offset is 0 (one clock). NTP's formula cannot be wrong by more than half
-    # the handshake's round trip, whatever the load: that bound, not a wall time.
-    assert abs(clock["used_us"]) <= clock["handshake_rtt_us"] / 2, clock
-    # The relay holds every packet 2 ms (a decision, not a measurement), so arrival - send
-    # is at least that, less the offset's error bound; a busy VM may forward late, so the
-    # only upper bound is "less than a retransmission timer" (200 ms), never a few ms.
-    delays = sorted(s.arrive - s.t for s in trace.segments if s.arrive is not None)
-    median = delays[len(delays) // 2]
-    slack = clock["handshake_rtt_us"] / 2
-    assert 2_000 - slack <= median < 200_000, (median, slack, delays)
+          f"{sources.count('L')} local + {sources.count('R')} remote; path {meta['path']}")
+    # The true offset is 0 (one clock): within the stated uncertainty, whatever the load
+    assert abs(clock["used_us"]) <= clock["uncertainty_us"], clock
+    assert clock["bounding_segments"] == len(trace.segments)
+    _assert_causal_and_path(meta, len(trace.segments), 2_000)
     facts = meta["host_facts"]
     assert facts["client"]["interface"] == facts["server"]["interface"] == "nsimtun0"
     from nagle_sim.model.config import LINUX
@@ -198,6 +193,18 @@ def test_remote_trace_has_every_segment_from_both_captures(tmp_path: Path) -> No
     assert facts["server"]["congestion"] == {"server": LINUX.congestion}
     assert facts["client"]["congestion"] == {"client": LINUX.congestion}
     assert isinstance(facts["server"]["hz"], int)
+
+
+def _assert_causal_and_path(meta: dict, segments: int, one_way_us: float) -> None:
+    """Every merged segment arrives no earlier than it was sent; the path's one-way delays
+    (the captures' minimum) are the relay's within 0.1 ms, never the handshake's round
+    trip (which holds the serve's turnaround)."""
+    causal = meta["causality"]
+    assert causal["checked"] == segments and causal["arrive_before_sent"] == 0, causal
+    path = meta["path"]
+    for key in ("to_server_us", "to_client_us"):
+        assert abs(path[key] - one_way_us) <= 100, path
+    assert "minimum one-way" in path["from"]
 
 
 SEEDS = [("s1_write_write_read.toml", None), ("s2_node_ten_bytes.toml", (500, 0)),
@@ -316,3 +323,87 @@ def test_sweep_real_remote_runs_every_cell_on_the_remote_host(tmp_path: Path) ->
     rows = (tmp_path / "sweep.csv").read_text().splitlines()
     assert len(rows) == 3, rows                       # header + two cells
     assert log.count("running the server side") == 2  # both real cells ran there
+
+
+# ---------------------------------------------------------------- issue 33: a slow remote
+CI_LESSONS = ("03-delayed-ack", "05-quick-acks-and-ping-pong", "07-write-write-read",
+              "11-nodelay-vs-cork", "15-msg-more")
+"""The lessons CI runs against a slowed serve, three times each: delayed ACKs, quick ACKs
+and ping-pong, Nagle's write-write-read, NODELAY and cork, MSG_MORE. Every lesson was run
+by hand against the same serve (docs/realnet.md, "A slow remote"); all of them would take
+CI several minutes per round."""
+
+
+def _layers(out: subprocess.CompletedProcess[str]) -> dict:
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)["layers"]
+
+
+def test_a_slow_remote_decides_as_the_model_and_its_timing_is_its_own(
+        tmp_path: Path) -> None:
+    """Issue 33's two-host test: the serve runs CPU-throttled (4 ms per 20 ms, shared with
+    a busy loop: its calls start up to 16 ms late) behind a 2 ms link. Every merged segment
+    is causal, the path's delays are the link's within 0.1 ms, the trace says how each side
+    was scheduled, and compare says the decisions agree and the timing does not (the
+    host's)."""
+    with slow_cgroup() as group, two_hosts(tmp_path, 2, 2, slow=group) as hosts:
+        trace = remote_trace(hosts, DATA / "s1_write_write_read.toml", "link.delay_ms=2")
+        out = client(hosts, "compare", str(DATA / "s1_write_write_read.toml"), "--remote",
+                     hosts.address, "--json", "--set", "link.delay_ms=2")
+    assert trace.outcome is Outcome.OK, trace.message
+    meta = trace.meta
+    _assert_causal_and_path(meta, len(trace.segments), 2_000)
+    assert abs(meta["clock_offset"]["used_us"]) <= meta["clock_offset"]["uncertainty_us"]
+    # both sides' scheduling: this host's, and the serve's (its SCHED_FIFO refused by the
+    # cgroup, which has no real-time runtime)
+    assert meta["sched"].startswith(("SCHED_FIFO", "normal"))
+    assert meta["server_sched"] == "normal (SCHED_FIFO refused)"
+    layers = _layers(out)
+    print(layers["summary"])
+    assert layers["decisions"]["agree"], layers["decisions"]["differences"]
+    assert not layers["timing"]["agree"]
+    assert layers["timing"]["causes"].get("host", 0) >= 1, layers["timing"]
+
+
+def test_compare_remote_decisions_agree_on_a_slow_remote_every_time(tmp_path: Path) -> None:
+    """validate --remote's promise on a slow host, for `CI_LESSONS`, three rounds: every
+    lesson's decisions agree with the model, every round (its timing may not)."""
+    verdicts: dict[str, list[str]] = {}
+    with slow_cgroup() as group, two_hosts(tmp_path, 1, 1, slow=group) as hosts:
+        for _ in range(3):
+            for slug in CI_LESSONS:
+                out = client(hosts, "compare", str(ROOT / "lessons" / slug / "scenario.toml"),
+                             "--remote", hosts.address, "--json")
+                layers = _layers(out)
+                verdicts.setdefault(slug, []).append(layers["summary"])
+                assert layers["decisions"]["agree"], (slug, layers["decisions"])
+    for slug, summaries in verdicts.items():
+        print(f"{slug}: " + " | ".join(summaries))
+
+
+PINGPONG_SCENARIO = '''
+title = "two exchanges, then a one-way message"
+[client]
+script = "write 100; read 100; write 100; read 100; sleep 100ms; write 10; sleep 300ms"
+[server]
+script = "read 100; write 100; read 100; write 100; read 10; sleep 300ms"
+'''
+
+
+def test_a_remote_that_decides_differently_is_a_decision_difference(tmp_path: Path) -> None:
+    """The remote's namespace has tcp_pingpong_thresh = 3 where the model's Linux has 1:
+    after two quick answers the model's server is in ping-pong mode and delays the ACK of
+    the last one-way message (its timer); the kernel's is not, and ACKs at once. compare
+    reports that as a decision ("ACK now vs delayed"), not as timing."""
+    scenario = tmp_path / "pingpong.toml"
+    scenario.write_text(PINGPONG_SCENARIO)
+    with two_hosts(tmp_path, 1, 1,
+                   server_sysctls={"net.ipv4.tcp_pingpong_thresh": "3"}) as hosts:
+        out = client(hosts, "compare", str(scenario), "--remote", hosts.address, "--json")
+    layers = _layers(out)
+    decisions = layers["decisions"]["differences"]
+    assert not layers["decisions"]["agree"]
+    assert any("ACK now vs delayed: the model's ACK waited for its delayed-ACK timer" in d
+               for d in decisions), decisions
+    # and the host fact that explains it is named with the decisions
+    assert any("tcp_pingpong_thresh = 3" in h for h in layers["decisions"]["host_facts"])
