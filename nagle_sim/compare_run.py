@@ -242,7 +242,8 @@ def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
     if not isinstance(path, dict):
         return scenario
     to_server, to_client = path.get("to_server_us"), path.get("to_client_us")
-    if not all(isinstance(v, int | float) and 0 <= v < 60e6 for v in (to_server, to_client)):
+    if not (isinstance(to_server, int | float) and isinstance(to_client, int | float)
+            and 0 <= to_server < 60e6 and 0 <= to_client < 60e6):
         return scenario
     link = scenario.link
     rate = path.get("rate_bps")

@@ -798,3 +798,18 @@ def test_an_ack_on_read_after_a_long_blocking_read_gets_only_the_4ms_floor() -> 
     assert not result.agree
     assert any(p.startswith("c→s ACK") and "later than the model" in p
                for p in result.problems), result.problems
+
+
+def test_a_device_queue_lessons_na_reason_fits_a_remote_run() -> None:
+    """Issue 33.5: on a remote run the n/a reason spoke of "this machine's loopback and TUN
+    links"; there it is the hosts' real interfaces whose queues nothing records."""
+    from nagle_sim.compare_run import not_comparable
+    from nagle_sim.lessons import load_lessons
+
+    queued = [lesson for lesson in load_lessons() if lesson.scenario.link.tx_complete > 0]
+    assert queued, "a lesson with a device queue (the autocorking lesson)"
+    for lesson in queued:
+        local, remote = not_comparable(lesson.scenario), not_comparable(lesson.scenario, True)
+        assert "this machine's loopback and TUN links" in local
+        assert "loopback" not in remote and "TUN" not in remote
+        assert "remote run" in remote and "real interface" in remote

@@ -257,9 +257,9 @@ def estimate_offset(local: list[Any], local_off: int, remote: list[Any], remote_
                            f"offset to an empty interval, {lower / 1000:.0f} to "
                            f"{upper / 1000:.0f} µs): not used")
     if not est.path_from:
-        rtt = _local_round_trip(here, port)
-        if rtt is None:
-            rtt = control_rtt_ns
+        quickest = _local_round_trip(here, port)
+        rtt = control_rtt_ns if quickest is None else quickest
+        if quickest is None:
             est.path_from = ("the control channel's best round trip (no segment was "
                              "captured with its acknowledgement)")
         else:

@@ -476,6 +476,33 @@ def test_remote_run_merges_both_sides(server: Serve) -> None:
 
 @pytest.mark.realnet
 @pytest.mark.usefixtures("requires_root_netns")
+def test_the_serve_never_learns_the_clients_directories(server: Serve,
+                                                        tmp_path: Path) -> None:
+    """Issue 33.5: the serve logged the client's local file path for every run. It is told
+    the file's name only, and says so in its log and its errors; the client's trace keeps
+    its own path."""
+    secret = tmp_path / "home-ana-secret-project"
+    secret.mkdir()
+    path = secret / "s1.toml"
+    path.write_text((DATA / "s1_write_write_read.toml").read_text())
+    trace = run_real(load(path), remote=server.address, token=TOKEN)
+    assert trace.outcome is Outcome.OK, trace.message
+    log = server.log.read_text()
+    assert "running the server side of s1.toml on" in log
+    assert "home-ana-secret-project" not in log and str(tmp_path) not in log
+    # both sides' scheduling is in the trace: this host's as well as the serve's
+    assert trace.meta["sched"] and trace.meta["server_sched"]
+    # an error the serve reports names the file the same way
+    bad = secret / "bad.toml"
+    bad.write_text('[client]\nscript = "write 1"\n[server]\nscript = "repeat 9999999 { '
+                   'read 1 }"\n')
+    with pytest.raises(RealnetError) as info:
+        run_real(load(bad), remote=server.address, token=TOKEN)
+    assert "bad.toml" in str(info.value) and "home-ana-secret-project" not in str(info.value)
+
+
+@pytest.mark.realnet
+@pytest.mark.usefixtures("requires_root_netns")
 def test_remote_run_of_100k_server_ops_succeeds(server: Serve) -> None:
     """Issue 18: results are streamed in chunks, so a long run has no reply cap."""
     scenario = loads('[client]\nscript = "write 100000; read 1"\n'

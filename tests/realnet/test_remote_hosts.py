@@ -280,7 +280,10 @@ def test_a_serve_that_cannot_set_the_congestion_control_says_so(tmp_path: Path) 
     with two_hosts(tmp_path, 2, 2, as_user=65534 if unprivileged else None,
                    congestion="nosuchcc") as hosts:
         sets = ("link.delay_ms=2",)
-        trace = remote_trace(hosts, DATA / "s1_write_write_read.toml", *sets)
+        run = client(hosts, "realnet", "run", str(DATA / "s1_write_write_read.toml"),
+                     "--remote", hosts.address, "--json", "--set", sets[0])
+        assert run.returncode == 0, run.stderr
+        trace = Trace.loads(run.stdout)
         out = client(hosts, "compare", str(DATA / "s1_write_write_read.toml"), "--remote",
                      hosts.address, "--json", *[a for s in sets for a in ("--set", s)])
     server = trace.meta["host_facts"]["server"]
@@ -292,6 +295,10 @@ def test_a_serve_that_cannot_set_the_congestion_control_says_so(tmp_path: Path) 
     else:
         assert "R" in trace.meta["segment_capture"]
     assert sum(s.length for s in trace.segments if s.src is Side.SERVER) == 12 * 13
+    # issue 33.5: realnet run says what the remote refused as it happens (not only in
+    # --json's meta)
+    assert "realnet: remote server: cannot use congestion control 'nosuchcc'" in run.stderr, \
+        run.stderr
     cmp = json.loads(out.stdout)
     assert out.returncode == 1
     assert any("server host: congestion control" in p and "nosuchcc" in p
@@ -360,6 +367,10 @@ def test_a_slow_remote_decides_as_the_model_and_its_timing_is_its_own(
     assert meta["server_sched"] == "normal (SCHED_FIFO refused)"
     layers = _layers(out)
     print(layers["summary"])
+    # one account of the model's link: the path's (issue 33.5: two notes contradicted)
+    notes = json.loads(out.stdout)["notes"]
+    assert sum("the model's link is the path's" in n for n in notes) == 1, notes
+    assert not any("the model uses the scenario's" in n for n in notes), notes
     assert layers["decisions"]["agree"], layers["decisions"]["differences"]
     assert not layers["timing"]["agree"]
     assert layers["timing"]["causes"].get("host", 0) >= 1, layers["timing"]
