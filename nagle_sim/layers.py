@@ -45,7 +45,7 @@ HOST_MIN_US = 500
 """A reaction at least this much slower than the model's is the host's share."""
 CALL_OVERHEAD_US = 200
 """A real executor's own time between two calls (tens of µs here; a margin on top)."""
-HOST_DELAY_MIN_US = 500
+HOST_DELAY_MIN_US = 100
 """A real side that started a call this much later than its previous call (or the data
 it read) allowed was held up by its host: the host-timed model run waits as long."""
 
@@ -134,7 +134,8 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
         layer.unjudged.append(f"segments (not captured: {cmp.wire_unknown})")
     sim_writes, real_writes = _Writes(sim), _Writes(real)
     late = _late_acks(cmp, sim, real)
-    excused = races = 0
+    slow_reads = _slow_reads(real)
+    excused = races = ack_on_read = 0
     mss = sim.meta.get("mss") or real.meta.get("mss")
     mss = mss if type(mss) is int else None
     unknown_acks = late_acks = late_retrans = 0
@@ -147,6 +148,10 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
         if m.kind in STRUCTURAL_KINDS and not m.ok:
             if m.klass == "data" and m.real and _follows_late_ack(late, m.side, m.real[0].t):
                 excused += 1
+                continue
+            if m.klass == "ACK" and m.kind in ("missing", "extra") \
+                    and _near(slow_reads[m.side], where or 0, LATE_ACK_WINDOW_US):
+                ack_on_read += 1
                 continue
             out.append(f"{at}: which segment carried what: {m.note}")
             continue
@@ -194,6 +199,12 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
         layer.unjudged.append(f"{unknown_acks} pure ACK(s): ACK-now vs delayed not judged "
                               "(the data's arrival was not captured, or the model's timer "
                               "was due within a jiffy)")
+    if ack_on_read:
+        layer.unjudged.append(
+            f"{ack_on_read} pure ACK(s) sent in one run and not the other while the "
+            "receiving application read late (a read returning at least "
+            f"{HOST_DELAY_MIN_US / 1000:g} ms after its data arrived): the ACKs a reader "
+            "sends (window updates, ACK on read) follow when it reads (timing)")
     if races:
         layer.unjudged.append(
             f"{races} segment(s) held in one run and not the other where the write and the "
@@ -263,6 +274,29 @@ def _late_acks(cmp: Any, sim: Trace, real: Trace) -> dict[Side, list[int]]:
     for times in out.values():
         times.sort()
     return out
+
+
+def _slow_reads(real: Trace) -> dict[Side, list[int]]:
+    """Per side, when its real reads returned that came back at least `HOST_DELAY_MIN_US`
+    (beyond `CALL_OVERHEAD_US`) after the data that completed them had arrived."""
+    arrivals = _arrivals(real)
+    out: dict[Side, list[int]] = {side: [] for side in Side}
+    for op in real.ops:
+        if op.op != "read" or op.end is None:
+            continue
+        times, _ = arrivals[op.side]
+        i = bisect.bisect_right(times, op.end) - 1
+        if i >= 0 and times[i] >= op.start and \
+                op.end - times[i] - CALL_OVERHEAD_US >= HOST_DELAY_MIN_US:
+            out[op.side].append(op.end)
+    for times in out.values():
+        times.sort()
+    return out
+
+
+def _near(times: list[int], t: int, window: int) -> bool:
+    i = bisect.bisect_left(times, t - window)
+    return i < len(times) and times[i] <= t + window
 
 
 def _follows_late_ack(late: dict[Side, list[int]], side: Side, t: int) -> bool:
@@ -403,9 +437,9 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
 
     Returns (start delays, read lags), each entry at least `HOST_DELAY_MIN_US`: a call's
     start delay is the idle time since its side's previous call returned beyond the
-    executor's own (`CALL_OVERHEAD_US`), plus how much longer that previous call took than
-    in the model ``sim`` when it was not a read (a host throttled in the middle of a
-    write); a blocking read's lag is how long it took to return once the data that
+    executor's own (`CALL_OVERHEAD_US`), plus, for any call but a read, how much longer it
+    took than in the model ``sim`` (a host throttled inside a write: what it sends leaves
+    late); the script's implicit close is delayed to the real FIN; a blocking read's lag is how long it took to return once the data that
     completed it had reached its host (the receiver's own capture): meanwhile the data
     sat unread, so the window stayed as it was. Sleeps, and the call after one, are left
     to the measured sleeps."""
@@ -425,14 +459,27 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
                     lag = op.end - times[i] - CALL_OVERHEAD_US
                     if lag >= HOST_DELAY_MIN_US:
                         lags[(side, op.line, op.iteration, op.loop)] = lag
-        for prev, op in zip(ops, ops[1:], strict=False):
-            if prev.end is None or "sleep" in (prev.op, op.op):
+        writes = _Writes(real)
+        sent = sorted(((s.seq, s.t) for s in real.segments if s.src is side and s.length))
+        carry = 0       # a call's slowness after its send: the next call waits for it
+        for prev, op in zip([None, *ops], ops, strict=False):
+            if op.end is None or op.op == "sleep" or (prev is not None and (
+                    prev.end is None or prev.op == "sleep")):
+                carry = 0
                 continue
-            lag = op.start - prev.end - CALL_OVERHEAD_US
-            if prev.op != "read":
-                model = took.get((side, prev.line, prev.iteration, prev.loop))
-                if model is not None:
-                    lag += max(0, prev.end - prev.start - model)
+            lag = carry + (0 if prev is None or prev.end is None else
+                           op.start - prev.end - CALL_OVERHEAD_US)
+            carry = 0
+            if op.op != "read":
+                # a call that took longer than the model's: throttled before it sent (what
+                # it sends leaves late: the call is made later) or after (the next waits)
+                model = took.get((side, op.line, op.iteration, op.loop))
+                excess = 0 if model is None else op.end - op.start - model - CALL_OVERHEAD_US
+                if excess > 0:
+                    before = _sent_within(writes, sent, side, op)
+                    pre = min(excess, before) if before is not None else 0
+                    lag += pre
+                    carry = excess - pre
             if lag >= HOST_DELAY_MIN_US:
                 starts[(side, op.line, op.iteration, op.loop)] = lag
         # the implicit close at the script's end: the side's FIN left its host this much
@@ -441,13 +488,27 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
         last = ops[-1] if ops else None
         if fin is not None and last is not None and last.end is not None \
                 and last.op != "close":
-            model_last = took.get((side, last.line, last.iteration, last.loop))
             lag = fin - last.end - CALL_OVERHEAD_US
-            if last.op != "read" and model_last is not None:
-                lag += max(0, last.end - last.start - model_last)
             if lag >= HOST_DELAY_MIN_US:
                 starts[(side, -1, (), 0)] = lag
     return starts, lags
+
+
+def _sent_within(writes: _Writes, sent: list[tuple[int, int]], side: Side,
+                 op: OpRecord) -> int | None:
+    """How long into the write call ``op`` its first byte left its host (µs), when it left
+    during the call; None otherwise (not a write, or held past it)."""
+    if op.op not in ("write", "writev") or op.end is None:
+        return None
+    first = next((b for b, call in writes.calls[side] if call is op), None)
+    if first is None:
+        return None
+    i = bisect.bisect_right(sent, (first, 1 << 62)) - 1
+    while i >= 0 and sent[i][1] > op.end:
+        i -= 1
+    if i < 0 or not op.start <= sent[i][1] <= op.end:
+        return None
+    return max(0, sent[i][1] - op.start - CALL_OVERHEAD_US)
 
 
 def two_layers(cmp: Any, sim: Trace, real: Trace, decided: tuple[Any, Trace] | None = None
