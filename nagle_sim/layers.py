@@ -439,9 +439,10 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
     start delay is the idle time since its side's previous call returned beyond the
     executor's own (`CALL_OVERHEAD_US`), plus, for any call but a read, how much longer it
     took than in the model ``sim`` (a host throttled inside a write: what it sends leaves
-    late); the script's implicit close is delayed to the real FIN; a blocking read's lag is how long it took to return once the data that
-    completed it had reached its host (the receiver's own capture): meanwhile the data
-    sat unread, so the window stayed as it was. Sleeps, and the call after one, are left
+    late); the script's implicit close is delayed to the real FIN; a blocking read's lag
+    is how long it took to return once the data that completed it had reached its host
+    (the receiver's own capture): meanwhile the data sat unread, so the window stayed as
+    it was. Sleeps, and the call after one, are left
     to the measured sleeps."""
     arrivals = _arrivals(real)
     took = {(o.side, o.line, o.iteration, o.loop): o.end - o.start
@@ -460,7 +461,7 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
                     if lag >= HOST_DELAY_MIN_US:
                         lags[(side, op.line, op.iteration, op.loop)] = lag
         writes = _Writes(real)
-        sent = sorted(((s.seq, s.t) for s in real.segments if s.src is side and s.length))
+        sent = sorted((s.seq, int(s.t)) for s in real.segments if s.src is side and s.length)
         carry = 0       # a call's slowness after its send: the next call waits for it
         for prev, op in zip([None, *ops], ops, strict=False):
             if op.end is None or op.op == "sleep" or (prev is not None and (
