@@ -426,7 +426,10 @@ class SimDriver:
         elif app.blocked is not None and app.reading is not None and (ep.unread or ep.peer_fin):
             app.blocked = None
             record = app.record
-            if self._read_lags and record is not None:
+            if self._read_lags and record is not None and (
+                    ep.peer_fin or ep.unread >= app.reading.size - app.got):
+                # the wake-up that completes the read: the real lag was measured from the
+                # arrival of the data that completed it
                 wake += self._read_lags.pop(
                     (to.side, record.line, record.iteration, record.loop), 0)
             self._schedule(now + wake, _RESUME, to)
