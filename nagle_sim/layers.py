@@ -135,7 +135,7 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
     sim_writes, real_writes = _Writes(sim), _Writes(real)
     late = _late_acks(cmp, sim, real)
     slow_reads = _slow_reads(real)
-    excused = races = ack_on_read = 0
+    excused = races = ack_on_read = close_races = 0
     mss = sim.meta.get("mss") or real.meta.get("mss")
     mss = mss if type(mss) is int else None
     unknown_acks = late_acks = late_retrans = 0
@@ -152,6 +152,10 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
             if m.klass == "ACK" and m.kind in ("missing", "extra") \
                     and _near(slow_reads[m.side], where or 0, LATE_ACK_WINDOW_US):
                 ack_on_read += 1
+                continue
+            if m.klass == "ACK" and m.kind in ("missing", "extra") and (
+                    _close_race(sim, m.side) or _close_race(real, m.side)):
+                close_races += 1
                 continue
             out.append(f"{at}: which segment carried what: {m.note}")
             continue
@@ -199,6 +203,11 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
         layer.unjudged.append(f"{unknown_acks} pure ACK(s): ACK-now vs delayed not judged "
                               "(the data's arrival was not captured, or the model's timer "
                               "was due within a jiffy)")
+    if close_races:
+        layer.unjudged.append(
+            f"{close_races} pure ACK(s) around the two FINs, sent in one run only, where a "
+            f"side closed within {CLOSE_RACE_US // 1000} ms of its peer's FIN arriving: "
+            "which FIN carried the other's ACK is a close-order race (timing)")
     if ack_on_read:
         layer.unjudged.append(
             f"{ack_on_read} pure ACK(s) sent in one run and not the other while the "
@@ -292,6 +301,19 @@ def _slow_reads(real: Trace) -> dict[Side, list[int]]:
     for times in out.values():
         times.sort()
     return out
+
+
+CLOSE_RACE_US = 5_000
+"""A side whose own FIN left within this of its peer's FIN arriving closed in a race: which
+FIN acknowledges the other, and which pure ACKs follow, depends on µs."""
+
+
+def _close_race(trace: Trace, side: Side) -> bool:
+    """Whether ``side`` sent its FIN within `CLOSE_RACE_US` of its peer's FIN arriving."""
+    own = next((s.t for s in trace.segments if s.src is side and "F" in s.flags), None)
+    peer = next((s.arrive for s in trace.segments if s.src is not side and "F" in s.flags
+                 and s.arrive is not None), None)
+    return own is not None and peer is not None and abs(own - peer) < CLOSE_RACE_US
 
 
 def _near(times: list[int], t: int, window: int) -> bool:
