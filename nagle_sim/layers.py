@@ -135,7 +135,7 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
     sim_writes, real_writes = _Writes(sim), _Writes(real)
     late = _late_acks(cmp, sim, real)
     slow_reads = _slow_reads(real)
-    excused = races = ack_on_read = close_races = 0
+    excused = races = ack_on_read = close_races = window_holds = 0
     mss = sim.meta.get("mss") or real.meta.get("mss")
     mss = mss if type(mss) is int else None
     unknown_acks = late_acks = late_retrans = 0
@@ -187,6 +187,9 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
             if held_sim is None or held_real is None:
                 continue
             differs = (held_sim > HOLD_MIN_US) != (held_real > HOLD_MIN_US)
+            if differs and held_sim > HOLD_MIN_US and not _app_hold(sim, s, sim_writes):
+                window_holds += 1       # the model's own hold was a window's (cwnd,
+                continue                # receive window, pacing): timing
             margins = (_ack_margin(sim, sim_writes, s), _ack_margin(real, real_writes, r))
             if differs and any(x is not None and abs(x) < RACE_US for x in margins):
                 races += 1
@@ -203,6 +206,11 @@ def _decisions(cmp: Any, sim: Trace, real: Trace, tick_us: int = 4_000) -> Layer
         layer.unjudged.append(f"{unknown_acks} pure ACK(s): ACK-now vs delayed not judged "
                               "(the data's arrival was not captured, or the model's timer "
                               "was due within a jiffy)")
+    if window_holds:
+        layer.unjudged.append(
+            f"{window_holds} partial segment(s) the model held for its congestion or "
+            "receive window (or pacing), not Nagle or cork, and the kernel sent at once: "
+            "windows follow the ACKs' timing (timing)")
     if close_races:
         layer.unjudged.append(
             f"{close_races} pure ACK(s) around the two FINs, sent in one run only, where a "
@@ -301,6 +309,21 @@ def _slow_reads(real: Trace) -> dict[Side, list[int]]:
     for times in out.values():
         times.sort()
     return out
+
+
+APP_HOLDS = frozenset({"NAGLE_HOLD", "NAGLE_HOLD_CLASSIC", "CORK_HOLD", "MORE_HOLD",
+                       "AUTOCORK_HOLD"})
+"""Model holds that are the application's small-segment decisions (Nagle, cork, MSG_MORE,
+autocork), as against a window's (cwnd, receive window, pacing)."""
+
+
+def _app_hold(sim: Trace, seg: SegmentRecord, writes: _Writes) -> bool:
+    """Whether the model held ``seg`` by Nagle, cork, MSG_MORE or autocork: a hold event of
+    its side with one of `APP_HOLDS` between its write and its send."""
+    call = writes.call(seg)
+    start = call.start if call is not None else 0
+    return any(e.kind == "hold" and e.side is seg.src and e.code in APP_HOLDS
+               and start <= e.t <= seg.t for e in sim.events)
 
 
 CLOSE_RACE_US = 5_000
