@@ -30,11 +30,11 @@ TCP_INFO_KIND = "tcp_info"
 """The ``kind`` of a real trace's TCP_INFO snapshot events."""
 
 
-def base_meta(scenario: Scenario) -> dict[str, Any]:
+def base_meta(scenario: Scenario, *, remote: bool = False) -> dict[str, Any]:
     meta = trace_meta(scenario, kernel=platform.release())
     from realnet import hostfacts  # issue 18: every real trace records its hosts' facts
     meta["host_facts"] = hostfacts.local_facts(scenario)
-    notes = real_run_caveats(scenario)
+    notes = real_run_caveats(scenario, remote=remote)
     if notes:
         meta["notes"] = notes
     return meta
@@ -148,6 +148,12 @@ def build_trace(scenario: Scenario, logs: dict[Side, SideLog], segs: list[Seg],
     rests = {side.value: log.rt_rests for side, log in logs.items() if log.rt_rests}
     if rests:
         meta["rt_rests"] = rests
+    refused = [side.value for side, log in logs.items() if log.rt_refused]
+    if refused:
+        meta["sched_refused"] = refused
+        meta.setdefault("notes", []).append(
+            f"SCHED_FIFO was refused to the {' and '.join(refused)} side (a cgroup without "
+            "real-time runtime?): it ran at normal priority, so its wake-ups may wait a tick")
     # TCP_INFO cannot be read after close(); the capture sees later ones (e.g. a FIN's TLP).
     seen: dict[str, int] = {}
     for side in Side:

@@ -125,6 +125,7 @@ class RtGovernor:
         self.priority = priority
         self.on = False
         self.rests = 0
+        self.refused = False
         self._budget = float(RT_BURST_NS)
         self._cpu = 0
         self._wall = 0
@@ -136,6 +137,7 @@ class RtGovernor:
             else:
                 os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         except (OSError, AttributeError):
+            self.refused = self.refused or (on and self.priority > 0)
             self.priority = 0
             return
         self.on = on
@@ -224,6 +226,7 @@ class SideProgram:
         finally:
             self._rt.stop()
             self.log.rt_rests = self._rt.rests
+            self.log.rt_refused = self._rt.refused
             self._publish(DONE, K_NONE)
             self._flush()
             self._write({"end": self.log.end_rec()})

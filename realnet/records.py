@@ -100,8 +100,13 @@ class SideLog:
     rt_rests: int = 0
     """How often the side's real-time budget ran out (`RtGovernor`)."""
 
+    rt_refused: bool = False
+    """The side asked for SCHED_FIFO and the kernel refused it (e.g. a cgroup without
+    real-time runtime): it ran at normal priority throughout."""
+
     def end_rec(self) -> dict[str, Any]:
-        return {"error": self.error, "done": self.done, "rt_rests": self.rt_rests}
+        return {"error": self.error, "done": self.done, "rt_rests": self.rt_rests,
+                "rt_refused": self.rt_refused}
 
 
 class LogReader:
@@ -147,6 +152,7 @@ class LogReader:
             self.log.done = value.get("done") is True
             rests = value.get("rt_rests", 0)
             self.log.rt_rests = rests if type(rests) is int else 0
+            self.log.rt_refused = value.get("rt_refused") is True
             self.ended = True
         else:
             raise ValueError(f"unknown log record {str(kind)[:20]!r}")

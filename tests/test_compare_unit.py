@@ -493,7 +493,7 @@ def test_validate_remote_never_prints_the_token_nor_reads_markup(
         raise ScenarioError("lesson.toml: [bold]not markup[/]")
 
     monkeypatch.setattr(compare_pkg, "run_both", refuse)
-    monkeypatch.setattr(validate, "not_comparable", lambda _s: "")
+    monkeypatch.setattr(validate, "not_comparable", lambda *_s: "")
     monkeypatch.setattr("nagle_sim.runners.real_unavailable", lambda _r=None: None)
     monkeypatch.setenv("COLUMNS", "400")
     code = main(["validate", "--remote", "sec[/]ret-tok3n@127.0.0.1:7070"])
@@ -525,22 +525,30 @@ def test_one_rule_names_a_profiles_congestion_control() -> None:
     assert any("cubic in use where profile linux models bbr" in p for p in problems), problems
 
 
-def test_the_model_link_and_the_clock_estimate_share_one_asymmetry_rule() -> None:
-    """Declared delays 1 + 1 ms against a measured 3.5 ms round trip: within max(2 ms,
-    25 %) for both the clock estimate and the model's link (it was 1 ms for the link)."""
+def test_a_remote_models_link_is_the_measured_path_never_the_handshake() -> None:
+    """Issue 33 (items 2, 3): the model's link takes the captures' minimum one-way delays
+    and the path's measured rate (meta.path), not the handshake's round trip (which holds
+    the remote's turnaround) nor the scenario's 56 kbit/s; one note says what it took."""
     from nagle_sim.compare.run import _path_delays
     from nagle_sim.scenario import loads
 
-    sc = loads('[link]\ndelay_ms = 1\n[client]\nscript = "write 1"\n'
+    sc = loads('[link]\ndelay_ms = 1\nrate = "56kbit"\n[client]\nscript = "write 1"\n'
                '[server]\nscript = "read 1"\n')
-    assert sc.link.describes_path(3_500) and not sc.link.describes_path(4_500)
     notes: list[str] = []
     real = Trace(source=Source.REALNET, title="t", meta={
-        "link": "remote", "clock_offset": {"handshake_rtt_us": 3_500.0,
-                                           "one_way_to_client_us": 1_750.0}})
-    assert _path_delays(sc, real, notes) is sc and notes == []
-    real.meta["clock_offset"]["handshake_rtt_us"] = 4_500.0
-    assert _path_delays(sc, real, notes).link.to_client_delay == 1_750 and notes
+        "link": "remote", "clock_offset": {"handshake_rtt_us": 9_300.0},
+        "path": {"to_server_us": 250.4, "to_client_us": 180.0, "rtt_us": 430.4,
+                 "from": "the captures' minimum one-way delays", "rate_bps": None,
+                 "rate_note": "not measured: 0 back-to-back segment pair(s)"}})
+    link = _path_delays(sc, real, notes).link
+    assert (link.to_server_delay, link.to_client_delay, link.rate_bps) == (250, 180, 0)
+    assert len(notes) == 1 and "the model's link is the path's" in notes[0], notes
+    assert "no rate limit (not measured" in notes[0] and "at 0.056 Mbit/s" in notes[0]
+    real.meta["path"]["rate_bps"] = 10_000_000
+    assert _path_delays(sc, real, []).link.rate_bps == 10_000_000
+    # a trace without meta.path (an older one) leaves the scenario's link alone
+    del real.meta["path"]
+    assert _path_delays(sc, real, []) is sc
 
 
 def test_a_saved_model_trace_names_the_profile_as_its_scenario_changed_it() -> None:
@@ -790,3 +798,18 @@ def test_an_ack_on_read_after_a_long_blocking_read_gets_only_the_4ms_floor() -> 
     assert not result.agree
     assert any(p.startswith("c→s ACK") and "later than the model" in p
                for p in result.problems), result.problems
+
+
+def test_a_device_queue_lessons_na_reason_fits_a_remote_run() -> None:
+    """Issue 33.5: on a remote run the n/a reason spoke of "this machine's loopback and TUN
+    links"; there it is the hosts' real interfaces whose queues nothing records."""
+    from nagle_sim.compare import not_comparable
+    from nagle_sim.lessons import load_lessons
+
+    queued = [lesson for lesson in load_lessons() if lesson.scenario.link.tx_complete > 0]
+    assert queued, "a lesson with a device queue (the autocorking lesson)"
+    for lesson in queued:
+        local, remote = not_comparable(lesson.scenario), not_comparable(lesson.scenario, True)
+        assert "this machine's loopback and TUN links" in local
+        assert "loopback" not in remote and "TUN" not in remote
+        assert "remote run" in remote and "real interface" in remote

@@ -104,3 +104,29 @@ def test_gaps_a_sleep_explains_are_kept_only_when_asked() -> None:
     assert len(stalls(trace, asleep=True)) == len(stalls(trace)) + 3
     plain = run_sim(replace(sc))
     assert any(st.held_by == "no data waiting to be sent" for st in stalls(plain))
+
+
+@pytest.mark.parametrize(("wait_ms", "named"), [
+    (11.0, "11.0 ms after the data arrived: too soon for the delayed-ACK timer"),
+    (41.0, "a delayed ACK (41.0 ms after the data arrived)"),
+])
+def test_a_real_pure_ack_is_a_delayed_ack_only_if_it_waited_for_its_timer(
+        wait_ms: float, named: str) -> None:
+    """Issue 33: a slow remote's 11 ms receive delay was named "a delayed ACK" (Linux
+    waits at least 40 ms). The receiver's capture says when the data arrived there."""
+    from nagle_sim.trace import Source, Trace
+    from nagle_sim.trace.summary import stalls
+
+    wait = round(wait_ms * 1000)
+    data = SegmentRecord(t=Micros(1_000), src=Side.CLIENT, seq=1, ack=1, length=10,
+                         flags="PA", arrive=Micros(1_300))
+    ack = SegmentRecord(t=Micros(1_300 + wait), src=Side.SERVER, seq=1, ack=11, length=0,
+                        flags="A", arrive=Micros(1_600 + wait))
+    trace = Trace(source=Source.REALNET, title="t", segments=[data, ack])
+    (stall,) = stalls(trace)
+    assert named in stall.ended_by, stall.ended_by
+    # no arrival captured: no claim either way
+    trace.segments[0] = SegmentRecord(t=Micros(1_000), src=Side.CLIENT, seq=1, ack=1,
+                                      length=10, flags="PA")
+    (stall,) = stalls(trace)
+    assert "whether it waited for the timer is unknown" in stall.ended_by

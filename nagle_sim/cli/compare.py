@@ -80,7 +80,7 @@ def _compare(scenario: Scenario | None, args: argparse.Namespace,
     from ..compare import compare, load_real, model_against, not_comparable, run_both
     from ..runners import simulate
     from ..trace import TraceError
-    reason = not_comparable(scenario) if scenario is not None else ""
+    reason = not_comparable(scenario, bool(args.remote)) if scenario is not None else ""
     if reason:
         _progress(f"note: {reason}; comparing anyway, expect differences")
     profile = args.profile
@@ -159,7 +159,7 @@ def _validate_lessons(args: argparse.Namespace, both: BothRunner, where: str) ->
     from ..compare.validate import LESSON_HEADERS, lesson_rows, validate_lessons
     from ..lessons import load_lessons
     from ..render.compare import print_lesson_problems, verdict_table
-    results = validate_lessons(load_lessons(), both, _progress)
+    results = validate_lessons(load_lessons(), both, _progress, remote=bool(args.remote))
     rows = lesson_rows(results)
     console = Console()
     console.print(verdict_table(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})",

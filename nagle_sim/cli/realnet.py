@@ -8,6 +8,7 @@ serve and the cleanup are realnet's own entry points, imported when asked for.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..errors import EXIT_OK, UserError
 from . import options
@@ -26,7 +27,14 @@ SUBCOMMANDS = (
 
 def cmd_realnet_run(args: argparse.Namespace) -> int:
     from ..runners import run_real
-    return emit(run_real(options.load_scenario(args), args.remote, args.token), args)
+    # status lines (a congestion control the remote refused, retransmissions, a missing
+    # capture) go to stderr as they come: only --json's meta held them before
+    return emit(run_real(options.load_scenario(args), args.remote, args.token,
+                         progress=_say), args)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def cmd_realnet_serve(args: argparse.Namespace) -> int:

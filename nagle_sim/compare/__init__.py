@@ -13,6 +13,9 @@ The package's modules, each owning one concern:
   write/segment ties) and `aligned_model_run`;
 - `tables`: the comparison's rows and Markdown report;
 - `run`: running both executors (`run_both`, `model_against`), each passed in as a runner;
+- `layers`: the verdict in two layers, decisions (judged against the host-timed model
+  run: each call as late as the real host made it) and timing (each difference
+  attributed to the host, a timer or the path): `two_layers`, `host_delays`;
 - `reasons`: the model's decisions against the kernel's own (``"by": "kernel"`` events a
   real run records with watch): `compare_reasons`;
 - `validate`: the loops of ``nagle-sim validate`` (every lesson, random scenarios);
@@ -36,6 +39,7 @@ from .align import (
     with_measured_sleeps,
 )
 from .hosts import host_differences, profiles_of, version_profile
+from .layers import Layer, Layers, host_delays, two_layers
 from .match import Match, flags_class, without_kernel_events
 from .reasons import ReasonComparison, ReasonPair, compare_reasons, kernel_decisions
 from .run import (
@@ -55,13 +59,13 @@ from .verdict import Comparison, IterationPair, StallPair, compare
 
 __all__ = [
     "TOLERANCE_FLOOR", "TOLERANCE_FRACTION", "TOLERANCE_TEXT", "WRITE_TIE_ROUNDS",
-    "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Match", "Profile",
-    "ProfileChoice", "ReasonComparison", "ReasonPair", "SimRunner", "StallPair", "WriteTie",
-    "aligned_model_run", "check_meta", "check_same_scenario", "check_same_title", "compare",
-    "compare_reasons", "comparison_markdown", "first_write_tie", "flags_class",
-    "host_differences", "iteration_rows", "kernel_decisions", "load_model", "load_real",
-    "match_rows", "measured_jiffy_phase", "measured_sleep_runs", "model_against",
-    "model_scenario", "not_comparable", "profile_choice", "profiles_of", "run_both",
-    "stall_rows", "tolerance", "version_profile", "with_jiffy_phase",
-    "with_measured_sleeps", "without_kernel_events",
+    "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Layer", "Layers", "Match",
+    "Profile", "ProfileChoice", "ReasonComparison", "ReasonPair", "SimRunner", "StallPair",
+    "WriteTie", "aligned_model_run", "check_meta", "check_same_scenario", "check_same_title",
+    "compare", "compare_reasons", "comparison_markdown", "first_write_tie", "flags_class",
+    "host_delays", "host_differences", "iteration_rows", "kernel_decisions", "load_model",
+    "load_real", "match_rows", "measured_jiffy_phase", "measured_sleep_runs",
+    "model_against", "model_scenario", "not_comparable", "profile_choice", "profiles_of",
+    "run_both", "stall_rows", "tolerance", "two_layers", "version_profile",
+    "with_jiffy_phase", "with_measured_sleeps", "without_kernel_events",
 ]

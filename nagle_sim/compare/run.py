@@ -3,15 +3,17 @@
 Owns: `run_both` (the real run first, then the model with the profiles the real hosts
 call for), `model_against` (the model's run for a saved or just-made real trace),
 `model_scenario` (each side's profile, `ProfileChoice`: ``--profile auto`` takes each
-host's kernel version profile; a remote run's path delays and offloads), and why a
-scenario is not comparable on this machine (`not_comparable`). Both executors arrive as
-runners.
+host's kernel version profile; a remote run's path, measured from its captures, and
+offloads), the host-timed model run whose decisions are judged (`Both.decided`: each call
+as late as the real host made it), and why a scenario is not comparable on this machine
+or a remote pair (`not_comparable`). Both executors arrive as runners.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from ..errors import UserError
@@ -21,6 +23,7 @@ from ..scenario import Scenario, SideSpec, real_run_caveats
 from ..trace import Runner, Trace
 from .align import SimRunner, aligned_model_run
 from .hosts import profiles_of, version_profile
+from .layers import host_delays, two_layers
 from .verdict import Comparison, compare
 
 
@@ -58,10 +61,21 @@ class Both:
     scenario: Scenario
     """The scenario the model ran (profiles chosen for the real hosts)."""
     notes: list[str]
+    decided: Trace | None = None
+    """The host-timed model run (`nagle_sim.compare.layers.host_delays`): each call as late
+    as the real host made it; None when no call was late. Its decisions are the ones
+    judged."""
 
     def compare(self) -> Comparison:
-        cmp = compare(self.sim, self.real, profiles=profiles_of(self.scenario))
+        """The comparison of the two runs, with its verdict in two layers (`two_layers`):
+        decisions judged against the host-timed run when there is one."""
+        profiles = profiles_of(self.scenario)
+        cmp = compare(self.sim, self.real, profiles=profiles)
         cmp.notes[:0] = self.notes
+        decided = None
+        if self.decided is not None:
+            decided = (compare(self.decided, self.real, profiles=profiles), self.decided)
+        cmp.layers = two_layers(cmp, self.sim, self.real, decided)
         return cmp
 
 
@@ -75,9 +89,16 @@ def run_both(scenario: Scenario, *, run_real: Runner, run_sim: SimRunner,
 
 def model_against(scenario: Scenario, real: Trace, run_sim: SimRunner,
                   profile: Profile = ProfileChoice.AUTO) -> Both:
-    """The model's run of ``scenario`` set up and aligned for the real trace ``real``."""
+    """The model's run of ``scenario`` set up and aligned for the real trace ``real``, and,
+    when a real host was late to a call or a read, the host-timed run beside it
+    (`Both.decided`, the driver's ``host_delays``/``read_lags``)."""
     modelled, notes = model_scenario(scenario, real, profile)
-    return Both(aligned_model_run(modelled, real, run_sim), real, modelled, notes)
+    sim = aligned_model_run(modelled, real, run_sim)
+    starts, lags = host_delays(real, sim)
+    decided = (aligned_model_run(modelled, real, partial(run_sim, host_delays=starts,
+                                                         read_lags=lags))
+               if (starts or lags) and real.segments else None)
+    return Both(sim, real, modelled, notes, decided)
 
 def model_scenario(scenario: Scenario, real: Trace, profile: Profile = ProfileChoice.AUTO
                    ) -> tuple[Scenario, list[str]]:
@@ -124,32 +145,37 @@ def model_scenario(scenario: Scenario, real: Trace, profile: Profile = ProfileCh
                          f"{'on' if gso else 'off'})")
     return out, notes
 
-def _path_delays(scenario: Any, real: Trace, notes: list[str]) -> Any:
-    """A remote run crosses a real path: when the scenario's link delays do not add up to
-    the round trip measured in the handshake (`nagle_sim.scenario.Link.describes_path`: within
-    max(2 ms, 25 %), the rule the clock estimate uses), the model takes the
-    path's one-way delays instead, so both executors see the same link."""
-
-
-    clock = real.meta.get("clock_offset")
-    if not isinstance(clock, dict):
+def _path_delays(scenario: Scenario, real: Trace, notes: list[str]) -> Scenario:
+    """A remote run crosses a real path, so the model's link is that path: its one-way
+    delays are the captures' minimum one-way delays (``meta.path``, realnet.remote.clock:
+    never the handshake, which holds the remote host's turnaround) and its rate the one
+    measured from packet pairs, or none when the path was too fast to measure or no pair
+    was captured (the scenario's rate is then not the path's either, and its serialization
+    would be a difference of the model's own making). One note says what the model took."""
+    path = real.meta.get("path")
+    if not isinstance(path, dict):
         return scenario
-    rtt, to_client = clock.get("handshake_rtt_us"), clock.get("one_way_to_client_us")
-    if not isinstance(rtt, int | float) or not isinstance(to_client, int | float) or rtt <= 0:
+    to_server, to_client = path.get("to_server_us"), path.get("to_client_us")
+    if not (isinstance(to_server, int | float) and isinstance(to_client, int | float)
+            and 0 <= to_server < 60e6 and 0 <= to_client < 60e6):
         return scenario
     link = scenario.link
-    if link.describes_path(rtt):
-        return scenario
-    to_client = min(max(0, round(to_client)), round(rtt))
-    to_server = max(0, round(rtt) - to_client)
-    notes.append(f"the model's link delays are the path's, measured in the handshake: "
-                 f"{to_server / 1000:g} ms to the server, {to_client / 1000:g} ms to the "
-                 f"client (the scenario says {link.to_server_delay / 1000:g} / "
-                 f"{link.to_client_delay / 1000:g} ms)")
-    return replace(scenario, link=replace(link, to_server_delay=Micros(to_server),
-                                          to_client_delay=Micros(to_client)))
+    rate = path.get("rate_bps")
+    rate = rate if type(rate) is int and 0 <= rate < 1 << 40 else 0
+    said = (f"{rate / 1e6:g} Mbit/s (measured from packet pairs)" if rate else
+            "no rate limit (" + (str(path.get("rate_note") or "not measured")) + ")")
+    notes.append(f"the model's link is the path's: {to_server / 1000:g} ms to the server, "
+                 f"{to_client / 1000:g} ms to the client ({path.get('from') or 'measured'}), "
+                 f"{said}; the scenario says {link.to_server_delay / 1000:g} / "
+                 f"{link.to_client_delay / 1000:g} ms"
+                 + (f" at {link.rate_bps / 1e6:g} Mbit/s" if link.rate_bps else ""))
+    return replace(scenario, link=replace(link, to_server_delay=Micros(round(to_server)),
+                                          to_client_delay=Micros(round(to_client)),
+                                          rate_bps=rate))
 
-def not_comparable(scenario: Any) -> str:
-    """Why this machine's kernel cannot run ``scenario`` as the model does ("" if it can)."""
-    caveats = real_run_caveats(scenario)
+
+def not_comparable(scenario: Scenario, remote: bool = False) -> str:
+    """Why this machine's kernel (``remote``: and a serve's, over a real path) cannot run
+    ``scenario`` as the model does ("" if it can)."""
+    caveats = real_run_caveats(scenario, remote=remote)
     return caveats[0] if caveats else ""

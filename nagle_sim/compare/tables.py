@@ -45,6 +45,13 @@ def stall_rows(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
 
 def comparison_markdown(cmp: Comparison) -> str:
     parts = [f"# Model vs kernel: {cmp.title}\n", f"**Verdict:** {cmp.verdict}\n"]
+    if cmp.layers is not None:
+        parts.append(f"**In two layers:** {cmp.layers.summary}\n")
+        for name, layer in (("Decisions", cmp.layers.decisions),
+                            ("Timing", cmp.layers.timing)):
+            if layer.differences:
+                parts.append(f"## {name}: differences\n\n"
+                             + "".join(f"- {d}\n" for d in layer.differences))
     if cmp.problems:
         parts.append("## Differences\n\n" + "".join(f"- {p}\n" for p in cmp.problems))
     if cmp.host:

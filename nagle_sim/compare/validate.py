@@ -1,8 +1,9 @@
 """Validating the model against the kernel: every lesson, or seeded random scenarios.
 
 Owns: the loops of ``nagle-sim validate`` (`validate_lessons`, `validate_random`) with
-their per-scenario results and table rows; the runs come from a `run_both` the caller
-hands in (already bound to its runners and profile), progress lines go to a callback.
+their per-scenario results and table rows (each lesson's two layers, decisions and
+timing: `layer_cells`); the runs come from a `run_both` the caller hands in (already
+bound to its runners and profile), progress lines go to a callback.
 Printing the tables is `nagle_sim.render.compare`'s, the command `nagle_sim.cli.compare`.
 """
 
@@ -73,18 +74,21 @@ def lesson_verdict(res: LessonResult) -> str:
             else "agree" if res.cmp.agree else "DISAGREE")
 
 
-LESSON_HEADERS = ["lesson", "verdict", "model", "real", "difference", "reasons"]
+LESSON_HEADERS = ["lesson", "verdict", "model", "real", "difference", "decisions", "timing",
+                  "reasons"]
 RANDOM_HEADERS = ["seed", "scenario", "verdict", "first difference"]
 
 
 def validate_lessons(lessons: Iterable[Lesson], run_both: Callable[[Scenario], Both],
-                     progress: Callable[[str], None]) -> list[LessonResult]:
+                     progress: Callable[[str], None], *, remote: bool = False
+                     ) -> list[LessonResult]:
     """Every lesson on the kernel and on the model (``run_both``), one at a time; a lesson
-    this machine cannot run as the model does is n/a, one whose run fails is an error."""
+    this machine (``remote``: this host and a serve's) cannot run as the model does is
+    n/a, one whose run fails is an error."""
     results: list[LessonResult] = []
     for lesson in lessons:
         progress(f"validate: {lesson.slug} …")
-        reason = not_comparable(lesson.scenario)
+        reason = not_comparable(lesson.scenario, remote)
         if reason:
             results.append(LessonResult(lesson.slug, None, None, None, reason,
                                         comparable=False))
@@ -99,9 +103,24 @@ def validate_lessons(lessons: Iterable[Lesson], run_both: Callable[[Scenario], B
 
 
 def lesson_rows(results: list[LessonResult]) -> list[list[str]]:
-    """`LESSON_HEADERS` rows: slug, verdict, the key numbers of each run, the difference."""
-    return [[res.slug, lesson_verdict(res), *res.key_numbers(), reason_cell(res)]
-            for res in results]
+    """`LESSON_HEADERS` rows: slug, verdict, the key numbers of each run, the difference,
+    the two layers' verdicts and the reasons'."""
+    return [[res.slug, lesson_verdict(res), *res.key_numbers(), *layer_cells(res.cmp),
+             reason_cell(res)] for res in results]
+
+
+def layer_cells(cmp: Comparison | None) -> list[str]:
+    """The decisions and timing cells of a verdict row (`nagle_sim.compare.layers`; two
+    empty cells without layers)."""
+    layers = cmp.layers if cmp is not None else None
+    if layers is None:
+        return ["", ""]
+    dec = layers.decisions
+    timing = layers.timing
+    causes = ", ".join(f"{k} {v}" for k, v in sorted(timing.causes.items(),
+                                                     key=lambda kv: -kv[1]))
+    return ["agree" if dec.agree else f"DIFFER ({len(dec.differences)})",
+            "agree" if timing.agree else f"differs ({len(timing.differences)}: {causes})"]
 
 
 def reason_cell(res: LessonResult) -> str:

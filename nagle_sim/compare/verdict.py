@@ -10,7 +10,7 @@ terminal.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model.config import StackProfile
 from ..model.events import Micros, Side
@@ -38,6 +38,9 @@ from .timing import (
     time_errors,
     tolerance,
 )
+
+if TYPE_CHECKING:
+    from .layers import Layers
 
 
 @dataclass(slots=True)
@@ -92,6 +95,9 @@ class Comparison:
     """The model's decisions against the kernel's own (`nagle_sim.compare.reasons`): a
     verdict of its own, its differences listed apart from the segments' (``problems``
     stays the segments', ops' and hosts')."""
+    layers: Layers | None = None
+    """The verdict in two layers, decisions and timing (`nagle_sim.compare.layers`), when
+    the comparison was made from runs (`nagle_sim.compare.Both.compare`)."""
 
     @property
     def agree(self) -> bool:
@@ -122,7 +128,8 @@ class Comparison:
                 "matches": [m.to_json() for m in self.matches],
                 "stalls": [s.to_json() for s in self.stalls],
                 "iterations": [i.to_json() for i in self.iterations],
-                "reasons": self.reasons.to_json() if self.reasons is not None else None}
+                "reasons": self.reasons.to_json() if self.reasons is not None else None,
+                **({"layers": self.layers.to_json()} if self.layers is not None else {})}
 
 def _pair_stalls(sim: Trace, real: Trace, matches: list[Match],
                  late_ok: dict[Side, Micros] | None = None) -> list[StallPair]:

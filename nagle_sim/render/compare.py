@@ -2,8 +2,9 @@
 
 Owns: how a `nagle_sim.compare.Comparison` is drawn with rich (the segment table, the
 iterations and stalls tables, notes, host differences, the problems, the verdict in
-colour), the verdict tables of ``validate`` (`verdict_table`) and a disagreeing lesson's
-first problems (`print_lesson_problems`). Cells and titles are plain `Text`: a scenario
+colour, its two layers: `print_layers`), the verdict tables of ``validate``
+(`verdict_table`) and a disagreeing lesson's first problems with the lessons' layer
+counts (`print_lesson_problems`). Cells and titles are plain `Text`: a scenario
 title or an address such as ``[/]`` is shown as written, never read as rich markup. Must
 not import textual, simpy or an executor.
 """
@@ -78,6 +79,28 @@ def print_comparison(cmp: Comparison, console: Console, *, limit: int = 200) -> 
             console.print(f"… {len(r.problems) - 40} more reason differences (see --json)")
         console.print(Text(r.verdict, style="bold green" if r.agree else
                            "bold yellow" if r.unavailable else "bold red"))
+    print_layers(cmp, console)
+
+
+def print_layers(cmp: Comparison, console: Console, *, limit: int = 10) -> None:
+    """The verdict's two layers (`nagle_sim.compare.layers`): decisions, then timing, each
+    with its first differences; nothing when the comparison has none (a saved pair of
+    traces)."""
+    layers = cmp.layers
+    if layers is None:
+        return
+    console.print(Text(layers.summary, style="bold green" if layers.decisions.agree
+                       else "bold red"))
+    for name, layer in (("decisions", layers.decisions), ("timing", layers.timing)):
+        for line in layer.differences[:limit]:
+            console.print(f"{name}: {line}", markup=False)
+        if len(layer.differences) > limit:
+            console.print(f"… {len(layer.differences) - limit} more {name} differences "
+                          "(see --json)")
+        for line in layer.host_facts:
+            console.print(f"{name}, perhaps because {line}", markup=False, style="yellow")
+        for line in layer.unjudged:
+            console.print(f"{name}, not judged: {line}", markup=False, style="dim")
 
 
 def verdict_table(title: str, headers: list[str], rows: list[list[str]], *,
@@ -96,12 +119,19 @@ def verdict_table(title: str, headers: list[str], rows: list[list[str]], *,
 
 def print_lesson_problems(results: Iterable[LessonResult], console: Console,
                           limit: int = 8) -> None:
-    """Each disagreeing lesson's name, how many differences, and the first ``limit``."""
+    """Each disagreeing lesson's name, how many differences and its two layers' verdict,
+    then its first ``limit`` decision differences (its first differences when decisions
+    agree or were not judged); then how many lessons agree on decisions and on timing."""
+    results = list(results)
     for res in results:
         if res.cmp is not None and not res.cmp.agree:
+            layers = res.cmp.layers
             console.print(Text(res.slug, style="bold") + Text(
-                f": {len(res.cmp.problems)} difference(s)"))
-            for p in res.cmp.problems[:limit]:
+                f": {len(res.cmp.problems)} difference(s)"
+                + (f"; {layers.summary}" if layers is not None else "")))
+            shown = (layers.decisions.differences[:limit] if layers is not None
+                     and not layers.decisions.agree else res.cmp.problems[:limit])
+            for p in shown:
                 console.print(f"  - {p}", markup=False)
     for res in results:
         r = res.cmp.reasons if res.cmp is not None else None
@@ -110,3 +140,9 @@ def print_lesson_problems(results: Iterable[LessonResult], console: Console,
                 f": {len(r.problems)} reason difference(s)"))
             for p in r.problems[:limit]:
                 console.print(f"  - {p}", markup=False)
+    judged = [res.cmp.layers for res in results
+              if res.cmp is not None and res.cmp.layers is not None]
+    if judged:
+        console.print(f"decisions agree on {sum(la.decisions.agree for la in judged)} of "
+                      f"{len(judged)} lessons run; timing on "
+                      f"{sum(la.timing.agree for la in judged)}", markup=False)

@@ -268,23 +268,33 @@ class Scenario:
 
 
 
-def real_run_caveats(scenario: Scenario) -> list[str]:
-    """What a real run on this machine's Linux kernel cannot reproduce of ``scenario``:
-    another OS profile, or tuned kernel internals. Host timings, what realnet sets per
-    socket (the congestion control) and per namespace (tcp_pingpong_thresh) are fine.
-    Empty when the two executors are comparable."""
+def real_run_caveats(scenario: Scenario, *, remote: bool = False) -> list[str]:
+    """What a real run on this machine's Linux kernel (``remote``: this host and a
+    serve's, over a real path) cannot reproduce of ``scenario``: another OS profile, or
+    tuned kernel internals. Host timings, what realnet sets per socket (the congestion
+    control) and per namespace (tcp_pingpong_thresh) are fine. Empty when the two
+    executors are comparable."""
     notes = []
     for side in Side:
         spec = scenario.side(side)
         if spec.profile.name != "linux":
             notes.append(f"{side.value} profile {spec.profile.name!r} is simulated only: a "
-                         "real run uses this machine's Linux 6.x kernel")
+                         + ("remote run uses the hosts' Linux kernels" if remote else
+                            "real run uses this machine's Linux 6.x kernel"))
         kernel = sorted(set(spec.tune) - HOST_FIELDS - PER_SOCKET_FIELDS
                         - NAMESPACE_SYSCTL_FIELDS.keys())
         if kernel:
             notes.append(f"{side.value} tunes kernel internals ({', '.join(kernel)}) that a "
                          "real run cannot change")
-    if scenario.link.tx_complete > 0:
+    if scenario.link.tx_complete > 0 and remote:
+        # a remote run's device queues are the hosts' real interfaces': how long a packet
+        # stays queued there (the autocork window) is theirs, not the scenario's, and
+        # nothing in a trace says how long it was, so the model cannot be set to it
+        notes.append("the link models a device queue (tx_complete_us) of its own; on a "
+                     "remote run each host's real interface has its own, whose transmit "
+                     "completion times nothing records, so whether autocorking holds a "
+                     "write is the hosts' interfaces' and not comparable with the model")
+    elif scenario.link.tx_complete > 0:
         # realnet's loopback and TUN devices report a packet sent as soon as it is queued,
         # so the device-queue shadow that autocorking looks at (tcp_should_autocork) never
         # lasts long enough to hold a write: the kernel's merging is not reproducible here

@@ -160,6 +160,8 @@ class _App:
     record: OpRecord | None = None
     got: int = 0
     blocked: _Blocked | None = None
+    waiting: Step | None = None
+    """A statement whose host delay (`SimDriver`'s ``host_delays``) has been waited out."""
 
 
 class _Host:
@@ -197,10 +199,19 @@ class SimDriver:
                  segment_limit: int = DEFAULT_SEGMENT_LIMIT,
                  record_limit: int = DEFAULT_RECORD_LIMIT,
                  cancelled: Callable[[], bool] | None = None,
-                 sleeps: dict[tuple[Side, int], list[int]] | None = None) -> None:
+                 sleeps: dict[tuple[Side, int], list[int]] | None = None,
+                 host_delays: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None,
+                 read_lags: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None
+                 ) -> None:
         self.scenario = scenario
         # compare's aligned run: each run of a sleep statement as long as the real one
         self._sleeps = {key: iter(runs) for key, runs in (sleeps or {}).items()}
+        # compare's host-timed run (the decisions layer): a statement, by (side, line,
+        # iteration, loop), starts this many µs later, as it did on a slow real host
+        self._host_delays = dict(host_delays or {})
+        # ... and a blocked read, woken by data, returns this much later than the model's
+        # wake-up (a slow host's reader drains its buffer late: the window stays closed)
+        self._read_lags = dict(read_lags or {})
         self.cancelled = cancelled
         self.env = simpy.Environment()
         # simpy's method, looked up once (compiled, each ``env.x()`` looks the name up)
@@ -435,7 +446,15 @@ class SimDriver:
         if app.blocked is not None and (app.reading is not None and ep.readable or (
                 app.writing and (ep.take_write_wakeup() or ep.state is State.CLOSED))):
             app.blocked = None
-            self._schedule(now + host.profile.wakeup_us, _RESUME, host)
+            wake = host.profile.wakeup_us
+            record, reading = app.record, app.reading
+            if self._read_lags and record is not None and reading is not None and (
+                    ep.peer_fin or ep.unread >= reading.size - app.got):
+                # compare's host-timed run: the wake-up that completes the read, as late
+                # as the real reader returned after the data that completed it arrived
+                wake += self._read_lags.pop(
+                    (host.side, record.line, record.iteration, record.loop), 0)
+            self._schedule(now + wake, _RESUME, host)
 
     def _on_wake(self, host: _Host, deadline: int) -> None:
         pending = host.wakes
@@ -495,10 +514,19 @@ class SimDriver:
                     return
                 end = app.vnow + profile.syscall_us
             else:
-                try:
-                    step: Step | None = next(app.ops)
-                except StopIteration:   # not next(ops, None): compiled, that is a generic call
-                    step = None
+                step: Step | None = app.waiting
+                if step is not None:
+                    app.waiting = None
+                else:
+                    try:
+                        step = next(app.ops)
+                    except StopIteration:   # not next(ops, None): compiled, a generic call
+                        step = None
+                    if self._host_delays and self._host_late(host, step):
+                        if self._due_by(app.vnow):
+                            self._schedule(app.vnow, _RESUME, host)
+                            return
+                        continue
                 if step is None:
                     if not app.closed:
                         app.closed = True
@@ -544,6 +572,24 @@ class SimDriver:
                 self._catch_up(end)
                 if self._error:
                     return
+
+    def _host_late(self, host: _Host, step: Step | None) -> bool:
+        """compare's host-timed run: whether the real host was late to ``step`` (None: the
+        script's implicit close, as late as the real host's FIN). If so the app's clock
+        has moved on by as much and ``step`` waits in ``app.waiting`` to run then."""
+        app = host.app
+        if step is None:
+            if app.closed:
+                return False
+            key: tuple[Side, int, tuple[int, ...], int] = (host.side, -1, (), 0)
+        else:
+            key = (host.side, step.line, step.iteration, step.loop)
+        lag = self._host_delays.pop(key, 0)
+        if lag <= 0:
+            return False
+        app.waiting = step
+        app.vnow += lag
+        return True
 
     def _loopback_reaction(self, host: _Host, now: int) -> int:
         """When a call that sent data on loopback, and left more held (Nagle, cork, cwnd),

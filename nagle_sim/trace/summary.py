@@ -18,6 +18,15 @@ from .units import ms_text
 
 STALL_MIN = Micros(10_000)
 """A gap with no segment on the wire of at least this long is a stall (compare's rule)."""
+DELACK_WAIT_MIN = Micros(36_000)
+"""A pure ACK sent at least this long after the oldest data it acknowledges reached its
+host waited for the delayed-ACK timer: once a connection has received data, Linux arms
+that timer for at least TCP_ATO_MIN (HZ/25 = 40 ms; tcp_event_data_recv never brings
+ato below it), and a timer set in the middle of a jiffy fires up to one jiffy (4 ms at
+HZ=250) sooner than that after the arrival. (Before any data, ato is 0 and the timer
+fires at the next jiffy: a FIN's ACK on a socket that never received data.) A quicker
+pure ACK that ends a stall was released by something else (the receiving application's
+read, a second full segment)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +165,32 @@ def wire_unknown(trace: Trace) -> str | None:
     return None
 
 
+def ack_wait(trace: Trace, ack: SegmentRecord) -> Micros | None:
+    """How long the host that sent the pure ACK ``ack`` had held the oldest data it is the
+    first to acknowledge: from that data's arrival there (the receiver's own capture, or
+    the model's arrival) to the ACK's send. A delayed-ACK timer is armed when the first
+    unacknowledged segment arrives, so this is how long that timer (if any) ran. None when
+    the trace does not say when the data arrived."""
+    acked = None
+    for seg in trace.segments:
+        if seg.t >= ack.t:
+            break
+        if seg.src is ack.src and seg.has_ack and seg is not ack:
+            acked = seg.ack if acked is None else max(acked, seg.ack)
+    first = None
+    for seg in trace.segments:
+        if seg.t > ack.t:
+            break
+        if seg.src is ack.src or not (seg.is_data or seg.has_fin or seg.has_syn):
+            continue
+        stop = seg.seq + seg.length + int(seg.has_syn) + int(seg.has_fin)
+        if stop <= ack.ack and (acked is None or stop > acked) and seg.arrive is not None:
+            first = seg.arrive if first is None else min(first, seg.arrive)
+    if first is None or first > ack.t:
+        return None
+    return Micros(ack.t - first)
+
+
 def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = None,
            *, asleep: bool = False) -> list[Stall]:
     """Gaps ≥ ``minimum`` between segments not explained by an application sleep. With
@@ -196,13 +231,26 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = N
         if nxt.code:
             ended = f"{nxt.src.value}: {short(nxt.code) or nxt.why} ({nxt.label()})"
         elif nxt.is_pure_ack:
-            ended = f"{nxt.src.value}: pure ACK ({nxt.label()}), a delayed ACK by its timing"
+            ended = f"{nxt.src.value}: pure ACK ({nxt.label()})" + _ack_kind(trace, nxt)
         else:
             ended = f"{nxt.src.value}: {nxt.label()}"
         out.append(Stall(start=prev.t, end=nxt.t, held_by=held, ended_by=ended,
                          ended_code=nxt.code,
                          held_code=hold.code if hold is not None and not slept else ""))
     return out
+
+
+def _ack_kind(trace: Trace, ack: SegmentRecord) -> str:
+    """What a real pure ACK that ended a stall was, from when its host got the data: a
+    delayed ACK only if it waited for the timer (`DELACK_WAIT_MIN`)."""
+    wait = ack_wait(trace, ack)
+    if wait is None:
+        return (", perhaps a delayed ACK (when the data arrived there is not captured, so "
+                "whether it waited for the timer is unknown)")
+    if wait >= DELACK_WAIT_MIN:
+        return f", a delayed ACK ({ms_text(wait, 1)} ms after the data arrived)"
+    return (f", {ms_text(wait, 1)} ms after the data arrived: too soon for the "
+            "delayed-ACK timer (≥ 40 ms), released by the receiving host")
 
 
 def summarize(trace: Trace, wire: WireNamer | None = None) -> Summary:

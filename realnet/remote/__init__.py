@@ -32,7 +32,7 @@ has proved it knows the token.
 
 from .client import RemoteSide, parse_remote, run_remote
 from .clock import ClockEstimate, estimate_offset
-from .merge import SOURCE_KEY, merge_captures
+from .merge import SOURCE_KEY, causality, merge_captures
 from .protocol import (
     MAX_HELLO_BYTES,
     PROTOCOL,
@@ -43,6 +43,7 @@ from .protocol import (
     ProtocolError,
     check_limits,
     printable,
+    scenario_name,
     scenario_text,
     token_proof,
 )
@@ -50,7 +51,7 @@ from .server import serve_forever
 
 __all__ = [
     "MAX_HELLO_BYTES", "PROTOCOL", "PROTOCOL_VERSION", "SOURCE_KEY", "TOKEN_ENV", "Channel",
-    "ClockEstimate", "Limits", "ProtocolError", "RemoteSide", "check_limits",
+    "ClockEstimate", "Limits", "ProtocolError", "RemoteSide", "causality", "check_limits",
     "estimate_offset", "merge_captures", "parse_remote", "printable", "run_remote",
-    "scenario_text", "serve_forever", "token_proof",
+    "scenario_name", "scenario_text", "serve_forever", "token_proof",
 ]

@@ -38,7 +38,7 @@ from realnet.host import (
 )
 from realnet.records import LogReader, SideLog
 from realnet.remote.clock import estimate_offset
-from realnet.remote.merge import SOURCE_KEY, merge_captures
+from realnet.remote.merge import SOURCE_KEY, causality, merge_captures
 from realnet.remote.protocol import (
     CLOCK_SAMPLES,
     CONNECT_TIMEOUT_S,
@@ -58,6 +58,7 @@ from realnet.remote.protocol import (
     check_token,
     nonce_ok,
     printable,
+    scenario_name,
     scenario_text,
     token_proof,
 )
@@ -354,7 +355,9 @@ def _run_remote(scenario: Scenario, remote: str, host: str, token: str | None,
     try:
         client.bind((local_addr, 0))
         chan.send({"type": "run", "scenario": scenario_text(scenario),
-                   "where": scenario.source,
+                   # the serve names the scenario in its errors and log by the file's
+                   # name only: this host's directories are none of its business
+                   "where": scenario_name(scenario.source),
                    "data_from": [local_addr, client.getsockname()[1]]})
         return _run_data(scenario, remote, host, hello, chan, client, local_addr, say,
                          timeout_s, capture_cls, offset_ns, rtt_ns)
@@ -375,13 +378,14 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
         raise ProtocolError("malformed ready reply")
     kernel = hello.get("kernel")
     server_facts = hostfacts.clean_facts(hello.get("facts"))
-    meta = base_meta(scenario)
+    meta = base_meta(scenario, remote=True)
     meta.update(link="remote", remote=remote,
                 server_kernel=printable(kernel, 100) if isinstance(kernel, str) else None)
-    if scenario.link.to_server_delay or scenario.link.to_client_delay:
+    if scenario.link.to_server_delay or scenario.link.to_client_delay or scenario.link.rate_bps:
         meta.setdefault("notes", []).append(
-            "link delays are not emulated on a remote run: the real path's delays apply "
-            "(the model uses the scenario's)")
+            "the scenario's link (delays, rate, queue) is not emulated on a remote run: the "
+            "real path's apply (meta.path: measured from the captures; compare gives the "
+            "model the path's delays and rate)")
     sockopts.set_maxseg(client, maxseg_for(scenario.link.mss))
     opts = scenario.client.options
     note = sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork,
@@ -394,6 +398,7 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
         meta.setdefault("notes", []).append(note)
         client_facts["congestion_notes"] = {"client": note}
     rt = rt_priority_available()
+    meta["sched"] = f"SCHED_FIFO {rt}" if rt else "normal (not root)"
     runner = SideRunner(Side.CLIENT, scenario.client, scenario.source, sock=client,
                         address=(host, data_port), rt_priority=rt)
     far = RemoteSide(chan, max_ops=script_size(scenario.server.script).statements + 2)
@@ -444,6 +449,7 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
                              remote_off if type(remote_off) is int else 0, data_port,
                              scenario, offset_ns, rtt_ns)
     meta["clock_offset"] = clock.to_meta()
+    meta["path"] = clock.path_meta()
     server_log = _align(far.log, clock.offset_ns, scenario)
     if same_host_lo or not (packets or remote_packets):
         segs = segments_from_lo(packets, local_off, data_port) if packets else []
@@ -454,6 +460,14 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
                                        clock.one_way_to_client_ns,
                                        clock.one_way_to_server_ns)
     meta["segment_capture"] = sources
+    if segs and not same_host_lo:
+        meta["causality"] = checked = causality(segs)
+        if checked["arrive_before_sent"]:
+            meta.setdefault("notes", []).append(
+                f"{checked['arrive_before_sent']} of {checked['checked']} segments arrive "
+                f"before they were sent on the merged clock (worst {checked['worst_us']} "
+                f"µs; the offset is ±{clock.uncertainty_ns / 1000:.0f} µs): their order "
+                "on the ladder is not the wire's")
     meta["segment_capture_key"] = dict(SOURCE_KEY)
     if not segs:
         meta.setdefault("notes", []).append(
@@ -461,6 +475,9 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
     outcome = _name_remote_failure(scenario, outcome)
     if outcome.outcome is Outcome.OK and server_log.error:
         outcome = RunEnd(Outcome.ERROR, server_log.error)
+    for key, log in (("sched", runner.log), ("server_sched", server_log)):
+        if log.rt_refused:
+            meta[key] = "normal (SCHED_FIFO refused)"
     trace = build_trace(scenario, {Side.CLIENT: runner.log, Side.SERVER: server_log}, segs,
                         meta, outcome)
     report_retransmissions(trace, say)

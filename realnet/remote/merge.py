@@ -170,3 +170,14 @@ def merge_captures(local: list[Any], local_off: int, remote: list[Any], remote_t
                             one_way_to_client_ns, "R", "A")
     out.sort(key=lambda item: item[0].t_ns)
     return [seg for seg, _ in out], "".join(letter for _, letter in out)
+
+
+def causality(segs: list[Seg]) -> dict[str, Any]:
+    """``meta.causality``: whether every merged segment arrives no earlier than it was
+    sent on the merged clock (``arrive_before_sent`` 0), checked over every segment that
+    has an arrival, with the worst case in µs (negative: an arrival before its send)."""
+    checked = [s.arrive_ns - s.t_ns for s in segs if s.arrive_ns is not None]
+    early = [d for d in checked if d < 0]
+    return {"checked": len(checked), "arrive_before_sent": len(early),
+            "worst_us": round(min(early) / 1000, 1) if early else None,
+            "min_one_way_us": round(min(checked) / 1000, 1) if checked else None}

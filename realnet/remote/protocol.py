@@ -186,6 +186,13 @@ def _toml_key(key: str) -> str:
     return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
 
 
+def scenario_name(source: str) -> str:
+    """What a serve is told a scenario is called: the file's name, never its directories
+    (``/home/ana/work/s1.toml`` -> ``s1.toml``; a path of either OS's separators)."""
+    name = source.replace("\\", "/").rstrip("/").rpartition("/")[2]
+    return printable(name, 200) or "<scenario>"
+
+
 def scenario_text(scenario: Scenario) -> str:
     """TOML text of a scenario (its parsed document, ``--set`` overrides included)."""
     doc = scenario.raw

@@ -59,6 +59,7 @@ from realnet.remote.protocol import (
     check_token,
     nonce_ok,
     printable,
+    scenario_name,
     token_proof,
 )
 from realnet.side import SideRunner
@@ -333,7 +334,8 @@ class _Session:
 
     def run_request(self, msg: dict[str, Any]) -> None:
         text, where = msg.get("scenario"), msg.get("where")
-        where = printable(where, 200) if isinstance(where, str) and where else "<remote>"
+        # a client's own directories are not ours to log (an older client sends them)
+        where = scenario_name(where) if isinstance(where, str) and where else "<remote>"
         if not isinstance(text, str):
             self.error("run: 'scenario' must be the scenario text")
             return

@@ -1,0 +1,67 @@
+"""Issue 33: the verdict's two layers and the host-timed model run they judge decisions on
+(nagle_sim.compare.layers, the driver's ``host_delays`` / ``read_lags``)."""
+
+from __future__ import annotations
+
+from nagle_sim.compare import compare
+from nagle_sim.compare.layers import host_delays, two_layers
+from nagle_sim.model.events import Side
+from nagle_sim.scenario import loads
+from nagle_sim.sim.driver import run_sim
+
+TEN_WRITES = '''
+[link]
+delay_ms = 2
+[client]
+script = "read 10"
+[server]
+script = """
+repeat 10 { write 1 }
+sleep 100ms
+"""
+'''
+
+
+def _data(trace: object) -> list[int]:
+    return [s.length for s in trace.segments if s.src is Side.SERVER and s.length]  # type: ignore[attr-defined]
+
+
+def test_a_late_call_in_the_host_timed_run_changes_what_nagle_sends() -> None:
+    """Ten 1-byte writes: the model sends 1 B, holds 9 until the ACK (4 ms later). A host
+    that took 10 ms to make its second write finds the first ACKed: that byte goes alone,
+    and the rest follow it under Nagle. The driver makes the call that late."""
+    sc = loads(TEN_WRITES, "ten.toml")
+    plain = run_sim(sc)
+    assert _data(plain) == [1, 9]
+    second = next(o for o in plain.ops if o.side is Side.SERVER and o.iteration == (1,))
+    late = run_sim(sc, host_delays={(Side.SERVER, second.line, (1,), second.loop): 10_000})
+    assert _data(late) == [1, 1, 8]
+    moved = next(o for o in late.ops if o.side is Side.SERVER and o.iteration == (1,))
+    assert moved.start - second.start == 10_000
+
+
+def test_the_decisions_of_a_slow_host_agree_with_the_host_timed_model() -> None:
+    """A stand-in for a slow real host: the model's own run with the second write 10 ms
+    late, as the "real" trace. Against the plain model its decisions differ (1 + 1 + 8 B
+    against 1 + 9 B); the host delays measured from it put the model's second write as
+    late, and then they agree, while the timing layer still differs and blames the
+    host."""
+    sc = loads(TEN_WRITES, "ten.toml")
+    plain = run_sim(sc)
+    second = next(o for o in plain.ops if o.side is Side.SERVER and o.iteration == (1,))
+    key = (Side.SERVER, second.line, (1,), second.loop)
+    real = run_sim(sc, host_delays={key: 10_000})
+    real.source = "realnet"
+    for seg in real.segments:      # a real trace has no model reasons
+        seg.code, seg.why = "", ""
+    starts, lags = host_delays(real, plain)
+    assert abs(starts[key] - 10_000) <= 300 and not lags
+    cmp = compare(plain, real)
+    alone = two_layers(cmp, plain, real)
+    assert not alone.decisions.agree
+    assert any("which segment carried what" in d for d in alone.decisions.differences)
+    decided = run_sim(sc, host_delays=starts, read_lags=lags)
+    layers = two_layers(cmp, plain, real, (compare(decided, real), decided))
+    assert layers.decisions.agree, layers.decisions.differences
+    assert layers.summary.startswith("decisions agree; timing differs")
+    assert layers.decisions.basis.startswith("the model run with each call as late")
