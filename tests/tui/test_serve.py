@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
+import io
 import os
 import re
 import signal
@@ -25,6 +27,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from nagle_sim.lessons import load_lessons
 from nagle_sim.tui.serve import (
     ClassroomAppService,
     ClassroomServer,
@@ -935,8 +938,12 @@ async def test_results_export_counts_and_nicknames_only_when_asked() -> None:
         key = server.teacher_token
         csv_text = await (await client.get(f"/teacher/results.csv?key={key}")).text()
         assert "Student-" not in csv_text
-        assert "\r\n1,07-write-write-read,7. The write-write-read stall,1," in csv_text
-        rows = [line.split(",")[-3:] for line in csv_text.splitlines()[1:]]
+        lesson = next(x for x in load_lessons() if x.slug == LESSON_7)
+        title = f"{lesson.number}. {lesson.title}"     # as the teacher's page lists it
+        # the prompt quotes "world\r\n" with a real CR LF: a CSV reader, not splitlines
+        table = list(csv.reader(io.StringIO(csv_text, newline="")))
+        assert table[1][:4] == ["1", LESSON_7, title, "1"], table[1]
+        rows = [row[-3:] for row in table[1:]]
         assert rows == [["no", "1", "0"], ["yes", "2", "0"], ["no", "0", "0"],
                         ["no", "0", "0"]]
         named = await client.get(f"/teacher/results.md?key={key}&names=1")
