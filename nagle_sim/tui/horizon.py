@@ -15,6 +15,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ..model.events import Side
 from ..trace import EventRecord, Outcome, SegmentRecord, Trace
 from ..trace.rows import Bar, Row, RowKind
 from .rows import row_times
@@ -114,6 +115,7 @@ def trace_until(trace: Trace, horizon: int | None) -> Trace:
     ``horizon`` (segments in flight lose their arrival, calls not returned their result)."""
     if horizon is None:
         return trace
+    last_sent = _last_data_sent(trace, horizon)
     return replace(
         trace,
         segments=visible_segments(trace.segments, horizon) or [],
@@ -121,16 +123,24 @@ def trace_until(trace: Trace, horizon: int | None) -> Trace:
              else replace(op, end=None, result=None)
              for op in trace.ops if op.start <= horizon],
         events=[e for e in trace.events if e.t <= horizon
-                and not _pending_event(trace, e, horizon)],
+                and not _pending_event(e, horizon, last_sent)],
         outcome=Outcome.OK, message="")
 
 
-def _pending_event(trace: Trace, e: EventRecord, horizon: int) -> bool:
+def _last_data_sent(trace: Trace, horizon: int) -> dict[Side, int]:
+    """Per side, when it last sent data by ``horizon`` (-1: not yet)."""
+    last = {side: -1 for side in Side}
+    for s in trace.segments:
+        if s.is_data and s.t <= horizon and s.t > last[s.src]:
+            last[s.src] = s.t
+    return last
+
+
+def _pending_event(e: EventRecord, horizon: int, last_sent: dict[Side, int]) -> bool:
     """`pending` for a trace's event: an export made while a question waits shows no
-    more than the ladder does."""
+    more than the ladder does (a hold is pending when its side sent no data after it)."""
     if e.kind == "hold":
-        return not any(s.src is e.side and s.is_data and e.t < s.t <= horizon
-                       for s in trace.segments)
+        return last_sent[e.side] <= e.t
     if e.kind == "ack_delayed" or (e.kind == "timer_armed" and e.timer in PENDING_TIMERS):
         return e.deadline is None or e.deadline > horizon
     return False
