@@ -132,6 +132,7 @@ SNDBUF = """
 title = "a 4 kB send buffer: the write blocks and the flights stay the kernel's"
 [link]
 delay_ms = 5
+quickack = true
 [client]
 script = "set sndbuf 4k; write 100000; read 1"
 [server]
@@ -143,7 +144,22 @@ def test_a_small_send_buffer_blocks_the_write_as_the_kernel_does() -> None:
     """SO_SNDBUF (sock_setsockopt: doubled, no more tcp_sndbuf_expand), checked by
     sk_stream_memory_free per skb in tcp_sendmsg_locked: the 100 kB write blocks and is
     copied as ACKs free the queue, so each round trip carries what the buffer lets in;
-    the data segments of the first four round trips and the write's return agree."""
+    the data segments of the first four round trips and the write's return agree.
+
+    The route is quick-ACK (every segment ACKed on arrival) to keep a receiver race out
+    of a test about the sender. Without it the kernel parts two ways (18 runs: 13 sent
+    10, 20, 36, 4 segments per round trip, as the model does, and 5 sent 10, 20, 2, 33):
+    the quick-ACK budget runs out inside the second flight, and whether its last
+    segment is ACKed at once depends on whether it arrived before the reader's last read
+    of the flight (__tcp_cleanup_rbuf ACKs more than one rcv_mss unACKed) or after it
+    (one full segment alone: no ACK on arrival or on the read, the delayed-ACK timer),
+    microseconds either way. In the second case that segment's skb and the 2 segments
+    the writer added keep the queue above the mark an ACK must bring it under to wake
+    the writer (2/3 of sk_sndbuf, sk_stream_write_space; 2280 + 3728 B against 5461 B
+    by the model's truesize), so the write waits a round trip more. The model's rate-less link delivers
+    a flight at one instant, so its reader always takes the tail at once: the first
+    case. With the quick-ACK route 10 runs of 10 agreed (docs/model.md, "the
+    burst-arrival race")."""
     def check(real: Trace, sim: Trace) -> None:
         rounds = []
         for trace in (real, sim):
