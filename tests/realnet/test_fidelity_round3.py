@@ -312,3 +312,37 @@ def test_the_user_timeout_drops_the_connection_as_the_kernel_does() -> None:
         except AssertionError as e:
             failures.append(str(e))
     pytest.fail("two real runs disagree with the model:\n  " + "\n  --\n  ".join(failures))
+
+
+TS_RTT = """
+title = "a loss probe over 1 Mbit/s: the ACK of the probed segment is timed by its echo"
+[link]
+delay_ms = 0
+rate = "1mbit"
+[client]
+nodelay = true
+script = "write 4011; read 2; sleep 20ms"
+[server]
+script = "read 4011; sleep 20ms; write 2"
+"""
+
+
+def test_an_ack_of_probed_data_is_timed_by_its_timestamp_echo() -> None:
+    """Three segments take 35 ms to cross 1 Mbit/s; the tail loss probe (2·SRTT + 2 ms
+    after a 1 ms handshake) re-sends the last one long before the original arrives. Its
+    ACK covers retransmitted data, so Karn bars the ACK's own timing, and
+    tcp_ack_update_rtt takes now − TSecr instead (~34 ms, the original's echo): TCP_INFO's
+    SRTT after the read is ~8.9 ms on the kernel (5.3 ms without that sample), and the
+    model's, read at the same moment, agrees within 1.5 ms."""
+    snaps: list[TcpInfo] = []
+
+    def check(real: Trace, sim: Trace) -> None:
+        probes = [s for s in _data(real, Side.CLIENT) if s.seq == 2897]
+        assert len(probes) == 2, ("the kernel sent no loss probe", probes)
+        kernel = _kernel_info(real, Side.CLIENT, "rtt")
+        read_at = next(i for i, e in enumerate(
+            e for e in real.events if e.kind == "tcp_info" and e.side is Side.CLIENT)
+            if "read" in e.detail)
+        assert kernel[read_at] > 7_000, kernel
+        assert abs(snaps[read_at].rtt - kernel[read_at]) <= 1_500, (kernel, snaps)
+    _check_twice(loads(TS_RTT), check, _model_tcp_info(Side.CLIENT, snaps))
