@@ -346,3 +346,22 @@ def test_an_ack_of_probed_data_is_timed_by_its_timestamp_echo() -> None:
         assert kernel[read_at] > 7_000, kernel
         assert abs(snaps[read_at].rtt - kernel[read_at]) <= 1_500, (kernel, snaps)
     _check_twice(loads(TS_RTT), check, _model_tcp_info(Side.CLIENT, snaps))
+
+
+def test_the_model_takes_the_emulated_paths_latency_and_the_kernels_probe_timing() -> None:
+    """validate --random seed 51 (1 Mbit/s, no delay): the server's loss probe timeout,
+    2·SRTT + 2 ms after a ~1 ms handshake, sits on the 4 ms line. The kernels' handshake
+    RTTs (TCP_INFO) are 100-150 µs longer than the link's two packets (the TUN devices and
+    the relay), enough for two jiffies where the bare model took one; its early probe
+    took the server out of ping-pong and it ACKed what the kernel delayed. compare gives
+    the model the measured latency per packet, and the runs agree."""
+    from nagle_sim.compare import compare, profiles_of
+    from nagle_sim.scenario.generator import random_scenario
+
+    scenario = loads(random_scenario(51).text)
+
+    def check(real: Trace, sim: Trace) -> None:
+        assert 20 <= sim.meta.get("path_latency_us", 0) <= 300, sim.meta
+        result = compare(sim, real, profiles=profiles_of(scenario))
+        assert result.agree, result.problems
+    _check_twice(scenario, check)
