@@ -25,6 +25,11 @@ def fill_explain(p: argparse.ArgumentParser) -> None:
                        help="explain connection N (default: the longest stall)")
     which.add_argument("--port", type=options.port, metavar="P",
                        help="explain the connection using port P")
+    p.add_argument("--kernel", metavar="WATCH.json",
+                   help="the kernel's own decisions about the same connection: a trace "
+                        "`nagle-sim watch -o` wrote while the capture ran; the stalls it "
+                        "covers are named from them (confidence 1), the connection is the "
+                        "one it watched (docs/explain.md)")
     p.add_argument("--os", default="", metavar="client=linux,server=windows",
                    help="each side's stack profile (default: from its delayed-ACK timing)")
     p.add_argument("--json", action="store_true",
@@ -169,11 +174,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                (args.scenario, "--scenario", ".toml"),
                                (getattr(args, "annotate", None), "--annotate", ".pcapng")):
         _check_output(path, flag, suffix)
+    kernel = None
+    if getattr(args, "kernel", None):
+        from ..explain import load_watch
+        kernel = load_watch(args.kernel)      # unreadable or not a watch trace: exit 2
     progress = _progress(args.capture)
     try:
         ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
                           runner=simulate, truncated_ok=getattr(args, "truncated_ok", False),
-                          top=getattr(args, "top", 10), progress=progress)
+                          top=getattr(args, "top", 10), progress=progress, kernel=kernel)
     except MemoryError:
         raise UserError(f"{args.capture}: too large to explain in memory") from None
     finally:
