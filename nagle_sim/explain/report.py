@@ -398,7 +398,7 @@ def confidence_text(members: list[Stall]) -> str:
     conf = min(m.confidence for m in members)
     by_kernel = sum(1 for m in members if m.decided_by == "kernel")
     if by_kernel == len(members):
-        return "the kernel's decision, confidence 1.0"
+        return f"the kernel's decision, confidence {conf:.1f}"
     if by_kernel:
         return f"confidence {conf:.1f}; {by_kernel} of {len(members)} decided by the kernel"
     return f"confidence {conf:.1f}"

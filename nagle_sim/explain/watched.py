@@ -34,7 +34,7 @@ from typing import Any
 
 from ..model.events import Micros, Side
 from ..trace import EventRecord, SegmentRecord, Trace, TraceError
-from .causes import KernelVerdict, Stall
+from .causes import MEDIUM, KernelVerdict, Stall
 from .connections import Connection, Endpoint
 from .pcap import CaptureError
 from .totrace import Captured
@@ -185,6 +185,9 @@ class WatchJoin:
     _captured: Captured | None = None
     _placed: dict[tuple[int, str], tuple[int, Side]] = field(default_factory=dict)
     """Each evidence line the verdicts gave: (watch time, watch side) it was decided at."""
+    _doubt: dict[int, float] = field(default_factory=dict)
+    """Stalls (by start) whose delayed ACK the watch inferred from timing (the peer was
+    not watched): the confidence they keep."""
 
     # ----------------------------------------------------------------- the connection
     def describe(self) -> str:
@@ -322,10 +325,17 @@ class WatchJoin:
         start, end = stall.start - self.offset, stall.end - self.offset
         if w is None or w.t > end + REACT_US:
             return None
+        # the data that ended the gap left from the hold: sent after the hold began (a
+        # segment before it, e.g. a write's first part, was not held)
         named = [s for s in self.stalls if s.side is wside
-                 and s.start - NEAR_US <= w.t <= s.end + NEAR_US]
+                 and s.start <= w.t <= s.end + NEAR_US]
         if named:
             ws = min(named, key=lambda s: abs(s.end - w.t))
+            if "delayed_ack" in ws.cause.split("+") and wside.peer not in self.watched:
+                # the hold and its release are the kernel's; that the peer delayed the
+                # ACK is the watch's reading of its timing (30-220 ms), as the wire's is
+                self._doubt[stall.start] = stall.confidence \
+                    if "delayed_ack" in stall.causes else MEDIUM
             return self._held(stall, ws, w)
         if not self.complete or not set(stall.causes) & HOLD_CAUSES:
             return None
@@ -385,3 +395,5 @@ class WatchJoin:
                     ev.t = Micros(at[0] + (self.offset or 0))
                     ev.side = at[1].peer if self.flip else at[1]
             st.evidence.sort(key=lambda ev: (ev.t, ev.index < 0))
+            if st.start in self._doubt:
+                st.confidence = self._doubt[st.start]

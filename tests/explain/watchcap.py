@@ -80,40 +80,56 @@ def _wait_started(proc: subprocess.Popen[str], limit_s: float = 60.0) -> dict[st
 
 
 def capture_and_watch(tmp: Path, argv: list[str], *, request: int, reply: int,
-                      rounds: int, name: str = "run") -> tuple[Path, Path, str]:
+                      rounds: int, name: str = "run", program_only: bool = False
+                      ) -> tuple[Path, Path, str]:
     """Run ``argv HOST PORT ROUNDS`` + its mode (the last item of ``argv``) against the
     echo server while tcpdump and watch record it: (the capture, the watch trace, watch's
-    stderr)."""
+    stderr). Watch follows the port (both ends), or with ``program_only`` starts the
+    program itself (``nagle-sim watch -o FILE -- PROGRAM``: only the client is watched,
+    as when the server is another host's)."""
     pcap, trace = tmp / f"{name}.pcap", tmp / f"{name}.watch.json"
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "nagle_sim", "watch", "--port", str(port), "--json",
-         "-o", str(trace), "--duration", "120"],
-        cwd=tmp, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cap = None
+    command = [*argv[:-1], "127.0.0.1", str(port), str(rounds), argv[-1]]
+    watch_cmd = [sys.executable, "-m", "nagle_sim", "watch", "--json", "-o", str(trace)]
+    cap = watch = None
+    err = ""
     try:
-        _wait_started(watch)
-        cap = Tcpdump(pcap, port)
-        server = serve(srv, request, reply, rounds)
-        subprocess.run([*argv[:-1], "127.0.0.1", str(port), str(rounds), argv[-1]],
-                       check=True, timeout=120)
-        server.join(20)
-        time.sleep(0.3)              # the last delayed-ACK timers and the close
+        if program_only:
+            cap = Tcpdump(pcap, port)
+            server = serve(srv, request, reply, rounds)
+            done = subprocess.run([*watch_cmd, "--", *command], cwd=tmp, env=_env(),
+                                  capture_output=True, text=True, timeout=180)
+            err = done.stderr
+            if done.returncode != 0:
+                raise RuntimeError(f"watch -- program: exit {done.returncode}: "
+                                   f"{err.strip()[-500:]}")
+            server.join(20)
+        else:
+            watch = subprocess.Popen([*watch_cmd, "--port", str(port), "--duration", "120"],
+                                     cwd=tmp, env=_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+            _wait_started(watch)
+            cap = Tcpdump(pcap, port)
+            server = serve(srv, request, reply, rounds)
+            subprocess.run(command, check=True, timeout=120)
+            server.join(20)
+            time.sleep(0.3)          # the last delayed-ACK timers and the close
     finally:
         if cap is not None:
             cap.stop()
         srv.close()
-        if watch.poll() is None:
-            watch.send_signal(signal.SIGINT)
-        try:
-            _out, err = watch.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            watch.kill()
-            _out, err = watch.communicate()
+        if watch is not None:
+            if watch.poll() is None:
+                watch.send_signal(signal.SIGINT)
+            try:
+                _out, err = watch.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                watch.kill()
+                _out, err = watch.communicate()
     if not trace.exists():
         raise RuntimeError(f"watch wrote no trace: {err.strip()[-500:]}")
     return pcap, trace, err
