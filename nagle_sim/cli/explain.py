@@ -157,11 +157,28 @@ def _broken_pipe() -> None:
     raise BrokenPipeError
 
 
+def _explain(args: argparse.Namespace) -> Any:
+    """The explanation of ``args.capture`` (with the watch trace of ``--kernel``), a
+    progress line on a terminal meanwhile."""
+    from ..explain import explain_file, load_watch
+    from ..runners import simulate
+    # a --kernel file that is unreadable or no watch trace is refused before the capture
+    kernel = load_watch(args.kernel) if getattr(args, "kernel", None) else None
+    progress = _progress(args.capture)
+    try:
+        return explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
+                            runner=simulate, truncated_ok=getattr(args, "truncated_ok", False),
+                            top=getattr(args, "top", 10), progress=progress, kernel=kernel)
+    except MemoryError:
+        raise UserError(f"{args.capture}: too large to explain in memory") from None
+    finally:
+        if progress is not None:
+            progress.clear()
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    from ..explain import explain_file
     from ..explain.report import dumps, markdown, print_report, write_pictures
     from ..export import ExportError
-    from ..runners import simulate
 
     if args.json and args.markdown:
         # one document on stdout: JSON with Markdown after it would parse as neither
@@ -174,20 +191,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                (args.scenario, "--scenario", ".toml"),
                                (getattr(args, "annotate", None), "--annotate", ".pcapng")):
         _check_output(path, flag, suffix)
-    kernel = None
-    if getattr(args, "kernel", None):
-        from ..explain import load_watch
-        kernel = load_watch(args.kernel)      # unreadable or not a watch trace: exit 2
-    progress = _progress(args.capture)
-    try:
-        ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
-                          runner=simulate, truncated_ok=getattr(args, "truncated_ok", False),
-                          top=getattr(args, "top", 10), progress=progress, kernel=kernel)
-    except MemoryError:
-        raise UserError(f"{args.capture}: too large to explain in memory") from None
-    finally:
-        if progress is not None:
-            progress.clear()
+    ex = _explain(args)
     ex.runtime = getattr(args, "runtime", ex.runtime)
     written: list[str] = []
     try:
