@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nagle_sim.compare.reasons import compare_reasons
 from nagle_sim.model.events import Side
-from nagle_sim.trace import EventRecord, Trace
+from nagle_sim.trace import EventRecord, Source, Trace
 
 FIXTURES = Path(__file__).with_name("fixtures")
 C, S = Side.CLIENT, Side.SERVER
@@ -26,8 +26,9 @@ def ev(t_ms: float, side: Side, kind: str, code: str, *, by: str = "", timer: st
 
 
 def traces(model: list[EventRecord], kernel: list[EventRecord]) -> tuple[Trace, Trace]:
-    return (Trace(source="sim", title="t", events=model),
-            Trace(source="realnet", title="t", events=kernel))
+    # the enum, not its text: the compiled Trace checks the type (the pure one does not)
+    return (Trace(source=Source.SIM, title="t", events=model),
+            Trace(source=Source.REALNET, title="t", events=kernel))
 
 
 def wwr_round(t: float, by: str) -> list[EventRecord]:
