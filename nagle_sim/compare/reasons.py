@@ -358,21 +358,24 @@ def compare_reasons(model: Trace, real: Trace, hz: int = 250) -> ReasonCompariso
         mine = [e for e in model_events if e.side is side]
         invisible = {**_invisible(mine, 1_000_000 // hz), **_repeated_holds(model, side)}
         ties = _ties(mine, 1_000_000 // hz)
+        tick = 1_000_000 // hz
         for cat, code in _groups(mine, kernel, side):
             ms = []
+            unseen: list[ReasonPair] = []
             for e in mine:
                 if category(e) != cat or code is not None and e.code != code:
                     continue
                 note = invisible.get(id(e))
                 if note:        # not expected among the kernel's: a note, not a pair
-                    out.pairs.append(ReasonPair(side, cat, e, None, True, note))
-                    out.notes.append(f"{side.value} {cat} ({e.code}) at model "
-                                     f"{ms_text(e.t)} ms: {note}")
+                    pair = ReasonPair(side, cat, e, None, True, note)
+                    out.pairs.append(pair)
+                    unseen.append(pair)
                     continue
                 ms.append(e)
             ks = [e for e in kernel if e.side is side and category(e) == cat
                   and (code is None or e.code == code)]
             if not ms and not ks:
+                out.notes += _unseen_notes(unseen)
                 continue
             sm = difflib.SequenceMatcher(a=[_key(e) for e in ms], b=[_key(e) for e in ks],
                                          autojunk=False)
@@ -403,13 +406,43 @@ def compare_reasons(model: Trace, real: Trace, hz: int = 250) -> ReasonCompariso
                                         f"{ms_text(m.t)} ms ({m.detail or m.reason}); the "
                                         "kernel has none")
                 for k in ks[j1:j2]:
+                    twin = _phase_twin(unseen, k, tick)
+                    if twin is not None:
+                        # the model set this re-arm aside as invisible (the same jiffy as
+                        # its queued timer); the kernel's jiffy boundary fell between the
+                        # two deadlines, so its timer moved and the tracepoint ran
+                        twin.kernel = k
+                        twin.note = ("a re-arm the model placed in its queued timer's "
+                                     "jiffy; the kernel's jiffy phase made it the next one, "
+                                     "so the kernel's arm was seen")
+                        continue
                     out.pairs.append(ReasonPair(side, cat, None, k, False,
                                                 "the model did not decide this"))
                     out.problems.append(f"{side.value} {cat}: the kernel's {k.code} at "
                                         f"{ms_text(k.t)} ms ({k.detail or k.reason}); the "
                                         "model has none")
+            out.notes += _unseen_notes(unseen)
     out.pairs.sort(key=_when)
     return out
+
+
+def _unseen_notes(pairs: list[ReasonPair]) -> list[str]:
+    """The notes for the model's decisions set aside as not observable."""
+    return [f"{p.side.value} {p.category} ({p.model.code}) at model {ms_text(p.model.t)} "
+            f"ms: {p.note}" for p in pairs if p.model is not None]
+
+
+def _phase_twin(unseen: list[ReasonPair], k: EventRecord, tick: int) -> ReasonPair | None:
+    """The model's delayed-ACK arm set aside as invisible that is this kernel arm: the
+    same code, less than two jiffies apart, not yet paired (docs/watch.md, "Comparing
+    reasons")."""
+    if k.code != "DELACK_WAIT":
+        return None
+    best = min((p for p in unseen if p.kernel is None and p.model is not None
+                and p.model.code == k.code and abs(p.model.t - k.t) < 2 * tick),
+               key=lambda p: abs(p.model.t - k.t) if p.model is not None else 0,
+               default=None)
+    return best
 
 
 def _when(p: ReasonPair) -> int:

@@ -201,6 +201,9 @@ class Conn:
     wire: list[WireSeg] = field(default_factory=list)
     """Its segments, kept only when the engine keeps the wire (`Engine(wire=True)`)."""
     closed: bool = False
+    probe_seen: bool = False
+    """The probe timer now pending was reported armed (its timer_start, or inferred from
+    a send's state: `Engine._unseen_probe_arm`)."""
 
     @property
     def name(self) -> str:
@@ -304,6 +307,12 @@ class Engine:
         if handler is None:
             return []
         out = handler(self, e)
+        if e.icsk_pending != raw.ICSK_TIME_PROBE0 or e.type == raw.OUT and e.len:
+            # no probe pending, or data leaving (the RTO or loss probe replaces it): the
+            # next PROBE0 pending is a new arm
+            known = self.conns.get(e.sk)
+            if known is not None:
+                known.probe_seen = False
         if self.keep and out:
             c = self.conns.get(e.sk)
             if c is not None:
@@ -383,8 +392,33 @@ class Engine:
         return (Reason.PACING_HOLD, f"{q} B queued (inferred: pacing or TSO deferral)",
                 False)
 
+    def _unseen_probe_arm(self, c: Conn, e: RawEvent) -> list[Decision]:
+        """A probe timer the send armed without a timer_start record: its state has
+        icsk_pending = PROBE0, but no arm was seen since the socket's last other state.
+        tcp_check_probe_timer arms it with mod_timer, and __mod_timer returns before the
+        tracepoint when the timer is still queued for the same expiry or wheel bucket —
+        the loss-probe/RTO timer armed when the previous message left, which clearing
+        (inet_csk_clear_xmit_timer) leaves queued. Its delay is tcp_probe0_base:
+        max(icsk_rto, TCP_RTO_MIN)."""
+        if e.icsk_pending != raw.ICSK_TIME_PROBE0 or c.probe_seen or not e.queued:
+            return []
+        c.probe_seen = True
+        when = max(e.rto_j, -(-self.hz // 5))          # TCP_RTO_MIN = HZ / 5, rounded up
+        detail = (f"{when} jiffies ({self.j_ms(when)}, RTO {self.j_ms(e.rto_j)}); "
+                  f"{e.queued} B queued, {e.packets_out} packet(s) in flight; seen pending "
+                  "in the send's state (mod_timer found the write timer still queued for "
+                  "that expiry or its wheel bucket: no timer_start)")
+        return [self._decision(c, e, Kind.TIMER_ARMED, Reason.PROBE0_ARMED, detail,
+                               timer="probe0", deadline_us=self.us(e) + self.j_us(when))]
+
     def _on_send(self, e: RawEvent) -> list[Decision]:
         c = self._conn(e)
+        armed = self._unseen_probe_arm(c, e)
+        if armed:
+            return armed + self._on_send_queue(c, e)
+        return self._on_send_queue(c, e)
+
+    def _on_send_queue(self, c: Conn, e: RawEvent) -> list[Decision]:
         if not e.queued:
             if c.hold is not None:
                 # its last byte left unseen (a path the segment hook did not report)
@@ -532,6 +566,7 @@ class Engine:
             return [d]
         detail = (f"{delta} jiffies ({self.j_ms(delta)}, RTO {self.j_ms(e.rto_j)}); "
                   f"{e.queued} B queued, {e.packets_out} packet(s) in flight")
+        c.probe_seen = True
         return [self._decision(c, e, Kind.TIMER_ARMED, Reason.PROBE0_ARMED, detail,
                                timer="probe0", deadline_us=deadline)]
 
