@@ -358,7 +358,6 @@ def compare_reasons(model: Trace, real: Trace, hz: int = 250) -> ReasonCompariso
         mine = [e for e in model_events if e.side is side]
         invisible = {**_invisible(mine, 1_000_000 // hz), **_repeated_holds(model, side)}
         ties = _ties(mine, 1_000_000 // hz)
-        tick = 1_000_000 // hz
         for cat, code in _groups(mine, kernel, side):
             ms = []
             unseen: list[ReasonPair] = []
@@ -405,13 +404,15 @@ def compare_reasons(model: Trace, real: Trace, hz: int = 250) -> ReasonCompariso
                     out.problems.append(f"{side.value} {cat}: the model's {m.code} at "
                                         f"{ms_text(m.t)} ms ({m.detail or m.reason}); the "
                                         "kernel has none")
+                after = max((q.t for q in ms[:i1]), default=-1)
                 for k in ks[j1:j2]:
-                    twin = _phase_twin(unseen, k, tick)
+                    twin = _phase_twin(unseen, k, after)
                     if twin is not None:
                         # the model set this re-arm aside as invisible (the same jiffy as
                         # its queued timer); the kernel's jiffy boundary fell between the
                         # two deadlines, so its timer moved and the tracepoint ran
                         twin.kernel = k
+                        after = twin.model.t if twin.model is not None else after
                         twin.note = ("a re-arm the model placed in its queued timer's "
                                      "jiffy; the kernel's jiffy phase made it the next one, "
                                      "so the kernel's arm was seen")
@@ -432,17 +433,17 @@ def _unseen_notes(pairs: list[ReasonPair]) -> list[str]:
             f"ms: {p.note}" for p in pairs if p.model is not None]
 
 
-def _phase_twin(unseen: list[ReasonPair], k: EventRecord, tick: int) -> ReasonPair | None:
-    """The model's delayed-ACK arm set aside as invisible that is this kernel arm: the
-    same code, less than two jiffies apart, not yet paired (docs/watch.md, "Comparing
-    reasons")."""
+def _phase_twin(unseen: list[ReasonPair], k: EventRecord, after: int) -> ReasonPair | None:
+    """The model's delayed-ACK arm, set aside as invisible, that this unmatched kernel arm
+    is: the first one not yet paired after the model decisions already paired before it
+    (in order, not by time: the model's run and the real one keep their own pace). The
+    model set it aside because its deadline fell in the jiffy of its queued timer; the
+    kernel's jiffy boundary fell between them, so its timer moved and the tracepoint ran
+    (docs/watch.md, "Comparing reasons")."""
     if k.code != "DELACK_WAIT":
         return None
-    best = min((p for p in unseen if p.kernel is None and p.model is not None
-                and p.model.code == k.code and abs(p.model.t - k.t) < 2 * tick),
-               key=lambda p: abs(p.model.t - k.t) if p.model is not None else 0,
-               default=None)
-    return best
+    return next((p for p in unseen if p.kernel is None and p.model is not None
+                 and p.model.code == k.code and p.model.t > after), None)
 
 
 def _when(p: ReasonPair) -> int:

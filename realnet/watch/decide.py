@@ -201,6 +201,8 @@ class Conn:
     wire: list[WireSeg] = field(default_factory=list)
     """Its segments, kept only when the engine keeps the wire (`Engine(wire=True)`)."""
     closed: bool = False
+    in_sockopt: Decision | None = None
+    """A ping-pong entry seen inside a setsockopt whose option its record will say."""
     probe_seen: bool = False
     """The probe timer now pending was reported armed (its timer_start, or inferred from
     a send's state: `Engine._unseen_probe_arm`)."""
@@ -627,7 +629,10 @@ class Engine:
             words = f"ping-pong {opp} → {e.pingpong}"
             if reason is None:
                 words += " (quick-ACK mode entered on an arriving segment)"
-            out.append(self._decision(c, e, Kind.MODE, reason, words))
+            d = self._decision(c, e, Kind.MODE, reason, words)
+            if reason is Reason.QUICKACK_OFF:
+                c.in_sockopt = d         # which option it was: the setsockopt's own record
+            out.append(d)
         if e.ato != oato:
             # tcp_delack_timer_handler doubles ato (up to the RTO) when the timer fires
             # outside ping-pong: an increase seen in the timer's own run is that; any
@@ -648,6 +653,14 @@ class Engine:
         reason = Reason.SOCKOPT_SET
         if opt == raw.TCP_QUICKACK:
             reason = Reason.QUICKACK_ON if val else Reason.QUICKACK_OFF
+        entered, c.in_sockopt = c.in_sockopt, None
+        if entered is not None and opt != raw.TCP_QUICKACK:
+            # ping-pong entered inside another option's setsockopt: data it pushed (an
+            # uncork, NODELAY) left within ato of the last data received
+            # (tcp_event_data_sent), not TCP_QUICKACK = 0. The decision is renamed where
+            # it is kept (traces, comparisons); a live view has already shown it.
+            entered.code = Reason.PINGPONG_ENTER.name
+            entered.detail += f" (data sent inside setsockopt({name}))"
         return [self._decision(c, e, Kind.SOCKOPT, reason, f"{name} = {val}{result}")]
 
     # -- holds and stalls ----------------------------------------------------------------------

@@ -131,6 +131,26 @@ def test_every_probe_release_follows_its_arm_even_when_the_arm_was_not_traced():
     assert len(unseen) == 1 and unseen[0].detail.startswith("51 jiffies (204 ms")
 
 
+def test_each_message_corked_and_uncorked_arms_a_probe_timer_and_enters_ping_pong():
+    """Lesson 12's client (tests/watch/programs/cork_each.py, 5 messages): every message's
+    first corked write arms the probe timer — traced for the first, then seen only as
+    icsk_pending = PROBE0 in the send's state (the loss-probe timer of the message
+    before, still queued for the same expiry, makes mod_timer skip the tracepoint) —
+    and the client enters ping-pong when the uncork inside setsockopt(TCP_CORK, 0) sends
+    its data within ato of the last reply: PINGPONG_ENTER, not TCP_QUICKACK = 0."""
+    eng, decisions = replay("cork_each")
+    arms = [d for d in decisions if d.code == Reason.PROBE0_ARMED.name]
+    assert len(arms) == 5 and all(d.side == "client" for d in arms)
+    assert sum("seen pending in the send's state" in d.detail for d in arms) == 4
+    holds = [d for d in decisions if d.kind == "hold"]
+    assert len(holds) == 5 and {d.code for d in holds} == {Reason.CORK_HOLD.name}
+    entered = [d for d in decisions if d.side == "client" and d.kind == "mode"
+               and d.detail.startswith("ping-pong 0 → 1")]
+    assert [d.code for d in entered] == [Reason.PINGPONG_ENTER.name]
+    assert "data sent inside setsockopt(TCP_CORK)" in entered[0].detail
+    assert Reason.QUICKACK_OFF.name not in {d.code for d in decisions}
+
+
 def test_decisions_are_json_and_text():
     _eng, decisions = replay("wwr")
     for d in decisions:
