@@ -24,6 +24,7 @@ Must not import rich, textual, simpy or realnet: a watch trace is read as any tr
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import socket
 import statistics
@@ -47,6 +48,9 @@ bulk transfer: the first ones decide it)."""
 NEAR_US = 1_000
 """How far apart a watch stall's end and the release seen in the capture may be (the two
 clocks are aligned to well under this on one host; a jiffy is 4 ms)."""
+MAX_EVIDENCE_SCAN = 2_000
+"""Decisions of one side looked at for one stall's evidence, at most (a stall of
+minutes on a busy socket has many; the first ones after the hold are the ones cited)."""
 REACT_US = 5_000
 """Data that left this long after the quiet gap ended did not end it."""
 HOLD_CAUSES = frozenset({"nagle", "cork", "msg_more", "pacing", "cwnd", "receiver", "app"})
@@ -185,6 +189,14 @@ class WatchJoin:
     _captured: Captured | None = None
     _placed: dict[tuple[int, str], tuple[int, Side]] = field(default_factory=dict)
     """Each evidence line the verdicts gave: (watch time, watch side) it was decided at."""
+    _seqs: dict[Side, list[int]] = field(default_factory=dict)
+    _segs: dict[Side, dict[int, SegmentRecord]] = field(default_factory=dict)
+    _events: dict[Side, list[EventRecord]] = field(default_factory=dict)
+    _event_t: dict[Side, list[int]] = field(default_factory=dict)
+    _corks: dict[Side, list[EventRecord]] = field(default_factory=dict)
+    _cork_t: dict[Side, list[int]] = field(default_factory=dict)
+    _named: dict[Side, list[WatchStall]] = field(default_factory=dict)
+    _named_t: dict[Side, list[int]] = field(default_factory=dict)
     _doubt: dict[int, float] = field(default_factory=dict)
     """Stalls (by start) whose delayed ACK the watch inferred from timing (the peer was
     not watched): the confidence they keep."""
@@ -237,6 +249,7 @@ class WatchJoin:
         clock offset (the median difference of capture-point and watch times over the
         segments both saw, sent by a watched end)."""
         self._captured = captured
+        self._index()
         cap = captured.trace.segments
         for side in Side:
             mine = [s for s in cap if s.src is side and s.length][:ALIGN_SEGMENTS]
@@ -271,6 +284,35 @@ class WatchJoin:
                               "segment with the capture: its decisions could not be placed "
                               "on the capture's clock, so the wire's readings stand")
 
+    def _index(self) -> None:
+        """Per watch side: its data segments by sequence number (the first to carry each),
+        its kernel decisions by time, its named stalls by start — so each verdict costs
+        a few binary searches, whatever the size of the watch trace."""
+        for side in Side:
+            segs: dict[int, SegmentRecord] = {}
+            for w in self.trace.segments:
+                if w.src is side and w.length and w.seq not in segs:
+                    segs[w.seq] = w
+            self._seqs[side] = sorted(segs)
+            self._segs[side] = segs
+            events = sorted((e for e in self.trace.events
+                             if e.by == KERNEL and e.side is side), key=lambda e: e.t)
+            self._events[side] = events
+            self._event_t[side] = [e.t for e in events]
+            corks = [e for e in events if e.kind == "sockopt" and "TCP_CORK" in e.detail]
+            self._corks[side] = corks
+            self._cork_t[side] = [e.t for e in corks]
+            named = sorted((st for st in self.stalls if st.side is side),
+                           key=lambda st: st.start)
+            self._named[side] = named
+            self._named_t[side] = [st.start for st in named]
+
+    def _during(self, side: Side, lo: int, hi: int) -> list[EventRecord]:
+        """The kernel's decisions on watch side ``side`` from ``lo`` to ``hi`` (µs)."""
+        times = self._event_t.get(side, [])
+        i, j = bisect.bisect_left(times, lo), bisect.bisect_right(times, hi)
+        return self._events[side][i:min(j, i + MAX_EVIDENCE_SCAN)]
+
     def summary(self) -> list[str]:
         """The report's notes on the join: what was watched, what the alignment rests
         on, and what the watch could not see."""
@@ -296,9 +338,12 @@ class WatchJoin:
         if side not in self.shift:
             return None
         want, wside = seq - self.shift[side], self.side(side)
-        return next((w for w in self.trace.segments
-                     if w.src is wside and w.length and w.seq <= want < w.seq + w.length),
-                    None)
+        seqs = self._seqs.get(wside, [])
+        i = bisect.bisect_right(seqs, want) - 1
+        if i < 0:
+            return None
+        w = self._segs[wside][seqs[i]]
+        return w if w.seq <= want < w.seq + w.length else None
 
     def _put(self, stall: Stall, line: str, t: int, side: Side) -> str:
         """``line``, remembered as the kernel's decision for ``stall`` at watch time ``t``
@@ -327,8 +372,10 @@ class WatchJoin:
             return None
         # the data that ended the gap left from the hold: sent after the hold began (a
         # segment before it, e.g. a write's first part, was not held)
-        named = [s for s in self.stalls if s.side is wside
-                 and s.start <= w.t <= s.end + NEAR_US]
+        starts = self._named_t.get(wside, [])
+        last = bisect.bisect_right(starts, w.t)
+        named = [s for s in self._named[wside][max(0, last - 4):last]
+                 if s.start <= w.t <= s.end + NEAR_US]
         if named:
             ws = min(named, key=lambda s: abs(s.end - w.t))
             if "delayed_ack" in ws.cause.split("+") and wside.peer not in self.watched:
@@ -339,9 +386,9 @@ class WatchJoin:
             return self._held(stall, ws, w)
         if not self.complete or not set(stall.causes) & HOLD_CAUSES:
             return None
-        holds = [e for e in self.trace.events if e.by == KERNEL and e.side is wside
-                 and e.kind == "hold" and start - NEAR_US <= e.t <= end]
-        if holds or w.code not in ("", "APP_WRITE"):
+        during = self._during(wside, start - NEAR_US, end)
+        holds = [e for e in during if e.kind == "hold"]
+        if holds or len(during) >= MAX_EVIDENCE_SCAN or w.code not in ("", "APP_WRITE"):
             # held, but not for the whole gap (no stall of its own): the wire's timing
             # says more about this gap than the kernel's records
             return None
@@ -361,21 +408,19 @@ class WatchJoin:
         if "link" in stall.causes and "link" not in causes:
             causes.append("link")        # time on the path, which the wire measured
         begin = min(ws.start, stall.start - (self.offset or 0)) - NEAR_US
-        kernel = [e for e in self.trace.events if e.by == KERNEL]
-        mine = [e for e in kernel if e.side is ws.side and begin <= e.t <= w.t]
+        mine = self._during(ws.side, begin, w.t)
         hold = next((e for e in mine if e.kind == "hold"), None)
         picked: list[EventRecord] = []
         if hold is not None:
-            opt = next((e for e in reversed(kernel) if e.side is ws.side
-                        and e.kind == "sockopt" and e.t <= hold.t and "TCP_CORK" in e.detail),
-                       None)
-            if opt is not None:
-                picked.append(opt)
+            # the setsockopt(TCP_CORK) in force when it held: the last one before
+            k = bisect.bisect_right(self._cork_t.get(ws.side, []), hold.t) - 1
+            if k >= 0:
+                picked.append(self._corks[ws.side][k])
         picked += [e for e in mine if (e.kind == "hold" and e is hold)
                    or e.kind == "timer_armed"
                    or (e.kind == "timer_fired" and e.code != "TIMER_CLEARED")]
-        picked += [e for e in kernel if e.side is ws.side.peer and begin <= e.t <= w.t
-                   and e.kind in ("ack_delayed", "timer_fired") and e.code.startswith("DELACK")]
+        picked += [e for e in self._during(ws.side.peer, begin, w.t)
+                   if e.kind in ("ack_delayed", "timer_fired") and e.code.startswith("DELACK")]
         picked.sort(key=lambda e: e.t)
         lines = [self._put(stall, self._line(e), e.t, e.side) for e in picked[:10]]
         last = self._put(stall, f"{w.length} B released ({w.code or 'sent'}: "
