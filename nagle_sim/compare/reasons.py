@@ -404,27 +404,33 @@ def compare_reasons(model: Trace, real: Trace, hz: int = 250) -> ReasonCompariso
                     out.problems.append(f"{side.value} {cat}: the model's {m.code} at "
                                         f"{ms_text(m.t)} ms ({m.detail or m.reason}); the "
                                         "kernel has none")
-                after = max((q.t for q in ms[:i1]), default=-1)
-                for k in ks[j1:j2]:
-                    twin = _phase_twin(unseen, k, after)
-                    if twin is not None:
-                        # the model set this re-arm aside as invisible (the same jiffy as
-                        # its queued timer); the kernel's jiffy boundary fell between the
-                        # two deadlines, so its timer moved and the tracepoint ran
-                        twin.kernel = k
-                        after = twin.model.t if twin.model is not None else after
-                        twin.note = ("a re-arm the model placed in its queued timer's "
-                                     "jiffy; the kernel's jiffy phase made it the next one, "
-                                     "so the kernel's arm was seen")
-                        continue
-                    out.pairs.append(ReasonPair(side, cat, None, k, False,
-                                                "the model did not decide this"))
-                    out.problems.append(f"{side.value} {cat}: the kernel's {k.code} at "
-                                        f"{ms_text(k.t)} ms ({k.detail or k.reason}); the "
-                                        "model has none")
+                _kernel_only(out, side, cat, ks[j1:j2], unseen,
+                             max((q.t for q in ms[:i1]), default=-1))
             out.notes += _unseen_notes(unseen)
     out.pairs.sort(key=_when)
     return out
+
+
+def _kernel_only(out: ReasonComparison, side: Side, cat: str, ks: list[EventRecord],
+                 unseen: list[ReasonPair], after: int) -> None:
+    """Kernel decisions no model decision of the run matched in order: each is the
+    model's next delayed-ACK arm set aside as invisible (`_phase_twin`), or a difference."""
+    for k in ks:
+        twin = _phase_twin(unseen, k, after)
+        if twin is not None:
+            # the model set this re-arm aside as invisible (the same jiffy as its queued
+            # timer); the kernel's jiffy boundary fell between the two deadlines, so its
+            # timer moved and the tracepoint ran
+            twin.kernel = k
+            after = twin.model.t if twin.model is not None else after
+            twin.note = ("a re-arm the model placed in its queued timer's jiffy; the "
+                         "kernel's jiffy phase made it the next one, so the kernel's arm "
+                         "was seen")
+            continue
+        out.pairs.append(ReasonPair(side, cat, None, k, False, "the model did not decide "
+                                    "this"))
+        out.problems.append(f"{side.value} {cat}: the kernel's {k.code} at {ms_text(k.t)} "
+                            f"ms ({k.detail or k.reason}); the model has none")
 
 
 def _unseen_notes(pairs: list[ReasonPair]) -> list[str]:
