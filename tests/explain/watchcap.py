@@ -109,7 +109,10 @@ def capture_and_watch(tmp: Path, argv: list[str], *, request: int, reply: int,
                                    f"{err.strip()[-500:]}")
             server.join(20)
         else:
-            watch = subprocess.Popen([*watch_cmd, "--port", str(port), "--duration", "120"],
+            # --quiet: decisions are not streamed to the pipe, only the start line, the
+            # stalls and the counters (the trace file has every decision)
+            watch = subprocess.Popen([*watch_cmd, "--quiet", "--port", str(port),
+                                      "--duration", "120"],
                                      cwd=tmp, env=_env(), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
             _wait_started(watch)
@@ -126,10 +129,12 @@ def capture_and_watch(tmp: Path, argv: list[str], *, request: int, reply: int,
             if watch.poll() is None:
                 watch.send_signal(signal.SIGINT)
             try:
-                _out, err = watch.communicate(timeout=60)
+                out, err = watch.communicate(timeout=120)
             except subprocess.TimeoutExpired:
                 watch.kill()
-                _out, err = watch.communicate()
+                out, err = watch.communicate()
+                err += "\n(killed: no exit 120 s after SIGINT)"
+            err += f"\n(exit {watch.returncode}; stdout ends {out[-300:]!r})"
     if not trace.exists():
-        raise RuntimeError(f"watch wrote no trace: {err.strip()[-500:]}")
+        raise RuntimeError(f"watch wrote no trace: {err.strip()[-800:]}")
     return pcap, trace, err
