@@ -235,8 +235,6 @@ NOT_YET_SPLIT = {
     "(its _read_pcapng became this generator when the streaming reader merged)",
     "nagle_sim/explain/scanner.py:_feed": "explain's streaming scanner merged after stage 6; "
     "its per-packet loop is split only with a callgrind A/B (bench_explain)",
-    "nagle_sim/explain/causes.py:_pure_ack": "explain's branch owns the file this round",
-    "nagle_sim/explain/causes.py:_data": "explain's branch owns the file this round",
     "nagle_sim/explain/causes.py:classify": "explain's branch owns the file this round",
     "nagle_sim/tui/screens/sweep.py:bar_chart": "the app's branch owns the file this round",
     "realnet/remote/client.py:_run_data": "the remote branch owns the file this round",
