@@ -228,20 +228,7 @@ def test_the_private_name_check_sees_a_crossing() -> None:
 
 LONGEST_LINES = 80
 """Outside the model, a function longer than this is split into named phases."""
-NOT_YET_SPLIT = {
-    "nagle_sim/explain/totrace.py:to_trace": "explain's branch owns the file this round",
-    "nagle_sim/explain/rebuild.py:rebuild": "explain's branch owns the file this round",
-    "nagle_sim/explain/pcap.py:_pcapng_frames": "explain's branch owned the file this round "
-    "(its _read_pcapng became this generator when the streaming reader merged)",
-    "nagle_sim/explain/scanner.py:_feed": "explain's streaming scanner merged after stage 6; "
-    "its per-packet loop is split only with a callgrind A/B (bench_explain)",
-    "nagle_sim/explain/causes.py:_pure_ack": "explain's branch owns the file this round",
-    "nagle_sim/explain/causes.py:_data": "explain's branch owns the file this round",
-    "nagle_sim/explain/causes.py:classify": "explain's branch owns the file this round",
-    "nagle_sim/tui/screens/sweep.py:bar_chart": "the app's branch owns the file this round",
-    "realnet/remote/client.py:_run_data": "the remote branch owns the file this round",
-    "realnet/watch/session.py:run": "the watch branch owns the file this round",
-}
+NOT_YET_SPLIT: dict[str, str] = {}
 """Functions still over `LONGEST_LINES`, and why (this list only shrinks)."""
 
 

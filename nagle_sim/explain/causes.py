@@ -293,10 +293,21 @@ class _Finder:
 
     # ------------------------------------------------------------ one stall
     def classify(self, p: int, e: int) -> Stall:
+        """The stall between segment ``p`` (the last before a quiet gap) and ``e`` (the
+        one that ended it): a reaction to an arrival (the link), else what held e's
+        sender for the time it waited itself."""
+        stall, own, trig = self._open(p, e)
+        if own < STALL_MIN:
+            return self._crossed_link(stall, e, own, trig)
+        return self._sender_waited(stall, e, own)
+
+    def _open(self, p: int, e: int) -> tuple[Stall, int, int | None]:
+        """The stall from ``p`` to ``e`` before its cause is known, with the time e's
+        sender waited itself (since its previous send or the last arrival it saw) and
+        that arrival's index (None: nothing had arrived)."""
         segs, seen = self.segs, self.v.seen
         es = segs[e]
-        snd, peer = es.src, es.src.peer
-        ix_snd = self.idx[snd]
+        ix_snd = self.idx[es.src]
         # the send of E just before e in E's own order (sends at equal times count)
         pos = bisect.bisect_left(ix_snd.sends, e)
         prev_send_t = segs[ix_snd.sends[pos - 1]].t if pos > 0 else None
@@ -315,63 +326,76 @@ class _Finder:
                       text="", link_part=link_part, first_frame=self.v.frames[p],
                       end_frame=self.v.frames[e])
         stall.evidence.append(self.ev(p, "the last segment before the quiet gap"))
-        ms = own / 1000
+        return stall, own, trig
 
-        if own < STALL_MIN:
-            # e was a reaction to something that arrived just before: the gap is the
-            # time that something spent on the wire
-            stall.causes = ["link"]
-            stall.confidence = HIGH
-            held = ""
-            tr: SegmentRecord
-            if trig is not None:
-                tr = segs[trig]
-                tr_at = tr.arrive if tr.arrive is not None else tr.t
-                stall.evidence.append(self.ev(trig, f"arrived at the {snd.value} "
-                                              f"{(es.t - tr_at) / 1000:.2f} ms before it "
-                                              "sent the next segment"))
-                high, acked, small_end, _w, small = self.state(snd, tr_at,
-                                                               arrivals_before=True)
-                if es.length and small_end > acked and small >= 0:
-                    held = " (its data had been held by Nagle until this ACK)"
-                elif (es.length >= self.v.mss and high - acked >= 2 * self.v.mss
-                      and "A" in tr.flags and tr.ack > acked):
-                    held = (f" (its data waited for this ACK: {high - acked} B were in "
-                            "flight, the congestion window was full)")
-                    stall.causes.insert(0, "cwnd")
-            if not es.length and not held:
-                found = self._peer_held(e)
-                if found is not None:
-                    first, why, follow, _sure = found
-                    stall.causes.insert(0, first)
-                    held = f" (the {peer.value} sent at once when it arrived: {why})"
-                    stall.evidence.append(self.ev(follow, "sent as soon as that ACK "
-                                                  "arrived: it had been held"))
-            stall.evidence.append(self.ev(e, f"sent {ms:.1f} ms after the {snd.value} last "
-                                          f"acted: the wait was the link{held}"))
-            stall.waiting = peer      # the peer waited for this answer to cross
-            stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {snd.value} answered "
-                          f"at once{held}")
-            if not es.length and not held and self._peer_cut_off(e):
-                # whether this ACK released held data (Nagle…) is beyond the capture
-                stall.confidence = LOW
-                stall.text += (f" (partial: the capture ends before the {peer.value} sent "
-                               "again)")
-            return self._finish(stall, e)
+    def _crossed_link(self, stall: Stall, e: int, own: int, trig: int | None) -> Stall:
+        """e was a reaction to something that arrived just before: the gap is the time
+        that something spent on the wire (and what the reaction released, when it did)."""
+        es = self.segs[e]
+        snd, peer = es.src, es.src.peer
+        stall.causes = ["link"]
+        stall.confidence = HIGH
+        held = self._held_until(stall, e, trig) if trig is not None else ""
+        if not es.length and not held:
+            found = self._peer_held(e)
+            if found is not None:
+                first, why, follow, _sure = found
+                stall.causes.insert(0, first)
+                held = f" (the {peer.value} sent at once when it arrived: {why})"
+                stall.evidence.append(self.ev(follow, "sent as soon as that ACK "
+                                              "arrived: it had been held"))
+        stall.evidence.append(self.ev(e, f"sent {own / 1000:.1f} ms after the {snd.value} "
+                                      f"last acted: the wait was the link{held}"))
+        stall.waiting = peer      # the peer waited for this answer to cross
+        gap = stall.end - stall.start
+        stall.text = (f"{gap / 1000:.1f} ms crossing the link: the {snd.value} answered "
+                      f"at once{held}")
+        if not es.length and not held and self._peer_cut_off(e):
+            # whether this ACK released held data (Nagle…) is beyond the capture
+            stall.confidence = LOW
+            stall.text += (f" (partial: the capture ends before the {peer.value} sent "
+                           "again)")
+        return self._finish(stall, e)
 
-        # ---- E itself waited `own` before sending e
+    def _held_until(self, stall: Stall, e: int, trig: int) -> str:
+        """The arrival ``trig`` that e answered, as evidence; and what e's data had
+        waited for until it came ("" when nothing: Nagle's ACK or the congestion
+        window's, which joins the causes)."""
+        es = self.segs[e]
+        snd = es.src
+        tr = self.segs[trig]
+        tr_at = tr.arrive if tr.arrive is not None else tr.t
+        stall.evidence.append(self.ev(trig, f"arrived at the {snd.value} "
+                                      f"{(es.t - tr_at) / 1000:.2f} ms before it "
+                                      "sent the next segment"))
+        high, acked, small_end, _w, small = self.state(snd, tr_at, arrivals_before=True)
+        if es.length and small_end > acked and small >= 0:
+            return " (its data had been held by Nagle until this ACK)"
+        if (es.length >= self.v.mss and high - acked >= 2 * self.v.mss
+                and "A" in tr.flags and tr.ack > acked):
+            stall.causes.insert(0, "cwnd")
+            return (f" (its data waited for this ACK: {high - acked} B were in "
+                    "flight, the congestion window was full)")
+        return ""
+
+    def _sender_waited(self, stall: Stall, e: int, own: int) -> Stall:
+        """e's sender itself waited ``own`` µs before sending e: a retransmission, a pure
+        ACK, data, or a control segment the application asked for."""
+        es = self.segs[e]
         if self.v.retransmit[e]:
             return self._retransmission(stall, e, own)
         if not es.length and "S" not in es.flags and "F" not in es.flags:
             return self._pure_ack(stall, e, own)
         if es.length:
             return self._data(stall, e, own)
+        snd = es.src
+        ms = own / 1000
         stall.causes = ["app"]
         stall.confidence = MEDIUM
         what = "closed the connection" if "F" in es.flags else "sent a control segment"
         stall.evidence.append(self.ev(e, f"the {snd.value} {what} {ms:.1f} ms after it last "
                                       "acted"))
-        stall.waiting = peer
+        stall.waiting = snd.peer
         stall.text = f"the {snd.value} application {what} after {ms:.1f} ms idle"
         return self._finish(stall, e)
 
@@ -539,100 +563,141 @@ class _Finder:
                        for i in ix_peer.sends[-2:])
 
     def _pure_ack(self, stall: Stall, e: int, own: int) -> Stall:
+        """e, a pure ACK its sender waited ``own`` µs to send: a window reopened or
+        probed, a window update the peer's data waited for, a delayed ACK (with what it
+        released, if anything), or an idle connection."""
         segs = self.segs
         es = segs[e]
-        snd, peer = es.src, es.src.peer
+        snd = es.src
         ix_snd = self.idx[snd]
         pos = bisect.bisect_left(ix_snd.sends, e)
         prev = segs[ix_snd.sends[pos - 1]] if pos > 0 else None
-        ms = own / 1000
         if prev is not None and prev.window == 0 and es.window > 0:
-            stall.causes = ["zero_window"]
-            stall.confidence = HIGH
-            stall.evidence.append(self.ev(ix_snd.sends[pos - 1], "advertised a zero window"))
-            stall.evidence.append(self.ev(e, f"window update to {es.window} B after "
-                                          f"{ms:.1f} ms: the {snd.value} application read"))
-            stall.waiting = peer
-            stall.text = (f"the {snd.value}'s receive window was zero for {ms:.1f} ms: its "
-                          "application did not read, so the "
-                          f"{peer.value} could not send")
-            return self._finish(stall, e)
+            return self._zero_window_reopened(stall, e, own, ix_snd.sends[pos - 1])
         _high, acked, _se, peer_win, _sm = self.state(snd, es.t)
         if peer_win == 0:
-            # Linux probes a zero window with a bare ACK one byte below snd_una (the peer
-            # must answer it with its window): the sender waited for the window to open
-            probe = es.seq == acked - 1
-            stall.causes = ["zero_window"]
-            stall.confidence = HIGH if probe else MEDIUM
-            what = ("a window probe (seq one below the ACKed byte)" if probe
-                    else "a bare ACK")
-            stall.evidence.append(self.ev(e, f"{what} into the {peer.value}'s zero window "
-                                          f"after {ms:.1f} ms"))
-            stall.waiting = snd
-            stall.text = (f"the {peer.value}'s window was zero: the {snd.value} probed after "
-                          f"{ms:.1f} ms")
-            return self._finish(stall, e)
+            return self._zero_window_probed(stall, e, own, acked)
         found = self._peer_held(e)
         if found is not None and found[0] in WINDOW_CAUSES:
             # an ACK or a bare window update that made room for the peer's queued data
             return self._window_opened(stall, e, own, found)
-        new_ack = prev is None or es.ack > prev.ack
-        if new_ack:
-            delack_conf = HIGH if 30_000 <= own <= 50_000 or 180_000 <= own <= 220_000 \
-                else MEDIUM
-            if found is not None:
-                first, why, follow, sure = found
-                f = segs[follow]
-                arrive = es.arrive if es.arrive is not None else es.t
-                if not sure:
-                    delack_conf = MEDIUM
-                stall.causes = [first, "delayed_ack"]
-                stall.confidence = delack_conf
-                stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data it "
-                                              "ACKs arrived: a delayed ACK"))
-                stall.evidence.append(self.ev(follow, f"sent {(f.t - arrive) / 1000:.2f} ms "
-                                              "after that ACK arrived: it had been held"))
-                stall.waiting = peer
-                stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms: {why}, "
-                              f"and the {snd.value} delayed its ACK")
-                return self._finish(stall, e)
-            full = self._window_full(peer, es.arrive if es.arrive is not None else es.t)
-            if full is not None:
-                return self._window_still_shut(stall, e, own, full)
-            if self._peer_cut_off(e):
-                # the capture ends before the peer could answer this ACK: whether it
-                # released held data (Nagle, cork…) is beyond the capture
-                stall.causes = ["delayed_ack"]
-                stall.confidence = LOW
-                stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data "
-                                              "it ACKs arrived: a delayed ACK; the capture "
-                                              f"ends before the {peer.value} sent again"))
-                stall.waiting = peer
-                stall.text = (f"the {snd.value} delayed its ACK {ms:.1f} ms (partial: the "
-                              f"capture ends before the {peer.value} sent again, so whether "
-                              "data waited for this ACK is not in it)")
-                return self._finish(stall, e)
-            stall.causes = ["app"]
-            stall.confidence = MEDIUM
-            stall.evidence.append(self.ev(e, f"a delayed ACK after {ms:.1f} ms; nothing was "
-                                          f"waiting for it (the {snd.value} had no reply "
-                                          "ready)"))
-            stall.waiting = peer
-            stall.text = (f"nothing was queued: the {snd.value} application had not answered "
-                          f"yet (its delayed ACK went out after {ms:.1f} ms)")
-            return self._finish(stall, e)
+        if prev is None or es.ack > prev.ack:
+            return self._delayed_ack(stall, e, own, found)
         stall.causes = ["app"]
         stall.confidence = LOW
-        stall.evidence.append(self.ev(e, f"an ACK with nothing new after {ms:.1f} ms"))
+        stall.evidence.append(self.ev(e, f"an ACK with nothing new after {own / 1000:.1f} "
+                                      "ms"))
         stall.waiting = None
-        stall.text = f"the connection was idle for {ms:.1f} ms"
+        stall.text = f"the connection was idle for {own / 1000:.1f} ms"
         return self._finish(stall, e)
 
-    def _data(self, stall: Stall, e: int, own: int) -> Stall:
+    def _zero_window_reopened(self, stall: Stall, e: int, own: int, shut: int) -> Stall:
+        """e's sender had advertised a zero window (in segment ``shut``) and e reopens it:
+        its application did not read for ``own`` µs."""
+        es = self.segs[e]
+        snd = es.src
+        ms = own / 1000
+        stall.causes = ["zero_window"]
+        stall.confidence = HIGH
+        stall.evidence.append(self.ev(shut, "advertised a zero window"))
+        stall.evidence.append(self.ev(e, f"window update to {es.window} B after "
+                                      f"{ms:.1f} ms: the {snd.value} application read"))
+        stall.waiting = snd.peer
+        stall.text = (f"the {snd.value}'s receive window was zero for {ms:.1f} ms: its "
+                      "application did not read, so the "
+                      f"{snd.peer.value} could not send")
+        return self._finish(stall, e)
+
+    def _zero_window_probed(self, stall: Stall, e: int, own: int, acked: int) -> Stall:
+        """The peer's window was zero and e probed it."""
+        es = self.segs[e]
+        snd, peer = es.src, es.src.peer
+        ms = own / 1000
+        # Linux probes a zero window with a bare ACK one byte below snd_una (the peer
+        # must answer it with its window): the sender waited for the window to open
+        probe = es.seq == acked - 1
+        stall.causes = ["zero_window"]
+        stall.confidence = HIGH if probe else MEDIUM
+        what = ("a window probe (seq one below the ACKed byte)" if probe
+                else "a bare ACK")
+        stall.evidence.append(self.ev(e, f"{what} into the {peer.value}'s zero window "
+                                      f"after {ms:.1f} ms"))
+        stall.waiting = snd
+        stall.text = (f"the {peer.value}'s window was zero: the {snd.value} probed after "
+                      f"{ms:.1f} ms")
+        return self._finish(stall, e)
+
+    def _delayed_ack(self, stall: Stall, e: int, own: int,
+                     found: tuple[str, str, int, bool] | None) -> Stall:
+        """e ACKed new data after ``own`` µs: a delayed ACK. What it released (``found``:
+        the peer's held data), a window that stayed shut, a capture cut off before the
+        answer, or nothing waiting (the application had not replied yet)."""
         segs = self.segs
         es = segs[e]
         snd, peer = es.src, es.src.peer
-        high, acked, small_end, win, small = self.state(snd, es.t)
+        ms = own / 1000
+        if found is not None:
+            return self._delayed_ack_released(stall, e, own, found)
+        full = self._window_full(peer, es.arrive if es.arrive is not None else es.t)
+        if full is not None:
+            return self._window_still_shut(stall, e, own, full)
+        if self._peer_cut_off(e):
+            # the capture ends before the peer could answer this ACK: whether it
+            # released held data (Nagle, cork…) is beyond the capture
+            stall.causes = ["delayed_ack"]
+            stall.confidence = LOW
+            stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data "
+                                          "it ACKs arrived: a delayed ACK; the capture "
+                                          f"ends before the {peer.value} sent again"))
+            stall.waiting = peer
+            stall.text = (f"the {snd.value} delayed its ACK {ms:.1f} ms (partial: the "
+                          f"capture ends before the {peer.value} sent again, so whether "
+                          "data waited for this ACK is not in it)")
+            return self._finish(stall, e)
+        stall.causes = ["app"]
+        stall.confidence = MEDIUM
+        stall.evidence.append(self.ev(e, f"a delayed ACK after {ms:.1f} ms; nothing was "
+                                      f"waiting for it (the {snd.value} had no reply "
+                                      "ready)"))
+        stall.waiting = peer
+        stall.text = (f"nothing was queued: the {snd.value} application had not answered "
+                      f"yet (its delayed ACK went out after {ms:.1f} ms)")
+        return self._finish(stall, e)
+
+    def _delayed_ack_released(self, stall: Stall, e: int, own: int,
+                              found: tuple[str, str, int, bool]) -> Stall:
+        """e, a delayed ACK, released the peer's held data (``found``): the held data's
+        cause and the delayed ACK together (sure when the delay is the timer's 40 or
+        200 ms and the hold was plain)."""
+        segs = self.segs
+        es = segs[e]
+        snd, peer = es.src, es.src.peer
+        ms = own / 1000
+        delack_conf = HIGH if 30_000 <= own <= 50_000 or 180_000 <= own <= 220_000 \
+            else MEDIUM
+        first, why, follow, sure = found
+        f = segs[follow]
+        arrive = es.arrive if es.arrive is not None else es.t
+        if not sure:
+            delack_conf = MEDIUM
+        stall.causes = [first, "delayed_ack"]
+        stall.confidence = delack_conf
+        stall.evidence.append(self.ev(e, f"a pure ACK {ms:.1f} ms after the data it "
+                                      "ACKs arrived: a delayed ACK"))
+        stall.evidence.append(self.ev(follow, f"sent {(f.t - arrive) / 1000:.2f} ms "
+                                      "after that ACK arrived: it had been held"))
+        stall.waiting = peer
+        stall.text = (f"the {peer.value}'s {f.length} B waited {ms:.1f} ms: {why}, "
+                      f"and the {snd.value} delayed its ACK")
+        return self._finish(stall, e)
+
+    def _data(self, stall: Stall, e: int, own: int) -> Stall:
+        """e, new data its sender waited ``own`` µs to send: a zero or small window, the
+        probe timer releasing corked or MSG_MORE data, pacing, or a late write."""
+        segs = self.segs
+        es = segs[e]
+        snd, peer = es.src, es.src.peer
+        high, acked, _se, win, _sm = self.state(snd, es.t)
         outstanding = max(0, high - acked)
         ms = own / 1000
         if win == 0:
@@ -665,41 +730,8 @@ class _Finder:
         held_time = held is not None and PROBE_US - JIFFY_US // 4 <= es.t - segs[held].t \
             <= 1_000_000 + rtt + JIFFY_US
         if probe_time or held_time:
-            # The probe timer released data queued before the gap, with nothing in
-            # flight: tcp_write_wakeup sends it with PSH set, so a release without PSH is
-            # MSG_MORE's (no push was ever asked for); a pushed one is TCP_CORK or
-            # MSG_MORE — the wire cannot tell them apart. Bytes visibly held (the write's
-            # first part left without PSH) and a release in the timer's window make it
-            # sure; either alone leaves room for another reading.
-            cause = "msg_more" if "P" not in es.flags else "cork"
-            stall.causes = [cause]
-            stall.confidence = HIGH if probe_time and held_time else MEDIUM
-            if held_time and held is not None:
-                stall.evidence.append(self.ev(held, "sent without PSH: the rest of the "
-                                              "write stayed queued"))
-            window = (f"the probe timer's window {_ms(probe_lo)}–{_ms(probe_hi)} ms")
-            qms = quiet / 1000
-            stall.evidence.append(self.ev(e, (
-                f"sent {qms:.1f} ms after the {snd.value} last acted, with nothing in "
-                f"flight: inside {window} (max(RTO, 200 ms) for a {rtt / 1000:.1f} ms round "
-                "trip, rounded up by the timer wheel)") if probe_time else (
-                f"sent {ms:.1f} ms after the {snd.value} last acted with nothing in flight: "
-                "the probe timer's release of held data")))
-            stall.waiting = peer
-            held_by = ("MSG_MORE" if cause == "msg_more" else "TCP_CORK or MSG_MORE")
-            stall.text = (f"the {snd.value}'s {es.length} B were held {qms:.1f} ms by "
-                          f"{held_by} until the probe timer (max(RTO, 200 ms)) released "
-                          "them")
-            if cause == "cork":
-                stall.text += (": a cork never cleared after the last write, or MSG_MORE "
-                               "on the last write — the wire cannot tell which")
-            if probe_time and not held_time:
-                # the competing reading: think time that lands in the window by chance
-                stall.alternatives.append(Alternative(
-                    cause="app", confidence=LOW,
-                    text=(f"an idle application: the {snd.value} wrote {qms:.1f} ms after "
-                          f"it last acted, think time that happens to fall in {window}")))
-            return self._finish(stall, e)
+            return self._probe_release(stall, e, own, quiet, held if held_time else None,
+                                       probe_time)
         pos = bisect.bisect_left(self.idx[snd].sends, e)
         prev = segs[self.idx[snd].sends[pos - 1]] if pos > 0 else None
         if (outstanding and es.length >= self.v.mss and prev is not None
@@ -717,6 +749,53 @@ class _Finder:
         stall.evidence.append(self.ev(e, f"new data {ms:.1f} ms after the {snd.value} last "
                                       "acted, with nothing held: the application wrote late"))
         stall.text = f"nothing was queued: the {snd.value} application was idle for {ms:.1f} ms"
+        return self._finish(stall, e)
+
+    def _probe_release(self, stall: Stall, e: int, own: int, quiet: int, held: int | None,
+                       probe_time: bool) -> Stall:
+        """The probe timer released e's data, queued before the gap with nothing in
+        flight: e left ``quiet`` µs after its sender last acted (``probe_time``: inside
+        the timer's window), and ``held`` is the earlier segment of the same write that
+        left without PSH at the timer's distance (None: no such segment)."""
+        es = self.segs[e]
+        snd, peer = es.src, es.src.peer
+        ms = own / 1000
+        rtt = self._rtt()
+        probe_lo, probe_hi = probe_window(rtt)
+        held_time = held is not None
+        # tcp_write_wakeup sends the held data with PSH set, so a release without PSH is
+        # MSG_MORE's (no push was ever asked for); a pushed one is TCP_CORK or MSG_MORE —
+        # the wire cannot tell them apart. Bytes visibly held (the write's first part left
+        # without PSH) and a release in the timer's window make it sure; either alone
+        # leaves room for another reading.
+        cause = "msg_more" if "P" not in es.flags else "cork"
+        stall.causes = [cause]
+        stall.confidence = HIGH if probe_time and held_time else MEDIUM
+        if held is not None:
+            stall.evidence.append(self.ev(held, "sent without PSH: the rest of the "
+                                          "write stayed queued"))
+        window = (f"the probe timer's window {_ms(probe_lo)}–{_ms(probe_hi)} ms")
+        qms = quiet / 1000
+        stall.evidence.append(self.ev(e, (
+            f"sent {qms:.1f} ms after the {snd.value} last acted, with nothing in "
+            f"flight: inside {window} (max(RTO, 200 ms) for a {rtt / 1000:.1f} ms round "
+            "trip, rounded up by the timer wheel)") if probe_time else (
+            f"sent {ms:.1f} ms after the {snd.value} last acted with nothing in flight: "
+            "the probe timer's release of held data")))
+        stall.waiting = peer
+        held_by = ("MSG_MORE" if cause == "msg_more" else "TCP_CORK or MSG_MORE")
+        stall.text = (f"the {snd.value}'s {es.length} B were held {qms:.1f} ms by "
+                      f"{held_by} until the probe timer (max(RTO, 200 ms)) released "
+                      "them")
+        if cause == "cork":
+            stall.text += (": a cork never cleared after the last write, or MSG_MORE "
+                           "on the last write — the wire cannot tell which")
+        if probe_time and not held_time:
+            # the competing reading: think time that lands in the window by chance
+            stall.alternatives.append(Alternative(
+                cause="app", confidence=LOW,
+                text=(f"an idle application: the {snd.value} wrote {qms:.1f} ms after "
+                      f"it last acted, think time that happens to fall in {window}")))
         return self._finish(stall, e)
 
     def _since_prompt(self, e: int) -> int:

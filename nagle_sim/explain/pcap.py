@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NoReturn
@@ -387,21 +387,20 @@ def _opts(body: bytes, start: int, stop: int, e: str) -> dict[int, bytes]:
 
 
 def _pcapng_frames(f: BinaryIO, head: bytes, out: CaptureFile) -> Iterator[Batch]:
+    """A pcapng file's frames in batches: section headers (each sets the byte order and
+    restarts the interface numbers), interface descriptions (link type, timestamp units
+    and offset) and packet blocks; any other block is skipped. The Enhanced Packet Block,
+    nearly every block of a capture, is read here inline (once per frame)."""
     e = "<"
     ifaces: list[tuple[int, int, int]] = []     # (linktype, units per second, offset s)
     frames = 0
     first = True
     buf, pos = head, 0
-    read = f.read
     u32 = struct.Struct("<I")
     items: list[Item] = []
     while True:
         if len(buf) - pos < 8:
-            if items:
-                yield buf, items
-                items = []
-            buf, pos = buf[pos:] + read(CHUNK), 0
-            out.bytes_read = f.tell()
+            buf, pos, items = yield from _refill(f, out, buf, pos, items, CHUNK)
             if len(buf) < 8:
                 if not buf:
                     break
@@ -409,31 +408,13 @@ def _pcapng_frames(f: BinaryIO, head: bytes, out: CaptureFile) -> Iterator[Batch
         btype = u32.unpack_from(buf, pos)[0]
         if btype == _PCAPNG_SHB:
             if len(buf) - pos < 12:
-                if items:
-                    yield buf, items
-                    items = []
-                buf, pos = buf[pos:] + read(CHUNK), 0
+                buf, pos, items = yield from _refill(f, out, buf, pos, items, CHUNK, tell=False)
                 if len(buf) < 12:
                     raise TruncatedCapture(out.path, "a section header", frames)
-            bom = buf[pos + 8:pos + 12]
-            if bom == b"\x4d\x3c\x2b\x1a":
-                e = "<"
-            elif bom == b"\x1a\x2b\x3c\x4d":
-                e = ">"
-            else:
-                raise CaptureError(f"{out.path}: not a capture file (bad pcapng byte-order "
-                                   "magic)")
+            e, blen = _section_header(buf, pos, out.path)
             u32 = struct.Struct(e + "I")
-            blen = u32.unpack_from(buf, pos + 4)[0]
-            if blen < 28 or blen % 4 or blen > MAX_BLOCK:
-                raise CaptureError(f"{out.path}: corrupt pcapng section header (length "
-                                   f"{blen})")
             if len(buf) - pos < blen:
-                if items:
-                    yield buf, items
-                    items = []
-                buf, pos = buf[pos:] + read(max(CHUNK, blen)), 0
-                out.bytes_read = f.tell()
+                buf, pos, items = yield from _refill(f, out, buf, pos, items, max(CHUNK, blen))
                 if len(buf) < blen:
                     raise TruncatedCapture(out.path, "a section header", frames)
             pos += blen
@@ -447,76 +428,122 @@ def _pcapng_frames(f: BinaryIO, head: bytes, out: CaptureFile) -> Iterator[Batch
             raise CaptureError(f"{out.path}: corrupt pcapng block after frame {frames} "
                                f"(length {blen})")
         if len(buf) - pos < blen:
-            if items:
-                yield buf, items
-                items = []
-            buf, pos = buf[pos:] + read(max(CHUNK, blen)), 0
-            out.bytes_read = f.tell()
+            buf, pos, items = yield from _refill(f, out, buf, pos, items, max(CHUNK, blen))
             if len(buf) < blen:
                 raise TruncatedCapture(out.path, "a block", frames)
         body, stop = pos + 8, pos + blen - 4          # the block's body: buf[body:stop]
         pos += blen
-        if btype == 1:                               # Interface Description Block
-            if stop - body < 8:
-                raise CaptureError(f"{out.path}: corrupt interface description block")
-            linktype, _res, snaplen = struct.unpack_from(e + "HHI", buf, body)
-            options = _opts(buf, body + 8, stop, e)
-            units = 1_000_000
-            if 9 in options and options[9]:
-                r = options[9][0]
-                units = 2 ** (r & 0x7F) if r & 0x80 else 10 ** (r & 0x7F)
-                if units <= 0 or units > 10**12:
-                    raise CaptureError(f"{out.path}: unsupported timestamp resolution")
-            offset = struct.unpack_from(e + "q", options[14])[0] if len(
-                options.get(14, b"")) == 8 else 0
-            ifaces.append((linktype, units, offset))
-            if linktype in LINK_NAMES:
-                name = LINK_NAMES[linktype]
-                if name not in out.link_types:
-                    out.link_types.append(name)
-            out.snaplen = max(out.snaplen, snaplen)
-            continue
-        if btype in (6, 3, 2):
-            if btype == 6:                           # Enhanced Packet Block
-                if stop - body < 20:
-                    raise CaptureError(f"{out.path}: corrupt packet block after frame "
-                                       f"{frames}")
-                iface, hi, lo, caplen, _orig = struct.unpack_from(e + "IIIII", buf, body)
-                data_at, ticks = body + 20, (hi << 32) | lo
-            elif btype == 2:                         # obsolete Packet Block
-                if stop - body < 20:
-                    raise CaptureError(f"{out.path}: corrupt packet block")
-                iface, _drops, hi, lo, caplen, _orig = struct.unpack_from(e + "HHIIII", buf,
-                                                                          body)
-                data_at, ticks = body + 20, (hi << 32) | lo
-            else:                                    # Simple Packet Block: no timestamp
-                iface, ticks, data_at = 0, 0, body + 4
-                caplen = min(u32.unpack_from(buf, body)[0], stop - body - 4)
-            frames += 1
-            out.frames = frames
-            if frames > MAX_FRAMES:
-                _too_many(out.path)
-            if iface >= len(ifaces):
-                raise CaptureError(f"{out.path}: frame {frames} names interface {iface}, "
-                                   "which the file never describes")
-            linktype, units, offset = ifaces[iface]
-            _check_linktype(out.path, linktype)
-            if caplen > stop - data_at:
-                raise CaptureError(f"{out.path}: corrupt frame {frames}: captured length "
-                                   "exceeds its block")
-            t = offset * 1_000_000 + (ticks * 1_000_000) // units
-            if not -MAX_TIME_US <= t < MAX_TIME_US:
-                # a coarse resolution or an interface offset can put a 64-bit count of
-                # ticks beyond any clock (the packed store holds 63 bits of µs)
-                raise CaptureError(f"{out.path}: frame {frames}: its timestamp is "
-                                   f"{t // 1_000_000 // 31_557_600:,} years from 1970")
-            items.append((frames, t, linktype, data_at, data_at + caplen, iface))
-            continue
-        # any other block (name resolution, statistics, journal…) is skipped
+        if btype == 6:                               # Enhanced Packet Block
+            if stop - body < 20:
+                raise CaptureError(f"{out.path}: corrupt packet block after frame "
+                                   f"{frames}")
+            iface, hi, lo, caplen, _orig = struct.unpack_from(e + "IIIII", buf, body)
+            data_at, ticks = body + 20, (hi << 32) | lo
+        elif btype == 2 or btype == 3:
+            iface, ticks, data_at, caplen = _old_packet_block(btype, buf, body, stop, e,
+                                                              out.path)
+        else:
+            if btype == 1:                           # Interface Description Block
+                ifaces.append(_interface(buf, body, stop, e, out))
+            continue    # any other block (name resolution, statistics, journal…) is skipped
+        frames += 1
+        out.frames = frames
+        if frames > MAX_FRAMES:
+            _too_many(out.path)
+        if iface >= len(ifaces):
+            raise _undescribed(out.path, frames, iface)
+        linktype, units, offset = ifaces[iface]
+        _check_linktype(out.path, linktype)
+        if caplen > stop - data_at:
+            raise CaptureError(f"{out.path}: corrupt frame {frames}: captured length "
+                               "exceeds its block")
+        t = offset * 1_000_000 + (ticks * 1_000_000) // units
+        if not -MAX_TIME_US <= t < MAX_TIME_US:
+            raise _beyond_any_clock(out.path, frames, t)
+        items.append((frames, t, linktype, data_at, data_at + caplen, iface))
     if items:
         yield buf, items
     if first:
         raise CaptureError(f"{out.path}: not a capture file")
+
+
+def _undescribed(path: str, frame: int, iface: int) -> CaptureError:
+    return CaptureError(f"{path}: frame {frame} names interface {iface}, which the file "
+                        "never describes")
+
+
+def _beyond_any_clock(path: str, frame: int, t: int) -> CaptureError:
+    """A frame's time out of range: a coarse resolution or an interface offset can put a
+    64-bit count of ticks beyond any clock (the packed store holds 63 bits of µs)."""
+    return CaptureError(f"{path}: frame {frame}: its timestamp is "
+                        f"{t // 1_000_000 // 31_557_600:,} years from 1970")
+
+
+def _refill(f: BinaryIO, out: CaptureFile, buf: bytes, pos: int, items: list[Item],
+            size: int, tell: bool = True) -> Generator[Batch, None, tuple[bytes, int,
+                                                                       list[Item]]]:
+    """Hand on the frames found so far (their buffer is about to go), then read on:
+    (the unread rest of ``buf`` with up to ``size`` more bytes, 0, a new item list)."""
+    if items:
+        yield buf, items
+        items = []
+    buf = buf[pos:] + f.read(size)
+    if tell:
+        out.bytes_read = f.tell()
+    return buf, 0, items
+
+
+def _section_header(buf: bytes, pos: int, path: str) -> tuple[str, int]:
+    """A Section Header Block's byte order (struct's "<" or ">") and length; its first
+    12 bytes are in ``buf``."""
+    bom = buf[pos + 8:pos + 12]
+    if bom == b"\x4d\x3c\x2b\x1a":
+        e = "<"
+    elif bom == b"\x1a\x2b\x3c\x4d":
+        e = ">"
+    else:
+        raise CaptureError(f"{path}: not a capture file (bad pcapng byte-order magic)")
+    blen = struct.unpack_from(e + "I", buf, pos + 4)[0]
+    if blen < 28 or blen % 4 or blen > MAX_BLOCK:
+        raise CaptureError(f"{path}: corrupt pcapng section header (length {blen})")
+    return e, blen
+
+
+def _interface(buf: bytes, body: int, stop: int, e: str, out: CaptureFile
+               ) -> tuple[int, int, int]:
+    """An Interface Description Block (``buf[body:stop]``): (link type, timestamp units
+    per second, offset in seconds); its link type and snap length noted in ``out``."""
+    if stop - body < 8:
+        raise CaptureError(f"{out.path}: corrupt interface description block")
+    linktype, _res, snaplen = struct.unpack_from(e + "HHI", buf, body)
+    options = _opts(buf, body + 8, stop, e)
+    units = 1_000_000
+    if 9 in options and options[9]:
+        r = options[9][0]
+        units = 2 ** (r & 0x7F) if r & 0x80 else 10 ** (r & 0x7F)
+        if units <= 0 or units > 10**12:
+            raise CaptureError(f"{out.path}: unsupported timestamp resolution")
+    offset = struct.unpack_from(e + "q", options[14])[0] if len(
+        options.get(14, b"")) == 8 else 0
+    if linktype in LINK_NAMES:
+        name = LINK_NAMES[linktype]
+        if name not in out.link_types:
+            out.link_types.append(name)
+    out.snaplen = max(out.snaplen, snaplen)
+    return linktype, units, offset
+
+
+def _old_packet_block(btype: int, buf: bytes, body: int, stop: int, e: str, path: str
+                      ) -> tuple[int, int, int, int]:
+    """(interface, timestamp ticks, start of the data, captured length) of an obsolete
+    Packet Block (type 2) or a Simple Packet Block (type 3: interface 0, no timestamp)."""
+    if btype == 2:
+        if stop - body < 20:
+            raise CaptureError(f"{path}: corrupt packet block")
+        iface, _drops, hi, lo, caplen, _orig = struct.unpack_from(e + "HHIIII", buf, body)
+        return iface, (hi << 32) | lo, body + 20, caplen
+    caplen = min(struct.unpack_from(e + "I", buf, body)[0], stop - body - 4)
+    return 0, 0, body + 4, caplen
 
 
 def _open(path: str | os.PathLike[str]) -> tuple[str, BinaryIO]:

@@ -487,11 +487,44 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
     (its indexes are reused)."""
     where = f"<rebuilt from {cap.trace.meta.get('capture', 'capture')}>"
     nd0 = infer_nodelay(cap, view)
-    slow: frozenset[Side] = frozenset()
     toml, profiles, cut = build_toml(cap, stalls, os_choice, nodelay=nd0)
-    notes = []
     _filled, gaps = split_holes(cap)
-    shift = gap_shift(gaps) if gaps else None
+    notes = _gap_notes(cap, gaps, cut)
+    out = Rebuilt(toml=toml, scenario=loads(toml, where), profiles=profiles, notes=notes)
+    if runner is None:
+        return out
+    runs = _Runs(cap=cap, stalls=stalls, os_choice=os_choice, runner=runner, where=where,
+                 nodelay=nd0, sack=bool(cap.trace.meta.get("sack_permitted", True)))
+    mview = _rerun(runs, out, cut, gap_shift(gaps) if gaps else None)
+    assert out.model is not None
+    if out.model.outcome is not Outcome.OK:
+        out.notes.append(f"the model's re-run ended with {out.model.outcome}: "
+                         f"{out.model.message}")
+    if cut is not None:     # compare the what-ifs with a baseline of the same length
+        _, base_trace, base_view = runs.run(runs.toml())
+        out.baseline = _summary("as captured (model)", "", base_trace, base_view)
+    else:
+        out.baseline = _summary("as captured (model)", "", out.model, mview)
+    out.whatifs.extend(_nodelay_whatifs(runs, out.scenario))
+    out.whatifs.extend(_cork_whatifs(runs, out.scenario))
+    if " more" in out.toml:
+        out.whatifs.append(runs.whatif("no MSG_MORE on the last write",
+                                       "each message's last write sent without MSG_MORE",
+                                       runs.toml(fixes=Fixes(last_plain=frozenset(Side)))))
+    merged = runs.toml(merge=True)
+    if merged != runs.toml():
+        out.whatifs.append(runs.whatif("one write per request", "each message sent with one "
+                                       "write", merged))
+    lat = request_latencies(cap.trace)
+    out.captured_per_request_ms = round(statistics.median(lat) / 1000, 1) if lat else None
+    _describe_whatifs(out.whatifs, out.baseline.per_request_ms, out.captured_per_request_ms)
+    return out
+
+
+def _gap_notes(cap: Captured, gaps: list[Hole], cut: Micros | None) -> list[str]:
+    """The rebuild's first notes: stream the sequence numbers skip that the rebuilt
+    scenario does not write, and where the model's re-run stops."""
+    notes = []
     for side in Side:
         mine = [h for h in gaps if h.side is side]
         if mine:
@@ -504,49 +537,83 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         notes.append(f"the model re-ran the capture up to {cut / 1000:.1f} ms (its first "
                      f"{MAX_MODEL_SEGMENTS:,} data segments); later stalls are not compared; "
                      f"the what-ifs use the first {MAX_WHATIF_SEGMENTS:,}")
-    scenario = loads(toml, where)
-    out = Rebuilt(toml=toml, scenario=scenario, profiles=profiles, notes=notes)
-    if runner is None:
-        return out
-    sack = bool(cap.trace.meta.get("sack_permitted", True))
-    _, model = _run(runner, toml, where)
-    model.meta["rtt_ms"] = cap.trace.meta.get("rtt_ms", 0)
+    return notes
+
+
+@dataclass(slots=True)
+class _Runs:
+    """One rebuild's model runs: the capture and its stalls, the choices the scenario is
+    built with, the runner. ``slow`` (sides rebuilt with TCP_QUICKACK off) is settled by
+    `_rerun` before the what-ifs are built."""
+
+    cap: Captured
+    stalls: list[Stall]
+    os_choice: dict[Side, str]
+    runner: Runner
+    where: str
+    nodelay: dict[Side, bool]
+    sack: bool
+    slow: frozenset[Side] = frozenset()
+
+    def toml(self, *, nodelay: dict[Side, bool] | None = None, merge: bool = False,
+             cork: dict[Side, bool] | None = None, fixes: Fixes = NO_FIXES) -> str:
+        """A what-if's scenario: the rebuild's choices with these changes, on the
+        what-ifs' shorter prefix."""
+        return build_toml(self.cap, self.stalls, self.os_choice,
+                          nodelay=self.nodelay if nodelay is None else nodelay, merge=merge,
+                          cork=cork, slow_ack=self.slow, limit=MAX_WHATIF_SEGMENTS,
+                          fixes=fixes)[0]
+
+    def run(self, toml: str) -> tuple[Scenario, Trace, View]:
+        """``toml`` run on the model, its trace, and that trace seen from the capture
+        point."""
+        scenario, trace = _run(self.runner, toml, self.where)
+        return scenario, trace, view_of(trace, self.cap.dist, self.cap.mss, self.sack)
+
+    def whatif(self, name: str, change: str, toml: str) -> WhatIf:
+        _, trace, view = self.run(toml)
+        w = _summary(name, change, trace, view)
+        w.toml = toml
+        return w
+
+
+def _rerun(runs: _Runs, out: Rebuilt, cut: Micros | None,
+           shift: Callable[[tuple[str, int]], tuple[str, int]] | None) -> View:
+    """Re-run the rebuilt scenario and pair the model's stalls with the capture's; when
+    the capture shows delayed ACKs the model (in quick-ACK mode) did not make, try again
+    with TCP_QUICKACK off before that side's reads and keep it if it fits better (``out``
+    and ``runs.slow`` then hold that run). Returns the kept run's view."""
+    stalls, rtt = runs.stalls, runs.cap.trace.meta.get("rtt_ms", 0)
+    _, model, mview = runs.run(out.toml)
+    model.meta["rtt_ms"] = rtt
     out.model = model
-    mview = view_of(model, cap.dist, cap.mss, sack)
     out.model_stalls = find_stalls(mview)
     pair_stalls(stalls, out.model_stalls, cut, shift)
-    slow = _slow_ackers(stalls, profiles)
-    if slow:
-        # the capture shows delayed ACKs the model (in quick-ACK mode) did not make: try
-        # again with TCP_QUICKACK off before that side's reads, keep it if it fits better
-        toml2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow)
-        scenario2, model2 = _run(runner, toml2, where)
-        model2.meta["rtt_ms"] = cap.trace.meta.get("rtt_ms", 0)
-        mview2 = view_of(model2, cap.dist, cap.mss, sack)
-        stalls2 = find_stalls(mview2)
-        before = sum(1 for st in stalls if st.reproduced)
-        pair_stalls(stalls, stalls2, cut, shift)
-        if sum(1 for st in stalls if st.reproduced) > before:
-            toml, scenario, model, mview = toml2, scenario2, model2, mview2
-            out.toml, out.scenario, out.model, out.model_stalls = toml, scenario, model, stalls2
-            out.notes.append("the " + " and ".join(sorted(s.value for s in slow)) + " delayed "
-                             "ACKs that the model would have sent at once: rebuilt with "
-                             "TCP_QUICKACK off before each read")
-        else:
-            slow = frozenset()
-            pair_stalls(stalls, out.model_stalls, cut, shift)
-    if model.outcome is not Outcome.OK:
-        out.notes.append(f"the model's re-run ended with {model.outcome}: {model.message}")
-    if cut is not None:     # compare the what-ifs with a baseline of the same length
-        short, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
-                                 limit=MAX_WHATIF_SEGMENTS)
-        _, base_trace = _run(runner, short, where)
-        out.baseline = _summary("as captured (model)", "", base_trace,
-                                view_of(base_trace, cap.dist, cap.mss, sack))
-    else:
-        out.baseline = _summary("as captured (model)", "", model, mview)
-    # NODELAY for the side Nagle held; with no Nagle stall, for the client (its answer is
-    # "no change") — unless the receiver's window held it: NODELAY cannot open a window
+    slow = _slow_ackers(stalls, out.profiles)
+    if not slow:
+        return mview
+    toml2, _, _ = build_toml(runs.cap, stalls, runs.os_choice, nodelay=runs.nodelay,
+                             slow_ack=slow)
+    scenario2, model2, mview2 = runs.run(toml2)
+    model2.meta["rtt_ms"] = rtt
+    stalls2 = find_stalls(mview2)
+    before = sum(1 for st in stalls if st.reproduced)
+    pair_stalls(stalls, stalls2, cut, shift)
+    if sum(1 for st in stalls if st.reproduced) <= before:
+        pair_stalls(stalls, out.model_stalls, cut, shift)
+        return mview
+    runs.slow = slow
+    out.toml, out.scenario, out.model, out.model_stalls = toml2, scenario2, model2, stalls2
+    out.notes.append("the " + " and ".join(sorted(s.value for s in slow)) + " delayed "
+                     "ACKs that the model would have sent at once: rebuilt with "
+                     "TCP_QUICKACK off before each read")
+    return mview2
+
+
+def _nodelay_whatifs(runs: _Runs, scenario: Scenario) -> list[WhatIf]:
+    """NODELAY for the side Nagle held; with no Nagle stall, for the client (its answer is
+    "no change") — unless the receiver's window held it: NODELAY cannot open a window."""
+    stalls = runs.stalls
     writers = [s for s in Side if any(st.waiting is s and "nagle" in st.causes
                                       for st in stalls)]
     held = {"cork", "msg_more"} | set(WINDOW_CAUSES)
@@ -555,70 +622,47 @@ def rebuild(cap: Captured, stalls: list[Stall], os_choice: dict[Side, str], *,
         # (never when the data was corked or window-limited: NODELAY opens no window
         # and TCP_CORK overrides it)
         writers = [Side.CLIENT]
+    out = []
     for side in writers:
         if scenario.side(side).options.nodelay:
             continue
         nd = {s: scenario.side(s).options.nodelay or s is side for s in Side}
-        t2, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd, slow_ack=slow,
-                              limit=MAX_WHATIF_SEGMENTS)
-        _, tr = _run(runner, t2, where)
-        w = _summary(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true", tr,
-                     view_of(tr, cap.dist, cap.mss, sack))
-        w.toml = t2
-        out.whatifs.append(w)
+        out.append(runs.whatif(f"NODELAY on the {side.value}", f"{side.value}.nodelay = true",
+                               runs.toml(nodelay=nd)))
+    return out
+
+
+def _cork_whatifs(runs: _Runs, scenario: Scenario) -> list[WhatIf]:
+    """For a side rebuilt with TCP_CORK: clearing the cork after each message's last
+    write; and, when its peer waited on a cork stall, the MSG_MORE reading fixed."""
+    out = []
     for side in Side:
         if not scenario.side(side).options.cork:
             continue
         # TCP_CORK kept the side's last write: clear it once the message is written
-        t4, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
-                              limit=MAX_WHATIF_SEGMENTS, fixes=Fixes(uncork=frozenset({side})))
-        _, tr = _run(runner, t4, where)
-        out.whatifs.append(_summary(
+        out.append(runs.whatif(
             f"uncork after the last write ({side.value})",
-            f"{side.value}: setsockopt(TCP_CORK, 0) after each message's last write", tr,
-            view_of(tr, cap.dist, cap.mss, sack)))
-        out.whatifs[-1].toml = t4
-        if any(st.causes[:1] == ["cork"] and st.waiting is side.peer for st in stalls):
+            f"{side.value}: setsockopt(TCP_CORK, 0) after each message's last write",
+            runs.toml(fixes=Fixes(uncork=frozenset({side})))))
+        if any(st.causes[:1] == ["cork"] and st.waiting is side.peer for st in runs.stalls):
             # the wire cannot tell TCP_CORK from MSG_MORE: the MSG_MORE reading, fixed
-            t6, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
-                                  cork={side: False}, limit=MAX_WHATIF_SEGMENTS,
-                                  fixes=Fixes(more_first=frozenset({side})))
-            _, tr = _run(runner, t6, where)
-            out.whatifs.append(_summary(
+            out.append(runs.whatif(
                 f"no MSG_MORE on the last write ({side.value})",
-                f"{side.value}: MSG_MORE on every write of a message but its last", tr,
-                view_of(tr, cap.dist, cap.mss, sack)))
-            out.whatifs[-1].toml = t6
-    if " more" in toml:
-        t5, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
-                              limit=MAX_WHATIF_SEGMENTS,
-                              fixes=Fixes(last_plain=frozenset(Side)))
-        _, tr = _run(runner, t5, where)
-        out.whatifs.append(_summary("no MSG_MORE on the last write",
-                                    "each message's last write sent without MSG_MORE", tr,
-                                    view_of(tr, cap.dist, cap.mss, sack)))
-        out.whatifs[-1].toml = t5
-    t3, _, _ = build_toml(cap, stalls, os_choice, merge=True, nodelay=nd0, slow_ack=slow,
-                          limit=MAX_WHATIF_SEGMENTS)
-    plain, _, _ = build_toml(cap, stalls, os_choice, nodelay=nd0, slow_ack=slow,
-                             limit=MAX_WHATIF_SEGMENTS)
-    if t3 != plain:
-        _, tr = _run(runner, t3, where)
-        out.whatifs.append(_summary("one write per request", "each message sent with one "
-                                    "write", tr, view_of(tr, cap.dist, cap.mss, sack)))
-        out.whatifs[-1].toml = t3
-    base = out.baseline.per_request_ms
-    lat = request_latencies(cap.trace)
-    out.captured_per_request_ms = round(statistics.median(lat) / 1000, 1) if lat else None
-    real = out.captured_per_request_ms
-    for w in out.whatifs:
+                f"{side.value}: MSG_MORE on every write of a message but its last",
+                runs.toml(cork={side: False}, fixes=Fixes(more_first=frozenset({side})))))
+    return out
+
+
+def _describe_whatifs(whatifs: list[WhatIf], base: float | None, real: float | None) -> None:
+    """Each what-if's sentence, beside the capture's own time per request (``real``) and
+    the model's of the capture (``base``)."""
+    for w in whatifs:
         if w.per_request_ms is not None:
             was = (f" (captured: {real} ms; the model of the capture: {base} ms)"
                    if base is not None else "")
             w.text = f"{w.name}: {w.per_request_ms} ms per request{was}, {w.stalls} stall(s)"
         else:
             w.text = f"{w.name}: {w.total_ms} ms in all, {w.stalls} stall(s)"
-    return out
 
 
 def _where_text(captured_on: str) -> str:

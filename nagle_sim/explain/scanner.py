@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
-from .connections import STALL_US, Connection, Splitter, Tally
+from .connections import Connection, Splitter, Tally
 from .pcap import (
     LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2,
@@ -135,10 +135,10 @@ _COOKED = (LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
 
 def _feed(batches: Iterator[Batch], out: CaptureFile, splitter: Splitter,
           store: PacketStore, progress: Progress | None) -> None:
-    """The scan's loop: every frame parsed in place, its connection found, counted and
-    its packet stored. IPv4 over Ethernet (or any link) is parsed inline here; other
-    frames go through `pcap.parse_tcp_ip`. One dictionary lookup per packet: the key is
-    the IPv4 header's addresses and the TCP header's ports, one slice of the frame."""
+    """The scan's loop: every frame parsed in place, its connection found, counted
+    (`Tally.add`) and its packet stored. IPv4 over Ethernet (or any link) is parsed
+    inline here; other frames go through `pcap.parse_tcp_ip`. One dictionary lookup per
+    packet: the key is the IPv4 header's addresses and the TCP header's ports."""
     current, new = splitter.current, splitter.new
     pack, ip4, tcph = _REC.pack, _IP4.unpack_from, _TCPH.unpack_from
     link_offset, parse, syn_options = _link_offset, parse_tcp_ip, _syn_options
@@ -197,22 +197,7 @@ def _feed(batches: Iterator[Batch], out: CaptureFile, splitter: Splitter,
             if entry is None or (flags & 0x12 == 0x02 and entry[0].syn_seq not in (-1, seq)):
                 entry = new(key, seq, flags, t)
             tally, d, kept = entry
-            # Tally.add, inlined (the per-packet path of the triage)
-            gap = t - tally.last_t
-            if gap > tally.watch:
-                tally.gap(d, gap, seq, flags, plen, t)
-            tally.last_t = t
-            if plen:
-                tally.sent[d] += plen
-                tally.end[d] = seq + plen
-                if t - tally.last_data >= STALL_US:
-                    tally.opens[d] += 1
-                tally.last_data = t
-            if flags & 0x10:
-                tally.ack[d] = ack
-            if flags & 0x07:
-                tally.control(d, flags, seq, t)
-            tally.count += 1
+            tally.add(d, t, seq, ack, flags, plen)
             if tally.count > limit:
                 store.cut.add(tally.conn.number)
                 continue

@@ -244,16 +244,70 @@ def _reaction_from_data(conn: Connection, raw: list[Packet]) -> tuple[int | None
 
 
 def to_trace(conn: Connection, source_name: str) -> Captured:
-    """Build the trace of ``conn``; ``source_name`` goes into the title and meta."""
+    """Build the trace of ``conn``; ``source_name`` goes into the title and meta: where
+    each host is from the capture point, the sequence bases, window scaling and MSS,
+    then every segment (super-segments cut, retransmissions marked) in send-time order."""
     notes: list[str] = []
     raw = conn.loaded()
     packets = _dedupe(raw, notes)
     syn, synack, ack = _handshake(conn, raw)
     handshake = syn is not None and synack is not None
+    reacts = _reaction_from_data(conn, raw)
+    dist, how = _distances(syn, synack, ack, reacts, notes)
+    captured_on, how = _capture_point(conn, dist, how, handshake, packets)
+    seq_of, ack_of = _sequence_bases(conn, packets, syn, synack)
+    shift = {Side.CLIENT: 0, Side.SERVER: 0}
+    if handshake and syn is not None and synack is not None:
+        if syn.wscale >= 0 and synack.wscale >= 0:
+            shift = {Side.CLIENT: syn.wscale, Side.SERVER: synack.wscale}
+    elif not handshake:
+        shift = _infer_wscale(conn, packets)
+    ts = any(p.ts for p in (syn, synack) if p is not None)
+    mss, mss_known, mss_how, mss_conf = _mss(conn, packets, syn, synack, ts, notes)
+    origin_cap = syn.t if syn is not None else packets[0].t
+    origin = origin_cap - (dist[Side.CLIENT] if syn is not None else 0)
+    rows, supers, whole, retrans_count = _segment_rows(
+        conn, packets, _Reading(dist=dist, seq_of=seq_of, ack_of=ack_of, shift=shift,
+                                mss=mss, origin=origin))
+    segments = [r[2] for r in rows]
+    seen_list = [Micros(r[2].t + dist[r[2].src]) for r in rows]
+    holes = find_holes(segments, seen_list)
+    _segment_notes(notes, mss, supers, whole, holes, retrans_count)
+    client_ep, server_ep = format_endpoint(conn.client), format_endpoint(conn.server)
+    meta: dict[str, Any] = {
+        "capture": source_name, "connection": conn.number,
+        "client": client_ep, "server": server_ep,
+        "captured_on": captured_on, "captured_on_how": how,
+        "client_distance_ms": round(dist[Side.CLIENT] / 1000, 3),
+        "server_distance_ms": round(dist[Side.SERVER] / 1000, 3),
+        "rtt_ms": round(2 * (dist[Side.CLIENT] + dist[Side.SERVER]) / 1000, 3),
+        "mss": mss, "mss_known": mss_known, "window_scale": {s.value: shift[s] for s in Side},
+        "timestamps_option": ts, "sack_permitted": bool(
+            syn is not None and synack is not None and syn.sack_ok and synack.sack_ok),
+        "start_epoch_us": origin, "super_segments": supers,
+        "retransmitted_segments": retrans_count, "notes": notes,
+        "link": "loopback" if captured_on == "both" else "captured",
+    }
+    if not handshake:
+        _cap_without_handshake(meta, _inferred(conn, segments, dist, reacts, mss, mss_how,
+                                               mss_conf, shift), notes)
+    trace = Trace(source=Source.CAPTURE, title=f"{source_name}: {client_ep} → {server_ep}",
+                  segments=segments, meta=meta)
+    return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],
+                    frames=[r[4] for r in rows], captured_on=captured_on,
+                    dist={s: Micros(d) for s, d in dist.items()}, mss=mss,
+                    mss_known=mss_known, handshake=handshake, notes=notes, holes=holes)
+
+
+def _distances(syn: Packet | None, synack: Packet | None, ack: Packet | None,
+               reacts: tuple[int | None, int | None], notes: list[str]
+               ) -> tuple[dict[Side, int], str]:
+    """Each host's distance (µs) from the capture point, and how it was found: half of
+    its reaction gap in the handshake (bounded by the quickest reaction seen anywhere),
+    or without one half of its quickest ACK or release (``reacts``, client first)."""
+    c_react, s_react = reacts
     dist = {Side.CLIENT: 0, Side.SERVER: 0}
-    c_react, s_react = _reaction_from_data(conn, raw)
-    if handshake:
-        assert syn is not None and synack is not None
+    if syn is not None and synack is not None:
         g1 = synack.t - syn.t
         g2 = (ack.t - synack.t) if ack is not None else 0
         # the quickest reaction seen anywhere bounds the distance: jitter on the path
@@ -263,14 +317,19 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         if c_react is not None and ack is not None:
             g2 = min(g2, c_react)
         dist[Side.SERVER], dist[Side.CLIENT] = max(0, g1) // 2, max(0, g2) // 2
-        how = "handshake timing"
-    else:
-        dist[Side.CLIENT] = (c_react or 0) // 2
-        dist[Side.SERVER] = (s_react or 0) // 2
-        how = "the quickest ACKs and releases (no handshake in the capture)"
-        notes.append("the capture starts mid-connection: sequence numbers are relative to "
-                     "the first byte seen, and what the handshake would have said is "
-                     "inferred from the traffic (below)")
+        return dist, "handshake timing"
+    dist[Side.CLIENT] = (c_react or 0) // 2
+    dist[Side.SERVER] = (s_react or 0) // 2
+    notes.append("the capture starts mid-connection: sequence numbers are relative to "
+                 "the first byte seen, and what the handshake would have said is "
+                 "inferred from the traffic (below)")
+    return dist, "the quickest ACKs and releases (no handshake in the capture)"
+
+
+def _capture_point(conn: Connection, dist: dict[Side, int], how: str, handshake: bool,
+                   packets: list[Packet]) -> tuple[str, str]:
+    """Where the capture was taken ("client", "server", "both", "between", "unknown") and
+    how that is known; a host's own reaction time is no distance (set to 0 in ``dist``)."""
     # Both ends on one host is a fact of the addresses, not of timing: two hosts on a LAN
     # answer each other in a fraction of a millisecond too, and their distance is real.
     one_host = same_host(conn)
@@ -279,18 +338,20 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
         if one_host or dist[side] < HOST_US or (near[side] and not near[side.peer]):
             dist[side] = 0            # the capturing host's own reaction time, not a path
     if one_host:
-        captured_on = "both"
-        how = "the addresses (both ends on one host)"
-    elif not handshake and not any(p.plen for p in packets):
-        captured_on = "unknown"
-    elif dist[Side.CLIENT] == 0 and dist[Side.SERVER] > 0:
-        captured_on = "client"
-    elif dist[Side.SERVER] == 0 and dist[Side.CLIENT] > 0:
-        captured_on = "server"
-    else:
-        captured_on = "between"       # two hosts, the capture somewhere on the path
+        return "both", "the addresses (both ends on one host)"
+    if not handshake and not any(p.plen for p in packets):
+        return "unknown", how
+    if dist[Side.CLIENT] == 0 and dist[Side.SERVER] > 0:
+        return "client", how
+    if dist[Side.SERVER] == 0 and dist[Side.CLIENT] > 0:
+        return "server", how
+    return "between", how       # two hosts, the capture somewhere on the path
 
-    # --- sequence bases
+
+def _sequence_bases(conn: Connection, packets: list[Packet], syn: Packet | None,
+                    synack: Packet | None) -> tuple[dict[Side, _Unwrap], dict[Side, _Unwrap]]:
+    """Each side's sequence and acknowledgement numbers made relative to its initial
+    sequence number (the SYN's, or one before the first byte seen)."""
     c_syn = syn.seq if syn is not None else None
     s_syn = synack.seq if synack is not None else None
     c_first = next((p for p in packets if conn.from_client(p)), None)
@@ -301,18 +362,15 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     if s_syn is None:
         s_syn = (s_first.seq - 1) if s_first is not None else (
             (c_first.ack - 1) if c_first is not None else 0)
-    seq_of = {Side.CLIENT: _Unwrap(c_syn), Side.SERVER: _Unwrap(s_syn)}
-    ack_of = {Side.CLIENT: _Unwrap(s_syn), Side.SERVER: _Unwrap(c_syn)}
+    return ({Side.CLIENT: _Unwrap(c_syn), Side.SERVER: _Unwrap(s_syn)},
+            {Side.CLIENT: _Unwrap(s_syn), Side.SERVER: _Unwrap(c_syn)})
 
-    # --- window scaling and MSS
-    shift = {Side.CLIENT: 0, Side.SERVER: 0}
-    if handshake and syn is not None and synack is not None:
-        if syn.wscale >= 0 and synack.wscale >= 0:
-            shift = {Side.CLIENT: syn.wscale, Side.SERVER: synack.wscale}
-    elif not handshake:
-        shift = _infer_wscale(conn, packets)
+
+def _mss(conn: Connection, packets: list[Packet], syn: Packet | None,
+         synack: Packet | None, ts: bool, notes: list[str]) -> tuple[int, bool, str, float]:
+    """(MSS, from the SYN's option?, how, confidence): the smaller SYN option less the
+    timestamps option's 12 B, else inferred from the traffic; kept within 88-65495 B."""
     mss_opts = [p.mss for p in (syn, synack) if p is not None and p.mss]
-    ts = any(p.ts for p in (syn, synack) if p is not None)
     mss_how, mss_conf = "", HIGH
     if mss_opts:
         mss, mss_known = min(mss_opts) - (12 if ts else 0), True
@@ -323,11 +381,34 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
     if not 88 <= mss <= 65495:
         notes.append(f"MSS {mss} is outside 88-65495 bytes: using the nearest of those")
         mss = min(max(mss, 88), 65495)
+    return mss, mss_known, mss_how, mss_conf
 
-    # --- segments
-    origin_cap = syn.t if syn is not None else packets[0].t
-    origin = origin_cap - (dist[Side.CLIENT] if syn is not None else 0)
-    rows: list[tuple[int, int, SegmentRecord, bool, int]] = []
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How a connection's packets are read into segments: each host's distance from the
+    capture point, sequence unwrapping, window shifts, the MSS, the trace's time zero
+    (capture-point µs)."""
+
+    dist: dict[Side, int]
+    seq_of: dict[Side, _Unwrap]
+    ack_of: dict[Side, _Unwrap]
+    shift: dict[Side, int]
+    mss: int
+    origin: int
+
+
+Row = tuple[int, int, SegmentRecord, bool, int]
+"""(send time, arrival order, segment, retransmitted, frame number)."""
+
+
+def _segment_rows(conn: Connection, packets: list[Packet], how: _Reading
+                  ) -> tuple[list[Row], int, int, int]:
+    """Every packet as segments in send-time order (a super-segment cut into the
+    MSS-sized ones the wire carried), with (super-segments, kept whole, retransmissions)."""
+    dist, seq_of, ack_of, shift, mss, origin = (how.dist, how.seq_of, how.ack_of, how.shift,
+                                                how.mss, how.origin)
+    rows: list[Row] = []
     marker = RetransmitMarker()
     supers = retrans_count = whole = 0
     budget = MAX_SPLIT_RECORDS
@@ -364,8 +445,12 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
                                 why=RETRANSMIT_WHY if retrans else "")
             rows.append((t, len(rows), rec, retrans, p.frame))
     rows.sort(key=lambda r: (r[0], r[1]))
-    segments = [r[2] for r in rows]
-    seen_list = [Micros(r[2].t + dist[r[2].src]) for r in rows]
+    return rows, supers, whole, retrans_count
+
+
+def _segment_notes(notes: list[str], mss: int, supers: int, whole: int, holes: list[Hole],
+                   retrans_count: int) -> None:
+    """The notes on what the segments showed: super-segments, holes, retransmissions."""
     if supers:
         notes.append(f"{supers} segment(s) are longer than the MSS ({mss} B): super-segments "
                      "of TSO/GSO (captured on the sender before they were cut) or of GRO "
@@ -373,7 +458,6 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
                      "as the MSS-sized segments the wire carried (ACK and window copied, PSH "
                      "and FIN on the last)"
                      + (f"; {whole} too large to split are kept whole" if whole else ""))
-    holes = find_holes(segments, seen_list)
     for side in Side:
         mine = [h for h in holes if h.side is side]
         if mine:
@@ -385,38 +469,19 @@ def to_trace(conn: Connection, source_name: str) -> Captured:
                          "holds: beyond that they are a gap)")
     if retrans_count:
         notes.append(f"{retrans_count} retransmission(s) in the capture")
-    client_ep, server_ep = format_endpoint(conn.client), format_endpoint(conn.server)
-    meta: dict[str, Any] = {
-        "capture": source_name, "connection": conn.number,
-        "client": client_ep, "server": server_ep,
-        "captured_on": captured_on, "captured_on_how": how,
-        "client_distance_ms": round(dist[Side.CLIENT] / 1000, 3),
-        "server_distance_ms": round(dist[Side.SERVER] / 1000, 3),
-        "rtt_ms": round(2 * (dist[Side.CLIENT] + dist[Side.SERVER]) / 1000, 3),
-        "mss": mss, "mss_known": mss_known, "window_scale": {s.value: shift[s] for s in Side},
-        "timestamps_option": ts, "sack_permitted": bool(
-            syn is not None and synack is not None and syn.sack_ok and synack.sack_ok),
-        "start_epoch_us": origin, "super_segments": supers,
-        "retransmitted_segments": retrans_count, "notes": notes,
-        "link": "loopback" if captured_on == "both" else "captured",
-    }
-    if not handshake:
-        inferred = _inferred(conn, segments, dist, (c_react, s_react), mss, mss_how,
-                             mss_conf, shift)
-        # every rule leans on the distances: a stall is no surer than they are
-        cap = min(MEDIUM, inferred["distances"]["confidence"])
-        meta["inferred"] = inferred
-        meta["confidence_cap"] = cap
-        notes.append("inferred without the handshake: " + "; ".join(
-            f"{fact['text']} (confidence {fact['confidence']:.1f})"
-            for fact in inferred.values()) + f"; so no stall is named with a confidence "
-            f"above {cap:.1f}")
-    trace = Trace(source=Source.CAPTURE, title=f"{source_name}: {client_ep} → {server_ep}",
-                  segments=segments, meta=meta)
-    return Captured(trace=trace, seen=seen_list, retransmit=[r[3] for r in rows],
-                    frames=[r[4] for r in rows], captured_on=captured_on,
-                    dist={s: Micros(d) for s, d in dist.items()}, mss=mss,
-                    mss_known=mss_known, handshake=handshake, notes=notes, holes=holes)
+
+
+def _cap_without_handshake(meta: dict[str, Any], inferred: dict[str, dict[str, Any]],
+                           notes: list[str]) -> None:
+    """Without the handshake every rule leans on inferred facts (the distances above
+    all): no stall is surer than they are (``meta["confidence_cap"]``)."""
+    cap = min(MEDIUM, inferred["distances"]["confidence"])
+    meta["inferred"] = inferred
+    meta["confidence_cap"] = cap
+    notes.append("inferred without the handshake: " + "; ".join(
+        f"{fact['text']} (confidence {fact['confidence']:.1f})"
+        for fact in inferred.values()) + f"; so no stall is named with a confidence "
+        f"above {cap:.1f}")
 
 
 def _infer_mss(conn: Connection, packets: list[Packet]) -> tuple[int, str, float]:

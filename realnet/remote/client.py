@@ -16,6 +16,7 @@ import re
 import secrets
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from nagle_sim.model.events import Side
@@ -24,6 +25,7 @@ from nagle_sim.scenario.steps import steps
 from nagle_sim.trace import Outcome, Trace
 from realnet import hostfacts, sockopts
 from realnet.assemble import (
+    Seg,
     base_meta,
     build_trace,
     report_retransmissions,
@@ -376,8 +378,39 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
     data_port = ready.get("port")
     if ready.get("type") != "ready" or type(data_port) is not int or not 0 < data_port < 65536:
         raise ProtocolError("malformed ready reply")
-    kernel = hello.get("kernel")
     server_facts = hostfacts.clean_facts(hello.get("facts"))
+    meta = _remote_meta(scenario, remote, hello)
+    client_facts = _prepare_client(scenario, client, local_addr, meta)
+    rt = rt_priority_available()
+    meta["sched"] = f"SCHED_FIFO {rt}" if rt else "normal (not root)"
+    runner = SideRunner(Side.CLIENT, scenario.client, scenario.source, sock=client,
+                        address=(host, data_port), rt_priority=rt)
+    far = RemoteSide(chan, max_ops=script_size(scenario.server.script).statements + 2)
+    ifname = client_facts.get("interface")
+    outcome, packets, local_off = _run_sides(
+        scenario, runner, far, _Capturing(capture_cls, ifname, local_addr, data_port),
+        meta, say, timeout_s, rtt_ns)
+    meta.update(far.meta)
+    _host_facts(meta, far, server_facts, client_facts, say)
+    segs, server_log = _both_captures(scenario, meta, far, packets, local_off, data_port,
+                                      same_host_lo=ifname == "lo", offset_ns=offset_ns,
+                                      rtt_ns=rtt_ns)
+    outcome = _name_remote_failure(scenario, outcome)
+    if outcome.outcome is Outcome.OK and server_log.error:
+        outcome = RunEnd(Outcome.ERROR, server_log.error)
+    for key, log in (("sched", runner.log), ("server_sched", server_log)):
+        if log.rt_refused:
+            meta[key] = "normal (SCHED_FIFO refused)"
+    trace = build_trace(scenario, {Side.CLIENT: runner.log, Side.SERVER: server_log}, segs,
+                        meta, outcome)
+    report_retransmissions(trace, say)
+    return trace
+
+
+def _remote_meta(scenario: Scenario, remote: str, hello: dict[str, Any]) -> dict[str, Any]:
+    """The trace's meta for a run against ``remote``: its kernel, and that the scenario's
+    link is not emulated (the real path's apply)."""
+    kernel = hello.get("kernel")
     meta = base_meta(scenario, remote=True)
     meta.update(link="remote", remote=remote,
                 server_kernel=printable(kernel, 100) if isinstance(kernel, str) else None)
@@ -386,6 +419,13 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
             "the scenario's link (delays, rate, queue) is not emulated on a remote run: the "
             "real path's apply (meta.path: measured from the captures; compare gives the "
             "model the path's delays and rate)")
+    return meta
+
+
+def _prepare_client(scenario: Scenario, client: socket.socket, local_addr: str,
+                    meta: dict[str, Any]) -> dict[str, Any]:
+    """The client socket's MSS and options set; this host's facts (with the congestion
+    control the socket got, and why not the profile's when it could not)."""
     sockopts.set_maxseg(client, maxseg_for(scenario.link.mss))
     opts = scenario.client.options
     note = sockopts.apply_initial(client, nodelay=opts.nodelay, cork=opts.cork,
@@ -397,22 +437,37 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
     if note:
         meta.setdefault("notes", []).append(note)
         client_facts["congestion_notes"] = {"client": note}
-    rt = rt_priority_available()
-    meta["sched"] = f"SCHED_FIFO {rt}" if rt else "normal (not root)"
-    runner = SideRunner(Side.CLIENT, scenario.client, scenario.source, sock=client,
-                        address=(host, data_port), rt_priority=rt)
-    far = RemoteSide(chan, max_ops=script_size(scenario.server.script).statements + 2)
+    return client_facts
+
+
+@dataclass(frozen=True, slots=True)
+class _Capturing:
+    """How this host captures the data connection: the capture class (AF_PACKET, or a
+    test's), the interface holding ``local_addr`` (None: none does) and the data port."""
+
+    capture_cls: Any
+    ifname: str | None
+    local_addr: str
+    data_port: int
+
+
+def _run_sides(scenario: Scenario, runner: SideRunner, far: RemoteSide, capturing: _Capturing,
+               meta: dict[str, Any], say: Progress, timeout_s: float | None,
+               rtt_ns: int) -> tuple[RunEnd, list[Any], int]:
+    """Run the client side here under supervision with the serve's, capturing where this
+    host can: (how the run ended, this host's packets, their clock offset)."""
     cap = None
     try:
         runner.start()
-        ifname = client_facts.get("interface")
+        ifname = capturing.ifname
         why_not = capture_unavailable() or (None if ifname else
-                                            f"no interface holds {local_addr}")
+                                            f"no interface holds {capturing.local_addr}")
         if why_not:
             meta["capture"] = f"unavailable: {why_not}"
             say(f"realnet: no packet capture here ({why_not})")
         else:
-            cap = capture_cls(ifname, filter_ports={data_port}, outgoing_only=False).start()
+            cap = capturing.capture_cls(ifname, filter_ports={capturing.data_port},
+                                        outgoing_only=False).start()
             meta["capture"] = f"AF_PACKET on {ifname} (this host: send and arrival times)"
         runner.go()
         limit = timeout_s if timeout_s is not None else run_timeout_s(scenario)
@@ -427,7 +482,13 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
         if cap is not None:
             with contextlib.suppress(Exception):
                 cap.stop()
-    meta.update(far.meta)
+    return outcome, packets, cap.clock_offset_ns if cap is not None else 0
+
+
+def _host_facts(meta: dict[str, Any], far: RemoteSide, server_facts: dict[str, Any],
+                client_facts: dict[str, Any], say: Progress) -> None:
+    """Both hosts' facts into ``meta``, with what the serve said of its congestion
+    control and of packets its capture could not send."""
     server_facts["congestion"] = {"server": far.meta.get("server_congestion")}
     if far.meta.get("server_congestion_note"):
         server_facts["congestion_notes"] = {"server": far.meta["server_congestion_note"]}
@@ -441,9 +502,15 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
             f"the serve's capture had {far.meta['server_capture_truncated']} packets beyond "
             f"the {MAX_REMOTE_PACKETS} it may send; their times come from this host's "
             "capture")
-    local_off = cap.clock_offset_ns if cap is not None else 0
+
+
+def _both_captures(scenario: Scenario, meta: dict[str, Any], far: RemoteSide,
+                   packets: list[Any], local_off: int, data_port: int, *, same_host_lo: bool,
+                   offset_ns: int, rtt_ns: int) -> tuple[list[Seg], SideLog]:
+    """The two hosts' clocks related (`estimate_offset`), the serve's log on this host's
+    clock, and the segments from both captures merged (each sender's from its own host;
+    one capture when both ends are this host's loopback), their causality checked."""
     remote_off = far.meta.get("capture_clock_offset_ns")
-    same_host_lo = ifname == "lo"
     remote_packets = far.packets if type(remote_off) is int and not same_host_lo else []
     clock = estimate_offset(packets, local_off, remote_packets,
                              remote_off if type(remote_off) is int else 0, data_port,
@@ -472,16 +539,7 @@ def _run_data(scenario: Scenario, remote: str, host: str, hello: dict[str, Any],
     if not segs:
         meta.setdefault("notes", []).append(
             "no segment was captured on either host: stalls on the wire are unknown")
-    outcome = _name_remote_failure(scenario, outcome)
-    if outcome.outcome is Outcome.OK and server_log.error:
-        outcome = RunEnd(Outcome.ERROR, server_log.error)
-    for key, log in (("sched", runner.log), ("server_sched", server_log)):
-        if log.rt_refused:
-            meta[key] = "normal (SCHED_FIFO refused)"
-    trace = build_trace(scenario, {Side.CLIENT: runner.log, Side.SERVER: server_log}, segs,
-                        meta, outcome)
-    report_retransmissions(trace, say)
-    return trace
+    return segs, server_log
 
 
 def _name_remote_failure(scenario: Scenario, outcome: RunEnd) -> RunEnd:

@@ -68,35 +68,12 @@ def run(config: Config, command: Sequence[str] | None = None, *,
     ``keep_per_socket`` keeps each socket's decisions and, with ``config.segments``, its
     segments (trace files: `realnet.watch.trace`); ``on_started`` is called with the
     started program's pid; ``on_stall`` with each stall as soon as it ends."""
-    if command is not None and not command:
-        raise WatchError("-- COMMAND: nothing to run after --")
-    if command is not None and shutil.which(command[0]) is None:
-        # checked before anything is loaded: a typo costs no BPF load and says one thing
-        raise WatchError(f"cannot start {command[0]}: no such program (or not executable)")
-    records: list[bytes] = []
-    engine_box: list[Engine] = []
-    result_decisions: list[Decision] = []
-
-    def on_record(blob: bytes) -> None:
-        if keep_records and len(records) < max_records:
-            records.append(blob)
-        if record_to is not None:
-            record_to.write(blob.hex() + "\n")
-        eng = engine_box[0]
-        for d in eng.feed(raw.RawEvent.decode(blob)):
-            if keep_decisions:
-                result_decisions.append(d)
-            if on_decision is not None:
-                on_decision(d)
-        if eng.fresh_stalls:
-            fresh, eng.fresh_stalls = eng.fresh_stalls, []
-            if on_stall is not None:
-                for s in fresh:
-                    on_stall(s)
-
+    _check_command(command)
+    feed = _Feed(max_records=max_records if keep_records else 0, record_to=record_to,
+                 keep_decisions=keep_decisions, on_decision=on_decision, on_stall=on_stall)
     if command is not None:
         config.pids = (*config.pids, os.getpid())
-    watcher = Watcher(config, on_record)
+    watcher = Watcher(config, feed)
     old_handlers: dict[int, Any] = {}
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -108,65 +85,133 @@ def run(config: Config, command: Sequence[str] | None = None, *,
         old_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, stop)
         rep = watcher.start()
         hz = rep.hz or 250
-        engine_box.append(Engine(hz=hz, t0_ns=time.monotonic_ns(),
-                                 wire=config.segments, keep=keep_per_socket))
+        feed.engine = Engine(hz=hz, t0_ns=time.monotonic_ns(), wire=config.segments,
+                             keep=keep_per_socket)
         result.host = {"hz": hz, "kernel": os.uname().release}
         if record_to is not None:
             raw.write_fixture(record_to, result.host, ())
         if on_start is not None:
             on_start(rep)
         if command is not None:
-            try:
-                proc = subprocess.Popen(list(command))
-            except OSError as exc:
-                raise WatchError(f"cannot start {command[0]}: {exc.strerror or exc}") \
-                    from None
-            finally:
-                watcher.remove_tgid(os.getpid())
-            watcher.add_tgid(proc.pid)    # in case it forked before the hook saw it
-            if on_started is not None:
-                on_started(proc.pid)
-        deadline = time.monotonic() + duration_s if duration_s is not None else None
-        while True:
-            watcher.poll(_POLL_MS)
-            if proc is not None and proc.poll() is not None:
-                end = time.monotonic() + _TAIL_S
-                while time.monotonic() < end:
-                    watcher.poll(_POLL_MS)
-                result.returncode = proc.returncode
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-        watcher.drain()
+            proc = _start_program(watcher, command, on_started)
+        _read(watcher, proc, duration_s, result)
     except KeyboardInterrupt:
         result.signal = signal.SIGINT
     except Stopped as exc:
         result.signal = int(exc.args[0])
     finally:
-        try:
-            if watcher.obj is not None:
-                if result.signal is None:
-                    # records still waiting (a stop by signal does not wait for them)
-                    with contextlib.suppress(KeyboardInterrupt, Stopped):
-                        watcher.drain()
-                result.counters = watcher.counters()
-        finally:
-            watcher.close()
-            for signum, handler in old_handlers.items():
-                signal.signal(signum, handler)
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(2)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                result.returncode = proc.returncode
-    if engine_box:
-        eng = engine_box[0]
+        _detach(watcher, result, old_handlers, proc)
+    if feed.engine is not None:
+        eng = feed.engine
         result.stalls = eng.stalls()
         result.notes = eng.notes()
         result.engine = eng
-    result.decisions = result_decisions
-    result.records = records
+    result.decisions = feed.decisions
+    result.records = feed.records
     return result
+
+
+def _check_command(command: Sequence[str] | None) -> None:
+    """Refuse an empty or unknown ``-- COMMAND`` before anything is loaded: a typo costs
+    no BPF load and says one thing."""
+    if command is not None and not command:
+        raise WatchError("-- COMMAND: nothing to run after --")
+    if command is not None and shutil.which(command[0]) is None:
+        raise WatchError(f"cannot start {command[0]}: no such program (or not executable)")
+
+
+@dataclass(slots=True)
+class _Feed:
+    """What the watcher calls with each raw record: kept (up to ``max_records``) or
+    written to the fixture file, then fed to the decision engine, whose decisions and
+    finished stalls go to the callbacks as they come."""
+
+    max_records: int
+    record_to: IO[str] | None
+    keep_decisions: bool
+    on_decision: Callable[[Decision], None] | None
+    on_stall: Callable[[Stall], None] | None
+    engine: Engine | None = None
+    """Set once the watcher has started (its report gives HZ)."""
+    records: list[bytes] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+
+    def __call__(self, blob: bytes) -> None:
+        if len(self.records) < self.max_records:
+            self.records.append(blob)
+        if self.record_to is not None:
+            self.record_to.write(blob.hex() + "\n")
+        eng = self.engine
+        assert eng is not None, "a record before the watcher started"
+        for d in eng.feed(raw.RawEvent.decode(blob)):
+            if self.keep_decisions:
+                self.decisions.append(d)
+            if self.on_decision is not None:
+                self.on_decision(d)
+        if eng.fresh_stalls:
+            fresh, eng.fresh_stalls = eng.fresh_stalls, []
+            if self.on_stall is not None:
+                for s in fresh:
+                    self.on_stall(s)
+
+
+def _start_program(watcher: Watcher, command: Sequence[str],
+                   on_started: Callable[[int], None] | None) -> subprocess.Popen[bytes]:
+    """Start ``command``, watched from its first system call: watch's own process was in
+    the watched set for the fork (the kernel's fork hook adds the child) and leaves it
+    now."""
+    try:
+        proc = subprocess.Popen(list(command))
+    except OSError as exc:
+        raise WatchError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
+    finally:
+        watcher.remove_tgid(os.getpid())
+    watcher.add_tgid(proc.pid)    # in case it forked before the hook saw it
+    if on_started is not None:
+        on_started(proc.pid)
+    return proc
+
+
+def _read(watcher: Watcher, proc: subprocess.Popen[bytes] | None, duration_s: float | None,
+          result: Result) -> None:
+    """Poll the ring buffer until the started program exits (its status into ``result``;
+    then `_TAIL_S` more, for timers already armed) or ``duration_s`` passes; then drain
+    it."""
+    deadline = time.monotonic() + duration_s if duration_s is not None else None
+    while True:
+        watcher.poll(_POLL_MS)
+        if proc is not None and proc.poll() is not None:
+            end = time.monotonic() + _TAIL_S
+            while time.monotonic() < end:
+                watcher.poll(_POLL_MS)
+            result.returncode = proc.returncode
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    watcher.drain()
+
+
+def _detach(watcher: Watcher, result: Result, old_handlers: dict[int, Any],
+            proc: subprocess.Popen[bytes] | None) -> None:
+    """However the session ended: read what is still waiting (unless a signal ended it),
+    count, detach everything, restore the signal handlers and stop a started program
+    that still runs (SIGTERM, then SIGKILL after 2 s)."""
+    try:
+        if watcher.obj is not None:
+            if result.signal is None:
+                # records still waiting (a stop by signal does not wait for them)
+                with contextlib.suppress(KeyboardInterrupt, Stopped):
+                    watcher.drain()
+            result.counters = watcher.counters()
+    finally:
+        watcher.close()
+        for signum, handler in old_handlers.items():
+            signal.signal(signum, handler)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            result.returncode = proc.returncode

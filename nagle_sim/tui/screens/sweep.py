@@ -106,23 +106,36 @@ def series_of(result: SweepResult) -> list[tuple[tuple[str, str], ...]]:
     return out
 
 
+Series = tuple[tuple[str, str], ...]
+"""One bar of each group: the settings of the keys after the first."""
+
+
 def bar_chart(result: SweepResult, metric: str, width: int, height: int) -> Text:
     """``metric`` against the first varied key: one group of bars per value of that key,
     one bar per combination of the others (colour; left to right in the legend's order),
     the value above each bar, then the x labels and a legend. Fits ``width`` × ``height``
     cells where it can (bars shrink to one cell wide, two rows high)."""
-    xs = list(result.axes[0].values) if result.axes else ["(one cell)"]
-    series = series_of(result)
-    value: dict[tuple[str, tuple[tuple[str, str], ...]], float | None] = {}
-    for c in result.cells:
-        x = c.cell.settings[0][1] if c.cell.settings else xs[0]
-        value[(x, c.cell.settings[1:])] = c.model.get(metric)
-    known = [float(v) for v in value.values() if v is not None]
-    top = _ceiling(max(known, default=0.0))
-    ticks = [top, top / 2, 0.0]
-    tick_w = max(len(fmt(t) if not float(t).is_integer() else str(int(t))) for t in ticks)
-    legend = [" ".join(f"{k}={v}" for k, v in key) for key in series if key]
-    lines: list[list[int]] = []     # legend entries packed into lines of at most width
+    chart = _Chart(result, metric, width, height)
+    out = Text(no_wrap=True, overflow="crop")
+    x_key = result.axes[0].key if result.axes else ""
+    out.append(f"{metric}" + (f" by {x_key}" if x_key else ""), style="bold")
+    out.append(f"  (top {chart.label(chart.top).strip()})\n", style="dim")
+    for b in range(chart.rows, -1, -1):   # b = rows is the label row above a full bar
+        chart.plot_row(out, b)
+    out.append(chart.label(0.0) + " ┼", style="dim")
+    out.append("─" * (chart.group_w * len(chart.xs)) + "\n", style="dim")
+    out.append(" " * (chart.tick_w + 2))
+    for x in chart.xs:
+        out.append(" " * chart.gap)
+        out.append(_fit(x, chart.group_w - chart.gap, centre=True), style="bold")
+    out.append("\n")
+    chart.legend(out)
+    return out
+
+
+def _legend_lines(legend: list[str], width: int) -> list[list[int]]:
+    """The legend's entries (by index) packed into lines of at most ``width`` cells."""
+    lines: list[list[int]] = []
     used = width
     for s, entry in enumerate(legend):
         if used + 3 + len(entry) + 3 > width:
@@ -130,70 +143,93 @@ def bar_chart(result: SweepResult, metric: str, width: int, height: int) -> Text
             used = 0
         lines[-1].append(s)
         used += 3 + len(entry) + 3
-    legend_rows = len(lines)
-    rows = max(2, height - 4 - legend_rows)  # title, label row, axis, x labels
-    rows -= rows % 2    # an even number of rows puts the middle tick exactly at top / 2
-    plot_w = max(1, width - tick_w - 2)
-    n, k = len(xs), len(series)
-    gap = 2 if n * (k + 2) <= plot_w else 1 if n * (k + 1) <= plot_w else 0
-    inner = 1 if k > 1 and n * (gap + 3 * k - 1) <= plot_w else 0   # a space between bars
-    bar_w = max(1, min(8, (plot_w // n - gap + inner) // k - inner))
-    group_w = gap + bar_w * k + inner * (k - 1)
+    return lines
 
-    def label(t: float) -> str:
-        return (str(int(t)) if float(t).is_integer() else fmt(t)).rjust(tick_w)
 
-    units_of = {key: round(min(v, top) / top * rows * 8) if (v := value.get(key)) is not None
-                else None for key in value}
-    tick_rows = {rows - 1: ticks[0], rows // 2 - 1: ticks[1]}
-    out = Text(no_wrap=True, overflow="crop")
-    x_key = result.axes[0].key if result.axes else ""
-    out.append(f"{metric}" + (f" by {x_key}" if x_key else ""), style="bold")
-    out.append(f"  (top {label(top).strip()})\n", style="dim")
-    for b in range(rows, -1, -1):   # b = rows is the label row above a full bar
-        if b in tick_rows and b < rows:
-            out.append(label(tick_rows[b]) + " ┤", style="dim")
+class _Chart:
+    """`bar_chart`'s layout: the values, the scale and its ticks, the legend's lines, and
+    the sizes of rows, bars and groups that fit the space."""
+
+    def __init__(self, result: SweepResult, metric: str, width: int, height: int) -> None:
+        self.xs = list(result.axes[0].values) if result.axes else ["(one cell)"]
+        self.series = series_of(result)
+        self.value: dict[tuple[str, Series], float | None] = {}
+        for c in result.cells:
+            x = c.cell.settings[0][1] if c.cell.settings else self.xs[0]
+            self.value[(x, c.cell.settings[1:])] = c.model.get(metric)
+        known = [float(v) for v in self.value.values() if v is not None]
+        self.top = top = _ceiling(max(known, default=0.0))
+        self.ticks = [top, top / 2, 0.0]
+        self.tick_w = max(len(fmt(t) if not float(t).is_integer() else str(int(t)))
+                          for t in self.ticks)
+        self.entries = [" ".join(f"{k}={v}" for k, v in key) for key in self.series if key]
+        self.lines = _legend_lines(self.entries, width)
+        rows = max(2, height - 4 - len(self.lines))  # title, label row, axis, x labels
+        # an even number of rows puts the middle tick exactly at top / 2
+        self.rows = rows = rows - rows % 2
+        plot_w = max(1, width - self.tick_w - 2)
+        n, k = len(self.xs), len(self.series)
+        self.gap = gap = 2 if n * (k + 2) <= plot_w else 1 if n * (k + 1) <= plot_w else 0
+        # a space between bars
+        self.inner = inner = 1 if k > 1 and n * (gap + 3 * k - 1) <= plot_w else 0
+        self.bar_w = bar_w = max(1, min(8, (plot_w // n - gap + inner) // k - inner))
+        self.group_w = gap + bar_w * k + inner * (k - 1)
+        self.units_of = {key: round(min(v, top) / top * rows * 8)
+                         if (v := self.value.get(key)) is not None else None
+                         for key in self.value}
+        self.tick_rows = {rows - 1: self.ticks[0], rows // 2 - 1: self.ticks[1]}
+
+    def label(self, t: float) -> str:
+        return (str(int(t)) if float(t).is_integer() else fmt(t)).rjust(self.tick_w)
+
+    def plot_row(self, out: Text, b: int) -> None:
+        """Row ``b`` of the plot (0 the bottom; ``rows`` the label row above a full bar):
+        the axis with its tick, then every group's bars."""
+        if b in self.tick_rows and b < self.rows:
+            out.append(self.label(self.tick_rows[b]) + " ┤", style="dim")
         else:
-            out.append(" " * tick_w + (" │" if b < rows else "  "), style="dim")
-        for x in xs:
-            out.append(" " * gap)
-            for s, key in enumerate(series):
+            out.append(" " * self.tick_w + (" │" if b < self.rows else "  "), style="dim")
+        for x in self.xs:
+            out.append(" " * self.gap)
+            for s, key in enumerate(self.series):
                 if s:
-                    out.append(" " * inner)
-                units = units_of.get((x, key))
-                style = COLOURS[s % len(COLOURS)]
-                if units is None:
-                    out.append(_fit("–" if b == 0 else "", bar_w), style="dim")
-                    continue
-                fill = min(8, max(0, units - b * 8))
-                top_row = max(0, math.ceil(units / 8))
-                if fill == 8 and b == 0:
-                    out.append(_fit(LETTERS[s % len(LETTERS)], bar_w, centre=True),
-                               style=f"bold #000000 {bar_style(s)}")
-                elif fill == 8:
-                    out.append(FULL * bar_w, style=bar_style(s))
-                elif fill > 0:
-                    out.append(EIGHTHS[fill] * bar_w, style=style)
-                elif b == top_row:
-                    out.append(_fit(_short(value[(x, key)]), bar_w), style=f"bold {style}")
-                else:
-                    out.append(" " * bar_w)
+                    out.append(" " * self.inner)
+                self.bar_cell(out, b, s, x, key)
         out.append("\n")
-    out.append(label(0.0) + " ┼", style="dim")
-    out.append("─" * (group_w * n) + "\n", style="dim")
-    out.append(" " * (tick_w + 2))
-    for x in xs:
-        out.append(" " * gap)
-        out.append(_fit(x, group_w - gap, centre=True), style="bold")
-    out.append("\n")
-    for number, line in enumerate(lines):
-        for s in line:
-            out.append(f" {LETTERS[s % len(LETTERS)]}", style=f"bold #000000 {bar_style(s)}")
-            out.append(" ")
-            out.append(legend[s] + ("   " if s != line[-1] else ""))
-        if number < legend_rows - 1:
-            out.append("\n")
-    return out
+
+    def bar_cell(self, out: Text, b: int, s: int, x: str, key: Series) -> None:
+        """Bar ``s`` of group ``x`` in row ``b``: full, a partial top (eighths), its value
+        just above it, or empty; a missing value is a dash on the axis."""
+        bar_w = self.bar_w
+        units = self.units_of.get((x, key))
+        style = COLOURS[s % len(COLOURS)]
+        if units is None:
+            out.append(_fit("–" if b == 0 else "", bar_w), style="dim")
+            return
+        fill = min(8, max(0, units - b * 8))
+        top_row = max(0, math.ceil(units / 8))
+        if fill == 8 and b == 0:
+            out.append(_fit(LETTERS[s % len(LETTERS)], bar_w, centre=True),
+                       style=f"bold #000000 {bar_style(s)}")
+        elif fill == 8:
+            out.append(FULL * bar_w, style=bar_style(s))
+        elif fill > 0:
+            out.append(EIGHTHS[fill] * bar_w, style=style)
+        elif b == top_row:
+            out.append(_fit(_short(self.value[(x, key)]), bar_w), style=f"bold {style}")
+        else:
+            out.append(" " * bar_w)
+
+    def legend(self, out: Text) -> None:
+        """Each series' letter on its colour and its settings, line by line."""
+        for number, line in enumerate(self.lines):
+            for s in line:
+                out.append(f" {LETTERS[s % len(LETTERS)]}",
+                           style=f"bold #000000 {bar_style(s)}")
+                out.append(" ")
+                out.append(self.entries[s] + ("   " if s != line[-1] else ""))
+            if number < len(self.lines) - 1:
+                out.append("\n")
 
 
 def _fit(text: str, width: int, centre: bool = False) -> str:
