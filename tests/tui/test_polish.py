@@ -160,3 +160,43 @@ async def test_f4_shows_the_course_cheat_sheet_and_closes() -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, CheatSheetScreen)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_a_lesson_opens_with_its_prose_on_screen(size: tuple[int, int]) -> None:
+    """31.5: at 80×24 the what-ifs filled the left pane and lesson 1's prose began below
+    it (not a word of the lesson showed). Where the pane is tall enough the what-ifs stay
+    above the prose."""
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await app.push_screen(LessonScreen(_lesson("01-")))
+        await settle(pilot)
+        side = app.screen.query_one("#side")
+        prose, variants = app.screen.query_one("#prose"), app.screen.query_one("#variants")
+        bottom = side.region.bottom
+        # the heading and at least eight lines of the setup paragraph are in view
+        assert prose.region.y + 10 <= bottom, (prose.region, side.region)
+        if size == (120, 40):
+            assert variants.region.y < prose.region.y     # what-ifs first, as before
+            assert variants.region.bottom <= bottom
+        side_width = side.region.width
+        assert side_width >= 28, side_width
+
+
+async def test_the_sandbox_editor_is_wide_enough_to_edit_at_80_columns() -> None:
+    """31.5: at 80 columns the editor showed ~16 columns of TOML."""
+    from textual.widgets import TextArea
+
+    from nagle_sim.tui.screens.sandbox import SandboxScreen
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await app.push_screen(SandboxScreen())
+        await settle(pilot)
+        editor = app.screen.query_one("#editor", TextArea)
+        text_columns = editor.scrollable_content_region.width - editor.gutter_width
+        # `description = "two small writes…` needs more; the table headers, settings and
+        # script lines (under 26 columns in the lessons) must fit whole
+        assert text_columns >= 26, text_columns
+        assert app.screen.query_one("#ladder").region.width >= 40
