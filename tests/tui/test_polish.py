@@ -252,3 +252,58 @@ async def test_real_segments_inside_a_compressed_gap_each_get_a_labelled_line() 
         await pilot.pause()
         assert any(x.startswith("┄ kernel: measured at") for x in screen.context_lines(stall))
         assert any("kernel's segments" in x for x in screen.context_lines(0))
+
+
+async def test_the_sandbox_checks_the_lessons_exercise() -> None:
+    """Issue 30: "until the app checks them itself" exercises were checked only by the test
+    suite. A lesson's sandbox copy shows its exercise; ctrl+t judges the editor's text,
+    with the exercise's `keep` forced on (NODELAY cannot dodge it)."""
+    from textual.widgets import Static, TextArea
+
+    from nagle_sim.tui.screens.sandbox import SandboxScreen
+
+    app = NagleApp(run_sim=run_sim, ask_questions=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await app.push_screen(LessonScreen(_lesson("07-")))
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        sandbox = app.screen
+        assert isinstance(sandbox, SandboxScreen)
+        panel = sandbox.query_one("#exercise", Static)
+        assert "one segment" in str(panel.render()) and "ctrl+t" in str(panel.render())
+        editor = sandbox.query_one("#editor", TextArea)
+
+        async def verdict(text: str) -> str:
+            editor.text = text
+            await pilot.press("ctrl+t")
+            await settle(pilot)
+            return str(panel.render())
+
+        as_given = await verdict(editor.text)
+        assert "Not yet" in as_given and "✗ no request waits for a delayed ACK" in as_given
+        dodged = await verdict(editor.text.replace("[client]\n", "[client]\nnodelay = true\n"))
+        assert "Not yet" in dodged
+        solved = await verdict(editor.text.replace(
+            "  write 6      # \"hello \"\n  write 7      # \"world\\\\r\\\\n\"\n",
+            "  writev 6 7\n"))
+        assert "writev" in editor.text
+        assert "Solved." in solved and "✗" not in solved, solved
+
+
+async def test_an_exercise_is_not_checked_while_a_lesson_question_waits() -> None:
+    """The verdict says what the run does: it would answer the pending question."""
+    from textual.widgets import Static
+
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await app.push_screen(LessonScreen(_lesson("07-")))
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        await pilot.press("ctrl+t")
+        await settle(pilot)
+        text = str(app.screen.query_one("#exercise", Static).render())
+        assert "✗" not in text and "✓" not in text and "Solved" not in text

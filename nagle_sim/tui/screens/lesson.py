@@ -258,8 +258,10 @@ class LessonScreen(RunScreen):
                          "on could not be written into it.", severity="warning")
         # a question still pending keeps its horizon in the copy: the sandbox must not be
         # a way round predicting
+        from ..exercise import lesson_exercises
         self.app.push_screen(SandboxScreen(text=text, name=self.lesson.slug,
-                                           horizon=self.current_horizon()))
+                                           horizon=self.current_horizon(),
+                                           exercises=lesson_exercises(self.lesson)))
 
     def move_to(self, index: int, *, reveal_first: bool = False) -> None:
         ladder = self.query_one(Ladder)
