@@ -307,3 +307,33 @@ async def test_an_exercise_is_not_checked_while_a_lesson_question_waits() -> Non
         await settle(pilot)
         text = str(app.screen.query_one("#exercise", Static).render())
         assert "✗" not in text and "✓" not in text and "Solved" not in text
+
+
+async def test_the_sandbox_checks_a_claim_exercise() -> None:
+    """Issue 30, a claim exercise (lesson 18): the student's first [[expect]] must hold on
+    the lesson's run and its `also` variant and fail on the `contrast`; a claim that says
+    nothing does not pass."""
+    from textual.widgets import Static, TextArea
+
+    app = NagleApp(run_sim=run_sim, ask_questions=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await app.push_screen(LessonScreen(_lesson("18-")))
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        panel = app.screen.query_one("#exercise", Static)
+        editor = app.screen.query_one("#editor", TextArea)
+        base = editor.text
+
+        async def verdict(claim: str) -> str:
+            editor.text = base + "\n[[expect]]\n" + claim
+            await pilot.press("ctrl+t")
+            await settle(pilot)
+            return str(panel.render())
+
+        empty = await verdict('metric = "duration_ms"\nat_least = 0\nwhy = "it ran"\n')
+        assert "Not yet" in empty and "✗ fails on link.quickack=true" in empty
+        solved = await verdict('metric = "reason.client.DELACK_FIRED"\nat_least = 5\n'
+                               'why = "the timer sends most ACKs"\n')
+        assert "Solved." in solved and "✗" not in solved, solved
