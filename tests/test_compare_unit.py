@@ -813,3 +813,61 @@ def test_a_device_queue_lessons_na_reason_fits_a_remote_run() -> None:
         assert "this machine's loopback and TUN links" in local
         assert "loopback" not in remote and "TUN" not in remote
         assert "remote run" in remote and "real interface" in remote
+
+
+def _kernel_on_a_slower_path(seed: int, extra_us: int, *, tcp_info: bool = True
+                             ) -> tuple[object, Trace]:
+    """A stand-in kernel run of random scenario ``seed``: the model with every packet
+    ``extra_us`` slower, and the handshake RTTs it reads as TCP_INFO after connect and
+    accept, as a real run records them."""
+    from nagle_sim.compare.align import _handshake_rtts, with_path_latency
+    from nagle_sim.scenario import loads
+    from nagle_sim.scenario.generator import random_scenario
+    from nagle_sim.sim.driver import run_sim
+    from nagle_sim.trace import EventRecord
+
+    sc = loads(random_scenario(seed).text)
+    real = run_sim(with_path_latency(sc, extra_us))
+    real.source = Source.REALNET
+    rtts = _handshake_rtts(real)
+    assert rtts is not None
+    if tcp_info:
+        real.events += [EventRecord(t=Micros(0), side=side, kind="tcp_info", code="TCP_INFO",
+                                    reason="", detail=what, data={"rtt": rtt})
+                        for side, what, rtt in ((C, "after connect", rtts[0]),
+                                                (S, "after accept", rtts[1]))]
+    return sc, real
+
+
+@pytest.mark.parametrize("extra_us", [60, 116])
+def test_the_model_takes_the_emulated_paths_measured_latency(extra_us: int) -> None:
+    """validate --random seed 51 (1 Mbit/s, no delay): the kernels' handshake RTTs were
+    ~120 µs longer than the link's two packets, so the server's loss probe timeout
+    (2·SRTT + 2 ms) came to two jiffies where the model's came to one; its early probe
+    put the model's server out of ping-pong and it ACKed what the kernel delayed. With
+    the measured latency per packet the model takes the kernel's decisions, and says so."""
+    from nagle_sim.compare import aligned_model_run, profiles_of
+    from nagle_sim.sim.driver import run_sim
+
+    sc, real = _kernel_on_a_slower_path(51, extra_us)
+    plain = compare(run_sim(sc), real, profiles=profiles_of(sc))
+    assert any("the model sent a pure ACK of 8449 the kernel did not" in p
+               for p in plain.problems), plain.problems
+    sim = aligned_model_run(sc, real, run_sim)
+    assert sim.meta["path_latency_us"] == extra_us
+    result = compare(sim, real, profiles=profiles_of(sc))
+    assert result.agree, result.problems
+    assert any(n.startswith(f"the model's packets took {extra_us} µs longer")
+               for n in result.notes), result.notes
+
+
+def test_without_the_kernels_rtts_or_beyond_bounds_no_latency_is_taken() -> None:
+    """No TCP_INFO read (an older saved run): nothing to measure the path by; and an
+    excess of 2 ms or more per packet is a busy host, left for the comparison to show."""
+    from nagle_sim.compare import aligned_model_run
+    from nagle_sim.sim.driver import run_sim
+
+    sc, real = _kernel_on_a_slower_path(51, 116, tcp_info=False)
+    assert "path_latency_us" not in aligned_model_run(sc, real, run_sim).meta
+    sc, real = _kernel_on_a_slower_path(51, 2_500)
+    assert "path_latency_us" not in aligned_model_run(sc, real, run_sim).meta

@@ -65,3 +65,35 @@ def test_the_decisions_of_a_slow_host_agree_with_the_host_timed_model() -> None:
     assert layers.decisions.agree, layers.decisions.differences
     assert layers.summary.startswith("decisions agree; timing differs")
     assert layers.decisions.basis.startswith("the model run with each call as late")
+
+
+FIN_PROBE = '''
+[link]
+delay_ms = 10
+[client]
+script = "set quickack off; write 1; read 1; sleep 400ms"
+[server]
+script = "read 1; write 1"
+'''
+
+
+def test_a_fin_only_the_model_sent_again_is_a_decision_difference_not_a_crash() -> None:
+    """The model's loss probe re-sends its FIN, the kernel's did not (validate --random
+    seed 66 on one kernel run): a retransmission with no real twin. The decisions layer
+    looked at that twin to ask whether a late ACK explained it, and crashed the whole
+    validate run with an IndexError; it is a difference, named."""
+    sc = loads(FIN_PROBE, "fin.toml")
+    sim = run_sim(sc)
+    probe = [s for s in sim.segments if s.src is Side.SERVER and s.has_fin][1:]
+    assert probe and probe[0].code == "LOSS_PROBE", sim.segments
+    real = run_sim(sc)
+    real.source = "realnet"
+    real.segments = [s for s in real.segments
+                     if not (s.src is Side.SERVER and s.has_fin and s.code == "LOSS_PROBE")]
+    for seg in real.segments:
+        seg.code, seg.why = "", ""
+    cmp = compare(sim, real)
+    assert any(m.kind == "retransmit" and not m.ok and not m.real for m in cmp.matches)
+    layers = two_layers(cmp, sim, real)
+    assert not layers.decisions.agree
+    assert any("FIN" in d for d in layers.decisions.differences), layers.decisions.differences

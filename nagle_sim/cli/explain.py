@@ -25,6 +25,11 @@ def fill_explain(p: argparse.ArgumentParser) -> None:
                        help="explain connection N (default: the longest stall)")
     which.add_argument("--port", type=options.port, metavar="P",
                        help="explain the connection using port P")
+    p.add_argument("--kernel", metavar="WATCH.json",
+                   help="the kernel's own decisions about the same connection: a trace "
+                        "`nagle-sim watch -o` wrote while the capture ran; the stalls it "
+                        "covers are named from them (confidence 1), the connection is the "
+                        "one it watched (docs/explain.md)")
     p.add_argument("--os", default="", metavar="client=linux,server=windows",
                    help="each side's stack profile (default: from its delayed-ACK timing)")
     p.add_argument("--json", action="store_true",
@@ -152,11 +157,28 @@ def _broken_pipe() -> None:
     raise BrokenPipeError
 
 
+def _explain(args: argparse.Namespace) -> Any:
+    """The explanation of ``args.capture`` (with the watch trace of ``--kernel``), a
+    progress line on a terminal meanwhile."""
+    from ..explain import explain_file, load_watch
+    from ..runners import simulate
+    # a --kernel file that is unreadable or no watch trace is refused before the capture
+    kernel = load_watch(args.kernel) if getattr(args, "kernel", None) else None
+    progress = _progress(args.capture)
+    try:
+        return explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
+                            runner=simulate, truncated_ok=getattr(args, "truncated_ok", False),
+                            top=getattr(args, "top", 10), progress=progress, kernel=kernel)
+    except MemoryError:
+        raise UserError(f"{args.capture}: too large to explain in memory") from None
+    finally:
+        if progress is not None:
+            progress.clear()
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    from ..explain import explain_file
     from ..explain.report import dumps, markdown, print_report, write_pictures
     from ..export import ExportError
-    from ..runners import simulate
 
     if args.json and args.markdown:
         # one document on stdout: JSON with Markdown after it would parse as neither
@@ -169,16 +191,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                (args.scenario, "--scenario", ".toml"),
                                (getattr(args, "annotate", None), "--annotate", ".pcapng")):
         _check_output(path, flag, suffix)
-    progress = _progress(args.capture)
-    try:
-        ex = explain_file(args.capture, conn=args.conn, port=args.port, os_text=args.os,
-                          runner=simulate, truncated_ok=getattr(args, "truncated_ok", False),
-                          top=getattr(args, "top", 10), progress=progress)
-    except MemoryError:
-        raise UserError(f"{args.capture}: too large to explain in memory") from None
-    finally:
-        if progress is not None:
-            progress.clear()
+    ex = _explain(args)
     ex.runtime = getattr(args, "runtime", ex.runtime)
     written: list[str] = []
     try:

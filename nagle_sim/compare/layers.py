@@ -169,7 +169,11 @@ class _Judge:
     def row(self, m: Match) -> str | None:
         where = (m.sim_t if m.sim_t is not None else m.real_t) or 0
         at = f"{arrow(m.side)} {m.klass} at {ms_text(where)} ms"
-        if m.kind == "retransmit" and not m.ok and _after_late_ack(self.real, m.real[0]):
+        # a retransmission only the kernel sent may follow an ACK that came late; one only
+        # the model sent (m.real empty: its loss probe re-sent a FIN the kernel did not)
+        # has no real twin to ask, and is a difference
+        if (m.kind == "retransmit" and not m.ok and m.real
+                and _after_late_ack(self.real, m.real[0])):
             self.aside["late_retrans"] += 1
             return None
         if m.kind in STRUCTURAL_KINDS and not m.ok:

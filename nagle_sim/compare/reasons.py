@@ -360,19 +360,21 @@ def compare_reasons(model: Trace, real: Trace, hz: int = 250) -> ReasonCompariso
         ties = _ties(mine, 1_000_000 // hz)
         for cat, code in _groups(mine, kernel, side):
             ms = []
+            unseen: list[ReasonPair] = []
             for e in mine:
                 if category(e) != cat or code is not None and e.code != code:
                     continue
                 note = invisible.get(id(e))
                 if note:        # not expected among the kernel's: a note, not a pair
-                    out.pairs.append(ReasonPair(side, cat, e, None, True, note))
-                    out.notes.append(f"{side.value} {cat} ({e.code}) at model "
-                                     f"{ms_text(e.t)} ms: {note}")
+                    pair = ReasonPair(side, cat, e, None, True, note)
+                    out.pairs.append(pair)
+                    unseen.append(pair)
                     continue
                 ms.append(e)
             ks = [e for e in kernel if e.side is side and category(e) == cat
                   and (code is None or e.code == code)]
             if not ms and not ks:
+                out.notes += _unseen_notes(unseen)
                 continue
             sm = difflib.SequenceMatcher(a=[_key(e) for e in ms], b=[_key(e) for e in ks],
                                          autojunk=False)
@@ -402,14 +404,52 @@ def compare_reasons(model: Trace, real: Trace, hz: int = 250) -> ReasonCompariso
                     out.problems.append(f"{side.value} {cat}: the model's {m.code} at "
                                         f"{ms_text(m.t)} ms ({m.detail or m.reason}); the "
                                         "kernel has none")
-                for k in ks[j1:j2]:
-                    out.pairs.append(ReasonPair(side, cat, None, k, False,
-                                                "the model did not decide this"))
-                    out.problems.append(f"{side.value} {cat}: the kernel's {k.code} at "
-                                        f"{ms_text(k.t)} ms ({k.detail or k.reason}); the "
-                                        "model has none")
+                _kernel_only(out, side, cat, ks[j1:j2], unseen,
+                             max((q.t for q in ms[:i1]), default=-1))
+            out.notes += _unseen_notes(unseen)
     out.pairs.sort(key=_when)
     return out
+
+
+def _kernel_only(out: ReasonComparison, side: Side, cat: str, ks: list[EventRecord],
+                 unseen: list[ReasonPair], after: int) -> None:
+    """Kernel decisions no model decision of the run matched in order: each is the
+    model's next delayed-ACK arm set aside as invisible (`_phase_twin`), or a difference."""
+    for k in ks:
+        twin = _phase_twin(unseen, k, after)
+        if twin is not None:
+            # the model set this re-arm aside as invisible (the same jiffy as its queued
+            # timer); the kernel's jiffy boundary fell between the two deadlines, so its
+            # timer moved and the tracepoint ran
+            twin.kernel = k
+            after = twin.model.t if twin.model is not None else after
+            twin.note = ("a re-arm the model placed in its queued timer's jiffy; the "
+                         "kernel's jiffy phase made it the next one, so the kernel's arm "
+                         "was seen")
+            continue
+        out.pairs.append(ReasonPair(side, cat, None, k, False, "the model did not decide "
+                                    "this"))
+        out.problems.append(f"{side.value} {cat}: the kernel's {k.code} at {ms_text(k.t)} "
+                            f"ms ({k.detail or k.reason}); the model has none")
+
+
+def _unseen_notes(pairs: list[ReasonPair]) -> list[str]:
+    """The notes for the model's decisions set aside as not observable."""
+    return [f"{p.side.value} {p.category} ({p.model.code}) at model {ms_text(p.model.t)} "
+            f"ms: {p.note}" for p in pairs if p.model is not None]
+
+
+def _phase_twin(unseen: list[ReasonPair], k: EventRecord, after: int) -> ReasonPair | None:
+    """The model's delayed-ACK arm, set aside as invisible, that this unmatched kernel arm
+    is: the first one not yet paired after the model decisions already paired before it
+    (in order, not by time: the model's run and the real one keep their own pace). The
+    model set it aside because its deadline fell in the jiffy of its queued timer; the
+    kernel's jiffy boundary fell between them, so its timer moved and the tracepoint ran
+    (docs/watch.md, "Comparing reasons")."""
+    if k.code != "DELACK_WAIT":
+        return None
+    return next((p for p in unseen if p.kernel is None and p.model is not None
+                 and p.model.code == k.code and p.model.t > after), None)
 
 
 def _when(p: ReasonPair) -> int:

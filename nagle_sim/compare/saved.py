@@ -64,6 +64,7 @@ def check_meta(trace: Trace, where: str) -> None:
                 for v in value.values())):
             raise _bad(where, key, value, "an object of counts")
     number("jiffy_phase_us", meta.get("jiffy_phase_us"), 0, 10_000)
+    number("path_latency_us", meta.get("path_latency_us"), 0, 10_000)
     facts = meta.get("host_facts")
     if facts is not None:
         if not isinstance(facts, dict):

@@ -359,4 +359,8 @@ def _run_notes(sim: Trace, real: Trace) -> list[str]:
         notes.append(f"the model ran at the kernel's measured jiffy phase "
                      f"({sim.meta['jiffy_phase_us']} µs into a tick at t=0; a real run's "
                      "phase is arbitrary)")
+    if sim.meta.get("path_latency_us") is not None:
+        notes.append(f"the model's packets took {sim.meta['path_latency_us']} µs longer, as "
+                     "the kernels' handshake RTTs (TCP_INFO) show the emulated path's did "
+                     "(the TUN devices and the relay)")
     return notes

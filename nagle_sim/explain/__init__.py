@@ -30,6 +30,7 @@ from .pcap import CaptureError, CaptureFile, read_capture
 from .rebuild import Rebuilt, parse_os, rebuild
 from .scanner import PacketStore, Progress, scan
 from .totrace import Captured, to_trace
+from .watched import WatchError, WatchJoin, load_watch
 
 __all__ = ["CaptureError", "ExplainError", "Explanation", "explain_file"]
 
@@ -167,9 +168,17 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
     matching = [c for c in conns if port in (c.client[1], c.server[1])] if port else []
     if port is not None and not matching:
         raise ExplainError(f"{path}: no connection uses port {port}")
+    watched = kernel if isinstance(kernel, WatchJoin) else None
+    if watched is not None:
+        # the watch trace names its connection: that one is explained (checked against
+        # --conn, found among --port's or all), refused before the analysis when absent
+        watched.choose(matching if port is not None else conns,
+                       conns[conn - 1] if conn is not None else None, path)
     rank(conns, path, top=top, progress=progress)
     if conn is not None:
         chosen = conns[conn - 1]
+    elif watched is not None:
+        chosen = watched.choose(matching if port is not None else conns, None, path)
     elif port is not None:
         chosen = longest_stalled(matching)
     else:
@@ -183,7 +192,11 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
                 frames=captured.frames, mss=captured.mss, sack=sack)
     stalls = find_stalls(view)
     doubt_missing(stalls, captured)
+    if watched is not None:
+        watched.bind(captured)
     decided = apply_kernel_word(stalls, captured.trace, kernel) if kernel is not None else 0
+    if watched is not None:
+        watched.place(stalls)
     # the explained connection's own stalls are the final word (a lone connection was
     # not ranked; a ranked one was analysed without SACK knowledge)
     chosen.longest_stall = longest_stall(stalls)
@@ -193,6 +206,8 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
     if kernel is not None:
         notes.append(f"the kernel's own decisions (a watch trace) decided {decided} of the "
                      f"{len(stalls)} stall(s); the others are read from the wire")
+    if watched is not None:
+        notes += watched.summary()
     if store.truncated(chosen.number):
         notes.insert(0, f"connection {chosen.number} has {chosen.count:,} packets: "
                      f"explained from its first {len(chosen.packets):,}")
@@ -217,4 +232,4 @@ def _explain(capture: CaptureFile, conns: list[Connection], store: PacketStore, 
 
 # re-exported for tests and the report
 __all__ += ["Stall", "read_capture", "split_connections", "to_trace", "find_stalls",
-            "KernelWord", "KernelVerdict"]
+            "KernelWord", "KernelVerdict", "WatchError", "WatchJoin", "load_watch"]

@@ -327,9 +327,10 @@ def advise(stall: Stall, runtime: str = DEFAULT_RUNTIME) -> Advice:
                           "MSG_MORE says more is coming: the kernel waits for it"))
         steps.append(Step("coalesce", rt.coalesce,
                           "one write per message needs neither cork nor MSG_MORE"))
+        held_by = "MSG_MORE on its last write" if first == "msg_more" else \
+            "corked (TCP_CORK or MSG_MORE) after its last write"
         return Advice(side, runtime, f"change the {side.value}: its data waited for the "
-                      "probe timer because it was corked (TCP_CORK or MSG_MORE) after its "
-                      "last write", tuple(steps))
+                      f"probe timer because it was {held_by}", tuple(steps))
     if causes & set(WINDOW_CAUSES):
         side = writer(stall)
         reader = side.peer if side is not None else stall.waiting

@@ -388,9 +388,20 @@ def group_line(members: list[Stall]) -> str:
     compared = [m for m in members if m.reproduced is not None]
     model = (f"; model: {sum(1 for m in compared if m.reproduced)}/{len(compared)} "
              "reproduced" if compared else "")
-    conf = min(m.confidence for m in members)
-    return (f"{len(members)} × {span}, {at}: {first.cause} (confidence {conf:.1f}) — "
+    return (f"{len(members)} × {span}, {at}: {first.cause} ({confidence_text(members)}) — "
             f"{first.text}{model}{alternatives_text(first)}")
+
+
+def confidence_text(members: list[Stall]) -> str:
+    """"confidence 0.9"; "the kernel's decision" when a watch trace decided every one
+    (`nagle_sim.explain.watched`), or how many it decided."""
+    conf = min(m.confidence for m in members)
+    by_kernel = sum(1 for m in members if m.decided_by == "kernel")
+    if by_kernel == len(members):
+        return f"the kernel's decision, confidence {conf:.1f}"
+    if by_kernel:
+        return f"confidence {conf:.1f}; {by_kernel} of {len(members)} decided by the kernel"
+    return f"confidence {conf:.1f}"
 
 
 def alternatives_text(s: Stall) -> str:
@@ -466,7 +477,7 @@ def _stall_table(stalls: list[Stall], console: Any) -> None:
         line = Text(f"at {s.start / 1000:.3f} ms, {s.duration / 1000:.1f} ms: ")
         line.append(s.cause, style="bold")
         model = _model_text(s)
-        line.append(f" (confidence {s.confidence:.1f}) — {s.text}"
+        line.append(f" ({confidence_text([s])}) — {s.text}"
                     + (f"; {model}" if model else "") + alternatives_text(s))
         hang(console, "  ", line, 4)
 

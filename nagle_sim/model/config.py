@@ -399,7 +399,7 @@ LINUX_5_15: Final = LINUX_6_1.with_overrides(
 
 LINUX_5_4: Final = LINUX_5_15.with_overrides(
     name="linux-5.4",
-    description="Linux 5.4 (5.1-5.19 era): ping-pong needs 3 quick replies; quick-ACK budget "
+    description="Linux 5.4 (5.1-5.18 era): ping-pong needs 3 quick replies; quick-ACK budget "
     "spent per data segment; exact-MSS PSH segments could wait 40 ms (S4's one-way stream "
     "goes delayed after the 16 quick ACKs)",
     sources=(

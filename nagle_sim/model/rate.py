@@ -18,7 +18,7 @@ from .config import (
     SK_PACING_SHIFT,
 )
 from .cubic import Cubic, Reno
-from .events import Kind, Micros, Reason, Timer
+from .events import Kind, Micros, Reason, Segment, Timer
 from .sock import Sock
 from .state import CA_STATE_NAMES, CaState, Chrono, Skb, State
 
@@ -65,6 +65,15 @@ def chrono_stats_us(sk: Sock, now: Micros) -> tuple[int, int, int]:
 
 
 # ---------------------------------------------------------------- RTT and RTO
+def tcp_rtt_tsopt_us(sk: Sock, now: Micros, seg: Segment) -> int:
+    """tcp_rtt_tsopt_us(tp, 1): the RTT from an ACK's timestamp echo, now − TSecr on the
+    millisecond TS clock, 0 counted as 1 ms; -1 when timestamps are off or the ACK
+    carries no echo (tcp_ack_update_rtt's rx_opt.saw_tstamp, rcv_tsecr)."""
+    if not sk.rcv.ts_on or seg.tsecr < 0:
+        return -1
+    return max(now // 1000 - seg.tsecr, 1) * 1000
+
+
 def tcp_rtt_estimator(sk: Sock, m: int) -> None:
     """tcp_rtt_estimator + tcp_set_rto (RFC 6298 as Linux does it): SRTT moves 1/8 toward
     each sample, mdev 1/4 (1/32 when the sample is below SRTT); rttvar jumps up to a larger
@@ -305,11 +314,13 @@ def tcp_cwnd_restart(sk: Sock, now: Micros) -> None:
 
 def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets: int,
                      delivered: int = -1, una_advanced: bool = True,
-                     newly_lost: int = 0) -> None:
+                     newly_lost: int = 0, retrans_rtt_us: int | None = None) -> None:
     """tcp_rate_gen + tcp_cong_control: a delivery-rate sample for BBR; otherwise, in fast
     recovery, Proportional Rate Reduction of ``delivered`` (segments ACKed or
     duplicate-ACKed; default: the ACKed ones), else slow start / congestion avoidance
-    when data was ACKed (tcp_may_raise_cwnd)."""
+    when data was ACKed (tcp_may_raise_cwnd). ``retrans_rtt_us``: retransmitted data was
+    ACKed, so the sample (rs->rtt_us) is not the newest skb's timing but this, the
+    timestamp echo's (-1: none; tcp_ack_update_rtt)."""
     cc = sk.cc
     acked = len(acked_skbs)
     cc.delivered += acked
@@ -330,8 +341,11 @@ def tcp_cong_control(sk: Sock, now: Micros, acked_skbs: list[Skb], prior_packets
         rs.is_app_limited = newest.tx_app_limited
         cc.first_tx_mstamp = newest.sent_at
         send_us = newest.sent_at - newest.tx_first_tx
-        if not newest.retransmitted:
+        if retrans_rtt_us is None:
             rs.rtt_us = now - newest.sent_at
+        elif retrans_rtt_us >= 0:
+            rs.rtt_us = retrans_rtt_us
+        if rs.rtt_us >= 0:      # tcp_update_rtt_min
             cc.min_rtt_us = rs.rtt_us if not cc.min_rtt_us else min(cc.min_rtt_us, rs.rtt_us)
     if cc.app_limited and cc.delivered > cc.app_limited:
         cc.app_limited = 0

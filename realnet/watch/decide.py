@@ -201,6 +201,11 @@ class Conn:
     wire: list[WireSeg] = field(default_factory=list)
     """Its segments, kept only when the engine keeps the wire (`Engine(wire=True)`)."""
     closed: bool = False
+    in_sockopt: Decision | None = None
+    """A ping-pong entry seen inside a setsockopt whose option its record will say."""
+    probe_seen: bool = False
+    """The probe timer now pending was reported armed (its timer_start, or inferred from
+    a send's state: `Engine._unseen_probe_arm`)."""
 
     @property
     def name(self) -> str:
@@ -304,6 +309,12 @@ class Engine:
         if handler is None:
             return []
         out = handler(self, e)
+        if e.icsk_pending != raw.ICSK_TIME_PROBE0 or e.type == raw.OUT and e.len:
+            # no probe pending, or data leaving (the RTO or loss probe replaces it): the
+            # next PROBE0 pending is a new arm
+            known = self.conns.get(e.sk)
+            if known is not None:
+                known.probe_seen = False
         if self.keep and out:
             c = self.conns.get(e.sk)
             if c is not None:
@@ -383,8 +394,33 @@ class Engine:
         return (Reason.PACING_HOLD, f"{q} B queued (inferred: pacing or TSO deferral)",
                 False)
 
+    def _unseen_probe_arm(self, c: Conn, e: RawEvent) -> list[Decision]:
+        """A probe timer the send armed without a timer_start record: its state has
+        icsk_pending = PROBE0, but no arm was seen since the socket's last other state.
+        tcp_check_probe_timer arms it with mod_timer, and __mod_timer returns before the
+        tracepoint when the timer is still queued for the same expiry or wheel bucket —
+        the loss-probe/RTO timer armed when the previous message left, which clearing
+        (inet_csk_clear_xmit_timer) leaves queued. Its delay is tcp_probe0_base:
+        max(icsk_rto, TCP_RTO_MIN)."""
+        if e.icsk_pending != raw.ICSK_TIME_PROBE0 or c.probe_seen or not e.queued:
+            return []
+        c.probe_seen = True
+        when = max(e.rto_j, -(-self.hz // 5))          # TCP_RTO_MIN = HZ / 5, rounded up
+        detail = (f"{when} jiffies ({self.j_ms(when)}, RTO {self.j_ms(e.rto_j)}); "
+                  f"{e.queued} B queued, {e.packets_out} packet(s) in flight; seen pending "
+                  "in the send's state (mod_timer found the write timer still queued for "
+                  "that expiry or its wheel bucket: no timer_start)")
+        return [self._decision(c, e, Kind.TIMER_ARMED, Reason.PROBE0_ARMED, detail,
+                               timer="probe0", deadline_us=self.us(e) + self.j_us(when))]
+
     def _on_send(self, e: RawEvent) -> list[Decision]:
         c = self._conn(e)
+        armed = self._unseen_probe_arm(c, e)
+        if armed:
+            return armed + self._on_send_queue(c, e)
+        return self._on_send_queue(c, e)
+
+    def _on_send_queue(self, c: Conn, e: RawEvent) -> list[Decision]:
         if not e.queued:
             if c.hold is not None:
                 # its last byte left unseen (a path the segment hook did not report)
@@ -532,6 +568,7 @@ class Engine:
             return [d]
         detail = (f"{delta} jiffies ({self.j_ms(delta)}, RTO {self.j_ms(e.rto_j)}); "
                   f"{e.queued} B queued, {e.packets_out} packet(s) in flight")
+        c.probe_seen = True
         return [self._decision(c, e, Kind.TIMER_ARMED, Reason.PROBE0_ARMED, detail,
                                timer="probe0", deadline_us=deadline)]
 
@@ -592,7 +629,10 @@ class Engine:
             words = f"ping-pong {opp} → {e.pingpong}"
             if reason is None:
                 words += " (quick-ACK mode entered on an arriving segment)"
-            out.append(self._decision(c, e, Kind.MODE, reason, words))
+            d = self._decision(c, e, Kind.MODE, reason, words)
+            if reason is Reason.QUICKACK_OFF:
+                c.in_sockopt = d         # which option it was: the setsockopt's own record
+            out.append(d)
         if e.ato != oato:
             # tcp_delack_timer_handler doubles ato (up to the RTO) when the timer fires
             # outside ping-pong: an increase seen in the timer's own run is that; any
@@ -613,6 +653,14 @@ class Engine:
         reason = Reason.SOCKOPT_SET
         if opt == raw.TCP_QUICKACK:
             reason = Reason.QUICKACK_ON if val else Reason.QUICKACK_OFF
+        entered, c.in_sockopt = c.in_sockopt, None
+        if entered is not None and opt != raw.TCP_QUICKACK:
+            # ping-pong entered inside another option's setsockopt: data it pushed (an
+            # uncork, NODELAY) left within ato of the last data received
+            # (tcp_event_data_sent), not TCP_QUICKACK = 0. The decision is renamed where
+            # it is kept (traces, comparisons); a live view has already shown it.
+            entered.code = Reason.PINGPONG_ENTER.name
+            entered.detail += f" (data sent inside setsockopt({name}))"
         return [self._decision(c, e, Kind.SOCKOPT, reason, f"{name} = {val}{result}")]
 
     # -- holds and stalls ----------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from nagle_sim.model import Side, SocketError, SockOpt, State
+from nagle_sim.model.events import Reason
 
 from .harness import Harness, ms
 
@@ -524,3 +525,41 @@ def test_timestamps_are_on_only_when_both_syns_carry_them(peer_ts: bool, ours: b
     assert (ack.tsval, ack.tsecr) == ((20, 520) if ours else (-1, -1))
     # the receiver's RTT from the echo: 20 ms since our SYN-ACK's TSval 0
     assert h.ep._sk.rcv.rtt8 == (20_000 << 3 if ours else 0)
+
+
+# ------------------------------- RTT from the timestamp echo (tcp_ack_update_rtt, RTTM)
+def test_an_ack_of_retransmitted_data_samples_the_rtt_from_its_timestamp_echo() -> None:
+    """Karn's rule bars the ACK's own timing once it ACKs data that was sent twice (here
+    by the tail loss probe), but with timestamps tcp_ack_update_rtt takes now − TSecr
+    (whole ms) instead: SRTT moves 1/8 towards the 29 ms echo of the probed segment. The
+    kernel did so (validate --random seed 3: SRTT 5258 → ~8860 µs after such an ACK over
+    1 Mbit/s); before this rule the model took no sample and its next loss probes fired
+    a round early."""
+    h = Harness(side=Side.CLIENT, mss=1000)
+    h.ep.connect(h.now)
+    h.peer(ms(1), seq=0, ack=1, flags="SA", window=65535, tsval=7, tsecr=0)
+    assert h.ep.tcp_info(h.now).rtt == 1000
+    h.write(ms(1), 3000)
+    h.advance(ms(15))
+    probes = [s for s in h.out if s.seg.why is Reason.LOSS_PROBE]
+    assert [p.seg.seq for p in probes] == [2001] and probes[0].seg.tsval > 1, h.out
+    h.peer(ms(20), seq=1, ack=2001, window=65535, tsval=8, tsecr=1)
+    srtt = 1000 + (19_000 - 1000) // 8          # the ACK's own timing: 19 ms
+    assert h.ep.tcp_info(h.now).rtt == srtt
+    h.peer(ms(30), seq=1, ack=3001, window=65535, tsval=9, tsecr=1)
+    assert h.ep.tcp_info(h.now).rtt == srtt + (29_000 - srtt) // 8
+
+
+def test_without_timestamps_an_ack_of_retransmitted_data_gives_no_rtt_sample() -> None:
+    """The same without the option (a Windows peer): Karn's rule alone, SRTT unchanged."""
+    h = Harness(side=Side.CLIENT, mss=1000)
+    h.ep.connect(h.now)
+    h.peer(ms(1), seq=0, ack=1, flags="SA", window=65535)
+    h.write(ms(1), 3000)
+    h.advance(ms(15))
+    assert any(s.seg.why is Reason.LOSS_PROBE for s in h.out), h.out
+    h.peer(ms(20), seq=1, ack=2001, window=65535)
+    srtt = 1000 + (19_000 - 1000) // 8
+    assert h.ep.tcp_info(h.now).rtt == srtt
+    h.peer(ms(30), seq=1, ack=3001, window=65535)
+    assert h.ep.tcp_info(h.now).rtt == srtt

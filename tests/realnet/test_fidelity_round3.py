@@ -132,6 +132,7 @@ SNDBUF = """
 title = "a 4 kB send buffer: the write blocks and the flights stay the kernel's"
 [link]
 delay_ms = 5
+quickack = true
 [client]
 script = "set sndbuf 4k; write 100000; read 1"
 [server]
@@ -143,7 +144,22 @@ def test_a_small_send_buffer_blocks_the_write_as_the_kernel_does() -> None:
     """SO_SNDBUF (sock_setsockopt: doubled, no more tcp_sndbuf_expand), checked by
     sk_stream_memory_free per skb in tcp_sendmsg_locked: the 100 kB write blocks and is
     copied as ACKs free the queue, so each round trip carries what the buffer lets in;
-    the data segments of the first four round trips and the write's return agree."""
+    the data segments of the first four round trips and the write's return agree.
+
+    The route is quick-ACK (every segment ACKed on arrival) to keep a receiver race out
+    of a test about the sender. Without it the kernel parts two ways (18 runs: 13 sent
+    10, 20, 36, 4 segments per round trip, as the model does, and 5 sent 10, 20, 2, 33):
+    the quick-ACK budget runs out inside the second flight, and whether its last
+    segment is ACKed at once depends on whether it arrived before the reader's last read
+    of the flight (__tcp_cleanup_rbuf ACKs more than one rcv_mss unACKed) or after it
+    (one full segment alone: no ACK on arrival or on the read, the delayed-ACK timer),
+    microseconds either way. In the second case that segment's skb and the 2 segments
+    the writer added keep the queue above the mark an ACK must bring it under to wake
+    the writer (2/3 of sk_sndbuf, sk_stream_write_space; 2280 + 3728 B against 5461 B
+    by the model's truesize), so the write waits a round trip more. The model's
+    rate-less link delivers a flight at one instant, so its reader always takes the
+    tail at once: the first case. With the quick-ACK route 22 runs of 22 agreed
+    (docs/model.md, "the burst-arrival race")."""
     def check(real: Trace, sim: Trace) -> None:
         rounds = []
         for trace in (real, sim):
@@ -296,3 +312,56 @@ def test_the_user_timeout_drops_the_connection_as_the_kernel_does() -> None:
         except AssertionError as e:
             failures.append(str(e))
     pytest.fail("two real runs disagree with the model:\n  " + "\n  --\n  ".join(failures))
+
+
+TS_RTT = """
+title = "a loss probe over 1 Mbit/s: the ACK of the probed segment is timed by its echo"
+[link]
+delay_ms = 0
+rate = "1mbit"
+[client]
+nodelay = true
+script = "write 4011; read 2; sleep 20ms"
+[server]
+script = "read 4011; sleep 20ms; write 2"
+"""
+
+
+def test_an_ack_of_probed_data_is_timed_by_its_timestamp_echo() -> None:
+    """Three segments take 35 ms to cross 1 Mbit/s; the tail loss probe (2·SRTT + 2 ms
+    after a 1 ms handshake) re-sends the last one long before the original arrives. Its
+    ACK covers retransmitted data, so Karn bars the ACK's own timing, and
+    tcp_ack_update_rtt takes now − TSecr instead (~34 ms, the original's echo): TCP_INFO's
+    SRTT after the read is ~8.9 ms on the kernel (5.3 ms without that sample), and the
+    model's, read at the same moment, agrees within 1.5 ms."""
+    snaps: list[TcpInfo] = []
+
+    def check(real: Trace, sim: Trace) -> None:
+        probes = [s for s in _data(real, Side.CLIENT) if s.seq == 2897]
+        assert len(probes) == 2, ("the kernel sent no loss probe", probes)
+        kernel = _kernel_info(real, Side.CLIENT, "rtt")
+        read_at = next(i for i, e in enumerate(
+            e for e in real.events if e.kind == "tcp_info" and e.side is Side.CLIENT)
+            if "read" in e.detail)
+        assert kernel[read_at] > 7_000, kernel
+        assert abs(snaps[read_at].rtt - kernel[read_at]) <= 1_500, (kernel, snaps)
+    _check_twice(loads(TS_RTT), check, _model_tcp_info(Side.CLIENT, snaps))
+
+
+def test_the_model_takes_the_emulated_paths_latency_and_the_kernels_probe_timing() -> None:
+    """validate --random seed 51 (1 Mbit/s, no delay): the server's loss probe timeout,
+    2·SRTT + 2 ms after a ~1 ms handshake, sits on the 4 ms line. The kernels' handshake
+    RTTs (TCP_INFO) are 100-150 µs longer than the link's two packets (the TUN devices and
+    the relay), enough for two jiffies where the bare model took one; its early probe
+    took the server out of ping-pong and it ACKed what the kernel delayed. compare gives
+    the model the measured latency per packet, and the runs agree."""
+    from nagle_sim.compare import compare, profiles_of
+    from nagle_sim.scenario.generator import random_scenario
+
+    scenario = loads(random_scenario(51).text)
+
+    def check(real: Trace, sim: Trace) -> None:
+        assert 20 <= sim.meta.get("path_latency_us", 0) <= 300, sim.meta
+        result = compare(sim, real, profiles=profiles_of(scenario))
+        assert result.agree, result.problems
+    _check_twice(scenario, check)

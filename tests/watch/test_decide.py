@@ -108,6 +108,49 @@ def test_msg_more_is_named_for_what_it_is():
     assert all(d.code == Reason.MORE_HOLD.name for d in decisions if d.kind == "hold")
 
 
+def test_every_probe_release_follows_its_arm_even_when_the_arm_was_not_traced():
+    """The second MSG_MORE round's probe timer is armed with no timer_start record: the
+    loss-probe timer of the previous message, left queued, had the same expiry, and
+    __mod_timer returns before the tracepoint. Its send record's state has icsk_pending =
+    PROBE0, so the arm is reported from it (with the delay tcp_probe0_base gives:
+    max(RTO, TCP_RTO_MIN)) — one arm per hold, never two."""
+    for name in ("cork", "more"):
+        _eng, decisions = replay(name)
+        timer = [d for d in decisions if d.kind in ("timer_armed", "timer_fired")
+                 and d.timer == "probe0"]
+        assert [d.kind for d in timer] == ["timer_armed", "timer_fired"] * 2, name
+        for arm, fire in zip(timer[::2], timer[1::2], strict=True):
+            assert arm.code == Reason.PROBE0_ARMED.name
+            assert fire.code == Reason.PROBE0_RELEASE.name
+            # fired a jiffy or two after the deadline it was armed for
+            assert arm.deadline_us is not None
+            assert -4_000 <= fire.t_us - arm.deadline_us <= 12_000, (name, arm, fire)
+    _eng, decisions = replay("more")
+    unseen = [d for d in decisions if d.code == Reason.PROBE0_ARMED.name
+              and "seen pending in the send's state" in d.detail]
+    assert len(unseen) == 1 and unseen[0].detail.startswith("51 jiffies (204 ms")
+
+
+def test_each_message_corked_and_uncorked_arms_a_probe_timer_and_enters_ping_pong():
+    """Lesson 12's client (tests/watch/programs/cork_each.py, 5 messages): every message's
+    first corked write arms the probe timer — traced for the first, then seen only as
+    icsk_pending = PROBE0 in the send's state (the loss-probe timer of the message
+    before, still queued for the same expiry, makes mod_timer skip the tracepoint) —
+    and the client enters ping-pong when the uncork inside setsockopt(TCP_CORK, 0) sends
+    its data within ato of the last reply: PINGPONG_ENTER, not TCP_QUICKACK = 0."""
+    eng, decisions = replay("cork_each")
+    arms = [d for d in decisions if d.code == Reason.PROBE0_ARMED.name]
+    assert len(arms) == 5 and all(d.side == "client" for d in arms)
+    assert sum("seen pending in the send's state" in d.detail for d in arms) == 4
+    holds = [d for d in decisions if d.kind == "hold"]
+    assert len(holds) == 5 and {d.code for d in holds} == {Reason.CORK_HOLD.name}
+    entered = [d for d in decisions if d.side == "client" and d.kind == "mode"
+               and d.detail.startswith("ping-pong 0 → 1")]
+    assert [d.code for d in entered] == [Reason.PINGPONG_ENTER.name]
+    assert "data sent inside setsockopt(TCP_CORK)" in entered[0].detail
+    assert Reason.QUICKACK_OFF.name not in {d.code for d in decisions}
+
+
 def test_decisions_are_json_and_text():
     _eng, decisions = replay("wwr")
     for d in decisions:
