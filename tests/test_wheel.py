@@ -53,6 +53,12 @@ def test_every_package_of_the_checkout_is_in_the_wheel(unpacked: Path) -> None:
     assert shipped, "the capstone lesson ships a capture"
     for name in shipped:
         assert (unpacked / "nagle_sim" / "lesson_files" / name).is_file(), name
+    # the README's example scenarios, for `nagle-sim examples` (issue 31.10)
+    examples = sorted(p.name for p in (ROOT / "examples").glob("*.toml"))
+    assert "s1_write_write_read.toml" in examples
+    assert sorted(p.name for p in (unpacked / "nagle_sim" / "example_files").glob(
+        "*.toml")) == examples
+    assert not (unpacked / "examples").exists(), "no top-level `examples` package"
 
 
 def test_the_watch_object_ships_with_its_sources(unpacked: Path) -> None:

@@ -7,9 +7,9 @@
 - `options`: option types (bounded numbers, widths, tokens…) and option groups (a scenario
   with ``--set``/``--param``, the ladder view, a remote serve), and early checks (an
   output path, a profile name).
-- one module per command: `run` (run, show), `app` (tui, serve, lessons), `export`,
-  `compare` (compare, validate), `sweep`, `explain`, `drill`, `realnet` (run, serve,
-  cleanup), `watch`.
+- one module per command: `run` (run, show), `app` (tui, serve, lessons), `handout`,
+  `examples`, `export`, `compare` (compare, validate), `sweep`, `explain`, `drill`,
+  `realnet` (run, serve, cleanup), `watch`.
 
 argparse is imported here and in process entry points only (`nagle_sim.__main__`,
 ``python -m realnet``, the relay process). Commands get their executors from

@@ -159,11 +159,14 @@ def _validate_lessons(args: argparse.Namespace, both: BothRunner, where: str) ->
     from ..compare.validate import LESSON_HEADERS, lesson_rows, validate_lessons
     from ..lessons import load_lessons
     from ..render.compare import print_lesson_problems, verdict_table
+    from ..render.piped import fit_piped
     results = validate_lessons(load_lessons(), both, _progress, remote=bool(args.remote))
     rows = lesson_rows(results)
     console = Console()
-    console.print(verdict_table(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})",
-                                LESSON_HEADERS, rows, verdict=1))
+    table = verdict_table(f"Model vs kernel, every lesson{where} ({TOLERANCE_TEXT})",
+                          LESSON_HEADERS, rows, verdict=1)
+    fit_piped(console, table)
+    console.print(table)
     print_lesson_problems(results, console)
     _write_markdown(args.markdown,
                     f"# Model vs kernel, every lesson\n\nTolerance: {TOLERANCE_TEXT}.",
@@ -179,12 +182,15 @@ def _validate_random(args: argparse.Namespace, both: BothRunner, where: str) -> 
     from ..compare import TOLERANCE_TEXT
     from ..compare.validate import RANDOM_HEADERS, validate_random
     from ..render.compare import verdict_table
+    from ..render.piped import fit_piped
     keep = Path(args.keep) if args.keep else None
     first, count = args.seed, args.random
     rows, agreed = validate_random(first, count, both, _progress, keep)
     console = Console()
-    console.print(verdict_table(f"Model vs kernel, {count} random scenario(s){where} "
-                                f"({TOLERANCE_TEXT})", RANDOM_HEADERS, rows, verdict=2))
+    table = verdict_table(f"Model vs kernel, {count} random scenario(s){where} "
+                          f"({TOLERANCE_TEXT})", RANDOM_HEADERS, rows, verdict=2)
+    fit_piped(console, table)
+    console.print(table)
     console.print(Text(f"{agreed} of {count} agree"
                        + ("" if agreed == count or keep is None else
                           f"; the others are in {keep}: nagle-sim compare FILE")))

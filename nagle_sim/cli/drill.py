@@ -72,6 +72,8 @@ def cmd_drill(args: argparse.Namespace) -> int:
                           f"[{_STYLE[r.status]}]{r.status.value}[/]",
                           str(r.line or ""), escape(r.message if r.status is not Status.PASS
                                                     else r.summary()))
+        from ..render.piped import fit_piped
+        fit_piped(out, table)   # piped: whole rows, never a reason folded at 80 columns
         out.print(table)
         if args.verbose:
             for r in results:

@@ -49,6 +49,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("lessons", "list the lessons", "app:fill_lessons"),
     Command("handout", "write the course's cheat sheet as a printable HTML page",
             "handout:fill_handout"),
+    Command("examples", "write the README's example scenarios into ./examples",
+            "examples:fill_examples"),
     Command("export", "export a run as pcap / SVG / PNG / tables", "export:fill_export",
             epilog="FILE may also be a saved trace (.json), exported as it is."),
     Command("compare", "run on the model and on real sockets; match segments",

@@ -75,6 +75,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"the lesson's sweep ([lesson.sweep] in {args.file}): "
             + " × ".join(f"{a.key}={','.join(a.values)}" for a in axes)
             + "; give --vary for another grid", markup=False)
+    if title is None:
+        # the plot's heading: the scenario's own title, not its file path (issue 31.8)
+        title = _scenario_title(text)
     _check_grid(args, axes, plotted=bool(named["--png"] or named["--svg"]))
     from ..runners import real, simulate
     runner = real(args.remote, getattr(args, "token", None)) if args.real else None
@@ -137,6 +140,17 @@ def _check_grid(args: argparse.Namespace, axes: list[Axis], plotted: bool) -> No
                              f"first) cannot be told apart; at most {MAX_SERIES}")
     if (args.remote or args.repeat != 1 or getattr(args, "token", None)) and not args.real:
         raise SweepError("--remote, --token and --repeat go with --real")
+
+
+def _scenario_title(text: str) -> str | None:
+    """The scenario's ``title``, when its text is TOML that has one (the run reports a
+    bad file itself)."""
+    import tomllib
+    try:
+        value = tomllib.loads(text).get("title")
+    except tomllib.TOMLDecodeError:
+        return None
+    return value.strip() or None if isinstance(value, str) else None
 
 
 def _write_results(args: argparse.Namespace, result: SweepResult, title: str | None,
@@ -206,5 +220,5 @@ def fill_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--markdown-out", metavar="PATH", help="write the table as Markdown")
     p.add_argument("--png", metavar="PATH", help="plot the metrics (PNG)")
     p.add_argument("--svg", metavar="PATH", help="plot the metrics (SVG)")
-    p.add_argument("--title", help="the plot's title (default: the scenario file)")
+    p.add_argument("--title", help="the plot's title (default: the scenario's title)")
     p.set_defaults(func=cmd_sweep)

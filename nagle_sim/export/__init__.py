@@ -189,7 +189,8 @@ def _png_bytes(scene: Scene, scale: float) -> bytes:
 def ladder_scene(trace: Trace, overlay: Trace | None = None, *, until_ms: float | None = None,
                  linear: bool = False, detail: str = "wire",
                  gap_label: Callable[[int, int], str | None] | None = None) -> Scene:
-    """The ladder picture (SVG/PNG) of ``trace``, ``overlay`` drawn dashed orange on top;
+    """The ladder picture (SVG/PNG) of ``trace``, ``overlay`` drawn dashed on top (orange:
+    a kernel's run, grey: the model's);
     ``gap_label`` names what a compressed gap was (`LadderOptions.gap_label`)."""
     until = None if until_ms is None else Micros(round(until_ms * 1000))
     try:
@@ -201,7 +202,8 @@ def ladder_scene(trace: Trace, overlay: Trace | None = None, *, until_ms: float 
 
 def tseq_scene(trace: Trace, overlay: Trace | None = None, *, until_ms: float | None = None,
                sender: Side = Side.CLIENT) -> Scene:
-    """The time-sequence plot of ``sender``'s data (``overlay`` dashed orange)."""
+    """The time-sequence plot of ``sender``'s data (``overlay`` dashed: orange a kernel's,
+    grey the model's)."""
     until = None if until_ms is None else Micros(round(until_ms * 1000))
     return build_tseq(trace, overlay, TseqOptions(sender=sender, until=until))
 

@@ -172,7 +172,8 @@ class _Layout:
     """Where everything goes: the title block, the time map (y), the columns (x)."""
 
     title: str
-    sub: str
+    sub: list[str]
+    """The subtitle's lines."""
     head_y: float
     top: float
     tmap: _TimeMap
@@ -210,9 +211,10 @@ def build_ladder(trace: Trace, overlay: Trace | None = None,
     _draw_notes(scene, lay, content.notes)
     # the main trace's arrows and labels, then the overlay on top
     for s in content.segs:
-        _arrow(scene, s, lay.tmap, lay.x_of, overlay=False)
+        _arrow(scene, s, lay.tmap, lay.x_of, overlay=None)
+    over_color = sc.overlay_look(overlay.measured)[0] if overlay is not None else None
     for s in content.over:
-        _arrow(scene, s, lay.tmap, lay.x_of, overlay=True)
+        _arrow(scene, s, lay.tmap, lay.x_of, overlay=over_color)
     _draw_legend(scene, lay)
     return scene
 
@@ -258,10 +260,6 @@ def _layout(content: _Content, trace: Trace, overlay: Trace | None,
         need[t] = max(need.get(t, 0.0), k * NOTE_H + 8)
 
     title = opts.title if opts.title is not None else (trace.title or "nagle-sim trace")
-    sub = _subtitle(trace, overlay, opts)
-    head_y = MARGIN + TITLE_SIZE + 12 + (SUB_SIZE + 10 if sub else 0) + 24
-    top = head_y + HEAD_SIZE + 30
-    tmap = _TimeMap(times, top, opts, need)
 
     lanes = _lanes(bars)
     n_lanes = {side: 1 + max([ln for b, ln in zip(bars, lanes, strict=True) if b.side is side],
@@ -281,6 +279,12 @@ def _layout(content: _Content, trace: Trace, overlay: Trace | None,
     x_server = x_client + center
     right = x_server + 8 + n_lanes[Side.SERVER] * (LANE_W + 4) + 16 + note_w[Side.SERVER]
     width = round(max(right + MARGIN, text_width(title, TITLE_SIZE, bold=True) + 2 * MARGIN))
+    # the subtitle's parts, wrapped to the picture (one long line was cut at MAX_LABEL:
+    # "dashed orange: real ker…", issue 31.7)
+    sub = _wrap(_subtitle(trace, overlay, opts), width - 2 * MARGIN)
+    head_y = MARGIN + TITLE_SIZE + 12 + len(sub) * (SUB_SIZE + 10) + 24
+    top = head_y + HEAD_SIZE + 30
+    tmap = _TimeMap(times, top, opts, need)
     legend_rows = _legend_rows(_legend(bars, overlay, trace), width - 2 * MARGIN)
     return _Layout(title, sub, head_y, top, tmap, lanes, n_lanes, x_time,
                    {Side.CLIENT: x_client, Side.SERVER: x_server}, width,
@@ -290,9 +294,9 @@ def _layout(content: _Content, trace: Trace, overlay: Trace | None,
 def _draw_headers(scene: Scene, lay: _Layout) -> None:
     """The title, the subtitle, the time column's unit and the two sides' names."""
     scene.add(Text(MARGIN, MARGIN + TITLE_SIZE, lay.title, TITLE_SIZE, sc.INK, bold=True))
-    if lay.sub:
-        scene.add(Text(MARGIN, MARGIN + TITLE_SIZE + 12 + SUB_SIZE, lay.sub, SUB_SIZE,
-                       sc.MUTED))
+    for k, line in enumerate(lay.sub):
+        scene.add(Text(MARGIN, MARGIN + TITLE_SIZE + 12 + SUB_SIZE + k * (SUB_SIZE + 10),
+                       line, SUB_SIZE, sc.MUTED))
     head_y = lay.head_y
     scene.add(Text(lay.x_time, head_y + HEAD_SIZE, "ms", TIME_SIZE + 2, sc.MUTED,
                    anchor="end"))
@@ -414,7 +418,9 @@ def _free_y(tops: list[float], want: float, lo: float, hi: float) -> float | Non
 
 
 def _arrow(scene: Scene, s: SegmentRecord, tmap: _TimeMap, x_of: dict[Side, float],
-           overlay: bool) -> None:
+           overlay: str | None) -> None:
+    """One segment's arrow and label; ``overlay``: the overlay's colour (dashed, labelled
+    below the line), None for the picture's own trace."""
     x1, x2 = x_of[s.src], x_of[s.dst]
     inset = 3.0
     x1 += inset if x2 > x1 else -inset
@@ -423,8 +429,8 @@ def _arrow(scene: Scene, s: SegmentRecord, tmap: _TimeMap, x_of: dict[Side, floa
     if y2 - y1 < ROW_H / 2:     # arrival unknown (or same µs): draw a visible slope
         y2 = y1 + ROW_H / 2
     special = s.is_control
-    if overlay:
-        color, width, dash = sc.OVERLAY, 2.5, (10.0, 6.0)
+    if overlay is not None:
+        color, width, dash = overlay, 2.5, (10.0, 6.0)
     else:
         color = sc.CLIENT if s.src is Side.CLIENT else sc.SERVER
         width, dash = (3.5 if s.is_data else 2.0), None
@@ -433,11 +439,11 @@ def _arrow(scene: Scene, s: SegmentRecord, tmap: _TimeMap, x_of: dict[Side, floa
     scene.add(Line(x1, y1, x2, y2, color, width, dash=dash, arrow=True))
     mx, my = (x1 + x2) / 2, (y1 + y2) / 2
     label = _seg_label(s)
-    size = LABEL_SIZE - 1 if overlay else LABEL_SIZE
+    size = LABEL_SIZE - 1 if overlay is not None else LABEL_SIZE
     # The line's rise across the label's width: keep the text clear of its own arrow.
     rise = abs(y2 - y1) / max(abs(x2 - x1), 1.0) * text_width(label, size) / 2
-    if overlay:   # below the line
-        scene.add(Text(mx, my + rise + size + 2, label, size, sc.OVERLAY,
+    if overlay is not None:   # below the line
+        scene.add(Text(mx, my + rise + size + 2, label, size, overlay,
                        anchor="middle", italic=True, halo=True))
     else:         # above the line
         scene.add(Text(mx, my - rise - 6, label, size, color, anchor="middle",
@@ -456,13 +462,13 @@ def _legend(bars: list[Bar], overlay: Trace | None, trace: Trace) -> list[_Sampl
     def bar(color: str) -> Callable[[float, float], tuple[Item]]:
         return lambda x, y: (Rect(x + 14, y - 12, LANE_W, 24, fill=color, opacity=0.85),)
 
-    src = "real" if trace.measured else "simulated"
+    src = sc.trace_name(str(trace.source), trace.measured)
     items: list[_Sample] = [(line(sc.CLIENT, 3.5), f"client data ({src})"),
                             (line(sc.SERVER, 3.5), f"server data ({src})"),
                             (line(sc.INK, 2.0), "thin: pure ACK")]
     if overlay is not None:
-        osrc = "real kernel" if overlay.measured else str(overlay.source)
-        items.append((line(sc.OVERLAY, 2.5, (10, 6)), f"{osrc} trace (overlay)"))
+        color, name = sc.overlay_look(overlay.measured)
+        items.append((line(color, 2.5, (10, 6)), f"dashed: {name} (overlay)"))
     whats = {b.what for b in bars}
     names = {"hold": "data held back", "delack": "delayed-ACK timer", "probe0": "probe timer",
              "rto": "RTO timer"}
@@ -485,7 +491,20 @@ def _legend_rows(items: list[_Sample], width: float) -> list[list[_Sample]]:
     return rows
 
 
-def _subtitle(trace: Trace, overlay: Trace | None, opts: LadderOptions) -> str:
+def _wrap(parts: list[str], width: float) -> list[str]:
+    """``parts`` joined with " · " into lines no wider than ``width`` (and no longer than
+    a picture's text may be); a part is never split."""
+    lines: list[str] = []
+    for part in parts:
+        joined = f"{lines[-1]} · {part}" if lines else part
+        if lines and text_width(joined, SUB_SIZE) <= width and len(joined) <= sc.MAX_LABEL:
+            lines[-1] = joined
+        else:
+            lines.append(part)
+    return lines
+
+
+def _subtitle(trace: Trace, overlay: Trace | None, opts: LadderOptions) -> list[str]:
     m = trace.meta
     parts = []
     if "client_profile" in m:
@@ -498,6 +517,6 @@ def _subtitle(trace: Trace, overlay: Trace | None, opts: LadderOptions) -> str:
     else:
         parts.append(f"time runs down, {opts.px_per_ms:g} px/ms")
     if overlay is not None:
-        parts.append("dashed orange: real kernel" if overlay.measured
-                     else "dashed orange: overlay")
-    return " · ".join(parts)
+        name = sc.overlay_look(overlay.measured)[1]
+        parts.append(f"dashed {'orange' if overlay.measured else 'grey'}: {name}")
+    return parts

@@ -1,15 +1,19 @@
 """A sweep's results as a line chart `Scene` (SVG or PNG), sized for a slide.
 
-Owns: the chart layout — x is the first varied key (its values evenly spaced, in the order
-given), one series per combination of the other keys, one panel per metric; with real
-runs the kernel's mean is drawn dashed beside the model's solid line, its spread as a
+Owns: the chart layout — x is the first varied key (numbers sharing one unit, such as
+``0ms,5ms,15ms``, placed to scale; other values evenly spaced, in the order given), one
+series per combination of the other keys, one panel per metric headed by what the metric
+measures; each cell a marker, nothing drawn between cells (a line from 10 % at 5 ms to
+100 % at 15 ms read as 55 % at 10 ms, where the run gives 80 %: issue 31.8); with real
+runs the kernel's mean a hollow marker beside the model's filled one, its spread as a
 whisker. Must not import textual, simpy, asyncio or PIL.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .scene import GRID, INK, MUTED, Line, Polyline, Rect, Scene, Text, text_width
@@ -60,12 +64,13 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
     scene = Scene(WIDTH, height, title=title or result.source)
     heading, size = _fit_title(title or f"sweep of {result.source}")
     scene.add(Text(WIDTH / 2, 40, heading, size=size, bold=True, anchor="middle"))
-    sub = "model" + ((" (solid) vs kernel (dashed, " + (
+    sub = "model" + ((" (filled) vs kernel (hollow, " + (
         f"mean of {result.repeat}, whisker ±1 sd)" if result.repeat > 1 else "one run)"))
-        if result.real else "")
+        if result.real else "") + "; one marker per cell run, nothing between them"
     scene.add(Text(WIDTH / 2, 70, sub, size=LABEL, color=MUTED, anchor="middle"))
+    xs = x_positions(xs_text)
     for p, metric in enumerate(result.metrics):
-        _panel(scene, result, metric, TOP + p * PANEL_H, xs_text, series_keys)
+        _panel(scene, result, metric, TOP + p * PANEL_H, xs_text, series_keys, xs)
     _plot_legend(scene, result, series_keys, TOP + len(result.metrics) * PANEL_H)
     return scene
 
@@ -73,13 +78,51 @@ def build_plot(result: SweepResult, title: str | None = None) -> Scene:
 _PLOT_W = WIDTH - LEFT - RIGHT
 
 
-def _x_at(i: int, n: int) -> float:
-    """Where the ``i``-th of ``n`` values of the first key sits, evenly spaced."""
-    return LEFT + _PLOT_W / 2 if n == 1 else LEFT + 40 + i * (_PLOT_W - 80) / (n - 1)
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-zµ%]*)\s*$")
+
+
+def numeric_axis(values: Sequence[str]) -> tuple[list[float], str] | None:
+    """The values as numbers and their shared unit (``0ms,5ms,15ms`` → [0, 5, 15], "ms"),
+    or None when one is not a number, the units differ, or fewer than two differ."""
+    nums: list[float] = []
+    units = set()
+    for v in values:
+        m = _NUMBER.match(v)
+        if m is None:
+            return None
+        nums.append(float(m.group(1)))
+        units.add(m.group(2))
+    if len(units) != 1 or len(set(nums)) < 2:
+        return None
+    return nums, units.pop()
+
+
+def x_positions(values: Sequence[str]) -> list[float]:
+    """Where each value of the first key sits: to scale when they are numbers in one unit
+    (5 ms is a third of the way from 0 to 15 ms), else evenly spaced in the order given."""
+    n = len(values)
+    axis = numeric_axis(values)
+    if axis is not None:
+        nums = axis[0]
+        lo, hi = min(nums), max(nums)
+        return [LEFT + 40 + (v - lo) / (hi - lo) * (_PLOT_W - 80) for v in nums]
+    return [LEFT + _PLOT_W / 2 if n == 1 else LEFT + 40 + i * (_PLOT_W - 80) / (n - 1)
+            for i in range(n)]
+
+
+def metric_heading(metric: str) -> str:
+    """What a panel's value axis measures, in words (the metric's own description):
+    "writes_alone_pct" alone said nothing to a slide's audience (the key is written small
+    under the panel, for whoever repeats the sweep)."""
+    from ..sweep.metrics import METRICS
+    known = METRICS.get(metric)
+    if known is None:
+        return metric
+    return f"{known.doc[:1].upper()}{known.doc[1:]}"
 
 
 def _panel(scene: Scene, result: SweepResult, metric: str, top: float, xs_text: list[str],
-           series_keys: list[tuple[tuple[str, str], ...]]) -> None:
+           series_keys: list[tuple[tuple[str, str], ...]], xs: list[float]) -> None:
     """One metric's panel: its value axis from 0 (or below) to the largest value, the
     first key's values along x, then each series."""
     bottom = top + PANEL_H - 90
@@ -103,28 +146,35 @@ def _panel(scene: Scene, result: SweepResult, metric: str, top: float, xs_text: 
         y = y_at(t)
         scene.add(Line(LEFT, y, WIDTH - RIGHT, y, color=GRID, width=1),
                   Text(LEFT - 10, y + 6, f"{t:g}", size=TICK, anchor="end", mono=True))
+    heading, size = _fit(metric_heading(metric), WIDTH - LEFT - RIGHT + 60, LABEL + 2,
+                         HEADING_MIN, bold=True)
     scene.add(Line(LEFT, bottom, WIDTH - RIGHT, bottom, color=INK, width=1.5),
-              Text(LEFT, top - 8, metric, size=LABEL + 2, bold=True))
-    for i, label in enumerate(xs_text):
-        scene.add(Text(_x_at(i, len(xs_text)), bottom + 26, label, size=TICK,
-                       anchor="middle", mono=True))
+              Text(LEFT - 60, top - 8, heading, size=size, bold=True))
+    for x, label in zip(xs, xs_text, strict=True):
+        scene.add(Line(x, bottom, x, bottom + 6, color=INK, width=1.5),
+                  Text(x, bottom + 26, label, size=TICK, anchor="middle", mono=True))
     if result.axes:
-        scene.add(Text(LEFT + _PLOT_W / 2, bottom + 56, result.axes[0].key, size=LABEL,
+        axis = numeric_axis(xs_text)
+        name = result.axes[0].key + (f" ({axis[1]}, to scale)" if axis and axis[1] else
+                                     " (to scale)" if axis else "")
+        scene.add(Text(LEFT + _PLOT_W / 2, bottom + 56, name, size=LABEL,
                        anchor="middle", color=MUTED))
+    scene.add(Text(LEFT - 60, bottom + 56, f"y: {metric}", size=TICK, color=MUTED,
+                   mono=True))
     for s, key in enumerate(series_keys):
         # Series that share a value would hide each other: dodge each a few pixels.
         dodge = (s - (len(series_keys) - 1) / 2) * 7
-        _panel_series(scene, result, metric, s, key, dodge, len(xs_text), y_at)
+        _panel_series(scene, result, metric, s, key, dodge, xs, y_at)
 
 
 def _panel_series(scene: Scene, result: SweepResult, metric: str, s: int,
-                  key: tuple[tuple[str, str], ...], dodge: float, n: int,
+                  key: tuple[tuple[str, str], ...], dodge: float, xs: list[float],
                   y_at: Callable[[float], float]) -> None:
     """Series ``s`` (the cells whose other keys are ``key``): the model's line, and with
     real runs the kernel's mean dashed beside it with its spread as a whisker."""
     color = SERIES[s % len(SERIES)]
     cells = [c for c in result.cells if c.cell.settings[1:] == key]
-    model_pts = [(_x_at(i, n) + dodge, y_at(v)) for i, c in enumerate(cells)
+    model_pts = [(xs[i] + dodge, y_at(v)) for i, c in enumerate(cells)
                  if (v := c.model.get(metric)) is not None]
     _series(scene, model_pts, color, dash=None, shape=s)
     if result.real:
@@ -133,7 +183,7 @@ def _panel_series(scene: Scene, result: SweepResult, metric: str, s: int,
             mean, spread = c.real_stat(metric)
             if mean is None:
                 continue
-            x = _x_at(i, n) + dodge + 4   # a little right of the model point: both stay visible
+            x = xs[i] + dodge + 4   # a little right of the model point: both stay visible
             real_pts.append((x, y_at(mean)))
             if spread:
                 scene.add(Line(x, y_at(mean - spread), x, y_at(mean + spread),
@@ -148,30 +198,35 @@ def _plot_legend(scene: Scene, result: SweepResult,
         for s, key in enumerate(series_keys):
             color = SERIES[s % len(SERIES)]
             text = ", ".join(f"{k}={v}" for k, v in key)
-            scene.add(Line(LEFT, y - 6, LEFT + 44, y - 6, color=color, width=3),
-                      Text(LEFT + 56, y, text, size=LABEL))
+            scene.add(Text(LEFT + 56, y, text, size=LABEL))
             _marker(scene, LEFT + 22, y - 6, s, color, hollow=False)
             y += 28
     if result.real:
-        scene.add(Line(LEFT, y - 6, LEFT + 44, y - 6, color=INK, width=3),
-                  Text(LEFT + 56, y, "model", size=LABEL),
-                  Line(LEFT + 56 + text_width("model", LABEL) + 30, y - 6,
-                       LEFT + 100 + text_width("model", LABEL) + 30, y - 6, color=INK,
-                       width=3, dash=(8.0, 6.0)),
-                  Text(LEFT + 112 + text_width("model", LABEL) + 30, y, "kernel",
-                       size=LABEL))
+        gap = text_width("model", LABEL) + 50
+        _marker(scene, LEFT + 22, y - 6, 0, INK, hollow=False)
+        _marker(scene, LEFT + 56 + gap + 22, y - 6, 0, INK, hollow=True)
+        scene.add(Text(LEFT + 56, y, "model", size=LABEL),
+                  Text(LEFT + 56 + gap + 56, y, "kernel", size=LABEL))
 
 
+HEADING_MIN = 12.0
+"""A panel's heading (the metric in words) shrinks to this before it is cut."""
 TITLE_MAX, TITLE_MIN = 26.0, 15.0
 """The title's font size: as large as fits the slide's width, never below the minimum
 (then cut with an ellipsis)."""
 
 
 def _fit_title(text: str) -> tuple[str, float]:
-    room = WIDTH - 40
-    size = max(TITLE_MIN, min(TITLE_MAX, TITLE_MAX * room / max(1.0, text_width(
-        text, TITLE_MAX, bold=True))))
-    while len(text) > 1 and text_width(text, size, bold=True) > room + 0.5:   # float noise
+    return _fit(text, WIDTH - 40, TITLE_MAX, TITLE_MIN, bold=True)
+
+
+def _fit(text: str, room: float, biggest: float, smallest: float, *,
+         bold: bool) -> tuple[str, float]:
+    """``text`` as large as fits ``room`` px, never below ``smallest`` (then cut with an
+    ellipsis)."""
+    size = max(smallest, min(biggest, biggest * room / max(1.0, text_width(
+        text, biggest, bold=bold))))
+    while len(text) > 1 and text_width(text, size, bold=bold) > room + 0.5:   # float noise
         text = text[:-2] + "…"
     return text, size
 
@@ -212,7 +267,7 @@ def _marker(scene: Scene, x: float, y: float, series: int, color: str,
 
 def _series(scene: Scene, pts: list[tuple[float, float]], color: str,
             dash: tuple[float, float] | None, shape: int = 0) -> None:
-    if len(pts) > 1:
-        scene.add(Polyline(tuple(pts), color=color, width=3, dash=dash))
+    """A series' markers (hollow for the kernel's, ``dash`` given); no line joins them:
+    the sweep ran only these cells, and a line would claim the values between."""
     for x, y in pts:
         _marker(scene, x, y, shape, color, hollow=dash is not None)

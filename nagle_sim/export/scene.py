@@ -22,11 +22,28 @@ MUTED = "#555555"
 GRID = "#d0d0d0"
 CLIENT = "#1549b8"        # segments sent by the client
 SERVER = "#0a6b35"        # segments sent by the server
-OVERLAY = "#e06000"       # the second (real) trace, dashed
+OVERLAY = "#e06000"       # an overlay measured on a kernel (real sockets), dashed
+MODEL_OVERLAY = "#6b6b6b"  # the model's run drawn over a measured one (explain), dashed
 HOLD = "#c0162b"          # data held back (Nagle, cork, MSG_MORE, cwnd...)
 DELACK = "#7a2fd0"        # delayed-ACK timer running
 PROBE = "#8a5a00"         # probe0 timer (what releases cork / MSG_MORE data)
 STALL_FILL = "#ececec"
+
+
+
+def overlay_look(measured: bool) -> tuple[str, str]:
+    """An overlay's colour and name, one vocabulary for every picture and the app: orange
+    is always the kernel (measured), grey the model (issue 31.7: explain drew the model in
+    orange and called it "overlay", where everywhere else orange meant the kernel)."""
+    return (OVERLAY, "kernel") if measured else (MODEL_OVERLAY, "model")
+
+
+def trace_name(source: str, measured: bool) -> str:
+    """What a trace is called in a legend: "model", "kernel" (real sockets) or "capture"."""
+    if source == "capture":
+        return "capture"
+    return "kernel" if measured else "model"
+
 
 FONT_FAMILY = "DejaVu Sans, Verdana, Arial, Helvetica, sans-serif"
 MONO_FAMILY = "DejaVu Sans Mono, Consolas, Menlo, monospace"

@@ -121,15 +121,17 @@ def build_tseq(trace: Trace, overlay: Trace | None = None,
     # ACK line(s) then data I-beams
     _ack_line(scene, acks, end, plot.x, plot.y,
               sc.SERVER if opts.sender is Side.CLIENT else sc.CLIENT, None)
+    over_color, over_name = sc.overlay_look(overlay.measured if overlay else True)
     if overlay:
-        _ack_line(scene, oacks, end, plot.x, plot.y, sc.OVERLAY, (8, 5))
+        _ack_line(scene, oacks, end, plot.x, plot.y, over_color, (8, 5))
     color = sc.CLIENT if opts.sender is Side.CLIENT else sc.SERVER
     for s in data:
         _ibeam(scene, plot.x(s.t), plot.y(s.seq), plot.y(s.seq + s.length), color, None)
     for s in odata:
-        _ibeam(scene, plot.x(s.t) + 3, plot.y(s.seq), plot.y(s.seq + s.length), sc.OVERLAY,
+        _ibeam(scene, plot.x(s.t) + 3, plot.y(s.seq), plot.y(s.seq + s.length), over_color,
                (4, 3))
-    _draw_legend(scene, height, opts.sender, color, overlay is not None)
+    _draw_legend(scene, height, opts.sender, color,
+                 (over_color, over_name) if overlay is not None else None)
     return scene
 
 
@@ -185,14 +187,15 @@ def _draw_strips(scene: Scene, plot: _Plot, trace: Trace, sender: Side) -> None:
 
 
 def _draw_legend(scene: Scene, height: float, sender: Side, color: str,
-                 overlaid: bool) -> None:
+                 overlaid: tuple[str, str] | None) -> None:
+    """``overlaid``: the overlay's colour and name (`scene.overlay_look`)."""
     ly = height - 30
     items: list[tuple[str, tuple[float, float] | None, str]] = [
         (color, None, f"{sender.value} data segment (seq..seq+len)"),
         (sc.SERVER if sender is Side.CLIENT else sc.CLIENT, None,
          f"{sender.peer.value}'s cumulative ACK")]
-    if overlaid:
-        items.append((sc.OVERLAY, (8.0, 5.0), "overlay (real kernel)"))
+    if overlaid is not None:
+        items.append((overlaid[0], (8.0, 5.0), f"dashed: {overlaid[1]} (overlay)"))
     lx = float(LEFT)
     for c, dash, text in items:
         scene.add(Line(lx, ly - 6, lx + 36, ly - 6, c, 3.0, dash=dash),

@@ -20,6 +20,7 @@ from rich.text import Text
 from ..compare.tables import iteration_rows, match_rows, stall_rows
 from ..compare.validate import LessonResult
 from ..compare.verdict import Comparison
+from .piped import fit_piped
 
 
 def print_comparison(cmp: Comparison, console: Console, *, limit: int = 200) -> None:
@@ -33,6 +34,7 @@ def print_comparison(cmp: Comparison, console: Console, *, limit: int = 200) -> 
         rows[:limit]
     for row in shown:
         table.add_row(*map(Text, row), style=None if row[8] == "✓" else "red")
+    fit_piped(console, table)
     if cmp.wire_unknown is not None:
         console.print(Text(f"{cmp.title}: segments were not captured "
                            f"({cmp.wire_unknown}): only ops are compared",
@@ -48,6 +50,7 @@ def print_comparison(cmp: Comparison, console: Console, *, limit: int = 200) -> 
             it.add_column(h)
         for row in rows:
             it.add_row(*map(Text, row), style=None if row[-1] == "✓" else "red")
+        fit_piped(console, it)
         console.print(it)
     headers, rows = stall_rows(cmp)
     if rows:
@@ -56,6 +59,7 @@ def print_comparison(cmp: Comparison, console: Console, *, limit: int = 200) -> 
             st.add_column(h, overflow="fold")
         for row in rows:
             st.add_row(*map(Text, row), style=None if row[6] == "✓" else "red")
+        fit_piped(console, st)
         console.print(st)
     for note in cmp.notes:
         console.print(f"note: {note}", markup=False)

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..sweep import SweepResult, fmt, table
+from .piped import fit_piped
 
 
 def print_sweep(result: SweepResult, console: Console) -> None:
@@ -36,9 +37,5 @@ def print_sweep(result: SweepResult, console: Console) -> None:
         t.add_row(*(escape(fmt(v) if isinstance(v, int | float) and not isinstance(v, bool)
                            else "–" if v is None else str(v).lower()
                            if isinstance(v, bool) else str(v)) for v in row))
-    if not console.is_terminal:
-        # piped or redirected: the table at its natural width (rich assumes 80 columns and
-        # folds wider tables into fragments nobody can paste into a slide)
-        wide = console.options.update_width(10_000)
-        console.width = max(console.width, console.measure(t, options=wide).maximum)
+    fit_piped(console, t)
     console.print(t)

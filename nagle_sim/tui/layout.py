@@ -50,24 +50,54 @@ def gap_lines(gap: int, scale: Scale) -> int:
 
 
 class LadderLayout:
-    """Line positions of time-ordered rows. Every row gets its own line(s), gaps add more."""
+    """Line positions of time-ordered rows. Every row gets its own line(s), gaps add more.
 
-    __slots__ = ("times", "row_y", "height", "scale")
+    ``extra``: times that are not rows but must not share a line with another time: the
+    sends and arrivals of an overlay (a real run, the model over a capture). Inside a
+    compressed gap they would all be interpolated onto its few lines, and a dozen measured
+    segments drew as one arrow (issue 31.3); each gets a line of its own."""
 
-    def __init__(self, times: Sequence[int], scale: Scale) -> None:
+    __slots__ = ("times", "row_y", "height", "scale", "anchor_t", "anchor_y")
+
+    def __init__(self, times: Sequence[int], scale: Scale, extra: Sequence[int] = ()
+                 ) -> None:
         self.times = list(times)
         self.scale = scale
         row_y: list[int] = []
+        anchor_t: list[int] = []
+        anchor_y: list[int] = []
         y = 0
         rh = scale.row_height
         prev: int | None = None
+        extras = sorted(set(extra).difference(self.times)) if extra else []
+        k = 0
         for t in self.times:
-            if prev is not None:
+            while k < len(extras) and extras[k] < t:
+                x = extras[k]
+                k += 1
+                if prev is not None:
+                    y += gap_lines(x - prev, scale)
+                anchor_t.append(x)
+                anchor_y.append(y)
+                y += rh
+                prev = x
+            if prev is not None and prev != t:
                 y += gap_lines(t - prev, scale)
             row_y.append(y)
+            anchor_t.append(t)
+            anchor_y.append(y)
             y += rh
             prev = t
+        for x in extras[k:]:
+            if prev is not None:
+                y += gap_lines(x - prev, scale)
+            anchor_t.append(x)
+            anchor_y.append(y)
+            y += rh
+            prev = x
         self.row_y = row_y
+        self.anchor_t = anchor_t
+        self.anchor_y = anchor_y
         self.height = y
 
     def __len__(self) -> int:
@@ -81,7 +111,7 @@ class LadderLayout:
 
     def line_of_time(self, t: int) -> int:
         """The line where time ``t`` falls (interpolated inside gaps)."""
-        times, row_y = self.times, self.row_y
+        times, row_y = self.anchor_t, self.anchor_y
         if not times:
             return 0
         i = bisect.bisect_left(times, t)
@@ -98,14 +128,15 @@ class LadderLayout:
 
     def time_of_line(self, y: int) -> int:
         """Simulated time at line ``y`` (interpolated inside gaps)."""
-        i = self.row_at_line(y)
-        if i < 0:
+        times, ys = self.anchor_t, self.anchor_y
+        if not ys:
             return 0
-        t0 = self.times[i]
-        if i + 1 >= len(self.times):
+        i = max(0, bisect.bisect_right(ys, y) - 1)
+        t0 = times[i]
+        if i + 1 >= len(times):
             return t0
-        start = self.row_y[i] + self.scale.row_height
-        gap = self.row_y[i + 1] - start
+        start = ys[i] + self.scale.row_height
+        gap = ys[i + 1] - start
         if y < start or gap <= 0:
             return t0
-        return t0 + (self.times[i + 1] - t0) * (y - start + 1) // (gap + 1)
+        return t0 + (times[i + 1] - t0) * (y - start + 1) // (gap + 1)

@@ -355,7 +355,8 @@ def test_pictures_of_a_long_capture_are_a_bounded_window(
         assert im.height <= 8_000 and im.width * im.height <= 20_000_000
     assert svg.stat().st_size < 1_000_000
     text = svg.read_text()
-    assert "model trace (overlay)" in text and "(real)" in text and "simulated" not in text
+    assert "dashed: model (overlay)" in text and "(kernel)" in text and "simulated" not in text
+    assert "dashed grey: model" in text    # orange is the kernel's colour (issue 31.7)
 
 
 def test_a_picture_beyond_the_export_bounds_is_exit_2(

@@ -59,8 +59,26 @@ def test_overlay_draws_both_traces(s1: Trace, real: Trace) -> None:
     texts = _texts(svg_text)
     for seg in s1.segments + real.segments:
         assert _seg_label(seg) in texts
-    assert "real kernel trace (overlay)" in texts
+    assert "dashed: kernel (overlay)" in texts and "client data (model)" in texts
     assert 'stroke-dasharray="10 6"' in svg_text and "#e06000" in svg_text
+
+
+def test_an_overlay_is_orange_only_when_it_is_the_kernel(s1: Trace, real: Trace) -> None:
+    """31.7: the legend called explain's model overlay "dashed orange: overlay", where
+    orange means the kernel everywhere else; a real overlay's subtitle was cut at its
+    length cap ("dashed orange: real ker…")."""
+    from dataclasses import replace
+
+    from nagle_sim.trace import Source
+    kernel = _texts(to_svg(ladder_scene(s1, real, until_ms=50)))
+    assert not any(t.endswith("…") for t in kernel), [t for t in kernel if "…" in t]
+    assert any(t.endswith("dashed orange: kernel") for t in kernel), kernel[:3]
+    model = replace(s1, source=Source.MODEL)
+    svg_text = to_svg(ladder_scene(replace(real, source=Source.REALNET), model))
+    texts = _texts(svg_text)
+    assert "dashed: model (overlay)" in texts and "client data (kernel)" in texts
+    assert any(t.endswith("dashed grey: model") for t in texts)
+    assert "#e06000" not in svg_text and "#6b6b6b" in svg_text
 
 
 def test_text_is_escaped(s1: Trace) -> None:

@@ -3,6 +3,8 @@ title kept on the slide."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nagle_sim.export.plot import SHAPES, TITLE_MIN, WIDTH, build_plot
 from nagle_sim.export.scene import Line, Polyline, Rect, Text, text_width
 from nagle_sim.sweep import Axis, CellResult, SweepResult, grid
@@ -48,3 +50,47 @@ def test_a_long_title_shrinks_to_fit_then_is_cut() -> None:
     assert heading.size == TITLE_MIN and heading.text.endswith("…")
     short = next(t for t in build_plot(_result(2), title="S5").items if isinstance(t, Text))
     assert short.size == 26 and short.text == "S5"
+
+
+def _sleep_result() -> SweepResult:
+    axes = (Axis("sleep", ("0ms", "5ms", "15ms")), Axis("client.nodelay", ("false", "true")))
+    values = {("0ms", "false"): 10.0, ("5ms", "false"): 10.0, ("15ms", "false"): 100.0}
+    cells = [CellResult(c, {"writes_alone_pct": values.get(
+        tuple(v for _, v in c.settings), 100.0)}) for c in grid(axes)]
+    return SweepResult(source="examples/s5.toml", axes=axes, metrics=("writes_alone_pct",),
+                       cells=cells)
+
+
+def test_numbers_along_x_are_to_scale_and_cells_are_not_joined() -> None:
+    """31.8: 0/5/15 ms were drawn evenly spaced and joined by lines: the line from 10 % at
+    5 ms to 100 % at 15 ms read as 55 % at 10 ms, where the model gives 80 %."""
+    scene = build_plot(_sleep_result())
+    ticks = {t.text: t.x for t in scene.items if isinstance(t, Text) and t.text.endswith("ms")
+             and t.mono}
+    assert set(ticks) == {"0ms", "5ms", "15ms"}
+    assert abs((ticks["5ms"] - ticks["0ms"]) / (ticks["15ms"] - ticks["0ms"]) - 1 / 3) < 1e-9
+    # nothing spans from one cell to another: every polyline is a marker's outline
+    for item in scene.items:
+        if isinstance(item, Polyline):
+            xs = [p[0] for p in item.points]
+            assert max(xs) - min(xs) < 20, item
+    texts = [t.text for t in scene.items if isinstance(t, Text)]
+    assert any(t.startswith("Share of client writes whose bytes left") for t in texts)
+    assert "sleep (ms, to scale)" in texts
+    # words as values stay evenly spaced, in the order given
+    modes = build_plot(SweepResult(source="x", axes=(Axis("mode", ("plain", "cork", "x")),),
+                                   metrics=("m",), cells=[CellResult(c, {"m": 1.0}) for c in
+                                                          grid((Axis("mode", ("plain", "cork",
+                                                                              "x")),))]))
+    xs = [t.x for t in modes.items if isinstance(t, Text) and t.text in ("plain", "cork", "x")]
+    assert abs((xs[1] - xs[0]) - (xs[2] - xs[1])) < 1e-9
+
+
+def test_the_plot_is_titled_by_the_scenario_not_its_path(tmp_path: Path) -> None:
+    from nagle_sim.__main__ import main
+    examples = Path(__file__).parents[2] / "examples"
+    svg = tmp_path / "s5.svg"
+    assert main(["sweep", str(examples / "s5.toml"), "--vary", "sleep=0ms,15ms",
+                 "--metric", "writes_alone_pct", "--svg", str(svg)]) == 0
+    text = svg.read_text("utf-8")
+    assert "S5: ten 1200-byte writes" in text and "sweep of" not in text

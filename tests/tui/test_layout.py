@@ -174,3 +174,17 @@ def test_many_arrivals_on_one_line_say_what_arrives() -> None:
     assert not [f for f in acks if "arrive, last" in f]
     data = _arrival_forms([". 1:101(100)", ". 101:201(100)", ". 201:301(100)"])
     assert any(f.startswith("3 segments arrive") for f in data)
+
+
+def test_overlay_times_inside_a_compressed_gap_get_lines_of_their_own() -> None:
+    """31.3: overlay times between two rows were interpolated onto the gap's few lines."""
+    rows = [0, 29, 42_000]
+    extra = [10_000 + k for k in (0, 5, 9, 12, 30, 31)]
+    plain = LadderLayout(rows, Scale())
+    lay = LadderLayout(rows, Scale(), extra)
+    lines = [lay.line_of_time(t) for t in extra]
+    assert len(set(lines)) == len(extra) and lines == sorted(lines)
+    assert len({plain.line_of_time(t) for t in extra}) < len(extra)  # as it was drawn
+    assert lay.row_y[:2] == plain.row_y[:2] and lay.row_y[2] > max(lines)
+    assert all(lay.row_at_line(y) == 1 for y in lines)    # gap lines of the row before
+    assert [lay.time_of_line(y) for y in lines] == extra

@@ -32,7 +32,7 @@ class LessonScreen(RunScreen):
         Binding("s", "sandbox_copy", "Sandbox", show=False, id="lesson.sandbox",
                 tooltip="Edit this lesson's scenario in the sandbox (a copy in memory)"),
         Binding("1", "variant(0)", "What-ifs", show=True, key_display="1-9",
-                id="lesson.variant-1", tooltip="The lesson's what-ifs (listed above the prose): "
+                id="lesson.variant-1", tooltip="The lesson's what-ifs (listed in the left pane): "
                 "press a number to switch one on or off"),
         *(Binding(str(n), f"variant({n - 1})", f"What-if {n}", show=False,
                   id=f"lesson.variant-{n}", tooltip=f"Switch the lesson's what-if {n}")
@@ -70,6 +70,26 @@ class LessonScreen(RunScreen):
         with VerticalScroll(id="side"):
             yield Static(self.variants_text(), id="variants")
             yield Markdown(self.lesson.visible_prose(self.done()), id="prose")
+
+    PROSE_FIRST_BELOW = 32
+    """Screens shorter than this (80×24) put the prose before the what-ifs: above it, the
+    what-ifs filled the whole pane and a newcomer saw no word of the lesson (issue 31.5)."""
+
+    def on_resize(self) -> None:
+        super().on_resize()
+        self.order_side()
+
+    def order_side(self) -> None:
+        """The prose first on a short screen, the what-ifs first where both fit."""
+        side = self.query_one("#side")
+        variants, prose = self.query_one("#variants"), self.query_one("#prose")
+        prose_first = self.size.height < self.PROSE_FIRST_BELOW
+        if prose_first != (side.children.index(prose) < side.children.index(variants)):
+            if prose_first:
+                side.move_child(variants, after=prose)
+            else:
+                side.move_child(variants, before=prose)
+        variants.set_class(prose_first, "-after-prose")
 
     def variants_text(self) -> Text:
         text = Text("What-ifs: ", style="bold")
@@ -238,8 +258,10 @@ class LessonScreen(RunScreen):
                          "on could not be written into it.", severity="warning")
         # a question still pending keeps its horizon in the copy: the sandbox must not be
         # a way round predicting
+        from ..exercise import lesson_exercises
         self.app.push_screen(SandboxScreen(text=text, name=self.lesson.slug,
-                                           horizon=self.current_horizon()))
+                                           horizon=self.current_horizon(),
+                                           exercises=lesson_exercises(self.lesson)))
 
     def move_to(self, index: int, *, reveal_first: bool = False) -> None:
         ladder = self.query_one(Ladder)

@@ -380,9 +380,11 @@ class RunScreen(Screen[None]):
         self.horizon = horizon = self.current_horizon()
         ladder.horizon = horizon
         ladder.set_overlay("measured", visible_segments(
-            self.measured.segments if self.measured is not None else None, horizon))
+            self.measured.segments if self.measured is not None else None, horizon),
+            relayout=False)
         ladder.set_overlay("ghost", visible_segments(
-            self.previous.trace.segments if self.previous else None, horizon))
+            self.previous.trace.segments if self.previous else None, horizon),
+            relayout=False)
         ladder.set_rows(visible_rows(self.result.rows, horizon),
                         visible_bars(self.result.bars, horizon),
                         ladder.cursor if cursor is None else cursor)
@@ -518,8 +520,15 @@ class RunScreen(Screen[None]):
                 lines.append(f"Stall {stall.text()}")
             else:
                 lines.append(f"Silent since {ms_text(stall.start)} ms, so far")
-        if row.segment is not None and self.measured is not None:
-            lines.append(measured_delta(row.segment, self._twins.get(id(row.segment))))
+        if self.measured is not None:
+            # the orange ┄ arrows are named where they are seen (issue 31.3: no word of
+            # the explanation said what they were)
+            if row.segment is not None:
+                lines.append("┄ kernel: " + measured_delta(
+                    row.segment, self._twins.get(id(row.segment))))
+            else:
+                lines.append("┄ orange arrows: the kernel's segments, this scenario run "
+                             "on real sockets (r)")
         return lines[:4]
 
     # ------------------------------------------------------------------ what-if
@@ -623,10 +632,11 @@ class RunScreen(Screen[None]):
         ladder = self.query_one(Ladder)
         ladder.set_overlay("measured", visible_segments(message.trace.segments, self.horizon))
         shown = visible_segments(message.trace.segments, self.horizon) or []
-        text = f"measured {len(shown)} segments on real sockets (┄ overlay)"
+        count = f"{len(shown)} segment" + ("" if len(shown) == 1 else "s")
+        text = f"measured {count} on real sockets (┄ orange overlay: the kernel)"
         if self.horizon is not None:
-            text = (f"measured {len(shown)} segments up to {self.horizon / 1000:.3f} ms on "
-                    "real sockets (┄ overlay); the rest after your answer")
+            text = (f"measured {count} up to {self.horizon / 1000:.3f} ms on real sockets "
+                    "(┄ orange overlay: the kernel); the rest after your answer")
         if self.result is not None and self.horizon is None:
             real = RunResult.build(self.result.scenario, message.trace)
             text = f"sim vs real: {compare_text(self.result, real)}"

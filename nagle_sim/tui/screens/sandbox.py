@@ -15,13 +15,16 @@ import tomllib
 from pathlib import Path
 from typing import ClassVar, cast
 
+from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.widgets import TextArea
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static, TextArea
 
 from ...scenario import ScenarioError, read_text
 from ..classroom import NO_FILES
+from ..exercise import Exercise, Verdict, check
 from ..runners import AppServices
 from .open_file import OpenFileScreen
 from .run import RunScreen
@@ -172,10 +175,13 @@ class SandboxScreen(RunScreen):
         # not in the footer: at 80 columns it pushed "? Help" out (help and ctrl+p list it)
         Binding("ctrl+o", "open", "Open", show=False, id="sandbox.open",
                 tooltip="Open a scenario file"),
+        Binding("ctrl+t", "check_exercise", "Check", show=False, id="sandbox.check",
+                tooltip="Check the editor's scenario against the lesson's exercise"),
     ]
 
     def __init__(self, path: str | None = None, *, text: str | None = None,
-                 name: str | None = None, horizon: int | None = None) -> None:
+                 name: str | None = None, horizon: int | None = None,
+                 exercises: list[Exercise] | None = None) -> None:
         """Open ``path``, or edit ``text`` in memory (named ``name``), or the template.
         ``horizon``: a lesson question still pending (µs): the copy shows nothing after it."""
         self.lesson_horizon = horizon
@@ -193,22 +199,81 @@ class SandboxScreen(RunScreen):
                          scenario_path=Path(where), error=error)
         if name is not None:
             self.export_name = f"{name}-sandbox"
+        self.exercises = exercises or []
+        """The lesson's exercises (a copy made with `s` from a lesson; issue 30): the
+        first is shown above the editor and ctrl+t checks the editor's text against it."""
 
     def current_horizon(self) -> int | None:
         return self.lesson_horizon
 
     def compose_side(self) -> ComposeResult:
         with Vertical(id="side"):
+            if self.exercises:
+                with VerticalScroll(id="exercise-box"):
+                    yield Static(self.exercise_text(), id="exercise")
             yield TextArea(self.text or "", id="editor", show_line_numbers=True,
                            soft_wrap=False)
+
+    def exercise_text(self, verdict: Verdict | None = None) -> Text:
+        """The exercise's task and how to check it; after a check, each claim ✓ or ✗."""
+        ex = self.exercises[0]
+        text = Text(f"Exercise ({ex.kind}): ", style="bold")
+        text.append(ex.task)
+        if verdict is None:
+            text.append("\nctrl+t checks it", style="dim")
+            if ex.kind == "claim":
+                text.append(" (write your claim as an [[expect]] table)", style="dim")
+            return text
+        for ok, why in verdict.lines:
+            text.append(f"\n{'✓' if ok else '✗'} {why}", style="green" if ok else "bold red")
+        text.append("\nSolved." if verdict.solved else f"\nNot yet. Hint: {ex.hint}",
+                    style="bold green" if verdict.solved else "")
+        return text
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "check_exercise" and not self.exercises:
+            return False
+        if self._check_open(action):
+            return False  # classroom: the key is neither shown nor bound
+        return super().check_action(action, parameters)
+
+    def action_check_exercise(self) -> None:
+        if not self.exercises:
+            return
+        if self.lesson_horizon is not None:
+            # the verdict says what the run does ("✗ no request waits for a delayed ACK"):
+            # it would answer the lesson's pending question
+            self.say("Answer the lesson's questions first: checking the exercise shows what "
+                     "the run does.", title="Exercise", severity="warning")
+            return
+        self.say("checking the exercise…", timeout=2)
+        self._check(self.query_one("#editor", TextArea).text)
+
+    @work(thread=True, exclusive=True, group="exercise")
+    def _check(self, text: str) -> None:
+        try:
+            verdict = check(self.exercises[0], text, self.where, self.services.run_sim)
+        except ScenarioError as exc:
+            self.app.call_from_thread(self.show_error, str(exc))
+            return
+        except Exception as exc:  # the model refusing a combination is the student's too
+            self.app.call_from_thread(self.show_error,
+                                      f"{self.where}: {type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self._checked, verdict)
+
+    def _checked(self, verdict: Verdict) -> None:
+        self.query_one("#exercise", Static).update(self.exercise_text(verdict))
+        self.query_one("#exercise-box").scroll_end(animate=False)
+        self.say("Exercise solved." if verdict.solved else
+                 f"Not yet: {sum(not ok for ok, _ in verdict.lines)} check(s) fail.",
+                 title="Exercise", severity="information" if verdict.solved else "warning")
 
     def action_run_editor(self) -> None:
         self.start(self.query_one("#editor", TextArea).text, self.where)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "open" and cast(AppServices, self.app).classroom is not None:
-            return False  # classroom: the key is neither shown nor bound
-        return super().check_action(action, parameters)
+    def _check_open(self, action: str) -> bool:
+        return action == "open" and cast(AppServices, self.app).classroom is not None
 
     def action_open(self) -> None:
         if cast(AppServices, self.app).classroom is not None:

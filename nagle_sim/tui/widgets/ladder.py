@@ -58,8 +58,8 @@ class _Arrow:
         self.y1 = y1
         self.src = src
         self.seg = seg
-        """The simulated segment (its label is made when a line needs it); None for an
-        overlay's (ghost, measured) arrow, which has no label."""
+        """The segment (its label is made when a line needs it): the run's own or an
+        overlay's (ghost, measured; drawn in the overlay's style)."""
         self.cls = cls
         self.line = line   # run character
         self.split = False
@@ -245,14 +245,24 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         self.scroll_to_cursor(center=True)
         self.post_message(self.StepChanged(self, self.cursor, self.current_row))
 
-    def set_overlay(self, name: str, segments: list[SegmentRecord] | None) -> None:
-        """Extra segments drawn under the simulated ones ("measured" or "ghost")."""
+    def set_overlay(self, name: str, segments: list[SegmentRecord] | None, *,
+                    relayout: bool = True) -> None:
+        """Extra segments drawn under the simulated ones ("measured" or "ghost"). Their
+        sends and arrivals get lines of their own (`LadderLayout`'s ``extra``);
+        ``relayout=False``: new rows follow at once (`set_rows` lays them all out)."""
         if segments is None:
-            self._overlays.pop(name, None)
+            if self._overlays.pop(name, None) is None:
+                return
         else:
             self._overlays[name] = segments
-        self._arrow_list = None
-        self._invalidate()
+        if relayout:
+            keep = self.cursor
+            self._relayout()
+            self.set_reactive(Ladder.cursor, self.validate_cursor(keep))
+            self.scroll_to_cursor()
+        else:
+            self._arrow_list = None
+            self._invalidate()
 
     @property
     def placeholder(self) -> str:
@@ -273,7 +283,15 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         return self.rows[self.cursor] if self.rows else None
 
     def _relayout(self) -> None:
-        self.layout_ = LadderLayout(row_times(self.rows), self.scale)
+        extra: list[int] = []
+        for name, segs in self._overlays.items():
+            if name == "ghost" and not self.show_ghost:
+                continue
+            for seg in segs:
+                extra.append(seg.t)
+                if seg.arrive is not None:
+                    extra.append(seg.arrive)
+        self.layout_ = LadderLayout(row_times(self.rows), self.scale, extra)
         self._cols = None  # the time column's width follows the last time (a lifted horizon)
         bar_lines: dict[Side, tuple[list[int], list[int], list[int], list[Bar]]] = {}
         for side in Side:
@@ -321,7 +339,9 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
                     y1 = in_flight_to  # still in flight: no head is ever drawn
                 else:
                     y1 = max(y0, line_of_time(s.arrive if s.arrive is not None else s.t))
-                arrows.append(_Arrow(y0, y1, s.src, None, cls, run,
+                # labelled like the run's own (in the overlay's colour): on a line of
+                # its own an unlabelled arrow said nothing of which segment it was
+                arrows.append(_Arrow(y0, y1, s.src, s, cls, run,
                                      s.arrive if s.arrive is not None else s.t))
         classes = {(side, data): f"ladder--{side.value}" + ("" if data else "-ack")
                    for side in Side for data in (True, False)}
@@ -384,7 +404,10 @@ class Ladder(ScrollView, can_focus=True, inherit_bindings=False):
         self.cursor = keep
 
     def watch_show_ghost(self) -> None:
-        self._invalidate()
+        keep = self.cursor
+        self._relayout()   # the ghost's own lines come and go with it
+        self.set_reactive(Ladder.cursor, self.validate_cursor(keep))
+        self.scroll_to_cursor()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
