@@ -43,13 +43,28 @@ from typing import Any
 
 FD_ENV = "NAGLE_SIM_FORK_FD"
 CONFIG_ENV = "NAGLE_SIM_FORK_CONFIG"
+TEMPLATE_ENV = "NAGLE_SIM_FORK_TEMPLATE"
+"""``0``: fork each app from the prepared process and let it build its own screens (the
+way before `forktemplate`; benchmarks compare the two)."""
 CHILD_FDS = 4
 PACKET_LIMIT = 4096
 
 
 def prepare(config: dict[str, Any]) -> Callable[[], int]:
     """Everything a tab's app needs that does not depend on the tab, done once; returns
-    the function a child runs."""
+    the function a child runs (`make_app` builds the app itself, for the template)."""
+    make_app = prepare_app(config)
+
+    def run_one() -> int:
+        result = make_app(None).run()
+        return result if isinstance(result, int) else 0
+
+    return run_one
+
+
+def prepare_app(config: dict[str, Any]) -> Callable[[Any], Any]:
+    """Imports, lessons, runners and policy, done once; returns a function that builds one
+    tab's `NagleApp` (with the given class link, or the one serve handed this process)."""
     from pathlib import Path
 
     # imported by the app only when it runs: import them here, once for every child
@@ -74,17 +89,15 @@ def prepare(config: dict[str, Any]) -> Callable[[], int]:
     lessons = load_lessons()
     niceness = int(config.get("nice", 0))
 
-    def run_one() -> int:
+    def make_app(link: Any) -> Any:
         if niceness > 0:  # below serve: the class's hub answers first under a start-up rush
             with contextlib.suppress(OSError):
                 os.nice(niceness)
-        app = NagleApp(run_sim=run_sim, run_real=run_real, classroom=classroom,
-                       real_blocker=blocker, lessons=lessons,
-                       class_link=ClassLink.from_environment())
-        result = app.run()
-        return result if isinstance(result, int) else 0
+        return NagleApp(run_sim=run_sim, run_real=run_real, classroom=classroom,
+                        real_blocker=blocker, lessons=lessons,
+                        class_link=link if link is not None else ClassLink.from_environment())
 
-    return run_one
+    return make_app
 
 
 def _child(run_one: Callable[[], int], fds: list[int], columns: int, rows: int,
@@ -199,15 +212,29 @@ def main() -> int:
         print(f"nagle-sim fork server: started without its socket ({error})", file=sys.stderr)
         return 2
     control.set_inheritable(False)
+    template = os.environ.pop(TEMPLATE_ENV, "1") != "0"
     try:
-        run_one = prepare(config)
+        make_app = prepare_app(config)
     except Exception as error:  # serve falls back to starting each app on its own
         print(f"nagle-sim fork server: cannot prepare the app: {error!r}", file=sys.stderr)
         return 1
     # everything so far is shared with every child, read-only: never scan it again
     gc.collect()
     gc.freeze()
-    serve_forks(control, run_one)
+    if not template:
+        def run_one() -> int:
+            result = make_app(None).run()
+            return result if isinstance(result, int) else 0
+
+        serve_forks(control, run_one)
+        return 0
+    from .forktemplate import Template, reserve_low_fds
+    server = Template(reserve_low_fds(control), make_app)
+    code = server.run()
+    if server.forked is not None:  # a tab's app, forked from the template, has ended
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os._exit(code)
     return 0
 
 

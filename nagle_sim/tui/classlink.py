@@ -135,11 +135,36 @@ class ClassLink:
         with contextlib.suppress(OSError):
             self.sock.close()
 
+    def rebind(self, sock: socket.socket, view: dict[str, Any] | None) -> None:
+        """Speak on `sock` from now on, with `view` as the class's newest view: the app
+        was forked from the fork server's template app (`nagle_sim.cli.forkserver`), whose
+        link spoke to the fork server. What the template already followed (its lesson,
+        its question) stays applied: a view for the same poll only updates the ballot."""
+        old_sock, old_task, old_writer = self.sock, self._task, self._writer
+        self.sock, self._writer, self.closed = sock, None, False
+        sock.set_inheritable(False)
+        if old_task is not None:
+            old_task.cancel()
+        if old_writer is not None:
+            with contextlib.suppress(Exception):
+                old_writer.close()
+        with contextlib.suppress(OSError):
+            old_sock.close()
+        self._last_report = None
+        if view is not None and view.get("t") == "class" and _view_ok(view):
+            self.view = view
+        self._wake.set()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
     async def _run(self) -> None:
+        sock = self.sock
         try:
-            self.sock.setblocking(False)
-            reader, self._writer = await asyncio.open_connection(
-                sock=self.sock, limit=LINE_LIMIT + 2)
+            sock.setblocking(False)
+            reader, writer = await asyncio.open_connection(sock=sock, limit=LINE_LIMIT + 2)
+            if sock is not self.sock:  # rebound while connecting
+                writer.close()
+                return
+            self._writer = writer
             follower = asyncio.create_task(self._follow())
             try:
                 while True:
@@ -159,7 +184,8 @@ class ClassLink:
         except (OSError, ValueError, asyncio.LimitOverrunError):
             pass
         finally:
-            self._gone()
+            if sock is self.sock:  # not a link this app has since left (`rebind`)
+                self._gone()
 
     def _gone(self) -> None:
         """The link is down: the app goes on alone (what it shows stays)."""

@@ -37,6 +37,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 """As root Chromium needs --no-sandbox; the background-networking flags keep it from
 calling Google's services, so the network log holds only what the page asked for."""
 
+WAIT_MS = 30_000
+"""How long a test waits for the teacher's page to show something (Playwright's own
+default for a wait; its `expect` would give up after 5 s)."""
+
 TOKEN = "browser-test-class-1"
 TEACHER = "browser-test-teacher-1"
 
@@ -49,6 +53,17 @@ def _need_browser() -> Any:
                     "chromium; .ci/run installs it)")
     pytest.importorskip("pyte", reason="pyte is not installed (pip install -e '.[test]')")
     return sync_api
+
+
+def expect(locator: Any) -> Any:
+    """Playwright's auto-waiting assertions on a locator. Tests of our pages wait with
+    these, never with `page.wait_for_function("…")`: a string predicate is run with
+    `eval` on every poll, which the teacher page's CSP (script-src 'self', no
+    'unsafe-eval') refuses with an EvalError. Only its first poll, run inside the DevTools
+    call itself, is let through, so such a wait passed whenever the page already showed
+    the awaited text and failed when it had to wait (CI, issue 24)."""
+    from playwright.sync_api import expect as playwright_expect
+    return playwright_expect(locator)
 
 
 @pytest.fixture(scope="module")
@@ -258,5 +273,5 @@ def open_teacher(browser: Any, url: str, *, width: int = 1280, height: int = 720
                                   accept_downloads=True)
     page = context.new_page()
     page.goto(url)
-    page.wait_for_function("document.querySelectorAll('#lesson option').length > 0")
+    expect(page.locator("#lesson option")).not_to_have_count(0, timeout=WAIT_MS)
     return page

@@ -1101,3 +1101,86 @@ def test_the_fork_server_reports_exits_and_kills_its_apps_when_serve_goes() -> N
                 os.close(fd)
         if server.poll() is None:
             server.kill()
+
+
+LESSON_7_POLL = {"t": "class", "lead": "07-write-write-read", "done": [], "name": "",
+                 "poll": {"id": 1, "lesson": "07-write-write-read", "question": 0,
+                          "phase": "vote", "round": 1, "counts": [], "answer": None,
+                          "mine": [None, None]}}
+
+
+@pytest.mark.slow
+def test_tabs_forked_from_the_template_show_the_lead_and_each_speaks_for_itself() -> None:
+    """The fork server's template app (cli/forktemplate.py) follows the class to lesson
+    7's question and forks each tab from there: every tab's terminal shows the question,
+    each app reports on its own class channel (the link rebound from the template's), and
+    once the class is freed a new tab gets the lesson list, not the template's old
+    lesson."""
+    import json as json_module
+    import select
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    from nagle_sim.tui.serve import ClassroomServer
+    environment = ClassroomServer(ServeOptions(warm=0)).environment
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nagle_sim.cli.forkserver"], pass_fds=[theirs.fileno()],
+        env={**environment, "NAGLE_SIM_FORK_FD": str(theirs.fileno()),
+             "NAGLE_SIM_FORK_CONFIG": "{}"}, stdin=subprocess.DEVNULL)
+    theirs.close()
+    held: list[int] = []
+    tabs: list[tuple[int, int, socket.socket]] = []  # stdin, stdout, class channel
+    try:
+        ours.settimeout(90)
+        assert json_module.loads(ours.recv(4096)) == {"ready": True}
+
+        def fork(view: dict[str, object] | None) -> tuple[int, int, socket.socket]:
+            pipes = [os.pipe() for _ in range(3)]
+            app_end, class_end = socket.socketpair()
+            given = [pipes[0][0], pipes[1][1], pipes[2][1], class_end.fileno()]
+            socket.send_fds(ours, [json_module.dumps({
+                "id": len(tabs), "columns": 100, "rows": 30,
+                "view": json_module.dumps(view) if view else ""}).encode()], given)
+            for fd in given[:3]:
+                os.close(fd)
+            class_end.close()
+            held.extend([pipes[0][1], pipes[1][0], pipes[2][0]])
+            while "pid" not in json_module.loads(ours.recv(4096)):
+                pass  # (an exit report of an earlier tab)
+            tab = (pipes[0][1], pipes[1][0], app_end)
+            tabs.append(tab)
+            return tab
+
+        def screen_until(fd: int, want: bytes, timeout_s: float = 90) -> bytes:
+            got = b""
+            deadline = time.monotonic() + timeout_s
+            while want not in got:
+                left = deadline - time.monotonic()
+                assert left > 0, f"{want!r} not on the tab's screen: {got[-2000:]!r}"
+                if select.select([fd], [], [], left)[0]:
+                    data = os.read(fd, 65536)
+                    assert data, f"the tab's app ended before showing {want!r}"
+                    got += data
+            return got
+
+        first, second = fork(LESSON_7_POLL), fork(LESSON_7_POLL)
+        for _stdin, stdout, _channel in (first, second):
+            screen_until(stdout, b"Predict (")
+        for _stdin, _stdout, channel in (first, second):
+            channel.settimeout(30)
+            report = json_module.loads(channel.recv(4096).split(b"\n")[0])
+            assert report["t"] == "at" and report["lesson"] == "07-write-write-read", report
+
+
+        freed = {**LESSON_7_POLL, "lead": None, "poll": None}
+        _stdin, stdout, _channel = fork(freed)
+        screen_until(stdout, b"Pick a lesson")
+    finally:
+        ours.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=20)
+        if server.poll() is None:
+            server.kill()
+        for fd in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for _stdin, _stdout, channel in tabs:
+            channel.close()
