@@ -537,6 +537,9 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
         for op in ops:
             if op.op == "read" and op.end is not None:
                 i = bisect.bisect_right(times, op.end) - 1
+                # the data that completed it: a pure ACK that came in meanwhile did not
+                while i >= 0 and not (got[i].length or got[i].has_fin):
+                    i -= 1
                 if i >= 0 and times[i] >= op.start:
                     lag = op.end - times[i] - CALL_OVERHEAD_US
                     if lag < HOST_DELAY_MIN_US:
