@@ -2,7 +2,11 @@
 
 Owns: the tiny command line for headless jobs: prints the trace as JSON (view it with
 `nagle-sim show`, or run `nagle-sim realnet run` for the ladder). Exit 0 ok, 1 the run
-failed (deadlock, error, limit), 2 bad input. Must not import textual, rich or simpy.
+failed (deadlock, error, limit), 2 bad input, 130 interrupted (Ctrl-C or SIGTERM, after
+everything the run made was removed). The SIGTERM handler (`realnet.interrupt`) is
+installed before anything else is imported; a SIGTERM earlier than that (interpreter
+start-up, nothing created yet) or after the trace is written ends the process the default
+way (killed by the signal). Must not import textual, rich or simpy.
 """
 
 from __future__ import annotations
@@ -10,12 +14,31 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nagle_sim.errors import UserError
-from nagle_sim.scenario import load
-from nagle_sim.trace import Outcome
+from realnet.interrupt import EXIT_TERMINATED, Terminated, sigterm_as_interrupt
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        with sigterm_as_interrupt():
+            return _main(argv)
+    except KeyboardInterrupt as exc:
+        print("error: terminated (SIGTERM)" if isinstance(exc, Terminated)
+              else "error: interrupted", file=sys.stderr)
+        return EXIT_TERMINATED
+    except RuntimeError as exc:
+        # An interrupt inside a class body's __set_name__ (a dataclass field of a module
+        # imported during the run) comes wrapped in a RuntimeError on Python 3.11.
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_TERMINATED
+        raise
+
+
+def _main(argv: list[str] | None) -> int:
+    from nagle_sim.errors import UserError
+    from nagle_sim.scenario import load
+    from nagle_sim.trace import Outcome
+
     parser = argparse.ArgumentParser(prog="python -m realnet",
                                      description="Run a scenario over real kernel sockets.")
     parser.add_argument("file", help="scenario file (TOML)")
@@ -38,11 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
     trace.write_json(sys.stdout)    # streamed: the same text as dumps(), never all of it
     sys.stdout.write("\n")
+    sys.stdout.flush()
     if trace.outcome is not Outcome.OK:
         print(f"error: {trace.message}", file=sys.stderr)
         return 1

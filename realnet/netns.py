@@ -120,6 +120,22 @@ def socket_in_namespace(
         return socket.socket(family, type, proto)
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait (blocked for this thread) until the body is done.
+
+    For pyroute2's namespace creation, which mounts the namespace from a forked child: an
+    interrupt in the middle used to unwind the parent while the child still finished the
+    mount, after close() had looked (a SIGTERM 0 s after both names existed left the
+    server's namespace to the watchdog). A blocked signal stays pending and is handled
+    as soon as the body ends (tens of ms)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def write_sysctl(name: str, key: str, value: str) -> None:
     """Set sysctl `key` (dotted, e.g. ``net.ipv4.tcp_autocorking``) inside namespace `name`.
 
@@ -223,8 +239,9 @@ class PrivateLoopback:
         cleanup.remove_stale()
         watchdog.ensure()       # removes the namespace if this process is killed
         self.ns_name = f"{cleanup.link_tag(self._owner_pid, next(_seq))}-l"
-        pr_netns.create(self.ns_name)
-        self._created = True
+        self._created = True        # before it exists, as EmulatedLink._create_ns
+        with _interrupts_deferred():
+            pr_netns.create(self.ns_name)
         try:
             for key, value in self.sysctls.items():
                 write_sysctl(self.ns_name, key, value)
@@ -401,8 +418,12 @@ class EmulatedLink:
                 tap.close()
 
     def _create_ns(self, ns: str, side: Side) -> None:
-        pr_netns.create(ns)
+        # Named for close() before it exists: an interrupt (Ctrl-C, SIGTERM) landing
+        # between the mount and the bookkeeping must not leave it (removing a name that
+        # was never created is a no-op).
         self._created_ns.append(ns)
+        with _interrupts_deferred():
+            pr_netns.create(ns)
         settings = {
             "net.ipv6.conf.all.disable_ipv6": "1",
             "net.ipv6.conf.default.disable_ipv6": "1",

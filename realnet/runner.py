@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +43,7 @@ from realnet.host import (
 )
 from realnet.hostfacts import _int
 from realnet.hostfacts import read_sysctl as _read_sysctl
+from realnet.interrupt import check, sigterm_as_interrupt
 from realnet.side import SideRunner
 from realnet.supervise import rtt_s, run_timeout_s, stall_timeout_s, supervise
 
@@ -96,7 +95,7 @@ def run_real(scenario: Scenario, *, remote: str | None = None,
     if removed:
         say(f"realnet: removed {len(removed)} leftovers of dead runs ({', '.join(removed[:3])}"
             + (", ..." if len(removed) > 3 else "") + ")")
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         if remote:
             from realnet.remote import run_remote
             return run_remote(scenario, remote, progress=say, timeout_s=timeout_s, token=token)
@@ -156,25 +155,6 @@ def refuse_unsupported(scenario: Scenario) -> None:
                     raise RealnetError(f"{src}:{stmt.line}: {side.value}: {why}")
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM unwinds the run like Ctrl-C, so every ``finally`` (side processes, captures,
-    namespaces, relay) runs. Only the main thread can install handlers; a run in a worker
-    thread (the TUI) relies on PDEATHSIG and the next run's stale cleanup instead."""
-    def interrupt(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:          # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @dataclass(slots=True)
 class _Path:
     """The path a local run crosses: its two sockets and the server's address, and the
@@ -203,13 +183,18 @@ class _LocalRun:
         the captured segments. Everything opened is closed on the way out."""
         sc = self.scenario
         with contextlib.ExitStack() as stack:
+            # check(): a SIGTERM whose exception Python swallowed (realnet.interrupt)
+            # stops the run at the next phase rather than at its end.
             path = self._open_path(stack)
+            check()
             port = self._prepare_sockets(stack, path)
             sides = self._start_sides(stack, path, port)
+            check()
             captures = self._start_captures(stack, path, port)
             recorder = _kernel_recorder(port, self.say)
             if recorder is not None:
                 stack.callback(recorder.stop)
+            check()
             # The server is in accept() before the client connects, as in the simulator.
             sides[Side.SERVER].go()
             sides[Side.SERVER].ready()

@@ -18,6 +18,7 @@ from nagle_sim.model.events import Side
 from nagle_sim.scenario import Read, Repeat, Scenario, Sleep, Statement, Write, Writev
 from nagle_sim.scenario.steps import deadlock_message, limit_message
 from nagle_sim.trace import Outcome
+from realnet.interrupt import check
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,7 @@ def supervise(scenario: Scenario, sides: dict[Side, Any], *, timeout_s: float,
     last_progress: tuple[int, ...] = ()
     last_change = start
     while True:
+        check()     # a SIGTERM whose exception was lost (realnet.interrupt)
         finished = {side: r.finished for side, r in sides.items()}
         if all(finished.values()):
             break

@@ -97,3 +97,35 @@ def test_a_fin_only_the_model_sent_again_is_a_decision_difference_not_a_crash() 
     layers = two_layers(cmp, sim, real)
     assert not layers.decisions.agree
     assert any("FIN" in d for d in layers.decisions.differences), layers.decisions.differences
+
+
+def test_a_read_whose_ack_left_at_once_is_late_to_return_not_to_read() -> None:
+    """Issue 33's open difference, found with the kernel's own decisions (watch on the
+    serve). tests/data/remote_slow_07_read_acked_at_once.json is lesson 07 against a serve
+    throttled to 6 ms of CPU in 100 ms: after the quick ACKs were spent the kernel ACKed
+    "world" 0.06 ms after it arrived (tcp_cleanup_rbuf: the reader took the data at once,
+    watch's READ_ACK) and the read returned to the program 50 ms later. The host-timed
+    model used to put those 50 ms before the read, so its data sat unread and its
+    delayed-ACK timer fired: "ACK now vs delayed" twice. The lag now delays the call after
+    the read."""
+    from pathlib import Path
+
+    from nagle_sim.compare.run import model_against
+    from nagle_sim.runners import simulate
+    from nagle_sim.scenario import load
+    from nagle_sim.trace import Trace
+
+    root = Path(__file__).resolve().parents[1]
+    scenario = load(root / "lessons" / "07-write-write-read" / "scenario.toml", [])
+    real = Trace.loads((root / "tests" / "data" /
+                        "remote_slow_07_read_acked_at_once.json").read_text())
+    both = model_against(scenario, real, simulate)
+    starts, lags = host_delays(real, both.sim)
+    # every late read here was ACKed at once (request 7, iteration 6, by the read itself;
+    # the others by quick ACKs): each lag (49-96 ms) delays the echo's write instead
+    assert not lags, lags
+    for iteration in (3, 4, 6, 8):
+        assert starts[(Side.SERVER, 20, (iteration,), 1)] >= 49_000, starts
+    layers = both.compare().layers
+    assert layers is not None
+    assert layers.decisions.agree, layers.decisions.differences

@@ -522,7 +522,11 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
     late); the script's implicit close is delayed to the real FIN; a blocking read's lag
     is how long it took to return once the data that completed it had reached its host
     (the receiver's own capture): meanwhile the data sat unread, so the window stayed as
-    it was. Sleeps, and the call after one, are left
+    it was — unless the receiver ACKed that data at once while the read was still out
+    (`_read_acked_at_once`): then the read took the data when it came and only its return
+    was late, and the lag delays the call after the read instead. (Where that ACK was a
+    quick ACK, which the read's timing cannot be told from, the two placements differ only
+    in when the model's receive window reopens.) Sleeps, and the call after one, are left
     to the measured sleeps."""
     arrivals = _arrivals(real)
     took = {(o.side, o.line, o.iteration, o.loop): o.end - o.start
@@ -532,13 +536,21 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
     for side in Side:
         ops = sorted((o for o in real.ops if o.side is side and o.line
                       and o.op not in ("connect", "accept")), key=lambda o: o.start)
-        times, _ = arrivals[side]
+        times, got = arrivals[side]
+        returned_late: dict[int, int] = {}     # id(read) -> lag after its kernel work
         for op in ops:
             if op.op == "read" and op.end is not None:
                 i = bisect.bisect_right(times, op.end) - 1
+                # the data that completed it: a pure ACK that came in meanwhile did not
+                while i >= 0 and not (got[i].length or got[i].has_fin):
+                    i -= 1
                 if i >= 0 and times[i] >= op.start:
                     lag = op.end - times[i] - CALL_OVERHEAD_US
-                    if lag >= HOST_DELAY_MIN_US:
+                    if lag < HOST_DELAY_MIN_US:
+                        continue
+                    if _read_acked_at_once(real, side, got[i], op):
+                        returned_late[id(op)] = lag
+                    else:
                         lags[(side, op.line, op.iteration, op.loop)] = lag
         writes = _Writes(real)
         sent = sorted((s.seq, int(s.t)) for s in real.segments if s.src is side and s.length)
@@ -550,6 +562,8 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
                 continue
             lag = carry + (0 if prev is None or prev.end is None else
                            op.start - prev.end - CALL_OVERHEAD_US)
+            if prev is not None:
+                lag += returned_late.get(id(prev), 0)
             carry = 0
             if op.op != "read":
                 # a call that took longer than the model's: throttled before it sent (what
@@ -573,6 +587,21 @@ def host_delays(real: Trace, sim: Trace | None = None) -> tuple[HostTiming, Host
             if lag >= HOST_DELAY_MIN_US:
                 starts[(side, -1, (), 0)] = lag
     return starts, lags
+
+
+def _read_acked_at_once(real: Trace, side: Side, data: SegmentRecord, read: OpRecord) -> bool:
+    """Whether ``side`` ACKed the data that completed ``read`` at once (a pure ACK within
+    `ACK_NOW_MAX_US` of its arrival) while the read had not yet returned. The read's work
+    in the kernel then ran when the data came (that is when a read sends its ACK,
+    tcp_cleanup_rbuf) and the lag was its return to the program, after it: a host
+    throttled between the system call and the program (measured on a CPU-quota'd serve,
+    docs/realnet.md). The host-timed model then reads at once and delays the next call."""
+    if data.arrive is None or read.end is None or not (data.length or data.has_fin):
+        return False
+    end = data.seq + data.length + (1 if data.has_fin else 0)
+    return any(s.src is side and not s.length and s.ack is not None and s.ack >= end
+               and data.arrive <= s.t < min(read.end, data.arrive + ACK_NOW_MAX_US)
+               for s in real.segments)
 
 
 def _sent_within(writes: _Writes, sent: list[tuple[int, int]], side: Side,

@@ -6,14 +6,17 @@ Real kernel, real sockets: needs root; skipped otherwise (see conftest).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,8 +53,59 @@ def _nodelay_quickack(s: socket.socket) -> None:
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
 
 
-async def _ping_pong_rtts_ms(link: EmulatedLink, rounds: int) -> list[float]:
-    """1-byte ping-pong between both namespaces, driven by ONE asyncio loop."""
+TCPI_MIN_RTT = 148
+"""Offset of ``tcpi_min_rtt`` (µs) in ``struct tcp_info`` (include/uapi/linux/tcp.h)."""
+
+# What a 1-byte ping-pong over EmulatedLink(20 ms, 5 ms) measured (scratch scripts, this
+# 2-core VM shared with other sessions, load average 12-14, plus two busy-loop processes
+# for the "loaded" rows; 3-4 links of 20 rounds each):
+#
+#                                          shared load        + 2 busy loops
+#   relay lateness p50 (its own stats)     6-11 us            6-15 us
+#   kernel tcpi_min_rtt, both sockets      25.11-25.21 ms     25.09-25.20 ms
+#   application RTT median, normal prio    25.9-28.6 ms       48-56 ms
+#   application RTT median, SCHED_FIFO 5   25.76-25.79 ms     25.71-25.94 ms
+#
+# tcpdump in both namespaces split a round: each relay hop 5-9 us over its delay; the rest
+# is the test program's own work (wake-up from epoll, asyncio, setsockopt, send), ~0.25 ms
+# per wake-up at normal priority on this machine and unbounded under CPU load. So the
+# link is asserted from the kernel's own RTT (no application scheduling in it: the peer
+# ACKs in softirq, in the relay's context), and the application's view at real-time
+# priority, as realnet's side processes run.
+KERNEL_RTT_ALLOWANCE_US = 500
+"""The kernel's minimum RTT may exceed the configured 25 ms by the relay's lateness and
+its write path (measured at most 0.21 ms, twice that allowed)."""
+APP_RTT_ALLOWANCE_MS = 2.0
+"""The test program's own per-round work at SCHED_FIFO (measured 0.7-0.9 ms, median):
+still far below any TCP timer (a jiffy is 4 ms, the shortest delayed ACK 40 ms)."""
+RELAY_P50_LATE_NS = 100_000
+"""The relay's median lateness (measured 6-15 us)."""
+TEST_RT_PRIORITY = 5
+"""Below the relay's (10), so the relay still preempts the test loop."""
+
+
+@contextlib.contextmanager
+def _realtime_thread(priority: int) -> Iterator[None]:
+    """SCHED_FIFO for the calling thread for the body (realnet's side processes and relay
+    run so too), then its previous policy. Needs root (the realnet tests do)."""
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, policy, param)
+
+
+def _min_rtt_us(s: socket.socket) -> int:
+    raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    (value,) = struct.unpack_from("=I", raw, TCPI_MIN_RTT)
+    return int(value)
+
+
+async def _ping_pong_rtts_ms(link: EmulatedLink, rounds: int
+                             ) -> tuple[list[float], list[int]]:
+    """1-byte ping-pong between both namespaces, driven by ONE asyncio loop at SCHED_FIFO.
+    Returns the application's RTTs (ms) and both sockets' kernel minimum RTT (us)."""
     loop = asyncio.get_running_loop()
     listener = link.socket_in("server")
     client = link.socket_in("client")
@@ -65,7 +119,7 @@ async def _ping_pong_rtts_ms(link: EmulatedLink, rounds: int) -> list[float]:
         await loop.sock_connect(client, (link.server_addr, PORT))
         conn, _ = await accept
         rtts: list[float] = []
-        with conn:
+        with conn, _realtime_thread(TEST_RT_PRIORITY):
             _nodelay_quickack(conn)
             for _ in range(rounds):
                 t0 = time.perf_counter_ns()
@@ -76,21 +130,27 @@ async def _ping_pong_rtts_ms(link: EmulatedLink, rounds: int) -> list[float]:
                 assert await loop.sock_recv(client, 1) == b"q"
                 _nodelay_quickack(client)
                 rtts.append((time.perf_counter_ns() - t0) / 1e6)
-        return rtts
+            kernel = [_min_rtt_us(client), _min_rtt_us(conn)]
+        return rtts, kernel
     finally:
         client.close()
         listener.close()
 
 
 async def test_rtt_matches_configured_one_way_delays() -> None:
+    """20 ms + 5 ms one way: the kernel's RTT is 25 ms plus at most the relay's lateness,
+    and an application at real-time priority sees it within its own per-round work
+    (the allowances and their measurements are above)."""
     with EmulatedLink(to_server_delay_us=20_000, to_client_delay_us=5_000) as link:
-        rtts = await _ping_pong_rtts_ms(link, rounds=20)
-    median = statistics.median(rtts)
-    assert 24.0 <= median <= 26.0, rtts
+        rtts, kernel_us = await _ping_pong_rtts_ms(link, rounds=20)
+    assert all(25_000 <= k <= 25_000 + KERNEL_RTT_ALLOWANCE_US for k in kernel_us), kernel_us
     # The relay must never deliver early: every RTT includes the full 25 ms.
     assert min(rtts) >= 24.95, rtts
-    # Every packet's delay was counted from its kernel send timestamp (the tap).
+    assert statistics.median(rtts) <= 25.0 + APP_RTT_ALLOWANCE_MS, rtts
     assert link.relay_stats is not None
+    lateness = link.relay_stats["lateness_ns"]
+    assert isinstance(lateness, dict) and 0 <= lateness["p50"] <= RELAY_P50_LATE_NS, lateness
+    # Every packet's delay was counted from its kernel send timestamp (the tap).
     directions = link.relay_stats["directions"]
     assert isinstance(directions, dict)
     for d in directions.values():
@@ -99,8 +159,9 @@ async def test_rtt_matches_configured_one_way_delays() -> None:
 
 async def test_zero_delay_forwards_immediately() -> None:
     with EmulatedLink(0, 0) as link:
-        rtts = await _ping_pong_rtts_ms(link, rounds=20)
-    assert statistics.median(rtts) < 2.0, rtts
+        rtts, kernel_us = await _ping_pong_rtts_ms(link, rounds=20)
+    assert max(kernel_us) < KERNEL_RTT_ALLOWANCE_US, kernel_us
+    assert statistics.median(rtts) < APP_RTT_ALLOWANCE_MS, rtts
 
 
 def test_link_respects_tcp_maxseg_and_mtu() -> None:

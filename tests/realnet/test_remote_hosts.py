@@ -377,13 +377,15 @@ def test_a_slow_remote_decides_as_the_model_and_its_timing_is_its_own(
 
 def test_compare_remote_decisions_agree_on_a_slow_remote(tmp_path: Path) -> None:
     """validate --remote's promise on a slow host, for `CI_LESSONS`, three rounds: every
-    round either agrees on every decision or shows only the one open difference
-    (docs/realnet.md, "A slow remote"): the slowed kernel sometimes ACKs at once where
-    the model, in ping-pong mode after the first reply, waits for its timer. Its cause is
-    not found and its rate varies (lesson 07: 1 of 3 rounds on the remote branch, 2 of 3
-    in one run on main), so the test holds the difference to that one kind and prints
-    how many rounds agree; any other decision difference fails it. The issue's "stable
-    over 3 runs" is not met until that cause is found."""
+    round either agrees on every decision or shows only "ACK now vs delayed" where the
+    kernel ACKed at once and the host-timed model waited for its timer. One cause of that
+    is found and fixed (the kernel's read took the data and ACKed it at once, its return
+    to the program was late, and the host-timed model put that lateness before the read:
+    `nagle_sim.compare.layers.host_delays`, tests/test_layers.py); the same kind still
+    appears without that cause (lesson 11 here in 1 of 3 rounds on a loaded machine,
+    lesson 24 at a harder throttle: docs/realnet.md), so the test holds differences to
+    that one kind and prints how many rounds agree; any other decision difference fails
+    it. The issue's "stable over 3 runs" is not met until that is found too."""
     known = "ACK now vs delayed: the model's ACK waited for its delayed-ACK timer"
     verdicts: dict[str, list[bool]] = {}
     with slow_cgroup() as group, two_hosts(tmp_path, 1, 1, slow=group) as hosts:
