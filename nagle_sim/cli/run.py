@@ -18,12 +18,16 @@ from .main import keep_to_the_end
 from .messages import print_error
 
 if TYPE_CHECKING:
-    from ..trace import Trace
+    from ..trace import Trace, TraceStream
 
 
-def emit(trace: Trace, args: argparse.Namespace) -> int:
-    """Print ``trace`` as ``args`` ask (`options.add_view_options`); 1 unless it ended ok."""
-    if getattr(args, "json", False):
+def emit(trace: Trace, args: argparse.Namespace, stream: TraceStream | None = None) -> int:
+    """Print ``trace`` as ``args`` ask (`options.add_view_options`); 1 unless it ended ok.
+    ``stream``: the `TraceStream` that took the run's records as it went (``--json``)."""
+    if stream is not None:
+        stream.finish(trace, sys.stdout)
+        sys.stdout.write("\n")
+    elif getattr(args, "json", False):
         # streamed: a big run's JSON is never one string
         trace.write_json(sys.stdout, version=getattr(args, "trace_format", 2))
         sys.stdout.write("\n")
@@ -45,14 +49,19 @@ def emit(trace: Trace, args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..runners import simulate
+    from ..trace import TraceStream
     limits: dict[str, int] = {}
     if args.record_limit is not None:
         limits["record_limit"] = args.record_limit
     if args.time_limit is not None:
         limits["time_limit"] = round(args.time_limit * 1_000_000)
-    trace = simulate(options.load_scenario(args), **limits)
+    scenario = options.load_scenario(args)
+    # JSON out needs no record once written: the run hands them to the writer as it goes
+    # and holds a few thousand at a time, whatever its length (docs/speed.md)
+    stream = TraceStream(args.trace_format) if args.json else None
+    trace = simulate(scenario, stream=stream, **limits)
     keep_to_the_end(trace, args)
-    return emit(trace, args)
+    return emit(trace, args, stream)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
