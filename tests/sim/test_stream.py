@@ -89,8 +89,8 @@ def test_a_streamed_run_holds_a_bounded_part_of_the_trace() -> None:
 @pytest.mark.parametrize(("name", "text", "outcome"), [
     ("deadlock", '[client]\nscript = "write 10; read 10"\n[server]\nscript = "read 20"\n',
      "deadlock"),
-    ("error", '[client]\nscript = "write 10; close; write 2"\n'
-     '[server]\nscript = "read 10"\n', "error"),
+    ("error", '[client]\nscript = "write 10; read 10"\n'
+     '[server]\nscript = "read 10; close"\n', "error"),
 ])
 def test_a_run_that_does_not_end_ok_streams_the_same_json(name: str, text: str,
                                                           outcome: str) -> None:
@@ -105,7 +105,7 @@ def test_a_run_that_does_not_end_ok_streams_the_same_json(name: str, text: str,
 
 def test_the_record_limit_counts_the_records_already_handed_over() -> None:
     """A streamed run stops at the same record as a whole one, past many hand-overs."""
-    sc = _s3(200)
+    sc = _s3(400)
     whole = run_sim(sc, record_limit=20_000)
     assert whole.outcome.value == "limit"
     got, tail, stream = _streamed(sc, record_limit=20_000)
