@@ -523,12 +523,14 @@ class SimDriver:
         app = host.app
         try:
             self._run_ops(host)
-        except SocketError as exc:      # the call failed as the kernel's would (errno)
+        except SocketError as failed:   # the call failed as the kernel's would (errno)
             line = app.record.line if app.record else 0
             op = app.record.op if app.record else "call"
             self._fail(side_error(self.scenario.source, line, app.side,
-                                  f"{op} failed: {exc.errno} "
-                                  f"({TCP_ERRORS.get(exc.errno, exc.errno)}): {exc}"))
+                                  f"{op} failed: {failed.errno} "
+                                  f"({TCP_ERRORS.get(failed.errno, failed.errno)}): {failed}"))
+        # (its own name: compiled, one name bound by both handlers is typed as the first's
+        # class, and a ModelError bound to it was a TypeError traceback: issue 32)
         except ModelError as exc:
             line = app.record.line if app.record else 0
             self._fail(side_error(self.scenario.source, line, app.side, str(exc)))
