@@ -4,7 +4,8 @@ Prints, per mode (issue 17's goals in brackets):
 
 - ``sim s``: wall and process CPU seconds of `run_sim` in this process [≤ 1.0 s];
 - ``run --json s``: wall seconds of a whole ``nagle-sim run FILE --json`` process, start-up
-  and JSON writing included [≤ 1.5 s], and its peak RSS in MB [≤ 200 MB for NODELAY];
+  and JSON writing included [≤ 1.5 s], and its peak RSS in MB [NODELAY ≤ 50 MB at 10,000
+  messages, ≤ 60 MB at 100,000: issue 32; the run streams its records to the writer];
 - ``JSON MB``: the size of what that process printed, and of the same trace written as
   ``nagle-sim-trace/1`` (the old format, reason sentences in every record) for comparison;
 - ``load s``: `Trace.load` of the printed file (what ``show``/``compare``/``export`` pay).

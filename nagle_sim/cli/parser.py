@@ -11,7 +11,6 @@ explain's, sweep's or the app's option helpers; adding a command is one row here
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import re
 from collections.abc import Callable, Sequence
@@ -120,6 +119,7 @@ class Parser(argparse.ArgumentParser):
             # a mistyped command or choice: argparse lists them all; say the likely one
             what, given = wrong.group(1), wrong.group(2)
             listed = re.findall(r"'([^']*)'", wrong.group(3))
+            import difflib  # only for a mistake: not on every command's start-up
             close = difflib.get_close_matches(given, listed, n=1, cutoff=0.5)
             guess = f"did you mean '{close[0]}'? " if close else ""
             head = (f"no command '{given}'" if what.endswith("command")

@@ -18,12 +18,16 @@ from .main import keep_to_the_end
 from .messages import print_error
 
 if TYPE_CHECKING:
-    from ..trace import Trace
+    from ..trace import Trace, TraceStream
 
 
-def emit(trace: Trace, args: argparse.Namespace) -> int:
-    """Print ``trace`` as ``args`` ask (`options.add_view_options`); 1 unless it ended ok."""
-    if getattr(args, "json", False):
+def emit(trace: Trace, args: argparse.Namespace, stream: TraceStream | None = None) -> int:
+    """Print ``trace`` as ``args`` ask (`options.add_view_options`); 1 unless it ended ok.
+    ``stream``: the `TraceStream` that took the run's records as it went (``--json``)."""
+    if stream is not None:
+        stream.finish(trace, sys.stdout)
+        sys.stdout.write("\n")
+    elif getattr(args, "json", False):
         # streamed: a big run's JSON is never one string
         trace.write_json(sys.stdout, version=getattr(args, "trace_format", 2))
         sys.stdout.write("\n")
@@ -43,16 +47,58 @@ def emit(trace: Trace, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _import_simpy_without_its_version() -> None:
+    """Import simpy without the standard library's package-metadata reader.
+
+    simpy's ``__init__`` sets ``simpy.__version__`` from ``importlib.metadata``, whose
+    import (email, zipfile, csv, tempfile...) and lookup are about 160 million
+    instructions: a third of a small ``run``'s whole process (callgrind, issue 32). The
+    simulator never reads simpy's version. So, in the ``nagle-sim run`` process only
+    (one thread, before anything else could want the real module), a stand-in whose
+    ``version`` says "not installed" serves that one import — simpy then leaves
+    ``__version__`` unset, as it does when run from a source tree — and is removed at
+    once: a later ``import importlib.metadata`` loads the real module."""
+    import importlib
+    import sys
+    import types
+    if "simpy" in sys.modules or "importlib.metadata" in sys.modules:
+        return
+
+    class PackageNotFoundError(ModuleNotFoundError):
+        pass
+
+    def version(name: str) -> str:
+        raise PackageNotFoundError(name)
+
+    stand_in = types.ModuleType("importlib.metadata")
+    stand_in.PackageNotFoundError = PackageNotFoundError    # type: ignore[attr-defined]
+    stand_in.version = version                              # type: ignore[attr-defined]
+    sys.modules["importlib.metadata"] = stand_in
+    importlib.metadata = stand_in
+    try:
+        import simpy  # noqa: F401
+    finally:
+        del sys.modules["importlib.metadata"]
+        del importlib.metadata
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if getattr(args, "ends_process", False):
+        _import_simpy_without_its_version()
     from ..runners import simulate
+    from ..trace import TraceStream
     limits: dict[str, int] = {}
     if args.record_limit is not None:
         limits["record_limit"] = args.record_limit
     if args.time_limit is not None:
         limits["time_limit"] = round(args.time_limit * 1_000_000)
-    trace = simulate(options.load_scenario(args), **limits)
+    scenario = options.load_scenario(args)
+    # JSON out needs no record once written: the run hands them to the writer as it goes
+    # and holds a few thousand at a time, whatever its length (docs/speed.md)
+    stream = TraceStream(args.trace_format) if args.json else None
+    trace = simulate(scenario, stream=stream, **limits)
     keep_to_the_end(trace, args)
-    return emit(trace, args)
+    return emit(trace, args, stream)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -69,7 +69,7 @@ from ..scenario.steps import (
     steps,
     trace_meta,
 )
-from ..trace import OpRecord, Outcome, SegmentRecord, Source, Trace, event_records
+from ..trace import OpRecord, Outcome, SegmentRecord, Source, Trace, TraceStream, event_records
 from .link import LinkFaults
 
 DEFAULT_TIME_LIMIT: Final = Micros(3_600_000_000)   # one simulated hour
@@ -103,6 +103,8 @@ _DELIVER: Final = 0
 """Agenda entry: deliver a segment (then `_START` or `_RESUME` an application)."""
 _START: Final = 1
 _RESUME: Final = 2
+HAND_OVER_RECORDS: Final = 4096
+"""A streamed run (``stream``) hands its records over each time this many are held."""
 CANCEL_CHECK_STEPS: Final = 4096
 """How many scheduler steps run between two calls of ``cancelled()`` (a few ms)."""
 
@@ -201,9 +203,16 @@ class SimDriver:
                  cancelled: Callable[[], bool] | None = None,
                  sleeps: dict[tuple[Side, int], list[int]] | None = None,
                  host_delays: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None,
-                 read_lags: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None
-                 ) -> None:
+                 read_lags: dict[tuple[Side, int, tuple[int, ...], int], int] | None = None,
+                 stream: TraceStream | None = None) -> None:
         self.scenario = scenario
+        self._stream = stream
+        """Where finished records go while the run goes on (``run --json``): the trace
+        then holds only the records since the last hand-over (`_hand_over`)."""
+        self._handed = 0
+        """Records handed to ``stream`` so far (they count towards ``record_limit``)."""
+        self._hand_at = HAND_OVER_RECORDS if stream is not None else _NO_BOUND
+        """Hand records over once the trace holds this many."""
         # compare's aligned run: each run of a sleep statement as long as the real one
         self._sleeps = {key: iter(runs) for key, runs in (sleeps or {}).items()}
         # compare's host-timed run (the decisions layer): a statement, by (side, line,
@@ -421,9 +430,35 @@ class SimDriver:
 
     def _check_records(self) -> None:
         trace = self.trace
-        if len(trace.events) + len(trace.segments) + len(trace.ops) > self.record_limit:
+        held = len(trace.events) + len(trace.segments) + len(trace.ops)
+        if held + self._handed > self.record_limit:
             raise RunLimit(f"the trace grew past {self.record_limit:,} records (segments, "
                            "calls and model events)")
+        if held >= self._hand_at:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give the stream every record the trace holds, except the calls from the first
+        one still going on (its end, or a read's result, is yet to come; after it in the
+        list may be calls of the other side that already ended, kept to keep the order)."""
+        stream, trace = self._stream, self.trace
+        assert stream is not None
+        ops = trace.ops
+        done = 0
+        for op in ops:
+            if op.end is None:
+                break
+            done += 1
+        stream.segments(trace.segments)
+        stream.ops(ops[:done])
+        stream.events(trace.events)
+        self._handed += len(trace.segments) + done + len(trace.events)
+        trace.segments.clear()
+        del ops[:done]
+        trace.events.clear()
+        # a call that stays open (a read that waits long) keeps what follows it: hand over
+        # again only once as many new records have come, not at every check
+        self._hand_at = len(ops) + HAND_OVER_RECORDS
 
     def _deliver(self, to: _Host, seg: Segment) -> None:
         ep = to.ep
@@ -488,12 +523,14 @@ class SimDriver:
         app = host.app
         try:
             self._run_ops(host)
-        except SocketError as exc:      # the call failed as the kernel's would (errno)
+        except SocketError as failed:   # the call failed as the kernel's would (errno)
             line = app.record.line if app.record else 0
             op = app.record.op if app.record else "call"
             self._fail(side_error(self.scenario.source, line, app.side,
-                                  f"{op} failed: {exc.errno} "
-                                  f"({TCP_ERRORS.get(exc.errno, exc.errno)}): {exc}"))
+                                  f"{op} failed: {failed.errno} "
+                                  f"({TCP_ERRORS.get(failed.errno, failed.errno)}): {failed}"))
+        # (its own name: compiled, one name bound by both handlers is typed as the first's
+        # class, and a ModelError bound to it was a TypeError traceback: issue 32)
         except ModelError as exc:
             line = app.record.line if app.record else 0
             self._fail(side_error(self.scenario.source, line, app.side, str(exc)))
@@ -742,5 +779,7 @@ def _first(entry: tuple[int, int, int, _Host, Segment | None], timer: tuple[int,
 
 def run_sim(scenario: Scenario, **limits: Any) -> Trace:
     """Simulate ``scenario`` and return its trace. ``cancelled``, if given, is asked every
-    few thousand events and stops the run with `RunCancelled` when it returns True."""
+    few thousand events and stops the run with `RunCancelled` when it returns True.
+    ``stream``, a `TraceStream`, takes the records as the run goes on: the trace returned
+    then holds only the last ones, and ``stream.finish(trace, out)`` writes the whole."""
     return SimDriver(scenario, **limits).run()

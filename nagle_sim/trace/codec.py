@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -31,6 +32,7 @@ from .records import (
     Outcome,
     SegmentRecord,
     Source,
+    format_name,
 )
 from .units import ms
 
@@ -268,6 +270,8 @@ class _RecordWriter:
         """``text`` as a JSON string (computed once per distinct text)."""
         quoted = self.quoted.get(text)
         if quoted is None:
+            if len(self.quoted) >= SHARED_MAX:   # bounded, also for a streamed run
+                self.quoted.clear()
             quoted = self.quoted[text] = _enc(text)
         return quoted
 
@@ -300,6 +304,8 @@ class _RecordWriter:
             flags_win = known[1]
         else:
             flags_win = f', "flags": {self.quote(flags)}, "win": {window}'
+            if len(self.flags_win) >= SHARED_MAX:
+                self.flags_win.clear()
             self.flags_win[flags] = (window, flags_win)
         tail = self.segment_tail(s.why, s.code) if s.why else "}"
         side_seq = _FROM_CLIENT if s.src is _CLIENT else _FROM_SERVER
@@ -321,6 +327,8 @@ class _RecordWriter:
             tail = f', "code": {self.quote(code)}}}'
         else:
             tail = f', "code": {self.quote(code)}, "why": {self.quote(why)}}}'
+        if len(self.tails) >= SHARED_MAX:
+            self.tails.clear()
         self.tails[why] = (code, tail)
         return tail
 
@@ -415,6 +423,8 @@ class _RecordWriter:
         if known is not None and known[0] is data:
             return known[1]
         text = f', "data": {_data_text(data)}}}'
+        if len(self.data_texts) >= SHARED_MAX:
+            self.data_texts.clear()
         self.data_texts[id(data)] = (data, text)
         return text
 
@@ -641,6 +651,208 @@ def write_json(trace: Trace, out: TextIO, version: int = 2) -> None:
         out.write(", ".join([w.event(e) for e in events[i:i + _STREAM_BATCH]]))
     out.write("]}")
 
+
+_MEMORY_SPOOL: Final = 1_048_576
+"""Characters of record text a `TraceStream` holds in memory before it moves its text to
+temporary files (a small run never makes one)."""
+
+
+class _Spool:
+    """One record list's text, one batch per line: in memory while small, then in an
+    unnamed temporary file (gone when closed, and when the process dies; a directory
+    where none can be made keeps the text in memory, as a whole trace would be)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.chars = 0
+        self.file: Any = None
+
+    def add(self, line: str, spill: bool) -> None:
+        if self.file is not None:
+            self.file.write(line)
+            self.file.write("\n")
+            return
+        self.lines.append(line)
+        self.chars += len(line)
+        if spill:
+            import tempfile
+            try:
+                # text records hold no raw newline: JSON escapes it inside strings
+                # (closed by `close`, which `TraceStream.finish` calls)
+                self.file = tempfile.TemporaryFile(  # noqa: SIM115
+                    "w+", encoding="utf-8", newline="\n")
+            except OSError:
+                return
+            for held in self.lines:
+                self.file.write(held)
+                self.file.write("\n")
+            self.lines = []
+
+    def read(self) -> Iterator[str]:
+        """The batches, in order, each without its newline."""
+        if self.file is None:
+            yield from self.lines
+            return
+        self.file.flush()
+        self.file.seek(0)
+        for line in self.file:
+            yield line[:-1]
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+        self.lines = []
+
+
+class TraceStream:
+    """A trace's JSON written while the run that makes it goes on: the run hands over its
+    records a batch at a time (`segments`, `ops`, `events`), each formatted at once and
+    its text kept aside (`_Spool`), and `finish` prints exactly what ``trace.dumps`` would
+    have printed for the whole trace. ``run --json`` thus holds a few thousand records
+    at a time, not the run's millions (issue 32: S3 NODELAY at 10,000 messages peaked at
+    142 MB, 100,000 at 1.2 GB).
+
+    Why the text waits for `finish`: the document starts with what only the run's end
+    knows (``outcome``, ``message``, ``meta``, and in /2 the ``reasons`` table), before
+    the record lists. The table also decides records' text: a record leaves out its
+    sentence when the table holds that sentence for its code. The table takes each code's
+    sentence from the first segment with it, else from the first event, so:
+
+    - a segment's text is final when written (segments arrive in order);
+    - an event's is final unless a segment that comes later brings its code with another
+      sentence than the events' (never from the simulator, whose codes each have one
+      sentence; possible for hand-made records). Such events are counted, and `finish`
+      rewrites them from their own JSON (``json.loads`` then ``json.dumps``, the same
+      text for what the writer writes).
+
+    Records must not change once handed over (the driver hands over only finished calls).
+    """
+
+    def __init__(self, version: int = 2) -> None:
+        format_name(version)            # ValueError for an unknown version
+        self.version = version
+        self.table: dict[str, str] | None = {} if version == 2 else None
+        """What the writer looks codes up in: a code's sentence as known so far."""
+        self.from_segments: dict[str, str] = {}
+        """Each code's sentence from its first segment (final: segments come in order)."""
+        self.from_events: dict[str, str] = {}
+        """Each code's sentence from its first event, for codes no segment had yet."""
+        self.changed: dict[str, tuple[str, int]] = {}
+        """A code whose sentence a later segment changed → (the sentence events were
+        written against, how many events had been written then)."""
+        self.writer = _RecordWriter(self.table)
+        self.spools = (_Spool(), _Spool(), _Spool())
+        self.events_written = 0
+        self.chars = 0
+        self.counts = [0, 0, 0]
+
+    def _add(self, which: int, text: str, count: int) -> None:
+        self.chars += len(text)
+        self.counts[which] += count
+        self.spools[which].add(text, self.chars > _MEMORY_SPOOL)
+
+    def segments(self, records: list[SegmentRecord]) -> None:
+        w = self.writer
+        table = self.table
+        for i in range(0, len(records), _STREAM_BATCH):
+            batch = records[i:i + _STREAM_BATCH]
+            if table is not None:
+                first = self.from_segments
+                for s in batch:
+                    code = s.code
+                    if s.why and code and code not in first:
+                        self._first_segment(code, s.why)
+            self._add(0, ", ".join([w.segment(s) for s in batch]), len(batch))
+
+    def _first_segment(self, code: str, why: str) -> None:
+        table = self.table
+        assert table is not None
+        self.from_segments[code] = why
+        known = table.get(code)
+        if known is not None and known != why:
+            # events already written against the events' sentence: `finish` fixes them
+            self.changed[code] = (known, self.events_written)
+            self.writer.middles.clear()
+        table[code] = why
+
+    def ops(self, records: list[OpRecord]) -> None:
+        w = self.writer
+        for i in range(0, len(records), _STREAM_BATCH):
+            batch = records[i:i + _STREAM_BATCH]
+            self._add(1, ", ".join([w.op(o) for o in batch]), len(batch))
+
+    def events(self, records: list[EventRecord]) -> None:
+        w = self.writer
+        table = self.table
+        for i in range(0, len(records), _STREAM_BATCH):
+            batch = records[i:i + _STREAM_BATCH]
+            if table is not None:
+                for e in batch:
+                    code = e.code
+                    if code and code not in table:
+                        table[code] = self.from_events[code] = e.reason
+            self._add(2, ", ".join([w.event(e) for e in batch]), len(batch))
+            self.events_written += len(batch)
+
+    def reasons(self) -> dict[str, str]:
+        """The /2 ``reasons`` table of every record handed over: `Trace.reasons`'s."""
+        table = dict(self.from_segments)
+        for code, why in self.from_events.items():
+            if code not in table:
+                table[code] = why
+        return table
+
+    def finish(self, trace: Trace, out: TextIO) -> None:
+        """Hand over what ``trace`` still holds, then write the whole document to
+        ``out``: ``trace``'s title, outcome, message and meta, and every record handed
+        over, in order."""
+        self.segments(trace.segments)
+        self.ops(trace.ops)
+        self.events(trace.events)
+        encode = json.JSONEncoder(ensure_ascii=False).encode
+        head = trace.to_json_head(self.version, self.reasons() if self.table is not None
+                                  else None)
+        try:
+            out.write("{" + ", ".join(f"{encode(k)}: {encode(v)}" for k, v in head.items()))
+            for which, name in enumerate(_RECORD_LISTS):
+                out.write(f', "{name}": [')
+                first = True
+                index = 0
+                for line in self.spools[which].read():
+                    if not first:
+                        out.write(", ")
+                    first = False
+                    if which == 2 and self.changed:
+                        line, index = self._rewritten(line, index)
+                    out.write(line)
+                out.write("]")
+            out.write("}")
+        finally:
+            for spool in self.spools:
+                spool.close()
+
+    def _rewritten(self, line: str, index: int) -> tuple[str, int]:
+        """A batch of events' text as the final table has it (see the class doc), and the
+        index of the event after it."""
+        table = self.reasons()
+        texts = []
+        for record in json.loads("[" + line + "]"):
+            code = record.get("code")
+            changed = self.changed.get(code) if type(code) is str else None
+            if changed is not None and index < changed[1]:
+                # written against the events' sentence: without a "reason" of its own,
+                # it had that one
+                reason = record["reason"] if "reason" in record else changed[0]
+                fixed: dict[str, Any] = {}
+                for key, value in record.items():
+                    if key != "reason":
+                        fixed[key] = value
+                    if key == "code" and reason != table[code]:
+                        fixed["reason"] = reason
+                record = fixed
+            texts.append(_ENCODE(record))
+            index += 1
+        return ", ".join(texts), index
 
 
 def read_fields(doc: Any, where: str = "<trace>") -> dict[str, Any]:

@@ -52,13 +52,14 @@ class Trace:
                 table[e.code] = e.reason
         return table
 
-    def to_json_head(self, version: int = 2) -> dict[str, Any]:
+    def to_json_head(self, version: int = 2,
+                     reasons: dict[str, str] | None = None) -> dict[str, Any]:
         """The top-level keys before the three record lists (for /2 with its ``reasons``
-        table)."""
+        table: ``reasons`` if given, else `reasons` of the records held)."""
         head = {"format": format_name(version), "source": self.source, "title": self.title,
                 "outcome": self.outcome, "message": self.message, "meta": self.meta}
         if version == 2:
-            head["reasons"] = self.reasons()
+            head["reasons"] = self.reasons() if reasons is None else reasons
         return head
 
     def to_json(self, version: int = 2) -> dict[str, Any]:
