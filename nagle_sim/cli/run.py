@@ -74,12 +74,12 @@ def _import_simpy_without_its_version() -> None:
     stand_in.PackageNotFoundError = PackageNotFoundError    # type: ignore[attr-defined]
     stand_in.version = version                              # type: ignore[attr-defined]
     sys.modules["importlib.metadata"] = stand_in
-    importlib.metadata = stand_in
+    importlib.metadata = stand_in                           # type: ignore[attr-defined]
     try:
         import simpy  # noqa: F401
     finally:
         del sys.modules["importlib.metadata"]
-        del importlib.metadata
+        del importlib.metadata                              # type: ignore[attr-defined]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
