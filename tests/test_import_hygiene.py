@@ -52,34 +52,3 @@ def test_the_runner_seam_imports_its_executors_only_when_asked() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "", out
-
-
-def test_a_run_process_does_not_load_the_package_metadata_reader(tmp_path) -> None:
-    """simpy reads its own version through ``importlib.metadata`` on import: a third of a
-    small ``run``'s process (issue 32). The ``nagle-sim run`` process imports simpy with a
-    stand-in for that one lookup (`nagle_sim.cli.run`), prints the same trace, and a later
-    import gets the real module."""
-    import os
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=str(root))
-    bare = subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"],
-                          capture_output=True, text=True, check=True, env=env).stderr
-    if "importlib.metadata" in bare:
-        pytest.skip("this interpreter's site start-up imports importlib.metadata itself")
-    s1 = root / "tests" / "data" / "s1_write_write_read.toml"
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "nagle_sim", "run",
-                           str(s1), "--json"], capture_output=True, text=True, check=True,
-                          env=env, cwd=tmp_path)
-    assert "| simpy\n" in done.stderr
-    assert "importlib.metadata" not in done.stderr
-    from nagle_sim import scenario
-    from nagle_sim.sim.driver import run_sim
-    assert done.stdout == run_sim(scenario.load(s1)).dumps() + "\n"
-    code = ("import sys; from nagle_sim.cli.run import _import_simpy_without_its_version as f; "
-            "f(); import simpy, importlib.metadata as m; "
-            "print(hasattr(simpy, '__version__'), m.version('simpy') != '', "
-            "'importlib.metadata' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env).stdout.split()
-    assert out == ["False", "True", "True"]

@@ -47,44 +47,7 @@ def emit(trace: Trace, args: argparse.Namespace, stream: TraceStream | None = No
     return EXIT_OK
 
 
-def _import_simpy_without_its_version() -> None:
-    """Import simpy without the standard library's package-metadata reader.
-
-    simpy's ``__init__`` sets ``simpy.__version__`` from ``importlib.metadata``, whose
-    import (email, zipfile, csv, tempfile...) and lookup are about 160 million
-    instructions: a third of a small ``run``'s whole process (callgrind, issue 32). The
-    simulator never reads simpy's version. So, in the ``nagle-sim run`` process only
-    (one thread, before anything else could want the real module), a stand-in whose
-    ``version`` says "not installed" serves that one import — simpy then leaves
-    ``__version__`` unset, as it does when run from a source tree — and is removed at
-    once: a later ``import importlib.metadata`` loads the real module."""
-    import importlib
-    import sys
-    import types
-    if "simpy" in sys.modules or "importlib.metadata" in sys.modules:
-        return
-
-    class PackageNotFoundError(ModuleNotFoundError):
-        pass
-
-    def version(name: str) -> str:
-        raise PackageNotFoundError(name)
-
-    stand_in = types.ModuleType("importlib.metadata")
-    stand_in.PackageNotFoundError = PackageNotFoundError    # type: ignore[attr-defined]
-    stand_in.version = version                              # type: ignore[attr-defined]
-    sys.modules["importlib.metadata"] = stand_in
-    importlib.metadata = stand_in                           # type: ignore[attr-defined]
-    try:
-        import simpy  # noqa: F401
-    finally:
-        del sys.modules["importlib.metadata"]
-        del importlib.metadata                              # type: ignore[attr-defined]
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    if getattr(args, "ends_process", False):
-        _import_simpy_without_its_version()
     from ..runners import simulate
     from ..trace import TraceStream
     limits: dict[str, int] = {}
