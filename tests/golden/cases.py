@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,9 @@ class Case:
 
 def _rel(path: str) -> str:
     try:
-        return Path(path).resolve().relative_to(ROOT).as_posix()
+        # not resolve(): tests/data's seed scenarios are links into examples/, and a case
+        # keeps the name it is listed under
+        return Path(os.path.abspath(path)).relative_to(ROOT).as_posix()
     except ValueError:
         return path
 
