@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 
-def simulate(scenario: Scenario, **options: Any) -> Trace:
+def simulate(scenario: Scenario, /, **options: Any) -> Trace:
     """The simulator's run of ``scenario`` (`nagle_sim.sim.driver.run_sim`'s options:
     ``record_limit``, ``time_limit``, ``cancelled``, ``sleeps``)."""
     from .sim.driver import run_sim

@@ -90,9 +90,10 @@ class Runner(Protocol):
     out. `nagle_sim.runners` makes them (the simulator, real sockets here or with a remote
     server side); the app, compare, sweep, explain and lessons' claims receive them and
     never import an executor. A runner may take keyword options of its own (the
-    simulator's ``cancelled``, ``record_limit``): callers that need one ask for it."""
+    simulator's ``cancelled``, ``record_limit``, ``sleeps``) and is called with those
+    only by a caller that was handed that runner (compare's aligned model runs)."""
 
-    def __call__(self, scenario: Scenario, /) -> Trace: ...
+    def __call__(self, scenario: Scenario, /, **options: Any) -> Trace: ...
 
 
 @dataclass(slots=True, kw_only=True)
