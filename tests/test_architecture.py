@@ -166,10 +166,11 @@ def _module_name(path: Path) -> str:
 
 
 def _package(module: str) -> str:
-    """The package a module belongs to for the layering: ``realnet``, or ``nagle_sim.X``
-    (the top-level modules ``nagle_sim.runners``, ``nagle_sim.errors`` are their own)."""
-    parts = module.split(".")
-    return parts[0] if parts[0] == "realnet" else ".".join(parts[:2])
+    """Whose a private name is: ``nagle_sim.X`` (the top-level modules ``nagle_sim.runners``
+    and ``nagle_sim.errors`` are their own), and in realnet, a flat package of modules that
+    each own one concern, each of its modules and subpackages (``realnet.hostfacts``,
+    ``realnet.remote``): ``realnet.runner`` reading ``hostfacts._int`` is a crossing."""
+    return ".".join(module.split(".")[:2])
 
 
 def _private(name: str) -> bool:
@@ -224,6 +225,10 @@ def test_the_private_name_check_sees_a_crossing() -> None:
     assert _private_uses(probe, "nagle_sim.render.probe") == [
         "1: nagle_sim.compare.align._write_bytes", "6: nagle_sim.trace._anything",
         "6: realnet.core._Seg"]
+    inside_realnet = ("from realnet.hostfacts import _int\nfrom .child import _Aborted\n"
+                      "from ..core import _Seg\nfrom .server import _own\n")
+    assert _private_uses(inside_realnet, "realnet.remote.client") == [
+        "1: realnet.hostfacts._int", "3: realnet.core._Seg"]  # .child: its own package
 
 
 LONGEST_LINES = 80
