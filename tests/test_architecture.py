@@ -252,3 +252,28 @@ def test_functions_outside_the_model_are_short() -> None:
                     long[f"{rel}:{node.name}"] = node.end_lineno - node.lineno + 1
     assert sorted(set(long) - set(NOT_YET_SPLIT)) == []
     assert sorted(set(NOT_YET_SPLIT) - set(long)) == [], "split now: take it off the list"
+
+
+WATCH_NAMES_OTHERWISE = {
+    "AUTOCORK_HOLD": "watch's is inferred (autocork or pacing) and a stall only past 10 ms: "
+                     "pacing; the model's is the kernel's autocork, microseconds, no cause",
+}
+"""Reasons watch names with a cause where explain's link says none, and why."""
+
+
+def test_watch_and_explain_link_reasons_to_causes_alike() -> None:
+    """Two tables turn a Reason into explain's cause word: `nagle_sim.explain.reasons`
+    (the model's stalls) and watch's ``CAUSE_OF`` (the kernel's own decisions). Where both
+    name a cause they name the same one; where explain says a reason is no cause, watch
+    names none either, unless listed with why (watch once called autocork "pacing" while
+    explain called it no cause, and nothing said which was meant)."""
+    from nagle_sim.explain.reasons import HOLD_CAUSE, NOT_A_CAUSE, RELEASE_CAUSE
+    from realnet.watch.decide import CAUSE_OF
+
+    linked = {**HOLD_CAUSE, **RELEASE_CAUSE}
+    assert CAUSE_OF.keys() & linked.keys(), "the tables share no reason: nothing compared"
+    differ = {r.name: (cause, linked[r]) for r, cause in CAUSE_OF.items()
+              if r in linked and linked[r] != cause}
+    assert differ == {}
+    unlisted = sorted(r.name for r in CAUSE_OF if r in NOT_A_CAUSE)
+    assert unlisted == sorted(WATCH_NAMES_OTHERWISE)
