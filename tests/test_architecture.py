@@ -277,3 +277,18 @@ def test_watch_and_explain_link_reasons_to_causes_alike() -> None:
     assert differ == {}
     unlisted = sorted(r.name for r in CAUSE_OF if r in NOT_A_CAUSE)
     assert unlisted == sorted(WATCH_NAMES_OTHERWISE)
+
+
+def test_each_package_says_what_it_owns_and_must_not_import() -> None:
+    """The rule of docs/architecture.md for every package it lists (``nagle_sim``'s
+    packages, realnet and realnet's subpackages): the ``__init__``'s docstring says what
+    the package holds and what it imports or must not (realnet.watch's was empty)."""
+    inits = [*sorted((ROOT / "nagle_sim").glob("*/__init__.py")),
+             ROOT / "realnet" / "__init__.py", *sorted((ROOT / "realnet").glob("*/__init__.py"))]
+    assert len(inits) > 15
+    silent = []
+    for path in inits:
+        doc = ast.get_docstring(ast.parse(path.read_text("utf-8"))) or ""
+        if len(doc) < 200 or "import" not in doc.lower():
+            silent.append(path.relative_to(ROOT).as_posix())
+    assert silent == []
