@@ -38,7 +38,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_argparse_is_imported_only_by_the_cli_and_process_entry_points() -> None:
-    """A command's options live in `nagle_sim.cli` (one module per command); nothing else
+    """A command's options live in `nagle_sim.cli` (a module per command); nothing else
     builds a parser of its own (serve's test-only one duplicated serve's options under
     other names)."""
     users = {p.relative_to(ROOT).as_posix() for p in _sources() if "argparse" in _imports(p)}
@@ -136,8 +136,8 @@ FLAG_LETTERS_ALLOWED = {
     "nagle_sim/trace/records.py": "the predicates themselves",
     "nagle_sim/drill/": "packetdrill's script packets, not trace records",
     "realnet/": "captured packets (realnet's own records) before they become a trace",
-    "nagle_sim/explain/": "not yet: explain's files belong to its own branch this round; "
-                          "its records are SegmentRecords and should ask the predicates",
+    "nagle_sim/explain/": "not yet converted (causes, rebuild, totrace): its records are "
+                          "SegmentRecords and should ask the predicates",
 }
 """Where a flag letter may still be tested directly, and why."""
 
