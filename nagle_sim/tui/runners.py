@@ -30,7 +30,7 @@ def run_cancellable(runner: Runner, scenario: Scenario, cancelled: Callable[[], 
     except (TypeError, ValueError):
         params = []
     if any(p.name == "cancelled" or p.kind is p.VAR_KEYWORD for p in params):
-        return runner(scenario, cancelled=cancelled)
+        return runner(scenario, cancelled=cancelled)  # type: ignore[call-arg]
     return runner(scenario)
 
 
