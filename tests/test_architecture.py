@@ -292,3 +292,22 @@ def test_each_package_says_what_it_owns_and_must_not_import() -> None:
         if len(doc) < 200 or "import" not in doc.lower():
             silent.append(path.relative_to(ROOT).as_posix())
     assert silent == []
+
+
+def test_the_runner_type_is_defined_once() -> None:
+    """An executor's type is `nagle_sim.trace.Runner` (and the model's option-taking
+    `ModelRunner`), defined in the trace hub; no module spells its own ``Callable[...,
+    Trace]`` alias (tui/exercise's ``Runner`` and compare.align's ``SimRunner`` were)."""
+    aliases: list[str] = []
+    for path in _sources():
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if isinstance(value, ast.Subscript) and ast.unparse(value).startswith(
+                    ("Callable[", "collections.abc.Callable[")) and \
+                    ast.unparse(value).replace(" ", "").endswith(",Trace]"):
+                aliases.append(f"{rel}:{node.lineno}")
+    assert aliases == []
+    probe = ast.parse("SimRunner = Callable[..., Trace]\n").body[0]
+    assert isinstance(probe, ast.Assign)
+    assert ast.unparse(probe.value).replace(" ", "").endswith(",Trace]")   # the check's test
