@@ -17,18 +17,22 @@ from typing import TYPE_CHECKING, Any
 from .errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from realnet.watch.session import Result as WatchResult
+
     from .scenario import Scenario
-    from .trace import Trace
+    from .trace import ModelRunner, Runner, Trace
 
 
-def simulate(scenario: Scenario, **options: Any) -> Trace:
+def simulate(scenario: Scenario, /, **options: Any) -> Trace:
     """The simulator's run of ``scenario`` (`nagle_sim.sim.driver.run_sim`'s options:
     ``record_limit``, ``time_limit``, ``cancelled``, ``sleeps``)."""
     from .sim.driver import run_sim
     return run_sim(scenario, **options)
 
 
-def classroom_simulator() -> Any:
+def classroom_simulator() -> ModelRunner:
     """`simulate` bounded for one browser tab of a class: a run stops at the driver's
     ``CLASSROOM_RECORD_LIMIT`` records (~200 MB), so one student's scenario cannot take
     the class's memory."""
@@ -56,7 +60,7 @@ def real_unavailable(remote: str | None = None) -> str | None:
     return f"real-socket runs cannot capture packets here: {why}" if why else None
 
 
-def real_runner() -> Any:
+def real_runner() -> Runner | None:
     """realnet's executor when this host can run it (Linux, capture allowed), else None
     (the app then says why, from `real_unavailable`, instead of running)."""
     if real_unavailable() is not None:
@@ -65,7 +69,7 @@ def real_runner() -> Any:
     return run_real
 
 
-def real(remote: str | None = None, token: str | None = None, **options: Any) -> Any:
+def real(remote: str | None = None, token: str | None = None, **options: Any) -> Runner:
     """A runner of real runs (the server side on ``remote`` if given) for many scenarios
     in turn (a sweep's cells); a `UserError` at once when this platform cannot run any
     (not Linux). A host without capture rights still runs: its traces say the wire is
@@ -108,7 +112,7 @@ def remove_stale_real() -> list[str]:
     return remove_stale()
 
 
-def watch_kernel(command: Any = None, **options: Any) -> Any:
+def watch_kernel(command: Sequence[str] | None = None, **options: Any) -> WatchResult:
     """``nagle-sim watch``: the kernel's own decisions for a program, a process or a port
     (`realnet.watch.session.run` with a `realnet.watch.loader.Config` built from
     ``options``: pids, port, ring_mb, rate, burst, segments; the session's own keyword
@@ -132,7 +136,7 @@ def watch_check() -> int:
     return int(check())
 
 
-def watch_traces(result: Any, command: Any = None) -> list[Trace]:
+def watch_traces(result: WatchResult, command: Sequence[str] | None = None) -> list[Trace]:
     """The traces of a finished `watch_kernel` session that kept its sockets' segments
     and decisions: one per watched connection (`realnet.watch.trace`)."""
     from realnet.watch.trace import connection_traces

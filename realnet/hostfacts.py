@@ -39,7 +39,9 @@ def read_sysctl(key: str) -> str | None:
         return None
 
 
-def _int(text: str | None) -> int | None:
+def int_or_none(text: str | None) -> int | None:
+    """A sysctl's text as a number; None when it is missing or not a number (an old
+    kernel without the knob, a value this reader does not know)."""
     try:
         return int(text) if text is not None else None
     except ValueError:
@@ -179,8 +181,8 @@ def collect(*, local_addr: str | None = None, congestion: dict[str, str] | None 
     facts: dict[str, Any] = {
         "kernel": platform.release(), "system": platform.system(),
         "hz": hz, "hz_source": hz_source,
-        "tcp_pingpong_thresh": _int(sysctl("net.ipv4.tcp_pingpong_thresh")),
-        "tcp_autocorking": _int(sysctl("net.ipv4.tcp_autocorking")),
+        "tcp_pingpong_thresh": int_or_none(sysctl("net.ipv4.tcp_pingpong_thresh")),
+        "tcp_autocorking": int_or_none(sysctl("net.ipv4.tcp_autocorking")),
         "tcp_rmem": _ints(sysctl("net.ipv4.tcp_rmem")),
         "tcp_wmem": _ints(sysctl("net.ipv4.tcp_wmem")),
         "congestion_default": sysctl("net.ipv4.tcp_congestion_control"),

@@ -41,7 +41,7 @@ from realnet.host import (
     netns_unavailable,
     rt_priority_available,
 )
-from realnet.hostfacts import _int
+from realnet.hostfacts import int_or_none as _int
 from realnet.hostfacts import read_sysctl as _read_sysctl
 from realnet.interrupt import check, sigterm_as_interrupt
 from realnet.side import SideRunner

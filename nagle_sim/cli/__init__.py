@@ -7,11 +7,14 @@
 - `options`: option types (bounded numbers, widths, tokens…) and option groups (a scenario
   with ``--set``/``--param``, the ladder view, a remote serve), and early checks (an
   output path, a profile name).
-- one module per command: `run` (run, show), `app` (tui, serve, lessons), `handout`,
-  `examples`, `export`, `compare` (compare, validate), `sweep`, `explain`, `drill`,
-  `realnet` (run, serve, cleanup), `watch`.
+- a module per command or family of commands: `run` (run, show), `app` (tui, serve,
+  lessons), `handout`, `examples`, `export`, `compare` (compare, validate), `sweep`,
+  `explain`, `drill`, `realnet` (run, serve, cleanup), `watch`, `wireshark`;
+- serve's classroom processes: `forkserver` (one started app forked for each browser tab)
+  and `forktemplate` (the app it forks, laid out and following the class).
 
-argparse is imported here and in process entry points only (`nagle_sim.__main__`,
-``python -m realnet``, the relay process). Commands get their executors from
+argparse is imported here and in process entry points only (``python -m realnet``, the
+relay, realnet's watchdog, ``python -m realnet.watch`` and its demo and build programs;
+`nagle_sim.__main__` only calls `nagle_sim.cli.main`). Commands get their executors from
 `nagle_sim.runners`, never from `nagle_sim.sim` or `realnet` directly.
 """

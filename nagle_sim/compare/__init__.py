@@ -29,7 +29,6 @@ import simpy, textual, rich or an executor.
 from .align import (
     WRITE_TIE_ROUNDS,
     WRITE_TIE_US,
-    SimRunner,
     WriteTie,
     aligned_model_run,
     first_write_tie,
@@ -60,7 +59,7 @@ from .verdict import Comparison, IterationPair, StallPair, compare
 __all__ = [
     "TOLERANCE_FLOOR", "TOLERANCE_FRACTION", "TOLERANCE_TEXT", "WRITE_TIE_ROUNDS",
     "WRITE_TIE_US", "Both", "Comparison", "IterationPair", "Layer", "Layers", "Match",
-    "Profile", "ProfileChoice", "ReasonComparison", "ReasonPair", "SimRunner", "StallPair",
+    "Profile", "ProfileChoice", "ReasonComparison", "ReasonPair", "StallPair",
     "WriteTie", "aligned_model_run", "check_meta", "check_same_scenario", "check_same_title",
     "compare", "compare_reasons", "comparison_markdown", "first_write_tie", "flags_class",
     "host_delays", "host_differences", "iteration_rows", "kernel_decisions", "load_model",

@@ -10,23 +10,17 @@ the model with all of them. The simulator's runner is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..model.config import LINUX
 from ..model.events import Micros, Side
 from ..scenario import Repeat, Sleep
-from ..trace import Outcome, SegmentRecord, Trace
+from ..trace import ModelRunner, Outcome, SegmentRecord, Trace
 from ..trace.summary import STALL_MIN
 from ..trace.units import ms_text
 from .hosts import profiles_of
 from .verdict import compare
-
-SimRunner = Callable[..., Trace]
-"""The simulator's runner: a `Runner` that also takes the driver's ``sleeps=`` (each run of
-a sleep statement as long as the real run's, `aligned_model_run`)."""
-
 
 WRITE_TIE_US = 1_000
 """A write and a segment sent from an arriving ACK this close together may come in either
@@ -219,7 +213,7 @@ def with_path_latency(scenario: Any, extra_us: int) -> Any:
     return replace(scenario, **sides)
 
 
-def aligned_model_run(scenario: Any, real: Trace, run_sim: SimRunner) -> Trace:
+def aligned_model_run(scenario: Any, real: Trace, run_sim: ModelRunner) -> Trace:
     """The model at the real run's jiffy phase (local runs) and with its measured sleeps:
     each ``sleep`` statement as long as the real ones took (median), or, where that
     median would still drift from the real run over the loop, each run of it as long as
@@ -250,7 +244,7 @@ def aligned_model_run(scenario: Any, real: Trace, run_sim: SimRunner) -> Trace:
         sim.meta["measured_sleeps"] = slept
     return sim
 
-def _follow_write_ties(scenario: Any, real: Trace, run_sim: SimRunner, sim: Trace,
+def _follow_write_ties(scenario: Any, real: Trace, run_sim: ModelRunner, sim: Trace,
                        runs: dict[tuple[Side, int], list[int]]) -> Trace:
     """While the runs disagree and the first place they split the bytes differently is a
     write that fell within `WRITE_TIE_US` of a segment's send on the kernel's side and the

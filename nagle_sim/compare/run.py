@@ -20,8 +20,8 @@ from ..errors import UserError
 from ..model.config import PROFILES
 from ..model.events import Micros, Side
 from ..scenario import Scenario, SideSpec, real_run_caveats
-from ..trace import Runner, Trace
-from .align import SimRunner, aligned_model_run
+from ..trace import ModelRunner, Runner, Trace
+from .align import aligned_model_run
 from .hosts import profiles_of, version_profile
 from .layers import host_delays, two_layers
 from .verdict import Comparison, compare
@@ -79,7 +79,7 @@ class Both:
         return cmp
 
 
-def run_both(scenario: Scenario, *, run_real: Runner, run_sim: SimRunner,
+def run_both(scenario: Scenario, *, run_real: Runner, run_sim: ModelRunner,
              profile: Profile = ProfileChoice.AUTO) -> Both:
     """The real run first (``run_real``: this host, or the server side on a remote serve),
     then the model with the profiles the real hosts call for (`model_scenario`) at the real
@@ -87,7 +87,7 @@ def run_both(scenario: Scenario, *, run_real: Runner, run_sim: SimRunner,
     real = run_real(scenario)
     return model_against(scenario, real, run_sim, profile)
 
-def model_against(scenario: Scenario, real: Trace, run_sim: SimRunner,
+def model_against(scenario: Scenario, real: Trace, run_sim: ModelRunner,
                   profile: Profile = ProfileChoice.AUTO) -> Both:
     """The model's run of ``scenario`` set up and aligned for the real trace ``real``, and,
     when a real host was late to a call or a read, the host-timed run beside it

@@ -16,8 +16,10 @@ stall and a capture's can be set side by side.
 
 Every `Reason` is in exactly one of the three (tests/explain/test_reasons_link.py, which
 also runs each lesson on the model, writes it as a pcap, explains that capture and checks
-that explain's causes are the model's own, linked here). Imports the model's vocabulary
-only.
+that explain's causes are the model's own, linked here). Watch has the same link for the
+kernel's decisions (`realnet.watch.decide.CAUSE_OF`); tests/test_architecture.py holds the
+two equal, but for watch's inferred autocork hold (see there). Imports the model's
+vocabulary only.
 """
 
 from __future__ import annotations

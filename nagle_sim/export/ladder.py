@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model.events import Micros, Side, short
-from ..trace import SegmentRecord, Trace
+from ..trace import SegmentRecord, Source, Trace
 from ..trace.rows import Bar, Row, RowKind, build_bars, build_rows
 from ..trace.units import ms_text
 from . import scene as sc
@@ -462,7 +462,7 @@ def _legend(bars: list[Bar], overlay: Trace | None, trace: Trace) -> list[_Sampl
     def bar(color: str) -> Callable[[float, float], tuple[Item]]:
         return lambda x, y: (Rect(x + 14, y - 12, LANE_W, 24, fill=color, opacity=0.85),)
 
-    src = sc.trace_name(str(trace.source), trace.measured)
+    src = sc.trace_name(trace.measured, captured=trace.source == Source.CAPTURE)
     items: list[_Sample] = [(line(sc.CLIENT, 3.5), f"client data ({src})"),
                             (line(sc.SERVER, 3.5), f"server data ({src})"),
                             (line(sc.INK, 2.0), "thin: pure ACK")]

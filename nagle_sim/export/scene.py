@@ -38,9 +38,10 @@ def overlay_look(measured: bool) -> tuple[str, str]:
     return (OVERLAY, "kernel") if measured else (MODEL_OVERLAY, "model")
 
 
-def trace_name(source: str, measured: bool) -> str:
-    """What a trace is called in a legend: "model", "kernel" (real sockets) or "capture"."""
-    if source == "capture":
+def trace_name(measured: bool, captured: bool = False) -> str:
+    """What a trace is called in a legend: "model", "kernel" (real sockets) or "capture"
+    (the caller asks the trace: `Trace.measured`, and whether its source is a capture)."""
+    if captured:
         return "capture"
     return "kernel" if measured else "model"
 

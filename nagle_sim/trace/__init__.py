@@ -35,6 +35,7 @@ from .records import (
     FORMAT_V2,
     VERSIONS,
     EventRecord,
+    ModelRunner,
     OpRecord,
     Outcome,
     Runner,
@@ -46,7 +47,7 @@ from .units import ms, ms_text
 
 __all__ = [
     "FORMAT", "FORMAT_V1", "FORMAT_V2", "MAX_DEPTH", "MAX_MS", "MAX_NUMBER", "MAX_TEXT",
-    "MAX_TRACE_BYTES", "VERSIONS", "EventRecord", "OpRecord", "Outcome", "Runner",
+    "MAX_TRACE_BYTES", "VERSIONS", "EventRecord", "OpRecord", "Outcome", "ModelRunner", "Runner",
     "SegmentRecord", "Source", "Trace", "TraceError", "TraceStream", "event_records", "ms",
     "ms_text",
 ]

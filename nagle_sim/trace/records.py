@@ -90,9 +90,18 @@ class Runner(Protocol):
     out. `nagle_sim.runners` makes them (the simulator, real sockets here or with a remote
     server side); the app, compare, sweep, explain and lessons' claims receive them and
     never import an executor. A runner may take keyword options of its own (the
-    simulator's ``cancelled``, ``record_limit``): callers that need one ask for it."""
+    simulator's ``cancelled``, ``record_limit``): callers that need one ask for it (a
+    `ModelRunner`, or by looking, as the app does for ``cancelled``)."""
 
     def __call__(self, scenario: Scenario, /) -> Trace: ...
+
+
+class ModelRunner(Runner, Protocol):
+    """A `Runner` that takes the simulator's keyword options (`nagle_sim.runners.simulate`:
+    ``sleeps``, ``host_delays``, ``record_limit``, ...): what compare's aligned model runs
+    need, to run the model with the real run's measured sleeps. Real runners are not."""
+
+    def __call__(self, scenario: Scenario, /, **options: Any) -> Trace: ...
 
 
 @dataclass(slots=True, kw_only=True)

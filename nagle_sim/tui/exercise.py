@@ -16,15 +16,12 @@ textual, no simpy (the runner is passed in), no realnet.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..lessons import Lesson, evaluate, parse_claim, variant
-from ..scenario import Scenario, ScenarioError, loads
-from ..trace import Trace
-
-Runner = Callable[[Scenario], Trace]
+from ..scenario import ScenarioError, loads
+from ..trace import Runner, Trace
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,15 @@ CAUSE_OF: Final[dict[Reason, str]] = {
     Reason.PACING_HOLD: "pacing", Reason.AUTOCORK_HOLD: "pacing",
     Reason.DELACK_FIRED: "delayed_ack",
 }
-"""A hold's (or a release's) Reason → explain's cause word (docs/explain.md)."""
+"""A hold's (or a release's) Reason → explain's cause word (docs/explain.md): the model's
+link, `nagle_sim.explain.reasons` (``HOLD_CAUSE``, ``RELEASE_CAUSE``), on every reason both
+name (tests/test_architecture.py holds them equal) but one. There autocork is
+``NOT_A_CAUSE``: the model's autocork hold is the kernel's (``tcp_should_autocork``), which
+waits only until the earlier packet leaves the device queue and its TX completion frees it
+(``tcp_wfree`` → the TSQ handler pushes), microseconds. Watch's AUTOCORK_HOLD is inferred
+("autocork or pacing": the tracepoints cannot tell the two apart) and becomes a stall only
+past ``STALL_MIN_US`` (10 ms); a wait that long is not autocork's own but what keeps the
+earlier packet queued — pacing — so the stall is named ``pacing``."""
 
 
 def _addr(family: int, data: bytes) -> str:
