@@ -14,6 +14,7 @@ import pytest
 from nagle_sim.lessons import load_lessons
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace.rows import build_bars
+from nagle_sim.trace.summary import stalls
 from nagle_sim.tui import app as app_module
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.screens.help import HelpScreen
@@ -43,6 +44,25 @@ def test_a_hold_says_how_many_bytes_left_when_it_ended() -> None:
     trace7 = run_sim(_lesson("07-").scenario)
     assert {b.label.split(" for ")[0] for b in build_bars(trace7, "normal")
             if b.what == "hold"} == {"Nagle holds 7 B"}
+
+
+def test_a_stall_sentence_says_how_many_bytes_left_like_the_bar() -> None:
+    """31.2: the stall list and the detail pane said "client: Nagle holds (1 B queued;
+    small segment ending at 2 unACKed)" for lesson 1's stall at 92.147 ms, whose hold
+    began on 1 B and ended by sending 31 B; the bar says "(31 B when released)"."""
+    trace = run_sim(_lesson("01-").scenario)
+    bars = [b for b in build_bars(trace, "normal") if b.what == "hold"]
+    nagle = [s for s in stalls(trace) if "Nagle holds" in s.held_by]
+    assert nagle, stalls(trace)
+    for stall in nagle:
+        bar = next(b for b in bars if b.start < stall.end and stall.start < b.end)
+        released = bar.label.split("(")[1].split(" B when released")[0]
+        assert (f"1 B queued at first, {released} B when released; small segment"
+                in stall.held_by), (stall.held_by, bar.label)
+    # a hold that sends what it held keeps the plain sentence (lesson 7: 7 B, 7 B sent)
+    held7 = [s.held_by for s in stalls(run_sim(_lesson("07-").scenario))
+             if "Nagle holds" in s.held_by]
+    assert held7 and all("(7 B queued; small segment" in h for h in held7), held7
 
 
 def test_no_timer_bar_reads_zero_milliseconds() -> None:
