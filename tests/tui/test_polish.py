@@ -357,3 +357,36 @@ async def test_the_sandbox_checks_a_claim_exercise() -> None:
         solved = await verdict('metric = "reason.client.DELACK_FIRED"\nat_least = 5\n'
                                'why = "the timer sends most ACKs"\n')
         assert "Solved." in solved and "✗" not in solved, solved
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_toast_never_covers_the_what_if_bar_or_the_status_line(
+        size: tuple[int, int]) -> None:
+    """31.6: after `d` in the sandbox the "What changed" toast sat over the right of the
+    what-if bar and the status line for 4 s (at 80×24 it hid `k QUICKACK`, `o`, `K`, `O`
+    and `l link`; at 120×40 the server's `l link 0 ms`); a scenario error's toast for 8 s.
+    Every toast shown on a run screen must end above the what-if bar."""
+    from textual.widgets._toast import Toast
+
+    from nagle_sim.tui.screens.sandbox import SandboxScreen
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SandboxScreen)
+        bar = screen.query_one("#whatif").region
+        status = screen.query_one("#status").region
+        await pilot.press("d")          # the what-if's before/after toast, for 4 s
+        await settle(pilot)
+        for title in ("What changed", "Scenario error"):
+            if title == "Scenario error":
+                screen.show_error("scenario.toml:3: a made-up error to show its toast")
+                await settle(pilot)
+            toasts = list(screen.query(Toast))
+            assert [t for t in toasts if title in str(t.render())], (title, toasts)
+            for toast in toasts:
+                r = toast.region
+                assert r.height and r.bottom <= bar.y, (title, r, bar)
+                assert not r.overlaps(status), (title, r, status)
