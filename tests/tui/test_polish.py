@@ -101,7 +101,11 @@ async def test_help_names_each_what_if_and_lists_w_only_with_a_sweep() -> None:
         await pilot.press("question_mark")
         await settle(pilot)
         help_text = app.screen.source
-        assert "Switch what-if 1 on or off: client NODELAY" in help_text
+        # the "1-9" row is about every number key, then names what 1 switches (it read
+        # "Switch what-if 1 on or off: client NODELAY", as if 1-9 were one what-if)
+        row = next(line for line in help_text.splitlines() if "1-9" in line)
+        assert "1-4: switch one of the what-ifs listed in the left pane" in row, row
+        assert row.rstrip().endswith("1: client NODELAY"), row
         assert "What-if 2" in help_text and "Switch what-if 2 on or off: client" in help_text
         swept = next(x for x in SHIPPED if x.sweep is not None)
         await pilot.press("escape")
