@@ -25,6 +25,15 @@ def test_examples_writes_every_file_the_readme_names(
     for path in named:
         assert (tmp_path / path).is_file(), path
     assert main(["run", "examples/s1_write_write_read.toml"]) == 0
+    # the drill line named tests/drill, which only a checkout has
+    drilled = re.findall(r"nagle-sim drill (\S+)", readme.split("## Layout")[0])
+    assert drilled and not [d for d in drilled if d.startswith("tests/")], drilled
+    for folder in drilled:
+        scripts = sorted((tmp_path / folder).glob("*.pkt"))
+        assert len(scripts) >= 3, folder
+        for script in scripts:       # copies of tests/drill's, kept in step by this check
+            assert script.read_text() == (ROOT / "tests" / "drill" / script.name).read_text()
+        assert main(["drill", folder]) == 0
     # a second run keeps what is there (a user's edits are never replaced)
     (tmp_path / "examples" / "s5.toml").write_text("# mine\n")
     capsys.readouterr()

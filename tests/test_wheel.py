@@ -59,6 +59,10 @@ def test_every_package_of_the_checkout_is_in_the_wheel(unpacked: Path) -> None:
     assert sorted(p.name for p in (unpacked / "nagle_sim" / "example_files").glob(
         "*.toml")) == examples
     assert not (unpacked / "examples").exists(), "no top-level `examples` package"
+    # and the README's `nagle-sim drill examples/drill` scripts
+    drill = sorted(p.name for p in (ROOT / "examples" / "drill").glob("*.pkt"))
+    assert drill and sorted(p.name for p in (
+        unpacked / "nagle_sim" / "example_files" / "drill").glob("*.pkt")) == drill
 
 
 def test_the_watch_object_ships_with_its_sources(unpacked: Path) -> None:

@@ -1,4 +1,5 @@
-"""``nagle-sim examples``: write the README's example scenarios into a folder.
+"""``nagle-sim examples``: write the README's example scenarios (and drill scripts) into a
+folder.
 
 Owns the command's options. The files are package data (``nagle_sim.example_files``, the
 repository's examples/), so the README's commands (``nagle-sim run
@@ -16,15 +17,22 @@ from ..errors import EXIT_OK, UserError
 
 
 def example_files() -> list[tuple[str, str]]:
-    """(name, text) of every shipped example scenario, sorted by name: the installed
-    package data, or the checkout's examples/ when run from a source tree (as the
-    lessons are found, `nagle_sim.lessons.loader`)."""
+    """(name, text) of every shipped example, sorted by name: the scenarios, and under
+    ``drill/`` a few packetdrill scripts (``nagle-sim drill examples/drill``; the
+    README named tests/drill, which only a checkout has). The installed package data,
+    or the checkout's examples/ when run from a source tree (as the lessons are found,
+    `nagle_sim.lessons.loader`)."""
     try:
         root = resources.files("nagle_sim.example_files")
     except ModuleNotFoundError:
         root = Path(__file__).resolve().parents[2] / "examples"
-    return sorted((f.name, f.read_text("utf-8")) for f in root.iterdir()
-                  if f.name.endswith(".toml") and f.is_file())
+    out = [(f.name, f.read_text("utf-8")) for f in root.iterdir()
+           if f.name.endswith(".toml") and f.is_file()]
+    drill = root / "drill"
+    if drill.is_dir():
+        out += [(f"drill/{f.name}", f.read_text("utf-8")) for f in drill.iterdir()
+                if f.name.endswith(".pkt") and f.is_file()]
+    return sorted(out)
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
@@ -42,6 +50,7 @@ def cmd_examples(args: argparse.Namespace) -> int:
             kept.append(name)
             continue
         try:
+            target.parent.mkdir(exist_ok=True)
             target.write_text(text, "utf-8")
         except OSError as exc:
             raise UserError(f"cannot write {target}: {exc.strerror or exc}") from None

@@ -22,8 +22,11 @@ if TYPE_CHECKING:      # for the type only: drawing never runs a sweep
     from ..sweep import SweepResult
 
 # Okabe–Ito colours: distinguishable with the common colour-vision deficiencies and when
-# projected (yellow is left out: it vanishes on white).
-SERIES = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
+# projected (yellow is left out: it vanishes on white). Its orange and vermillion are left
+# out too: orange means measured on the kernel in every other picture (`scene.OVERLAY`),
+# and a model-only series drawn in it read as a kernel run (issue 31); Tol's indigo and
+# wine take their places.
+SERIES = ("#0072b2", "#009e73", "#cc79a7", "#332288", "#56b4e9", "#882255", "#000000")
 MAX_SERIES = 12
 """More lines than this on one panel cannot be told apart (the palette has 7 colours)."""
 WIDTH = 1200

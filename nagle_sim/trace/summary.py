@@ -128,6 +128,28 @@ class _Index:
                 best = seg
         return best
 
+    def grown(self, hold: EventRecord) -> str:
+        """The hold's detail, saying how much left when it was released if the queue grew
+        while held: lesson 1's hold starts on 1 B and ends by sending 31 B, and "1 B
+        queued" alone hid that (as the ladder's hold bar says "(31 B when released)").
+        The release is the side's next data send after the hold; a burst leaving at one
+        instant counts whole."""
+        began = int(hold.data.get("length") or 0)
+        prefix = f"{began} B queued"
+        if not began or not hold.detail.startswith(prefix):
+            return hold.detail
+        segments = self.trace.segments
+        i = bisect.bisect_right(self.seg_t, hold.t)
+        release = next((s.t for s in segments[i:] if s.src is hold.side and s.is_data), None)
+        if release is None:
+            return hold.detail
+        released = sum(s.length for s in segments[i:bisect.bisect_right(self.seg_t, release)]
+                       if s.src is hold.side and s.is_data and s.t == release)
+        if released <= began:
+            return hold.detail
+        return (f"{prefix} at first, {released} B when released"
+                + hold.detail[len(prefix):])
+
     def hold_during(self, prev: SegmentRecord, nxt: SegmentRecord) -> EventRecord | None:
         """The hold that kept data back across a gap: the last hold before the gap ends
         whose side sent no data between that hold and the gap's start. A hold that began
@@ -217,7 +239,7 @@ def stalls(trace: Trace, minimum: Micros = STALL_MIN, wire: WireNamer | None = N
         elif hold is not None:
             held = f"{hold.side.value}: {short(hold.code) or hold.reason}"
             if hold.detail:
-                held += f" ({hold.detail})"
+                held += f" ({index.grown(hold)})"
         elif (flight := index.in_flight(prev, nxt)) is not None:
             assert flight.arrive is not None
             held = (f"waiting on the link: {flight.src.value}'s {flight.label()} took "

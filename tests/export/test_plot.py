@@ -94,3 +94,27 @@ def test_the_plot_is_titled_by_the_scenario_not_its_path(tmp_path: Path) -> None
                  "--metric", "writes_alone_pct", "--svg", str(svg)]) == 0
     text = svg.read_text("utf-8")
     assert "S5: ten 1200-byte writes" in text and "sweep of" not in text
+
+
+def _orange(color: str | None) -> bool:
+    """A saturated hue between red and yellow: what the other pictures call the kernel."""
+    import colorsys
+    if not color or not color.startswith("#") or len(color) != 7:
+        return False
+    r, g, b = (int(color[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    h, s, v = colorsys.rgb_to_hsv(r, g, b)
+    return 15 <= h * 360 <= 50 and s >= 0.5 and v >= 0.5
+
+
+def test_a_model_only_sweep_draws_nothing_in_the_kernels_orange() -> None:
+    """Orange is the kernel in every picture (`scene.OVERLAY`); the sweep drew its second
+    and fifth model series in Okabe–Ito's vermillion and orange."""
+    from nagle_sim.export.plot import MAX_SERIES
+    from nagle_sim.export.scene import OVERLAY
+    assert _orange(OVERLAY)
+    scene = build_plot(_result(MAX_SERIES))
+    colours = {c for item in scene.items
+               for c in (getattr(item, "color", None), getattr(item, "fill", None),
+                         getattr(item, "stroke", None))}
+    assert len(colours) > 5, colours      # the series were drawn, in several colours
+    assert not [c for c in colours if _orange(c)], colours

@@ -14,6 +14,7 @@ import pytest
 from nagle_sim.lessons import load_lessons
 from nagle_sim.sim.driver import run_sim
 from nagle_sim.trace.rows import build_bars
+from nagle_sim.trace.summary import stalls
 from nagle_sim.tui import app as app_module
 from nagle_sim.tui.app import NagleApp
 from nagle_sim.tui.screens.help import HelpScreen
@@ -43,6 +44,25 @@ def test_a_hold_says_how_many_bytes_left_when_it_ended() -> None:
     trace7 = run_sim(_lesson("07-").scenario)
     assert {b.label.split(" for ")[0] for b in build_bars(trace7, "normal")
             if b.what == "hold"} == {"Nagle holds 7 B"}
+
+
+def test_a_stall_sentence_says_how_many_bytes_left_like_the_bar() -> None:
+    """31.2: the stall list and the detail pane said "client: Nagle holds (1 B queued;
+    small segment ending at 2 unACKed)" for lesson 1's stall at 92.147 ms, whose hold
+    began on 1 B and ended by sending 31 B; the bar says "(31 B when released)"."""
+    trace = run_sim(_lesson("01-").scenario)
+    bars = [b for b in build_bars(trace, "normal") if b.what == "hold"]
+    nagle = [s for s in stalls(trace) if "Nagle holds" in s.held_by]
+    assert nagle, stalls(trace)
+    for stall in nagle:
+        bar = next(b for b in bars if b.start < stall.end and stall.start < b.end)
+        released = bar.label.split("(")[1].split(" B when released")[0]
+        assert (f"1 B queued at first, {released} B when released; small segment"
+                in stall.held_by), (stall.held_by, bar.label)
+    # a hold that sends what it held keeps the plain sentence (lesson 7: 7 B, 7 B sent)
+    held7 = [s.held_by for s in stalls(run_sim(_lesson("07-").scenario))
+             if "Nagle holds" in s.held_by]
+    assert held7 and all("(7 B queued; small segment" in h for h in held7), held7
 
 
 def test_no_timer_bar_reads_zero_milliseconds() -> None:
@@ -81,7 +101,11 @@ async def test_help_names_each_what_if_and_lists_w_only_with_a_sweep() -> None:
         await pilot.press("question_mark")
         await settle(pilot)
         help_text = app.screen.source
-        assert "Switch what-if 1 on or off: client NODELAY" in help_text
+        # the "1-9" row is about every number key, then names what 1 switches (it read
+        # "Switch what-if 1 on or off: client NODELAY", as if 1-9 were one what-if)
+        row = next(line for line in help_text.splitlines() if "1-9" in line)
+        assert "1-4: switch one of the what-ifs listed in the left pane" in row, row
+        assert row.rstrip().endswith("1: client NODELAY"), row
         assert "What-if 2" in help_text and "Switch what-if 2 on or off: client" in help_text
         swept = next(x for x in SHIPPED if x.sweep is not None)
         await pilot.press("escape")
@@ -337,3 +361,36 @@ async def test_the_sandbox_checks_a_claim_exercise() -> None:
         solved = await verdict('metric = "reason.client.DELACK_FIRED"\nat_least = 5\n'
                                'why = "the timer sends most ACKs"\n')
         assert "Solved." in solved and "✗" not in solved, solved
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_toast_never_covers_the_what_if_bar_or_the_status_line(
+        size: tuple[int, int]) -> None:
+    """31.6: after `d` in the sandbox the "What changed" toast sat over the right of the
+    what-if bar and the status line for 4 s (at 80×24 it hid `k QUICKACK`, `o`, `K`, `O`
+    and `l link`; at 120×40 the server's `l link 0 ms`); a scenario error's toast for 8 s.
+    Every toast shown on a run screen must end above the what-if bar."""
+    from textual.widgets._toast import Toast
+
+    from nagle_sim.tui.screens.sandbox import SandboxScreen
+    app = NagleApp(run_sim=run_sim)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SandboxScreen)
+        bar = screen.query_one("#whatif").region
+        status = screen.query_one("#status").region
+        await pilot.press("d")          # the what-if's before/after toast, for 4 s
+        await settle(pilot)
+        for title in ("What changed", "Scenario error"):
+            if title == "Scenario error":
+                screen.show_error("scenario.toml:3: a made-up error to show its toast")
+                await settle(pilot)
+            toasts = list(screen.query(Toast))
+            assert [t for t in toasts if title in str(t.render())], (title, toasts)
+            for toast in toasts:
+                r = toast.region
+                assert r.height and r.bottom <= bar.y, (title, r, bar)
+                assert not r.overlaps(status), (title, r, status)

@@ -144,6 +144,12 @@ class LessonScreen(RunScreen):
         labels = self.page_labels()
         if not 0 <= index < len(labels):
             return None
+        if index == 0:
+            # the "1-9 What-ifs" row stands for every number key: say so, then what 1
+            # does (it read "Switch what-if 1 on or off: …" as if that were all of 1-9)
+            keys = "1" if len(labels) == 1 else f"1-{len(labels)}"
+            return (f"{keys}: switch one of the what-ifs listed in the left pane on or off; "
+                    f"1: {labels[0][1]}")
         return f"Switch what-if {index + 1} on or off: {labels[index][1]}"
 
     def _variant_on(self, variant: Variant) -> bool:
