@@ -371,7 +371,11 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     ("assert tcpi_snd_cwnd % 0 == 1", "ZeroDivisionError"),
     ("assert 1e308 * 10 // 0.0 == 1", "ZeroDivisionError"),
     ("assert " + "-" * 5000 + "1 == 1", "characters (limit 4,096)"),
-    ("assert " + "-" * 3500 + "1 == 1", "nested too deeply to parse"),
+    # 3,500 unary minuses: CPython 3.11 builds the AST within the recursion budget left
+    # by the caller's stack, so whether ast.parse itself refuses it (RecursionError) or
+    # our depth check does depends on how deep the test runner's stack is; either is
+    # the one clear line this test is about
+    ("assert " + "-" * 3500 + "1 == 1", "nested "),
     ("assert " + "-" * 1500 + "1 == 1", "nested more than 64 deep"),
     ("assert " + "*".join(["1"] * 2000) + " > 0", "nested more than 64 deep"),
 ], ids=["div", "mod", "floordiv-float", "long", "parse-depth", "unary-depth", "product"])
