@@ -43,18 +43,17 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from threading import Event, Thread
 from typing import Any
 
 from textual import events, messages
 from textual.driver import Driver
-from textual.drivers.web_driver import WebDriver
 from textual.geometry import Size
 from textual.worker import WorkerState
 
 from ..classroom.channel import encode
 from ..tui.classlink import ClassLink
+from ..tui.webdriver import ClassroomWebDriver, WholePackets
 
 TEMPLATE_SIZE = (120, 40)
 """The template's size until tabs say otherwise: it then follows the most common one."""
@@ -71,8 +70,9 @@ def loop_can_be_forked(loop: asyncio.AbstractEventLoop) -> bool:
                                                      "_default_executor")))
 
 
-class TemplateDriver(WebDriver):
-    """Textual's web driver, silent and without input until `activate` (in a child)."""
+class TemplateDriver(ClassroomWebDriver):
+    """The classroom's web driver (Textual's, each packet written whole: see
+    `nagle_sim.tui.webdriver`), silent and without input until `activate` (in a child)."""
 
     started: Callable[[asyncio.AbstractEventLoop], None] | None = None
     """Called once the app's loop runs (the template hooks the fork server in here)."""
@@ -84,7 +84,7 @@ class TemplateDriver(WebDriver):
         Driver.__init__(self, app, debug=debug, mouse=mouse, size=size or TEMPLATE_SIZE)
         self.stdout = sys.__stdout__
         self.fileno = 1
-        self._write = partial(os.write, 1)
+        self._write = WholePackets(1)  # type: ignore[assignment]  # Textual's: partial
         self.exit_event = Event()
         self._key_thread = Thread(target=self.run_input_thread, name="textual-input")
         self._input_reader: Any = None
@@ -133,6 +133,9 @@ class TemplateDriver(WebDriver):
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, do_exit)
         self.active = True
+        # a lock of this process's own (the template never writes, but a lock must not
+        # cross a fork held)
+        self._write = WholePackets(1)  # type: ignore[assignment]  # Textual's: partial
         self._write(b"__GANGLION__\n")
         self.write("\x1b[?1049h")  # alternate screen
         self._enable_mouse_support()

@@ -80,6 +80,10 @@ between requests (a WebSocket, once open, is not idle: its handler runs)."""
 LOOPBACK_NAMES = ("localhost",)
 """Host names (besides loopback IP literals) a loopback-only server answers to."""
 
+WEB_DRIVER = "nagle_sim.tui.webdriver:ClassroomWebDriver"
+"""TEXTUAL_DRIVER for every app serve starts (named, not imported: serve imports no
+Textual)."""
+
 FORK_FD_ENV = "NAGLE_SIM_FORK_FD"
 FORK_CONFIG_ENV = "NAGLE_SIM_FORK_CONFIG"
 """How serve hands the fork server its socket and the classroom policy
@@ -752,6 +756,9 @@ class ClassroomServer(Server):
         self._pending = 0
         environment = AppService._build_environment(
             cast(AppService, SimpleNamespace(debug=False)), width=80, height=24)
+        # Textual's web driver, writing each packet whole (`nagle_sim.tui.webdriver`: its
+        # own interleaved a repaint into an export's chunk under load)
+        environment["TEXTUAL_DRIVER"] = WEB_DRIVER
         environment.update(options.extra_env)
         self.environment = environment
         config = {"allow_real": options.allow_real, "real_timeout_s": options.real_timeout_s,
